@@ -1,0 +1,78 @@
+//===- ModelSize.h - Closed-form model size and memory --------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Parameter count, training FLOPs and per-device model-state bytes of a
+// GPT-2-style decoder, from its hyper-parameters and parallel layout. The
+// same figures are also counted from the IR (ModelStats.h); the two are
+// cross-checked in the tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_ANALYSIS_MODELSIZE_H
+#define GPTC_ANALYSIS_MODELSIZE_H
+
+#include <cstdint>
+#include <optional>
+
+namespace mlir::gptc {
+
+enum class Precision { FP32, BF16, FP16 };
+
+/// A model description with every default applied and every derived size
+/// computed. Built (and validated) by the frontend.
+struct ModelConfig {
+  // Architecture.
+  int64_t vocabSize = 0, contextLength = 0, numLayers = 0, numHeads = 0,
+          modelDim = 0, mlpDim = 0;
+  bool tiedEmbeddings = true, bias = true;
+  double layerNormEpsilon = 1e-5;
+  double initStd = 0.02;
+  bool scaleResidualInit = true;
+  uint64_t initSeed = 0;
+  // Training.
+  int64_t batchSize = 0, seqLen = 0, gradAccumSteps = 1, steps = 1000;
+  /// Sequences per rank per micro-step: ceil(batch / (dp * accum)).
+  int64_t microBatchSize = 0;
+  Precision precision = Precision::FP32;
+  // Parallel layout (1 when the mesh has no such axis).
+  int64_t dataParallel = 1, tensorParallel = 1, pipelineParallel = 1;
+  int zeroStage = 0;
+  bool sequenceParallel = false;
+};
+
+/// Figures derived from a ModelConfig.
+struct ModelSize {
+  // Whole-model parameter counts.
+  int64_t embeddingParams = 0; ///< wte + wpe
+  int64_t layerParams = 0;     ///< one transformer block
+  int64_t finalNormParams = 0; ///< ln_f
+  int64_t headParams = 0;      ///< untied lm_head; 0 when tied
+  int64_t totalParams = 0;
+  /// Training FLOPs per token: 6 N + 12 L T C (PaLM / llm.c convention).
+  int64_t flopsPerToken = 0;
+  /// Tokens per optimizer step: batch x seq_len.
+  int64_t tokensPerStep = 0;
+  /// Vocabulary rows after padding to a multiple of the tensor size.
+  int64_t paddedVocabSize = 0;
+
+  // Model state on the most loaded device.
+  int64_t paramsPerDevice = 0;
+  int64_t weightBytes = 0, gradBytes = 0, optimizerBytes = 0;
+  int64_t stateBytesPerDevice = 0;
+  /// Bytes per parameter of weights + gradients + optimizer state before
+  /// ZeRO (16 for AdamW in fp32 and in mixed precision).
+  int64_t bytesPerParam = 16;
+};
+
+/// Computes the figures, or std::nullopt when one of them overflows 64 bits.
+std::optional<ModelSize> computeModelSize(const ModelConfig &config);
+
+/// Parameters of one block, for the checks that do not need the whole size.
+std::optional<int64_t> computeLayerParams(const ModelConfig &config);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_ANALYSIS_MODELSIZE_H

@@ -1,0 +1,47 @@
+//===- ModelStats.h - Parameter and FLOP counts from the IR ---*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Counts what a model function holds and computes, read from the IR alone:
+// the parameters (arguments marked `gptc.param`), the forward FLOPs (through
+// `CostModelOpInterface`) and the tokens of one batch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_ANALYSIS_MODELSTATS_H
+#define GPTC_ANALYSIS_MODELSTATS_H
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include <cstdint>
+
+namespace mlir::gptc {
+
+/// Argument attribute naming a parameter (`"h.0.attn.c_attn.weight"`).
+inline constexpr llvm::StringLiteral kParamAttrName = "gptc.param";
+/// Argument attribute naming a data input (`"tokens"`, `"labels"`).
+inline constexpr llvm::StringLiteral kInputAttrName = "gptc.input";
+/// Argument attribute describing a parameter's initializer.
+inline constexpr llvm::StringLiteral kInitAttrName = "gptc.init";
+
+/// Figures of one model function.
+struct ModelStats {
+  /// Number of parameter tensors and their total element count.
+  int64_t numParamTensors = 0;
+  int64_t numParams = 0;
+  /// Sum of the op FLOP counts of one forward execution.
+  int64_t forwardFlops = 0;
+  /// Elements of the `tokens` input (batch x sequence), 0 when absent.
+  int64_t tokens = 0;
+  /// Ops that do not implement CostModelOpInterface (counted as 0 FLOPs).
+  int64_t uncountedOps = 0;
+};
+
+/// Computes the figures of `func`.
+ModelStats computeModelStats(FunctionOpInterface func);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_ANALYSIS_MODELSTATS_H

@@ -1,0 +1,49 @@
+//===- GptcBase.td - gptc dialect definition ---------------*- tablegen -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The `gptc` dialect: tensor-level operations of a GPT-2-style decoder.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_DIALECT_GPTC_IR_GPTCBASE_TD
+#define GPTC_DIALECT_GPTC_IR_GPTCBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Gptc_Dialect : Dialect {
+  let name = "gptc";
+  let cppNamespace = "::mlir::gptc";
+  let summary = "Tensor-level operations of a GPT-style decoder";
+  let description = [{
+    The `gptc` dialect holds the operations a GPT-2-style decoder is built
+    from: token and position embedding, linear layers, layer norm, GELU,
+    causal multi-head attention, softmax, residual add and the cross-entropy
+    loss, plus the data-movement ops the graph needs (reshape, transpose,
+    split, constants, casts).
+
+    All tensors have static shapes: gptc compiles a training step for one
+    fixed microbatch shape, as XLA does. Floating-point operands may be
+    `f32`, `bf16`, `f16` or `f64` (the last for finite-difference checks);
+    token ids and positions are signless integers.
+
+    The module-level attributes `gptc.model` (the parsed model description)
+    and the `shard.grid` built from the description's mesh live beside the
+    functions; see `docs/ModelDescription.md`.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Gptc_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Gptc_IndexTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
+def Gptc_AnyTensor : StaticShapeTensorOf<[AnyType]>;
+
+#endif // GPTC_DIALECT_GPTC_IR_GPTCBASE_TD

@@ -1,0 +1,22 @@
+//===- Passes.h - gptc dialect passes -------------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H
+#define GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::gptc {
+
+#define GEN_PASS_DECL
+#include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+
+} // namespace mlir::gptc
+
+#endif // GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H

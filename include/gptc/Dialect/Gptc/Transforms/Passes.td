@@ -1,0 +1,50 @@
+//===- Passes.td - gptc dialect passes ---------------------*- tablegen -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD
+#define GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def GptcModelStatsPass
+    : InterfacePass<"gptc-model-stats", "mlir::FunctionOpInterface"> {
+  let summary = "Report parameter count and FLOPs of a model function";
+  let description = [{
+    Counts, for every function whose arguments carry `gptc.param`, the
+    parameters (the elements of those arguments), the forward FLOPs (the sum
+    of `CostModelOpInterface::getFlopCount` over its ops) and the tokens of
+    one batch (the elements of the argument marked `gptc.input = "tokens"`),
+    and reports them as a remark on the function:
+
+    ```
+    remark: gptc.model: 124439808 parameters in 148 tensors; forward
+            1.05e+12 FLOPs for 4096 tokens
+    ```
+    With `annotate`, the same figures are also attached to the function as
+    `gptc.num_params`, `gptc.forward_flops` and `gptc.tokens` attributes so
+    later passes and tests can read them. The IR is otherwise unchanged.
+  }];
+  let options = [
+    Option<"annotate", "annotate", "bool", "false",
+           "Attach the figures to the function as attributes">,
+    Option<"remarks", "remarks", "bool", "true",
+           "Emit the figures as a remark on the function">
+  ];
+}
+
+def GptcVerifyModelPass : Pass<"gptc-verify-model", "mlir::ModuleOp"> {
+  let summary = "Check the calling convention of a gptc model module";
+  let description = [{
+    A model module holds one `func.func @forward` whose arguments are the
+    parameters (each with a unique `gptc.param` name), then the `tokens`
+    and `labels` inputs (`gptc.input`), and which returns the scalar loss.
+    Later passes (autodiff, sharding) rely on this convention; this pass
+    states it in one place and reports each violation at the argument or
+    op that breaks it.
+  }];
+}
+
+#endif // GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,96 @@
+//===- ModelSpec.h - Parse and validate model descriptions ----*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Reads a `.pbtxt` model description (schema: model_spec.proto), keeps the
+// line:col of every field, applies defaults and checks everything the
+// compiler relies on. Every problem is an MLIR diagnostic at the offending
+// field.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_FRONTEND_MODELSPEC_H
+#define GPTC_FRONTEND_MODELSPEC_H
+
+#include "gptc/Analysis/ModelSize.h"
+
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class SourceMgr;
+} // namespace llvm
+
+namespace gptc::spec {
+class ModelSpec;
+} // namespace gptc::spec
+
+namespace mlir::gptc {
+
+/// One step of a path to a field: its name and, for repeated fields, the
+/// element index.
+struct FieldRef {
+  llvm::StringRef name;
+  int index = -1;
+};
+
+/// A named axis of the device mesh.
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  enum class Kind { Data, Tensor, Pipeline } kind = Kind::Data;
+};
+
+/// A parsed, validated model description.
+class ModelDescription {
+public:
+  ModelDescription(ModelDescription &&) noexcept;
+  ModelDescription &operator=(ModelDescription &&) noexcept;
+  ~ModelDescription();
+
+  /// Parses the main buffer of `sourceMgr` as a description, reporting
+  /// syntax and validation errors through `context`'s diagnostic engine.
+  static FailureOr<ModelDescription> parse(llvm::SourceMgr &sourceMgr,
+                                           MLIRContext *context);
+
+  /// Same, for an in-memory text named `fileName` in locations.
+  static FailureOr<ModelDescription>
+  parse(llvm::StringRef text, llvm::StringRef fileName, MLIRContext *context);
+
+  const ::gptc::spec::ModelSpec &getSpec() const;
+  /// The description with defaults applied and derived sizes computed.
+  const ModelConfig &getConfig() const { return config; }
+  /// The mesh axes in grid order (empty for one device).
+  llvm::ArrayRef<MeshAxis> getMeshAxes() const { return axes; }
+  /// The model's name (the file's stem when the description has none).
+  llvm::StringRef getName() const { return name; }
+
+  /// Location of the field at `path`, e.g. `{{"model"}, {"num_heads"}}`.
+  /// When the field is absent, the closest enclosing field that is present;
+  /// the start of the file when none is.
+  Location locate(llvm::ArrayRef<FieldRef> path) const;
+
+  /// The parsed text, its positions and the protobuf message.
+  struct Impl;
+
+private:
+  explicit ModelDescription(std::unique_ptr<Impl> impl);
+  LogicalResult validate();
+
+  std::unique_ptr<Impl> impl;
+  ModelConfig config;
+  std::vector<MeshAxis> axes;
+  std::string name;
+};
+
+} // namespace mlir::gptc
+
+#endif // GPTC_FRONTEND_MODELSPEC_H

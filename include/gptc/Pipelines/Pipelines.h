@@ -1,0 +1,44 @@
+//===- Pipelines.h - gptc's named pass pipelines --------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The driver builds its pass pipelines with these functions, and gptc-opt
+// registers the same functions under names, so that
+// `gptc-opt -p 'builtin.module(gptc-frontend-pipeline)'` reproduces exactly
+// what `gptc --emit=mlir` runs after import.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_PIPELINES_PIPELINES_H
+#define GPTC_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
+namespace mlir::gptc {
+
+/// Options of the frontend pipeline.
+struct FrontendPipelineOptions
+    : public PassPipelineOptions<FrontendPipelineOptions> {
+  PassOptions::Option<bool> verifyModel{
+      *this, "verify-model",
+      llvm::cl::desc("Check the model calling convention (gptc-verify-model)"),
+      llvm::cl::init(true)};
+};
+
+/// Checks and cleans up an imported forward graph: gptc-verify-model,
+/// canonicalize, cse.
+void buildFrontendPipeline(OpPassManager &pm,
+                           const FrontendPipelineOptions &options);
+
+/// Registers the named pipelines with the global pass registry.
+void registerPipelines();
+
+} // namespace mlir::gptc
+
+#endif // GPTC_PIPELINES_PIPELINES_H

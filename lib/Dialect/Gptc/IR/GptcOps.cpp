@@ -1,0 +1,465 @@
+//===- GptcOps.cpp - gptc dialect operations ------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Type inference, verifiers, folders and FLOP counts of the gptc ops.
+//
+// Shape errors are reported from `inferReturnTypes`, which the
+// InferTypeOpInterface verifier calls with the op's location, so a malformed
+// op and a builder given inconsistent operands get the same message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+#include "gptc/Dialect/Gptc/IR/GptcInterfaces.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Utilities
+//===----------------------------------------------------------------------===//
+
+/// Emits `'<opName>' op <message>` at `loc` when a location is given (type
+/// inference may run without one) and returns failure.
+static LogicalResult shapeError(std::optional<Location> loc, StringRef opName,
+                                const Twine &message) {
+  if (loc)
+    mlir::emitError(*loc) << "'gptc." << opName << "' op " << message;
+  return failure();
+}
+
+/// Returns `value`'s type as a ranked tensor, or null.
+static RankedTensorType rankedType(Value value) {
+  return value ? dyn_cast<RankedTensorType>(value.getType())
+               : RankedTensorType();
+}
+
+/// Multiplies non-negative counts, saturating at INT64_MAX so that absurd
+/// shapes give an absurd count rather than undefined behaviour.
+static int64_t mulSat(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    return std::numeric_limits<int64_t>::max();
+  return r;
+}
+
+static int64_t addSat(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    return std::numeric_limits<int64_t>::max();
+  return r;
+}
+
+static int64_t numElements(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return 0;
+  int64_t n = 1;
+  for (int64_t d : tensor.getShape())
+    n = mulSat(n, d);
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+int64_t ConstantOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// IotaOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult IotaOp::verify() {
+  int64_t rank = getType().getRank();
+  if (getDimension() >= static_cast<uint64_t>(rank))
+    return emitOpError("dimension ")
+           << getDimension() << " is out of range for a rank-" << rank
+           << " result";
+  return success();
+}
+
+int64_t IotaOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType ids = rankedType(adaptor.getIds());
+  RankedTensorType table = rankedType(adaptor.getTable());
+  if (!ids || !table)
+    return shapeError(loc, "embedding", "expects ranked tensor operands");
+  if (table.getRank() != 2)
+    return shapeError(loc, "embedding",
+                      "expects a rank-2 table (vocab x width), got rank " +
+                          Twine(table.getRank()));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+int64_t EmbeddingOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  RankedTensorType weight = rankedType(adaptor.getWeight());
+  RankedTensorType bias = rankedType(adaptor.getBias());
+  if (!input || !weight)
+    return shapeError(loc, "linear", "expects ranked tensor operands");
+  if (input.getRank() < 1)
+    return shapeError(loc, "linear", "expects an input of rank >= 1");
+  if (weight.getRank() != 2)
+    return shapeError(loc, "linear",
+                      "expects a rank-2 weight (out x in), got rank " +
+                          Twine(weight.getRank()));
+  int64_t k = input.getShape().back();
+  if (weight.getDimSize(1) != k)
+    return shapeError(loc, "linear",
+                      "input features " + Twine(k) +
+                          " do not match weight dimension 1 (" +
+                          Twine(weight.getDimSize(1)) + ")");
+  Type elementType = input.getElementType();
+  if (weight.getElementType() != elementType)
+    return shapeError(loc, "linear",
+                      "expects input and weight of the same element type");
+  if (adaptor.getBias()) {
+    if (!bias || bias.getRank() != 1 ||
+        bias.getDimSize(0) != weight.getDimSize(0))
+      return shapeError(loc, "linear",
+                        "expects a rank-1 bias of size " +
+                            Twine(weight.getDimSize(0)));
+    if (bias.getElementType() != elementType)
+      return shapeError(loc, "linear",
+                        "expects a bias of the input's element type");
+  }
+  SmallVector<int64_t> shape(input.getShape().drop_back());
+  shape.push_back(weight.getDimSize(0));
+  inferred.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+int64_t LinearOp::getFlopCount() {
+  int64_t k = getInput().getType().getShape().back();
+  int64_t outputs = numElements(getType());
+  int64_t flops = mulSat(mulSat(2, outputs), k);
+  return getBias() ? addSat(flops, outputs) : flops;
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType lhs = rankedType(adaptor.getLhs());
+  RankedTensorType rhs = rankedType(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return shapeError(loc, "matmul", "expects ranked tensor operands");
+  if (lhs.getRank() < 2 || lhs.getRank() != rhs.getRank())
+    return shapeError(loc, "matmul",
+                      "expects operands of equal rank >= 2, got " +
+                          Twine(lhs.getRank()) + " and " +
+                          Twine(rhs.getRank()));
+  if (lhs.getElementType() != rhs.getElementType())
+    return shapeError(loc, "matmul",
+                      "expects operands of the same element type");
+  int64_t rank = lhs.getRank();
+  ArrayRef<int64_t> a = lhs.getShape(), b = rhs.getShape();
+  if (a.drop_back(2) != b.drop_back(2))
+    return shapeError(loc, "matmul", "expects equal batch dimensions");
+  int64_t m = adaptor.getTransposeLhs() ? a[rank - 1] : a[rank - 2];
+  int64_t ka = adaptor.getTransposeLhs() ? a[rank - 2] : a[rank - 1];
+  int64_t kb = adaptor.getTransposeRhs() ? b[rank - 1] : b[rank - 2];
+  int64_t n = adaptor.getTransposeRhs() ? b[rank - 2] : b[rank - 1];
+  if (ka != kb)
+    return shapeError(loc, "matmul",
+                      "contraction sizes differ: " + Twine(ka) + " vs " +
+                          Twine(kb));
+  SmallVector<int64_t> shape(a.drop_back(2));
+  shape.append({m, n});
+  inferred.push_back(RankedTensorType::get(shape, lhs.getElementType()));
+  return success();
+}
+
+int64_t MatmulOp::getFlopCount() {
+  ArrayRef<int64_t> a = getLhs().getType().getShape();
+  int64_t k = getTransposeLhs() ? a[a.size() - 2] : a.back();
+  return mulSat(mulSat(2, numElements(getType())), k);
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              Adaptor adaptor,
+                              SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  RankedTensorType gamma = rankedType(adaptor.getGamma());
+  RankedTensorType beta = rankedType(adaptor.getBeta());
+  if (!input || !gamma || !beta)
+    return shapeError(loc, "layer_norm", "expects ranked tensor operands");
+  if (input.getRank() < 1)
+    return shapeError(loc, "layer_norm", "expects an input of rank >= 1");
+  double eps = adaptor.getEpsilon().convertToDouble();
+  if (!(eps > 0) || !std::isfinite(eps))
+    return shapeError(loc, "layer_norm", "epsilon must be positive and finite");
+  int64_t c = input.getShape().back();
+  for (RankedTensorType param : {gamma, beta}) {
+    if (param.getRank() != 1 || param.getDimSize(0) != c)
+      return shapeError(loc, "layer_norm",
+                        "expects gamma and beta of shape [" + Twine(c) + "]");
+    if (param.getElementType() != input.getElementType())
+      return shapeError(loc, "layer_norm",
+                        "expects gamma and beta of the input's element type");
+  }
+  inferred.push_back(input);
+  return success();
+}
+
+int64_t LayerNormOp::getFlopCount() {
+  // mean (1), centred square and sum (3), normalize (2), affine (2).
+  return mulSat(8, numElements(getType()));
+}
+
+//===----------------------------------------------------------------------===//
+// GeluOp, SoftmaxOp, AddOp
+//===----------------------------------------------------------------------===//
+
+int64_t GeluOp::getFlopCount() {
+  // x^3, fma, scale, tanh, add, two multiplies: about 8 per element.
+  return mulSat(8, numElements(getType()));
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError("expects an input of rank >= 1");
+  return success();
+}
+
+int64_t SoftmaxOp::getFlopCount() {
+  // max, subtract, exp, sum, divide.
+  return mulSat(5, numElements(getType()));
+}
+
+int64_t AddOp::getFlopCount() { return numElements(getType()); }
+
+//===----------------------------------------------------------------------===//
+// CausalAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType q = rankedType(adaptor.getQuery());
+  RankedTensorType k = rankedType(adaptor.getKey());
+  RankedTensorType v = rankedType(adaptor.getValue());
+  if (!q || !k || !v)
+    return shapeError(loc, "causal_attention",
+                      "expects ranked tensor operands");
+  if (q.getRank() != 3)
+    return shapeError(loc, "causal_attention",
+                      "expects query of shape batch x seq x width, got rank " +
+                          Twine(q.getRank()));
+  if (k != q || v != q)
+    return shapeError(loc, "causal_attention",
+                      "expects query, key and value of the same type");
+  int64_t heads = adaptor.getNumHeads();
+  if (heads <= 0 || q.getDimSize(2) % heads != 0)
+    return shapeError(loc, "causal_attention",
+                      "width " + Twine(q.getDimSize(2)) +
+                          " is not divisible by " + Twine(heads) + " heads");
+  inferred.push_back(q);
+  return success();
+}
+
+int64_t CausalAttentionOp::getFlopCount() {
+  ArrayRef<int64_t> s = getQuery().getType().getShape();
+  int64_t b = s[0], t = s[1], c = s[2];
+  // Q K^T and P V: 2 * (2 B T T C); softmax over B H T T scores.
+  int64_t matmuls = mulSat(mulSat(mulSat(4, b), mulSat(t, t)), c);
+  int64_t softmax =
+      mulSat(mulSat(5, b), mulSat(getNumHeads(), mulSat(t, t)));
+  return addSat(matmuls, softmax);
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType logits = rankedType(adaptor.getLogits());
+  RankedTensorType labels = rankedType(adaptor.getLabels());
+  if (!logits || !labels)
+    return shapeError(loc, "cross_entropy", "expects ranked tensor operands");
+  if (logits.getRank() < 1)
+    return shapeError(loc, "cross_entropy", "expects logits of rank >= 1");
+  if (labels.getShape() != logits.getShape().drop_back())
+    return shapeError(loc, "cross_entropy",
+                      "expects labels shaped like the logits without their "
+                      "last (vocabulary) dimension");
+  inferred.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+int64_t CrossEntropyOp::getFlopCount() {
+  // log-softmax over the vocabulary plus the gather and the mean.
+  return mulSat(5, numElements(getLogits().getType()));
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("expects the same element type, got ")
+           << in.getElementType() << " and " << out.getElementType();
+  if (numElements(in) != numElements(out))
+    return emitOpError("cannot reshape ")
+           << numElements(in) << " elements into " << numElements(out);
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) -> reshape(x): only the final shape matters.
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+int64_t ReshapeOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              Adaptor adaptor,
+                              SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  if (!input)
+    return shapeError(loc, "transpose", "expects a ranked tensor operand");
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return shapeError(loc, "transpose",
+                      "permutation has " + Twine(perm.size()) +
+                          " entries for a rank-" + Twine(rank) + " input");
+  llvm::SmallBitVector seen(rank);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen.test(p))
+      return shapeError(loc, "transpose",
+                        "permutation is not a permutation of [0, " +
+                            Twine(rank) + ")");
+    seen.set(p);
+    shape.push_back(input.getDimSize(p));
+  }
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPermutation();
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    return getInput();
+  // transpose(transpose(x, p), q) is x when q undoes p.
+  if (auto producer = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> inner = producer.getPermutation();
+    bool identity = true;
+    for (auto [i, p] : llvm::enumerate(perm))
+      identity &= inner[p] == static_cast<int64_t>(i);
+    if (identity)
+      return producer.getInput();
+  }
+  return {};
+}
+
+int64_t TransposeOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// SplitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplitOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t rank = input.getRank();
+  if (getResults().empty())
+    return emitOpError("expects at least one result");
+  if (getAxis() >= static_cast<uint64_t>(rank))
+    return emitOpError("axis ") << getAxis() << " is out of range for a rank-"
+                                << rank << " input";
+  int64_t axis = getAxis(), total = 0;
+  for (Type type : getResultTypes()) {
+    auto result = cast<RankedTensorType>(type);
+    if (result.getElementType() != input.getElementType() ||
+        result.getRank() != rank)
+      return emitOpError("expects results of the input's rank and element "
+                         "type");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && result.getDimSize(d) != input.getDimSize(d))
+        return emitOpError("result dimension ")
+               << d << " differs from the input's";
+    total = addSat(total, result.getDimSize(axis));
+  }
+  if (total != input.getDimSize(axis))
+    return emitOpError("result sizes along axis ")
+           << axis << " add up to " << total << ", not "
+           << input.getDimSize(axis);
+  return success();
+}
+
+int64_t SplitOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// CastOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+int64_t CastOp::getFlopCount() { return 0; }
+
+#define GET_OP_CLASSES
+#include "gptc/Dialect/Gptc/IR/GptcOps.cpp.inc"

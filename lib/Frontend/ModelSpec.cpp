@@ -1,0 +1,481 @@
+//===- ModelSpec.cpp - Parse and validate model descriptions --*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Protobuf's text parser records the position of every field in a
+// ParseInfoTree; this file turns those positions into FileLineColLoc (1-based,
+// byte columns) so that every syntax and validation error points at its
+// field, with a caret, through MLIR's SourceMgr diagnostic handler.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Frontend/ModelSpec.h"
+
+#include "gptc/Frontend/model_spec.pb.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::gptc;
+namespace pb = google::protobuf;
+using ::gptc::spec::Axis;
+using ::gptc::spec::ModelSpec;
+using ::gptc::spec::Training;
+
+//===----------------------------------------------------------------------===//
+// Locations
+//===----------------------------------------------------------------------===//
+
+struct ModelDescription::Impl {
+  std::string text;
+  std::string fileName;
+  MLIRContext *context = nullptr;
+  ModelSpec spec;
+  pb::TextFormat::ParseInfoTree tree;
+  /// Byte offset of the start of each line of `text`.
+  std::vector<size_t> lineStarts;
+
+  Impl(StringRef text, StringRef fileName, MLIRContext *context)
+      : text(text.str()), fileName(fileName.str()), context(context) {
+    lineStarts.push_back(0);
+    for (size_t i = 0, e = this->text.size(); i < e; ++i)
+      if (this->text[i] == '\n')
+        lineStarts.push_back(i + 1);
+  }
+
+  /// Converts protobuf's 0-based line and tab-expanded column into a
+  /// 1-based line and byte column.
+  Location toLoc(int line, int column) const {
+    if (line < 0 || static_cast<size_t>(line) >= lineStarts.size())
+      return FileLineColLoc::get(context, fileName, 1, 1);
+    size_t begin = lineStarts[line];
+    // The tokenizer advances a tab to the next multiple of 8.
+    int visual = 0;
+    size_t byte = begin;
+    while (byte < text.size() && text[byte] != '\n' && visual < column) {
+      visual = text[byte] == '\t' ? (visual / 8 + 1) * 8 : visual + 1;
+      ++byte;
+    }
+    return FileLineColLoc::get(context, fileName, line + 1,
+                               byte - begin + 1);
+  }
+};
+
+ModelDescription::ModelDescription(std::unique_ptr<Impl> impl)
+    : impl(std::move(impl)) {}
+ModelDescription::ModelDescription(ModelDescription &&) noexcept = default;
+ModelDescription &
+ModelDescription::operator=(ModelDescription &&) noexcept = default;
+ModelDescription::~ModelDescription() = default;
+
+const ModelSpec &ModelDescription::getSpec() const { return impl->spec; }
+
+Location ModelDescription::locate(ArrayRef<FieldRef> path) const {
+  const pb::Descriptor *descriptor = ModelSpec::descriptor();
+  const pb::TextFormat::ParseInfoTree *tree = &impl->tree;
+  Location best = impl->toLoc(-1, 0);
+  for (const FieldRef &step : path) {
+    const pb::FieldDescriptor *field =
+        descriptor->FindFieldByName(std::string(step.name));
+    if (!field || !tree)
+      break;
+    int index = field->is_repeated() ? std::max(step.index, 0) : -1;
+    pb::TextFormat::ParseLocation where = tree->GetLocation(field, index);
+    if (where.line < 0)
+      break;
+    best = impl->toLoc(where.line, where.column);
+    if (field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE)
+      break;
+    tree = tree->GetTreeForNested(field, index);
+    descriptor = field->message_type();
+  }
+  return best;
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Forwards protobuf's syntax errors to MLIR diagnostics.
+class DiagnosticCollector : public pb::io::ErrorCollector {
+public:
+  explicit DiagnosticCollector(const ModelDescription::Impl &impl)
+      : impl(impl) {}
+
+  void AddError(int line, pb::io::ColumnNumber column,
+                const std::string &message) override {
+    hadError = true;
+    emitError(impl.toLoc(line, column)) << rephrase(message);
+  }
+  void AddWarning(int line, pb::io::ColumnNumber column,
+                  const std::string &message) override {
+    emitWarning(impl.toLoc(line, column)) << rephrase(message);
+  }
+
+  bool hadError = false;
+
+private:
+  /// Protobuf names message types by their full name; users know the field
+  /// they wrote, so say it in their words.
+  static std::string rephrase(StringRef message) {
+    std::string text = message.str();
+    for (StringRef prefix : {"Message type \"gptc.spec.", "Enum type \"gptc.spec."}) {
+      size_t at = text.find(prefix.str());
+      if (at != std::string::npos)
+        text.replace(at, prefix.size(),
+                     prefix.starts_with("Message") ? "message \"" : "enum \"");
+    }
+    return text;
+  }
+
+  const ModelDescription::Impl &impl;
+};
+} // namespace
+
+FailureOr<ModelDescription> ModelDescription::parse(llvm::SourceMgr &sourceMgr,
+                                                    MLIRContext *context) {
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  return parse(buffer->getBuffer(), buffer->getBufferIdentifier(), context);
+}
+
+FailureOr<ModelDescription>
+ModelDescription::parse(StringRef text, StringRef fileName,
+                        MLIRContext *context) {
+  auto impl = std::make_unique<Impl>(text, fileName, context);
+  DiagnosticCollector collector(*impl);
+  pb::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  parser.WriteLocationsTo(&impl->tree);
+  bool parsed = parser.ParseFromString(impl->text, &impl->spec);
+  if (!parsed || collector.hadError) {
+    if (!collector.hadError)
+      emitError(impl->toLoc(-1, 0)) << "cannot parse the model description";
+    return failure();
+  }
+  ModelDescription description(std::move(impl));
+  if (failed(description.validate()))
+    return failure();
+  return description;
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Collects validation errors; each check reports at its field and the
+/// whole description is checked before failing, so a user sees every
+/// problem at once.
+class Validator {
+public:
+  explicit Validator(const ModelDescription &desc) : desc(desc) {}
+
+  InFlightDiagnostic error(ArrayRef<FieldRef> path) {
+    failed = true;
+    return emitError(desc.locate(path));
+  }
+
+  /// Reads an integer field, reporting a missing required field at its
+  /// enclosing block and a non-positive value at the field itself.
+  int64_t positive(const pb::Message &msg, StringRef block, StringRef field,
+                   std::optional<int64_t> defaultValue = std::nullopt) {
+    const pb::FieldDescriptor *fd =
+        msg.GetDescriptor()->FindFieldByName(field.str());
+    const pb::Reflection *refl = msg.GetReflection();
+    if (!refl->HasField(msg, fd)) {
+      if (defaultValue)
+        return *defaultValue;
+      error({{block}}) << "missing required field '" << block << "." << field
+                       << "'";
+      return 1;
+    }
+    int64_t value = fd->cpp_type() == pb::FieldDescriptor::CPPTYPE_INT32
+                        ? refl->GetInt32(msg, fd)
+                        : refl->GetInt64(msg, fd);
+    if (value <= 0) {
+      error({{block}, {field}})
+          << "'" << field << "' must be positive, got " << value;
+      return 1;
+    }
+    return value;
+  }
+
+  /// Reads a floating-point field that must lie in [lo, hi) (or [lo, hi]).
+  double real(const pb::Message &msg, ArrayRef<FieldRef> path, double dflt,
+              double lo, double hi, bool closedAbove, bool openBelow = false) {
+    const pb::FieldDescriptor *fd =
+        msg.GetDescriptor()->FindFieldByName(path.back().name.str());
+    const pb::Reflection *refl = msg.GetReflection();
+    if (!refl->HasField(msg, fd))
+      return dflt;
+    double v = refl->GetDouble(msg, fd);
+    bool ok = std::isfinite(v) && (openBelow ? v > lo : v >= lo) &&
+              (closedAbove ? v <= hi : v < hi);
+    if (!ok) {
+      InFlightDiagnostic d = error(path);
+      d << "'" << path.back().name << "' must be in " << (openBelow ? "(" : "[")
+        << lo << ", ";
+      if (std::isinf(hi))
+        d << "inf)";
+      else
+        d << hi << (closedAbove ? "]" : ")");
+      d << ", got " << v;
+    }
+    return v;
+  }
+
+  const ModelDescription &desc;
+  bool failed = false;
+};
+} // namespace
+
+/// Returns true when `name` is a C-style identifier.
+static bool isIdentifier(StringRef name) {
+  if (name.empty() || !(std::isalpha(name[0]) || name[0] == '_'))
+    return false;
+  return llvm::all_of(name, [](char c) { return std::isalnum(c) || c == '_'; });
+}
+
+LogicalResult ModelDescription::validate() {
+  const ModelSpec &spec = impl->spec;
+  Validator v(*this);
+  ModelConfig &m = config;
+
+  name = spec.has_name() && !spec.name().empty()
+             ? spec.name()
+             : llvm::sys::path::stem(impl->fileName).str();
+  if (spec.has_name() && !spec.name().empty() && !isIdentifier(spec.name()) &&
+      !llvm::all_of(spec.name(), [](char c) {
+        return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+      }))
+    v.error({{"name"}}) << "'name' may hold only letters, digits, '_', '-' "
+                           "and '.'";
+
+  // 1. Architecture.
+  if (!spec.has_model()) {
+    v.error({}) << "missing required block 'model'";
+  } else {
+    const auto &a = spec.model();
+    m.vocabSize = v.positive(a, "model", "vocab_size");
+    m.contextLength = v.positive(a, "model", "context_length");
+    m.numLayers = v.positive(a, "model", "num_layers");
+    m.numHeads = v.positive(a, "model", "num_heads");
+    m.modelDim = v.positive(a, "model", "model_dim");
+    int64_t ratio = v.positive(a, "model", "mlp_ratio", 4);
+    m.tiedEmbeddings = a.has_tied_embeddings() ? a.tied_embeddings() : true;
+    m.bias = a.has_bias() ? a.bias() : true;
+    m.layerNormEpsilon =
+        v.real(a, {{"model"}, {"layer_norm_epsilon"}}, 1e-5, 0, 1, false,
+               /*openBelow=*/true);
+    if (a.has_init()) {
+      m.initStd = v.real(a.init(), {{"model"}, {"init"}, {"std"}}, 0.02, 0,
+                         INFINITY, false, /*openBelow=*/true);
+      m.scaleResidualInit =
+          a.init().has_scale_residual() ? a.init().scale_residual() : true;
+      m.initSeed = a.init().seed();
+    }
+    if (__builtin_mul_overflow(m.modelDim, ratio, &m.mlpDim)) {
+      v.error({{"model"}, {"mlp_ratio"}})
+          << "MLP width model_dim x mlp_ratio overflows 64 bits";
+      m.mlpDim = 1;
+    }
+    if (m.modelDim % m.numHeads != 0)
+      v.error({{"model"}, {"num_heads"}})
+          << "num_heads (" << m.numHeads << ") must divide model_dim ("
+          << m.modelDim << ")";
+  }
+
+  // 2. Training settings.
+  if (!spec.has_training()) {
+    v.error({}) << "missing required block 'training'";
+  } else {
+    const auto &t = spec.training();
+    m.batchSize = v.positive(t, "training", "batch_size");
+    m.seqLen = v.positive(t, "training", "seq_len");
+    m.gradAccumSteps = v.positive(t, "training", "gradient_accumulation_steps", 1);
+    m.steps = v.positive(t, "training", "steps", 1000);
+    switch (t.precision()) {
+    case Training::FP32:
+      m.precision = Precision::FP32;
+      break;
+    case Training::BF16:
+      m.precision = Precision::BF16;
+      break;
+    case Training::FP16:
+      m.precision = Precision::FP16;
+      break;
+    default:
+      v.error({{"training"}, {"precision"}}) << "unknown precision";
+    }
+    if (spec.has_model() && m.seqLen > m.contextLength)
+      v.error({{"training"}, {"seq_len"}})
+          << "seq_len (" << m.seqLen << ") exceeds the model's context_length ("
+          << m.contextLength << ")";
+    for (StringRef field : {"eval_interval", "checkpoint_interval"}) {
+      const pb::FieldDescriptor *fd =
+          t.GetDescriptor()->FindFieldByName(field.str());
+      if (t.GetReflection()->GetInt64(t, fd) < 0)
+        v.error({{"training"}, {field}}) << "'" << field
+                                         << "' must not be negative";
+    }
+    v.real(t, {{"training"}, {"grad_clip"}}, 1.0, 0, INFINITY, false);
+    if (t.has_optimizer()) {
+      const auto &o = t.optimizer();
+      auto at = [](StringRef f) {
+        return SmallVector<FieldRef>{{"training"}, {"optimizer"}, {f}};
+      };
+      v.real(o, at("lr"), 6e-4, 0, INFINITY, false);
+      v.real(o, at("beta1"), 0.9, 0, 1, false);
+      v.real(o, at("beta2"), 0.95, 0, 1, false);
+      v.real(o, at("eps"), 1e-8, 0, INFINITY, false, /*openBelow=*/true);
+      v.real(o, at("weight_decay"), 0.1, 0, INFINITY, false);
+    }
+    if (t.has_lr_schedule()) {
+      const auto &s = t.lr_schedule();
+      if (s.warmup_steps() < 0)
+        v.error({{"training"}, {"lr_schedule"}, {"warmup_steps"}})
+            << "'warmup_steps' must not be negative";
+      v.real(s, {{"training"}, {"lr_schedule"}, {"min_lr_ratio"}}, 0.1, 0, 1,
+             true);
+    }
+  }
+
+  // 3. The mesh: named axes, each of one parallel kind.
+  llvm::StringSet<> names;
+  int64_t devices = 1;
+  bool seenKind[4] = {false, false, false, false};
+  for (auto [i, axis] : llvm::enumerate(spec.mesh().axis())) {
+    int idx = static_cast<int>(i);
+    auto at = [&](StringRef f) {
+      return SmallVector<FieldRef>{{"mesh"}, {"axis", idx}, {f}};
+    };
+    MeshAxis out;
+    if (!axis.has_name())
+      v.error({{"mesh"}, {"axis", idx}}) << "mesh axis #" << i
+                                         << " needs a 'name'";
+    else if (!isIdentifier(axis.name()))
+      v.error(at("name")) << "mesh axis name '" << axis.name()
+                          << "' is not an identifier";
+    else if (!names.insert(axis.name()).second)
+      v.error(at("name")) << "duplicate mesh axis name '" << axis.name()
+                          << "'";
+    out.name = axis.name();
+    if (!axis.has_size())
+      v.error({{"mesh"}, {"axis", idx}}) << "mesh axis '" << axis.name()
+                                         << "' needs a 'size'";
+    else if (axis.size() <= 0)
+      v.error(at("size")) << "mesh axis size must be positive, got "
+                          << axis.size();
+    else
+      out.size = axis.size();
+    if (__builtin_mul_overflow(devices, out.size, &devices)) {
+      v.error(at("size")) << "the number of devices overflows 64 bits";
+      devices = 1;
+    }
+    if (!axis.has_kind() || axis.kind() == Axis::UNSPECIFIED) {
+      v.error(axis.has_kind() ? at("kind") : SmallVector<FieldRef>{{"mesh"}, {"axis", idx}})
+          << "mesh axis '" << axis.name()
+          << "' needs a 'kind': DATA, TENSOR or PIPELINE";
+      continue;
+    }
+    int kind = axis.kind();
+    if (seenKind[kind])
+      v.error(at("kind")) << "more than one mesh axis of kind "
+                          << Axis::Kind_Name(axis.kind());
+    seenKind[kind] = true;
+    out.kind = kind == Axis::DATA     ? MeshAxis::Kind::Data
+               : kind == Axis::TENSOR ? MeshAxis::Kind::Tensor
+                                      : MeshAxis::Kind::Pipeline;
+    (kind == Axis::DATA     ? m.dataParallel
+     : kind == Axis::TENSOR ? m.tensorParallel
+                            : m.pipelineParallel) = out.size;
+    axes.push_back(std::move(out));
+  }
+
+  // 4. What each parallel axis must divide.
+  auto axisField = [&](MeshAxis::Kind kind) {
+    for (auto [i, axis] : llvm::enumerate(axes))
+      if (axis.kind == kind)
+        return SmallVector<FieldRef>{{"mesh"}, {"axis", static_cast<int>(i)},
+                                     {"size"}};
+    return SmallVector<FieldRef>{{"mesh"}};
+  };
+  if (spec.has_model()) {
+    if (m.numHeads % m.tensorParallel != 0)
+      v.error(axisField(MeshAxis::Kind::Tensor))
+          << "tensor-parallel size " << m.tensorParallel
+          << " does not divide num_heads (" << m.numHeads << ")";
+    else if (m.mlpDim % m.tensorParallel != 0)
+      v.error(axisField(MeshAxis::Kind::Tensor))
+          << "tensor-parallel size " << m.tensorParallel
+          << " does not divide the MLP width (" << m.mlpDim << ")";
+    if (m.numLayers % m.pipelineParallel != 0)
+      v.error(axisField(MeshAxis::Kind::Pipeline))
+          << "pipeline size " << m.pipelineParallel
+          << " does not divide num_layers (" << m.numLayers << ")";
+  }
+  if (spec.has_training()) {
+    int64_t slots;
+    if (__builtin_mul_overflow(m.dataParallel, m.gradAccumSteps, &slots) ||
+        m.batchSize < slots)
+      v.error({{"training"}, {"batch_size"}})
+          << "batch_size (" << m.batchSize
+          << ") is smaller than data-parallel size x accumulation steps ("
+          << m.dataParallel << " x " << m.gradAccumSteps
+          << "): some rank would hold no sequence";
+    else
+      m.microBatchSize = (m.batchSize + slots - 1) / slots;
+  }
+
+  // 5. Parallel strategy.
+  if (spec.has_parallel()) {
+    const auto &p = spec.parallel();
+    m.zeroStage = p.zero_stage();
+    m.sequenceParallel = p.sequence_parallel();
+    if (m.zeroStage < 0 || m.zeroStage > 3)
+      v.error({{"parallel"}, {"zero_stage"}})
+          << "zero_stage must be 0, 1, 2 or 3, got " << m.zeroStage;
+    else if (m.zeroStage > 0 && !seenKind[Axis::DATA])
+      v.error({{"parallel"}, {"zero_stage"}})
+          << "ZeRO shards over the data axis, but the mesh has no DATA axis";
+    if (m.sequenceParallel && !seenKind[Axis::TENSOR])
+      v.error({{"parallel"}, {"sequence_parallel"}})
+          << "sequence parallelism needs a TENSOR axis in the mesh";
+    else if (m.sequenceParallel && spec.has_training() &&
+             m.seqLen % m.tensorParallel != 0)
+      v.error({{"parallel"}, {"sequence_parallel"}})
+          << "tensor-parallel size " << m.tensorParallel
+          << " does not divide seq_len (" << m.seqLen
+          << ") for sequence parallelism";
+  }
+
+  // 6. Sizes that would overflow: the parameter count and the largest
+  // activation (the logits, micro-batch x seq x vocab).
+  if (!v.failed) {
+    if (!computeModelSize(m))
+      v.error({{"model"}}) << "the model is too large: its parameter count, "
+                              "FLOPs or state bytes overflow 64 bits";
+    int64_t logits;
+    if (__builtin_mul_overflow(m.microBatchSize, m.seqLen, &logits) ||
+        __builtin_mul_overflow(logits, m.vocabSize, &logits))
+      v.error({{"training"}, {"batch_size"}})
+          << "the logits (micro-batch x seq_len x vocab_size) overflow 64 "
+             "bits";
+  }
+  return failure(v.failed);
+}

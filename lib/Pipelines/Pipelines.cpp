@@ -1,0 +1,33 @@
+//===- Pipelines.cpp - gptc's named pass pipelines ------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Pipelines/Pipelines.h"
+
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+void mlir::gptc::buildFrontendPipeline(OpPassManager &pm,
+                                       const FrontendPipelineOptions &options) {
+  if (options.verifyModel)
+    pm.addPass(createGptcVerifyModelPass());
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createCSEPass());
+}
+
+void mlir::gptc::registerPipelines() {
+  PassPipelineRegistration<FrontendPipelineOptions>(
+      "gptc-frontend-pipeline",
+      "Check and clean up an imported gptc forward graph",
+      buildFrontendPipeline);
+}

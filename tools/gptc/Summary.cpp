@@ -1,0 +1,138 @@
+//===- Summary.cpp - gptc --emit=summary -----------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// One `key: value` line per figure, exact integers first and a readable form
+// in parentheses, so that both people and FileCheck can read it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Summary.h"
+
+#include "gptc/Analysis/ModelSize.h"
+#include "gptc/Analysis/ModelStats.h"
+#include "gptc/Frontend/ModelSpec.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+/// 124439808 -> "124.44M".
+static std::string human(double value, StringRef unit = "") {
+  const char *suffixes[] = {"", "K", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::abs(value) >= 1000 && i < 6) {
+    value /= 1000;
+    ++i;
+  }
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::format(i ? "%.2f" : "%.0f", value) << suffixes[i] << unit;
+  return out;
+}
+
+/// 1073741824 -> "1.00 GiB".
+static std::string bytes(int64_t value) {
+  const char *suffixes[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(value);
+  int i = 0;
+  while (v >= 1024 && i < 6) {
+    v /= 1024;
+    ++i;
+  }
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::format(i ? "%.2f " : "%.0f ", v) << suffixes[i];
+  return out;
+}
+
+LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
+                                       ModuleOp module, raw_ostream &os) {
+  const ModelConfig &m = desc.getConfig();
+  std::optional<ModelSize> size = computeModelSize(m);
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!size || !forward)
+    return emitError(module.getLoc()) << "cannot size this model";
+  ModelStats ir = computeModelStats(forward);
+
+  os << "model: " << desc.getName() << "\n";
+  os << "architecture: " << m.numLayers << " layers, " << m.numHeads
+     << " heads, width " << m.modelDim << ", MLP " << m.mlpDim
+     << ", context " << m.contextLength << ", vocab " << m.vocabSize << ", "
+     << (m.tiedEmbeddings ? "tied" : "untied") << " embeddings"
+     << (m.bias ? "" : ", no biases") << "\n";
+  os << "parameters: " << size->totalParams << " ("
+     << human(size->totalParams) << ")\n";
+  os << "  embeddings: " << size->embeddingParams << " (wte + wpe)\n";
+  os << "  per block: " << size->layerParams << " x " << m.numLayers << "\n";
+  os << "  final norm: " << size->finalNormParams << "\n";
+  os << "  lm head: "
+     << (m.tiedEmbeddings ? std::string("tied to wte")
+                          : std::to_string(size->headParams))
+     << "\n";
+  os << "parameters in the IR: " << ir.numParams << " in "
+     << ir.numParamTensors << " tensors\n";
+  os << "training FLOPs per token: " << size->flopsPerToken << " ("
+     << human(size->flopsPerToken, "FLOP") << "; 6N + 12 L T C)\n";
+  if (ir.tokens > 0)
+    os << "training FLOPs per token in the IR: "
+       << 3 * (ir.forwardFlops / ir.tokens) << " ("
+       << human(3.0 * ir.forwardFlops / ir.tokens, "FLOP")
+       << "; 3 x counted forward FLOPs, embedding lookups free)\n";
+  os << "tokens per step: " << size->tokensPerStep << " (batch "
+     << m.batchSize << " x seq " << m.seqLen << ")\n";
+  os << "training FLOPs per step: "
+     << human(static_cast<double>(size->flopsPerToken) * size->tokensPerStep,
+              "FLOP")
+     << "\n";
+
+  // The parallel layout.
+  int64_t devices = 1;
+  for (const MeshAxis &axis : desc.getMeshAxes())
+    devices *= axis.size;
+  os << "devices: " << devices;
+  if (desc.getMeshAxes().empty())
+    os << " (no mesh)";
+  for (auto [i, axis] : llvm::enumerate(desc.getMeshAxes()))
+    os << (i ? " x " : " = ") << axis.name << " " << axis.size << " ("
+       << (axis.kind == MeshAxis::Kind::Data     ? "data"
+           : axis.kind == MeshAxis::Kind::Tensor ? "tensor"
+                                                 : "pipeline")
+       << ")";
+  os << "\n";
+  os << "parallel: data " << m.dataParallel << ", tensor " << m.tensorParallel
+     << (m.sequenceParallel ? " (sequence parallel)" : "") << ", pipeline "
+     << m.pipelineParallel << ", ZeRO stage " << m.zeroStage << "\n";
+  os << "micro-batch per device: " << m.microBatchSize
+     << " sequences, gradient accumulation " << m.gradAccumSteps << "\n";
+  if (size->paddedVocabSize != m.vocabSize)
+    os << "vocabulary padded to: " << size->paddedVocabSize
+       << " rows for tensor parallelism\n";
+
+  // Model state.
+  bool mixed = m.precision != Precision::FP32;
+  os << "precision: "
+     << (m.precision == Precision::FP32   ? "fp32"
+         : m.precision == Precision::BF16 ? "bf16 mixed"
+                                          : "fp16 mixed, dynamic loss scale")
+     << " (AdamW: "
+     << (mixed ? "2 param + 2 grad + 4 master + 4 m + 4 v"
+               : "4 param + 4 grad + 4 m + 4 v")
+     << " = " << size->bytesPerParam << " bytes/param)\n";
+  os << "parameters per device: " << size->paramsPerDevice << " ("
+     << human(size->paramsPerDevice) << ")\n";
+  os << "model state per device: " << size->stateBytesPerDevice << " bytes ("
+     << bytes(size->stateBytesPerDevice) << ")\n";
+  os << "  weights: " << size->weightBytes << " bytes ("
+     << bytes(size->weightBytes) << ")\n";
+  os << "  gradients: " << size->gradBytes << " bytes ("
+     << bytes(size->gradBytes) << ")\n";
+  os << "  optimizer: " << size->optimizerBytes << " bytes ("
+     << bytes(size->optimizerBytes) << ")\n";
+  return success();
+}
