@@ -7,6 +7,10 @@
 #ifndef GPTC_INITALL_H
 #define GPTC_INITALL_H
 
+namespace llvm::cl {
+class OptionCategory;
+} // namespace llvm::cl
+
 namespace mlir {
 class DialectRegistry;
 } // namespace mlir
@@ -21,6 +25,12 @@ void registerAllDialects(DialectRegistry &registry);
 /// passes it uses (canonicalize, cse, inline, symbol-dce,
 /// sharding-propagation, shard-partition).
 void registerAllPasses();
+
+/// libLLVM.so registers every backend's command-line options; hide all
+/// options registered so far except MLIR's (`--mlir-*`), the generic ones
+/// (--help, --version, --color) and those of `keep`, so that a tool's
+/// --help lists what matters to gptc's users.
+void hideUnrelatedCommandLineOptions(llvm::cl::OptionCategory *keep = nullptr);
 
 } // namespace mlir::gptc
 

@@ -119,7 +119,7 @@ public:
   void AddError(int line, pb::io::ColumnNumber column,
                 const std::string &message) override {
     hadError = true;
-    emitError(impl.toLoc(line, column)) << rephrase(message);
+    emitError(atName(line, column, message)) << rephrase(message);
   }
   void AddWarning(int line, pb::io::ColumnNumber column,
                   const std::string &message) override {
@@ -129,9 +129,41 @@ public:
   bool hadError = false;
 
 private:
+  /// Protobuf reports an unknown field or enum value at the token after it;
+  /// point at the name itself when it is on the same line.
+  Location atName(int line, int column, StringRef message) const {
+    StringRef name;
+    for (StringRef key : {"named \"", "enumeration value of \""}) {
+      size_t open = message.find(key);
+      if (open == StringRef::npos)
+        continue;
+      size_t begin = open + key.size();
+      size_t close = message.find('"', begin);
+      if (close != StringRef::npos)
+        name = message.slice(begin, close);
+    }
+    if (name.empty() || line < 0 ||
+        static_cast<size_t>(line) >= impl.lineStarts.size())
+      return impl.toLoc(line, column);
+    // The name is on the reported line or, when protobuf read past a line
+    // end to find the next token, on one of the lines before it.
+    StringRef text = impl.text;
+    for (int l = line; l >= 0 && l >= line - 3; --l) {
+      StringRef lineText = text.substr(impl.lineStarts[l]).split('\n').first;
+      if (l == line)
+        lineText = lineText.take_front(column);
+      size_t at = lineText.rfind(name);
+      if (at != StringRef::npos)
+        return FileLineColLoc::get(impl.context, impl.fileName, l + 1, at + 1);
+    }
+    return impl.toLoc(line, column);
+  }
+
   /// Protobuf names message types by their full name; users know the field
   /// they wrote, so say it in their words.
   static std::string rephrase(StringRef message) {
+    if (message.ends_with("got: "))
+      return "unexpected end of input: a block is not closed with '}'";
     std::string text = message.str();
     for (StringRef prefix : {"Message type \"gptc.spec.", "Enum type \"gptc.spec."}) {
       size_t at = text.find(prefix.str());
@@ -176,6 +208,8 @@ ModelDescription::parse(StringRef text, StringRef fileName,
 //===----------------------------------------------------------------------===//
 // Validation
 //===----------------------------------------------------------------------===//
+
+static std::string compact(double v);
 
 namespace {
 /// Collects validation errors; each check reports at its field and the
@@ -229,12 +263,9 @@ public:
     if (!ok) {
       InFlightDiagnostic d = error(path);
       d << "'" << path.back().name << "' must be in " << (openBelow ? "(" : "[")
-        << lo << ", ";
-      if (std::isinf(hi))
-        d << "inf)";
-      else
-        d << hi << (closedAbove ? "]" : ")");
-      d << ", got " << v;
+        << compact(lo) << ", " << compact(hi)
+        << (closedAbove && !std::isinf(hi) ? "]" : ")") << ", got "
+        << compact(v);
     }
     return v;
   }
@@ -243,6 +274,13 @@ public:
   bool failed = false;
 };
 } // namespace
+
+/// Formats a double as a user wrote it: 0.1, 1e-05, inf.
+static std::string compact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
 
 /// Returns true when `name` is a C-style identifier.
 static bool isIdentifier(StringRef name) {
@@ -420,10 +458,8 @@ LogicalResult ModelDescription::validate() {
       v.error(axisField(MeshAxis::Kind::Tensor))
           << "tensor-parallel size " << m.tensorParallel
           << " does not divide num_heads (" << m.numHeads << ")";
-    else if (m.mlpDim % m.tensorParallel != 0)
-      v.error(axisField(MeshAxis::Kind::Tensor))
-          << "tensor-parallel size " << m.tensorParallel
-          << " does not divide the MLP width (" << m.mlpDim << ")";
+    // tp | num_heads | model_dim | model_dim x mlp_ratio: the MLP width and
+    // the attention width are then divisible too.
     if (m.numLayers % m.pipelineParallel != 0)
       v.error(axisField(MeshAxis::Kind::Pipeline))
           << "pipeline size " << m.pipelineParallel

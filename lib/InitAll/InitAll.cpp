@@ -17,6 +17,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CommandLine.h"
 
 void mlir::gptc::registerAllDialects(DialectRegistry &registry) {
   registry.insert<GptcDialect, arith::ArithDialect, func::FuncDialect,
@@ -35,4 +37,16 @@ void mlir::gptc::registerAllPasses() {
   registerSymbolDCEPass();
   shard::registerShardingPropagation();
   shard::registerPartition();
+}
+
+void mlir::gptc::hideUnrelatedCommandLineOptions(llvm::cl::OptionCategory *keep) {
+  for (auto &entry : llvm::cl::getRegisteredOptions()) {
+    llvm::cl::Option *option = entry.second;
+    llvm::StringRef name = entry.first;
+    if ((keep && llvm::is_contained(option->Categories, keep)) ||
+        name.starts_with("mlir-") || name.starts_with("help") ||
+        name == "version" || name == "color")
+      continue;
+    option->setHiddenFlag(llvm::cl::ReallyHidden);
+  }
 }

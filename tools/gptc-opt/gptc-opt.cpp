@@ -17,6 +17,8 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  // Before MlirOptMain registers its own options, which stay visible.
+  mlir::gptc::hideUnrelatedCommandLineOptions();
   mlir::gptc::registerAllPasses();
   mlir::DialectRegistry registry;
   mlir::gptc::registerAllDialects(registry);

@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   registerAsmPrinterCLOptions();
+  hideUnrelatedCommandLineOptions(&gptcCategory);
   cl::ParseCommandLineOptions(argc, argv, "gptc: GPT model compiler\n");
 
   DialectRegistry registry;

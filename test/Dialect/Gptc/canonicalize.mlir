@@ -1,0 +1,95 @@
+// RUN: gptc-opt %s --split-input-file --canonicalize | FileCheck %s
+
+// CHECK-LABEL: func.func @cast_to_same_type
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK-NOT: gptc.cast
+// CHECK: return %[[X]]
+func.func @cast_to_same_type(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = gptc.cast %x : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// A cast that changes the type stays: rounding is not undone.
+// CHECK-LABEL: func.func @cast_round_trip_is_kept
+// CHECK: %[[A:.*]] = gptc.cast %{{.*}} : tensor<4xf32> -> tensor<4xbf16>
+// CHECK: %[[B:.*]] = gptc.cast %[[A]] : tensor<4xbf16> -> tensor<4xf32>
+// CHECK: return %[[B]]
+func.func @cast_round_trip_is_kept(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = gptc.cast %x : tensor<4xf32> -> tensor<4xbf16>
+  %1 = gptc.cast %0 : tensor<4xbf16> -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reshape_chain
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[R:.*]] = gptc.reshape %[[X]] : tensor<4x8xf32> -> tensor<2x16xf32>
+// CHECK-NOT: gptc.reshape
+// CHECK: return %[[R]]
+func.func @reshape_chain(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
+  %0 = gptc.reshape %x : tensor<4x8xf32> -> tensor<32xf32>
+  %1 = gptc.reshape %0 : tensor<32xf32> -> tensor<2x16xf32>
+  return %1 : tensor<2x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reshape_identity
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @reshape_identity(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gptc.reshape %x : tensor<4x8xf32> -> tensor<32xf32>
+  %1 = gptc.reshape %0 : tensor<32xf32> -> tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transpose_identity
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @transpose_identity(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gptc.transpose %x [0, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transpose_inverse
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @transpose_inverse(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = gptc.transpose %x [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+  %1 = gptc.transpose %0 [2, 0, 1] : tensor<3x4x2xf32> -> tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Two transposes that do not cancel stay.
+// CHECK-LABEL: func.func @transpose_not_inverse
+// CHECK-COUNT-2: gptc.transpose
+func.func @transpose_not_inverse(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+  %0 = gptc.transpose %x [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+  %1 = gptc.transpose %0 [1, 2, 0] : tensor<3x4x2xf32> -> tensor<4x2x3xf32>
+  return %1 : tensor<4x2x3xf32>
+}
+
+// -----
+
+// Constants are uniqued; dead pure ops disappear.
+// CHECK-LABEL: func.func @constants
+// CHECK: %[[C:.*]] = gptc.constant dense<2.000000e+00> : tensor<4xf32>
+// CHECK-NOT: gptc.constant
+// CHECK-NOT: gptc.gelu
+// CHECK: gptc.add %[[C]], %[[C]]
+func.func @constants() -> tensor<4xf32> {
+  %a = gptc.constant dense<2.0> : tensor<4xf32>
+  %b = gptc.constant dense<2.0> : tensor<4xf32>
+  %dead = gptc.gelu %a : tensor<4xf32>
+  %0 = gptc.add %a, %b : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

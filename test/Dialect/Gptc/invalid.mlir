@@ -1,0 +1,400 @@
+// RUN: gptc-opt %s --split-input-file --verify-diagnostics
+
+func.func @constant_type_mismatch() {
+  // expected-error@+1 {{all of {value, result} have same type}}
+  %0 = "gptc.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @constant_dynamic_shape() {
+  // expected-error@+1 {{must be statically shaped tensor}}
+  %0 = "gptc.constant"() <{value = dense<1.0> : tensor<2xf32>}> : () -> tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @iota_dimension_out_of_range() {
+  // expected-error@+1 {{dimension 2 is out of range for a rank-2 result}}
+  %0 = gptc.iota dim 2 : tensor<4x8xi32>
+  return
+}
+
+// -----
+
+func.func @iota_float_result() {
+  // expected-error@+1 {{must be statically shaped tensor of signless integer values}}
+  %0 = gptc.iota dim 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @iota_negative_dimension() {
+  // expected-error@+1 {{whose value is non-negative}}
+  %0 = gptc.iota dim -1 : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @embedding_rank1_table(%ids: tensor<4xi32>, %t: tensor<100xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects a rank-2 table (vocab x width), got rank 1}}
+  %0 = gptc.embedding %ids, %t : tensor<4xi32>, tensor<100xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_wrong_result(%ids: tensor<4xi32>, %t: tensor<100x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{inferred type(s) 'tensor<4x8xf32>' are incompatible with return type(s) of operation 'tensor<4x9xf32>'}}
+  %0 = gptc.embedding %ids, %t : tensor<4xi32>, tensor<100x8xf32> -> tensor<4x9xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_float_ids(%ids: tensor<4xf32>, %t: tensor<100x8xf32>) {
+  // expected-error@+1 {{operand #0 must be statically shaped tensor of signless integer values}}
+  %0 = gptc.embedding %ids, %t : tensor<4xf32>, tensor<100x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_feature_mismatch(%x: tensor<4x16xf32>, %w: tensor<32x15xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{input features 16 do not match weight dimension 1 (15)}}
+  %0 = gptc.linear %x, %w : tensor<4x16xf32>, tensor<32x15xf32> -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_rank3_weight(%x: tensor<4x16xf32>, %w: tensor<2x32x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects a rank-2 weight (out x in), got rank 3}}
+  %0 = gptc.linear %x, %w : tensor<4x16xf32>, tensor<2x32x16xf32> -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias_size(%x: tensor<4x16xf32>, %w: tensor<32x16xf32>, %b: tensor<16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects a rank-1 bias of size 32}}
+  %0 = gptc.linear %x, %w, %b : tensor<4x16xf32>, tensor<32x16xf32>, tensor<16xf32> -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_mixed_types(%x: tensor<4x16xf32>, %w: tensor<32x16xbf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects input and weight of the same element type}}
+  %0 = gptc.linear %x, %w : tensor<4x16xf32>, tensor<32x16xbf16> -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias_type(%x: tensor<4x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects a bias of the input's element type}}
+  %0 = gptc.linear %x, %w, %b : tensor<4x16xf32>, tensor<32x16xf32>, tensor<32xf16> -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_scalar_input(%x: tensor<f32>, %w: tensor<32x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects an input of rank >= 1}}
+  %0 = gptc.linear %x, %w : tensor<f32>, tensor<32x16xf32> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_integer_input(%x: tensor<4x16xi32>, %w: tensor<32x16xf32>) {
+  // expected-error@+1 {{operand #0 must be statically shaped tensor of floating-point values}}
+  %0 = gptc.linear %x, %w : tensor<4x16xi32>, tensor<32x16xf32> -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_dynamic(%x: tensor<?x16xf32>, %w: tensor<32x16xf32>) {
+  // expected-error@+1 {{must be statically shaped tensor of floating-point values}}
+  %0 = gptc.linear %x, %w : tensor<?x16xf32>, tensor<32x16xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank_mismatch(%a: tensor<2x4x8xf32>, %b: tensor<8x5xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects operands of equal rank >= 2, got 3 and 2}}
+  %0 = gptc.matmul %a, %b : tensor<2x4x8xf32>, tensor<8x5xf32> -> tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch_mismatch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x5xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects equal batch dimensions}}
+  %0 = gptc.matmul %a, %b : tensor<2x4x8xf32>, tensor<3x8x5xf32> -> tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contraction_mismatch(%a: tensor<4x8xf32>, %b: tensor<7x5xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{contraction sizes differ: 8 vs 7}}
+  %0 = gptc.matmul %a, %b : tensor<4x8xf32>, tensor<7x5xf32> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_element_types(%a: tensor<4x8xf32>, %b: tensor<8x5xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects operands of the same element type}}
+  %0 = gptc.matmul %a, %b : tensor<4x8xf32>, tensor<8x5xf16> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_wrong_result(%a: tensor<4x8xf32>, %b: tensor<5x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{inferred type(s) 'tensor<4x5xf32>' are incompatible}}
+  %0 = gptc.matmul %a, %b transpose_rhs : tensor<4x8xf32>, tensor<5x8xf32> -> tensor<5x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_gamma_size(%x: tensor<4x16xf32>, %g: tensor<8xf32>, %b: tensor<16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects gamma and beta of shape [16]}}
+  %0 = gptc.layer_norm %x, %g, %b eps 1.0e-05 : tensor<4x16xf32>, tensor<8xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_beta_type(%x: tensor<4x16xf32>, %g: tensor<16xf32>, %b: tensor<16xbf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects gamma and beta of the input's element type}}
+  %0 = gptc.layer_norm %x, %g, %b eps 1.0e-05 : tensor<4x16xf32>, tensor<16xf32>, tensor<16xbf16> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_zero_epsilon(%x: tensor<4x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{epsilon must be positive and finite}}
+  %0 = gptc.layer_norm %x, %g, %b eps 0.0 : tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scalar(%x: tensor<f32>, %g: tensor<1xf32>, %b: tensor<1xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects an input of rank >= 1}}
+  %0 = gptc.layer_norm %x, %g, %b eps 1.0e-05 : tensor<f32>, tensor<1xf32>, tensor<1xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @gelu_type_change(%x: tensor<4xf32>) {
+  // expected-error@+1 {{requires the same type for all operands and results}}
+  %0 = "gptc.gelu"(%x) : (tensor<4xf32>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @gelu_integer(%x: tensor<4xi32>) {
+  // expected-error@+1 {{must be statically shaped tensor of floating-point values}}
+  %0 = gptc.gelu %x : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @softmax_scalar(%x: tensor<f32>) {
+  // expected-error@+1 {{expects an input of rank >= 1}}
+  %0 = gptc.softmax %x : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @add_shape_mismatch(%x: tensor<4xf32>, %y: tensor<5xf32>) {
+  // expected-error@+1 {{requires the same type for all operands and results}}
+  %0 = "gptc.add"(%x, %y) : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads_do_not_divide(%q: tensor<2x8x12xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{width 12 is not divisible by 5 heads}}
+  %0 = gptc.causal_attention %q, %q, %q heads 5 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_zero_heads(%q: tensor<2x8x12xf32>) {
+  // expected-error@+1 {{whose value is positive}}
+  %0 = gptc.causal_attention %q, %q, %q heads 0 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<8x12xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects query of shape batch x seq x width, got rank 2}}
+  %0 = gptc.causal_attention %q, %q, %q heads 2 : tensor<8x12xf32>, tensor<8x12xf32>, tensor<8x12xf32> -> tensor<8x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_mismatch(%q: tensor<2x8x12xf32>, %k: tensor<2x4x12xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects query, key and value of the same type}}
+  %0 = gptc.causal_attention %q, %k, %q heads 2 : tensor<2x8x12xf32>, tensor<2x4x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%l: tensor<2x8x100xf32>, %y: tensor<2x7xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects labels shaped like the logits without their last (vocabulary) dimension}}
+  %0 = gptc.cross_entropy %l, %y : tensor<2x8x100xf32>, tensor<2x7xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_nonscalar(%l: tensor<2x8x100xf32>, %y: tensor<2x8xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<1xf32>'}}
+  %0 = gptc.cross_entropy %l, %y : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_scalar_logits(%l: tensor<f32>, %y: tensor<i32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects logits of rank >= 1}}
+  %0 = gptc.cross_entropy %l, %y : tensor<f32>, tensor<i32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reshape_size(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{cannot reshape 32 elements into 30}}
+  %0 = gptc.reshape %x : tensor<4x8xf32> -> tensor<3x10xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_element_type(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{expects the same element type, got 'f32' and 'f16'}}
+  %0 = gptc.reshape %x : tensor<4x8xf32> -> tensor<32xf16>
+  return
+}
+
+// -----
+
+func.func @transpose_not_a_permutation(%x: tensor<4x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{permutation is not a permutation of [0, 2)}}
+  %0 = gptc.transpose %x [1, 1] : tensor<4x8xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_length(%x: tensor<4x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{permutation has 3 entries for a rank-2 input}}
+  %0 = gptc.transpose %x [1, 0, 2] : tensor<4x8xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<4x12xf32>) {
+  // expected-error@+1 {{result sizes along axis 1 add up to 10, not 12}}
+  %0:2 = gptc.split %x axis 1 : tensor<4x12xf32> -> tensor<4x4xf32>, tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @split_axis(%x: tensor<4x12xf32>) {
+  // expected-error@+1 {{axis 2 is out of range for a rank-2 input}}
+  %0:2 = gptc.split %x axis 2 : tensor<4x12xf32> -> tensor<4x6xf32>, tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @split_other_dimension(%x: tensor<4x12xf32>) {
+  // expected-error@+1 {{result dimension 0 differs from the input's}}
+  %0:2 = gptc.split %x axis 1 : tensor<4x12xf32> -> tensor<3x6xf32>, tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @split_element_type(%x: tensor<4x12xf32>) {
+  // expected-error@+1 {{expects results of the input's rank and element type}}
+  %0:2 = gptc.split %x axis 1 : tensor<4x12xf32> -> tensor<4x6xf16>, tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @split_no_results(%x: tensor<4x12xf32>) {
+  // expected-error@+1 {{expects at least one result}}
+  "gptc.split"(%x) <{axis = 1 : i64}> : (tensor<4x12xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{requires the same shape for all operands and results}}
+  %0 = gptc.cast %x : tensor<4x8xf32> -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_to_integer(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{result #0 must be statically shaped tensor of floating-point values}}
+  %0 = gptc.cast %x : tensor<4x8xf32> -> tensor<4x8xi32>
+  return
+}

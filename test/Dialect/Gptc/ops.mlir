@@ -1,0 +1,92 @@
+// RUN: gptc-opt %s | gptc-opt | FileCheck %s
+// RUN: gptc-opt %s --mlir-print-op-generic | gptc-opt | FileCheck %s
+// RUN: gptc-opt %s --verify-roundtrip
+
+// Every gptc op in its custom form; the second RUN line checks that the
+// generic form parses back to the same ops.
+
+// CHECK-LABEL: func.func @constant_and_iota
+func.func @constant_and_iota() -> (tensor<2x3xf32>, tensor<4x8xi32>) {
+  // CHECK: %[[C:.*]] = gptc.constant dense<1.500000e+00> : tensor<2x3xf32>
+  %c = gptc.constant dense<1.5> : tensor<2x3xf32>
+  // CHECK: %[[P:.*]] = gptc.iota dim 1 : tensor<4x8xi32>
+  %p = gptc.iota dim 1 : tensor<4x8xi32>
+  // CHECK: return %[[C]], %[[P]]
+  return %c, %p : tensor<2x3xf32>, tensor<4x8xi32>
+}
+
+// CHECK-LABEL: func.func @embedding
+// CHECK-SAME: (%[[IDS:.*]]: tensor<4x8xi32>, %[[T:.*]]: tensor<100x16xf32>)
+func.func @embedding(%ids: tensor<4x8xi32>, %t: tensor<100x16xf32>) -> tensor<4x8x16xf32> {
+  // CHECK: gptc.embedding %[[IDS]], %[[T]] : tensor<4x8xi32>, tensor<100x16xf32> -> tensor<4x8x16xf32>
+  %0 = gptc.embedding %ids, %t : tensor<4x8xi32>, tensor<100x16xf32> -> tensor<4x8x16xf32>
+  return %0 : tensor<4x8x16xf32>
+}
+
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8x16xbf16>, %[[W:.*]]: tensor<32x16xbf16>, %[[B:.*]]: tensor<32xbf16>)
+func.func @linear(%x: tensor<4x8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xbf16>)
+    -> (tensor<4x8x32xbf16>, tensor<4x8x32xbf16>) {
+  // CHECK: gptc.linear %[[X]], %[[W]], %[[B]] : tensor<4x8x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16> -> tensor<4x8x32xbf16>
+  %0 = gptc.linear %x, %w, %b : tensor<4x8x16xbf16>, tensor<32x16xbf16>, tensor<32xbf16> -> tensor<4x8x32xbf16>
+  // CHECK: gptc.linear %[[X]], %[[W]] : tensor<4x8x16xbf16>, tensor<32x16xbf16> -> tensor<4x8x32xbf16>
+  %1 = gptc.linear %x, %w : tensor<4x8x16xbf16>, tensor<32x16xbf16> -> tensor<4x8x32xbf16>
+  return %0, %1 : tensor<4x8x32xbf16>, tensor<4x8x32xbf16>
+}
+
+// CHECK-LABEL: func.func @matmul
+func.func @matmul(%a: tensor<2x16x8xf32>, %b: tensor<2x5x8xf32>, %c: tensor<2x8x16xf32>)
+    -> (tensor<2x16x5xf32>, tensor<2x8x8xf32>, tensor<2x16x16xf32>) {
+  // CHECK: gptc.matmul %{{.*}}, %{{.*}} transpose_rhs : tensor<2x16x8xf32>, tensor<2x5x8xf32> -> tensor<2x16x5xf32>
+  %0 = gptc.matmul %a, %b transpose_rhs : tensor<2x16x8xf32>, tensor<2x5x8xf32> -> tensor<2x16x5xf32>
+  // CHECK: gptc.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<2x16x8xf32>, tensor<2x16x8xf32> -> tensor<2x8x8xf32>
+  %1 = gptc.matmul %a, %a transpose_lhs : tensor<2x16x8xf32>, tensor<2x16x8xf32> -> tensor<2x8x8xf32>
+  // CHECK: gptc.matmul %{{.*}}, %{{.*}} transpose_lhs transpose_rhs : tensor<2x8x16xf32>, tensor<2x16x8xf32> -> tensor<2x16x16xf32>
+  %2 = gptc.matmul %c, %a transpose_lhs transpose_rhs : tensor<2x8x16xf32>, tensor<2x16x8xf32> -> tensor<2x16x16xf32>
+  return %0, %1, %2 : tensor<2x16x5xf32>, tensor<2x8x8xf32>, tensor<2x16x16xf32>
+}
+
+// CHECK-LABEL: func.func @norm_and_activations
+func.func @norm_and_activations(%x: tensor<4x8x16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>)
+    -> tensor<4x8x16xf32> {
+  // CHECK: %[[N:.*]] = gptc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> tensor<4x8x16xf32>
+  %0 = gptc.layer_norm %x, %g, %b eps 1.0e-05 : tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> tensor<4x8x16xf32>
+  // CHECK: %[[G:.*]] = gptc.gelu %[[N]] : tensor<4x8x16xf32>
+  %1 = gptc.gelu %0 : tensor<4x8x16xf32>
+  // CHECK: %[[S:.*]] = gptc.softmax %[[G]] : tensor<4x8x16xf32>
+  %2 = gptc.softmax %1 : tensor<4x8x16xf32>
+  // CHECK: gptc.add %[[S]], %[[N]] : tensor<4x8x16xf32>
+  %3 = gptc.add %2, %0 : tensor<4x8x16xf32>
+  return %3 : tensor<4x8x16xf32>
+}
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x8x12xf32>, %k: tensor<2x8x12xf32>, %v: tensor<2x8x12xf32>)
+    -> tensor<2x8x12xf32> {
+  // CHECK: gptc.causal_attention %{{.*}}, %{{.*}}, %{{.*}} heads 3 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>
+  %0 = gptc.causal_attention %q, %k, %v heads 3 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>
+  return %0 : tensor<2x8x12xf32>
+}
+
+// CHECK-LABEL: func.func @cross_entropy
+func.func @cross_entropy(%l: tensor<2x8x100xf32>, %y: tensor<2x8xi32>) -> (tensor<f32>, tensor<f32>) {
+  // CHECK: gptc.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<f32>
+  %0 = gptc.cross_entropy %l, %y : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<f32>
+  // CHECK: gptc.cross_entropy %{{.*}}, %{{.*}} ignore -1 : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<f32>
+  %1 = gptc.cross_entropy %l, %y ignore -1 : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<f32>
+  return %0, %1 : tensor<f32>, tensor<f32>
+}
+
+// CHECK-LABEL: func.func @data_movement
+func.func @data_movement(%x: tensor<4x8x12xf32>)
+    -> (tensor<32x12xf32>, tensor<4x12x8xf32>, tensor<4x8x4xf32>, tensor<4x8x8xf32>, tensor<4x8x12xbf16>) {
+  // CHECK: gptc.reshape %{{.*}} : tensor<4x8x12xf32> -> tensor<32x12xf32>
+  %0 = gptc.reshape %x : tensor<4x8x12xf32> -> tensor<32x12xf32>
+  // CHECK: gptc.transpose %{{.*}} [0, 2, 1] : tensor<4x8x12xf32> -> tensor<4x12x8xf32>
+  %1 = gptc.transpose %x [0, 2, 1] : tensor<4x8x12xf32> -> tensor<4x12x8xf32>
+  // CHECK: %{{.*}}:2 = gptc.split %{{.*}} axis 2 : tensor<4x8x12xf32> -> tensor<4x8x4xf32>, tensor<4x8x8xf32>
+  %2:2 = gptc.split %x axis 2 : tensor<4x8x12xf32> -> tensor<4x8x4xf32>, tensor<4x8x8xf32>
+  // CHECK: gptc.cast %{{.*}} : tensor<4x8x12xf32> -> tensor<4x8x12xbf16>
+  %3 = gptc.cast %x : tensor<4x8x12xf32> -> tensor<4x8x12xbf16>
+  return %0, %1, %2#0, %2#1, %3 : tensor<32x12xf32>, tensor<4x12x8xf32>, tensor<4x8x4xf32>, tensor<4x8x8xf32>, tensor<4x8x12xbf16>
+}

@@ -1,0 +1,49 @@
+# -*- Python -*-
+# lit configuration of gptc's regression tests (`ninja check-gptc`).
+
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "GPTC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".pbtxt", ".test"]
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.gptc_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%gptc_src_root", config.gptc_src_root))
+config.substitutions.append(("%models", os.path.join(config.gptc_src_root, "models")))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+# Tools: ours from the build tree, FileCheck & co. from LLVM's.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tool_dirs = [config.gptc_tools_dir, config.llvm_tools_dir]
+tools = [
+    "gptc",
+    "gptc-opt",
+    ToolSubst("%gptc-unittests", os.path.join(config.gptc_obj_root, "unittests", "GPTCUnitTests")),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Optional features. `cuda-device` only where a GPU answers; `nvcc` where the
+# CUDA compiler is installed (its output is compiled for sm_90 everywhere).
+if config.gptc_have_cuda:
+    config.available_features.add("cuda")
+if config.gptc_have_nccl:
+    config.available_features.add("nccl")
+nvsmi = shutil.which("nvidia-smi")
+if nvsmi:
+    try:
+        out = subprocess.run([nvsmi, "-L"], capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and "GPU" in out.stdout:
+            config.available_features.add("cuda-device")
+    except (OSError, subprocess.SubprocessError):
+        pass
