@@ -282,6 +282,9 @@ static std::string compact(double v) {
   return buf;
 }
 
+/// The most blocks the importer unrolls.
+static constexpr int64_t kMaxLayers = 4096;
+
 /// Returns true when `name` is a C-style identifier.
 static bool isIdentifier(StringRef name) {
   if (name.empty() || !(std::isalpha(name[0]) || name[0] == '_'))
@@ -332,6 +335,12 @@ LogicalResult ModelDescription::validate() {
           << "MLP width model_dim x mlp_ratio overflows 64 bits";
       m.mlpDim = 1;
     }
+    // The IR unrolls the blocks; a deeper model than any trained so far
+    // (GPT-3 has 96) would only make the compiler run out of memory.
+    if (m.numLayers > kMaxLayers)
+      v.error({{"model"}, {"num_layers"}})
+          << "num_layers (" << m.numLayers << ") exceeds gptc's limit of "
+          << kMaxLayers << " unrolled blocks";
     if (m.modelDim % m.numHeads != 0)
       v.error({{"model"}, {"num_heads"}})
           << "num_heads (" << m.numHeads << ") must divide model_dim ("
