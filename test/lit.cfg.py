@@ -18,6 +18,7 @@ config.test_exec_root = os.path.join(config.gptc_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%gptc_src_root", config.gptc_src_root))
+config.substitutions.append(("%gptc_obj_root", config.gptc_obj_root))
 config.substitutions.append(("%models", os.path.join(config.gptc_src_root, "models")))
 config.substitutions.append(("%gptc_bin", os.path.join(config.gptc_tools_dir, "gptc")))
 

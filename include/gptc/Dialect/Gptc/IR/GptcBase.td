@@ -30,9 +30,11 @@ def Gptc_Dialect : Dialect {
     `f32`, `bf16`, `f16` or `f64` (the last for finite-difference checks);
     token ids and positions are signless integers.
 
-    The module-level attributes `gptc.model` (the parsed model description)
-    and the `shard.grid` built from the description's mesh live beside the
-    functions; see `docs/ModelDescription.md`.
+    A model module holds `func.func @forward` (parameters marked
+    `gptc.param`, then the `tokens` and `labels` inputs, returning the loss;
+    checked by `gptc-verify-model`). It carries `gptc.precision` and, when the
+    description has a mesh, a `shard.grid @mesh` with the axis roles in
+    `gptc.parallel`; see `docs/ModelDescription.md`.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
   let hasConstantMaterializer = 1;

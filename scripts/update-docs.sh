@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Copies the reference generated from ODS (dialect ops, passes) into docs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir="${BUILD_DIR:-build}"
+cmake --build "$build_dir" --target gptc-doc
+mkdir -p docs/Dialects
+cp "$build_dir/docs/Dialects/GptcDialect.md" docs/Dialects/GptcDialect.md
+cp "$build_dir/docs/GptcPasses.md" docs/GptcPasses.md
+echo "docs/Dialects/GptcDialect.md and docs/GptcPasses.md updated"
