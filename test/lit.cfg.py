@@ -31,6 +31,7 @@ tool_dirs = [config.gptc_tools_dir, config.llvm_tools_dir]
 tools = [
     "gptc",
     "gptc-opt",
+    ToolSubst("gptc-device-info", unresolved="ignore"),
     ToolSubst("%gptc-unittests", os.path.join(config.gptc_obj_root, "unittests", "GPTCUnitTests")),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
@@ -39,6 +40,8 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 # CUDA compiler is installed (its output is compiled for sm_90 everywhere).
 if config.gptc_have_cuda:
     config.available_features.add("cuda")
+    config.substitutions.append(("%nvcc", config.gptc_cuda_compiler))
+    config.substitutions.append(("%cuda_arch", config.gptc_cuda_architectures))
 if config.gptc_have_nccl:
     config.available_features.add("nccl")
 nvsmi = shutil.which("nvidia-smi")
