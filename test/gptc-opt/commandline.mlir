@@ -3,6 +3,9 @@
 // HELP: Passes:
 // HELP: --canonicalize
 // HELP: --cse
+// HELP: --gptc-autodiff
+// HELP-NEXT: --function
+// HELP-NEXT: --output
 // HELP: --gptc-model-stats
 // HELP-NEXT: --annotate
 // HELP-NEXT: --remarks
@@ -26,5 +29,6 @@
 // DIALECTS: Available Dialects: arith,builtin,func,gptc,shard,tensor
 
 // RUN: gptc-opt --list-passes | FileCheck %s --check-prefix=LIST
+// LIST: gptc-autodiff
 // LIST: gptc-model-stats
 // LIST: gptc-verify-model

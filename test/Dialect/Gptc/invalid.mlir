@@ -398,3 +398,179 @@ func.func @cast_to_integer(%x: tensor<4x8xf32>) {
   %0 = gptc.cast %x : tensor<4x8xf32> -> tensor<4x8xi32>
   return
 }
+
+// -----
+
+func.func @reduce_sum_dims_not_increasing(%x: tensor<4x8xf32>) {
+  // expected-error@+2 {{dimensions must be strictly increasing within [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = gptc.reduce_sum %x [1, 0] : tensor<4x8xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @reduce_sum_dim_out_of_range(%x: tensor<4x8xf32>) {
+  // expected-error@+2 {{dimensions must be strictly increasing within [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = gptc.reduce_sum %x [2] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_count(%x: tensor<8xf32>) {
+  // expected-error@+1 {{dimensions must be strictly increasing, within the result's rank, and add the missing 2 dimensions}}
+  %0 = gptc.broadcast %x [0] : tensor<8xf32> -> tensor<2x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_mismatch(%x: tensor<8xf32>) {
+  // expected-error@+1 {{result dimension 1 does not match input dimension 0}}
+  %0 = gptc.broadcast %x [0] : tensor<8xf32> -> tensor<2x7xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_element_type(%x: tensor<8xf32>) {
+  // expected-error@+1 {{expects the input's element type}}
+  %0 = gptc.broadcast %x [0] : tensor<8xf32> -> tensor<2x8xf16>
+  return
+}
+
+// -----
+
+func.func @concat_sizes(%x: tensor<4x4xf32>) {
+  // expected-error@+1 {{input sizes along axis 1 add up to 8, not 12}}
+  %0 = gptc.concat %x, %x axis 1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x12xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%x: tensor<4x4xf32>) {
+  // expected-error@+1 {{axis 2 is out of range for a rank-2 result}}
+  %0 = gptc.concat %x axis 2 : tensor<4x4xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @concat_other_dimension(%x: tensor<4x4xf32>, %y: tensor<3x4xf32>) {
+  // expected-error@+1 {{input dimension 0 differs from the result's}}
+  %0 = gptc.concat %x, %y axis 1 : tensor<4x4xf32>, tensor<3x4xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_element_type(%x: tensor<4x4xf32>, %y: tensor<4x4xf16>) {
+  // expected-error@+1 {{expects inputs of the result's rank and element type}}
+  %0 = gptc.concat %x, %y axis 1 : tensor<4x4xf32>, tensor<4x4xf16> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_no_inputs() {
+  // expected-error@+1 {{expects at least one input}}
+  %0 = "gptc.concat"() <{axis = 0 : i64}> : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_shape(%ids: tensor<2x8xi32>, %g: tensor<2x8x12xf32>) {
+  // expected-error@+1 {{expects a gradient shaped like the ids with the width appended}}
+  %0 = gptc.embedding_grad %ids, %g : tensor<2x8xi32>, tensor<2x8x12xf32> -> tensor<100x10xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_rank(%ids: tensor<2x8xi32>, %g: tensor<2x8x12xf32>) {
+  // expected-error@+1 {{expects a rank-2 result (vocab x width)}}
+  %0 = gptc.embedding_grad %ids, %g : tensor<2x8xi32>, tensor<2x8x12xf32> -> tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_type(%ids: tensor<2x8xi32>, %g: tensor<2x8x12xf32>) {
+  // expected-error@+1 {{expects the gradient's element type}}
+  %0 = gptc.embedding_grad %ids, %g : tensor<2x8xi32>, tensor<2x8x12xf32> -> tensor<100x12xbf16>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_gamma(%x: tensor<2x12xf32>, %g: tensor<11xf32>) {
+  // expected-error@+2 {{expects gamma of shape [12] and the input's element type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = gptc.layer_norm_grad %x, %g, %x eps 1.0e-05 : tensor<2x12xf32>, tensor<11xf32>, tensor<2x12xf32> -> tensor<2x12xf32>, tensor<11xf32>, tensor<11xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_grad_type(%x: tensor<2x12xf32>, %g: tensor<12xf32>, %d: tensor<2x11xf32>) {
+  // expected-error@+2 {{expects a gradient of the input's type, rank >= 1}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = gptc.layer_norm_grad %x, %g, %d eps 1.0e-05 : tensor<2x12xf32>, tensor<12xf32>, tensor<2x11xf32> -> tensor<2x12xf32>, tensor<12xf32>, tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @gelu_grad_mismatch(%x: tensor<4xf32>, %d: tensor<5xf32>) {
+  // expected-error@+1 {{requires the same type for all operands and results}}
+  %0 = "gptc.gelu_grad"(%x, %d) : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_scalar(%x: tensor<f32>) {
+  // expected-error@+1 {{expects an input of rank >= 1}}
+  %0 = gptc.softmax_grad %x, %x : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_heads(%q: tensor<2x8x12xf32>) {
+  // expected-error@+2 {{'gptc.causal_attention_grad' op width 12 is not divisible by 5 heads}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = gptc.causal_attention_grad %q, %q, %q, %q heads 5 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_grad_type(%q: tensor<2x8x12xf32>, %d: tensor<2x4x12xf32>) {
+  // expected-error@+2 {{expects a gradient of the query's type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = gptc.causal_attention_grad %q, %q, %q, %d heads 3 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x4x12xf32> -> tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_nonscalar(%l: tensor<2x8x100xf32>, %y: tensor<2x8xi32>, %d: tensor<1xf32>) {
+  // expected-error@+2 {{expects a scalar gradient of the logits' element type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = gptc.cross_entropy_grad %l, %y, %d : tensor<2x8x100xf32>, tensor<2x8xi32>, tensor<1xf32> -> tensor<2x8x100xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels(%l: tensor<2x8x100xf32>, %y: tensor<2x7xi32>, %d: tensor<f32>) {
+  // expected-error@+2 {{expects labels shaped like the logits without their last (vocabulary) dimension}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = gptc.cross_entropy_grad %l, %y, %d : tensor<2x8x100xf32>, tensor<2x7xi32>, tensor<f32> -> tensor<2x8x100xf32>
+  return
+}

@@ -90,3 +90,35 @@ func.func @data_movement(%x: tensor<4x8x12xf32>)
   %3 = gptc.cast %x : tensor<4x8x12xf32> -> tensor<4x8x12xbf16>
   return %0, %1, %2#0, %2#1, %3 : tensor<32x12xf32>, tensor<4x12x8xf32>, tensor<4x8x4xf32>, tensor<4x8x8xf32>, tensor<4x8x12xbf16>
 }
+
+// CHECK-LABEL: func.func @reductions
+func.func @reductions(%x: tensor<4x8x12xf32>, %b: tensor<12xf32>, %y: tensor<4x4xf32>)
+    -> (tensor<12xf32>, tensor<4x8x12xf32>, tensor<4x12xf32>) {
+  // CHECK: gptc.reduce_sum %{{.*}} [0, 1] : tensor<4x8x12xf32> -> tensor<12xf32>
+  %0 = gptc.reduce_sum %x [0, 1] : tensor<4x8x12xf32> -> tensor<12xf32>
+  // CHECK: gptc.broadcast %{{.*}} [0, 1] : tensor<12xf32> -> tensor<4x8x12xf32>
+  %1 = gptc.broadcast %b [0, 1] : tensor<12xf32> -> tensor<4x8x12xf32>
+  // CHECK: gptc.concat %{{.*}}, %{{.*}}, %{{.*}} axis 1 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x12xf32>
+  %2 = gptc.concat %y, %y, %y axis 1 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x12xf32>
+  return %0, %1, %2 : tensor<12xf32>, tensor<4x8x12xf32>, tensor<4x12xf32>
+}
+
+// CHECK-LABEL: func.func @backward_ops
+func.func @backward_ops(%ids: tensor<2x8xi32>, %x: tensor<2x8x12xf32>, %g: tensor<12xf32>,
+                        %l: tensor<2x8x100xf32>, %d: tensor<f32>)
+    -> (tensor<100x12xf32>, tensor<2x8x12xf32>, tensor<12xf32>, tensor<2x8x12xf32>,
+        tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x100xf32>) {
+  // CHECK: gptc.embedding_grad %{{.*}}, %{{.*}} : tensor<2x8xi32>, tensor<2x8x12xf32> -> tensor<100x12xf32>
+  %0 = gptc.embedding_grad %ids, %x : tensor<2x8xi32>, tensor<2x8x12xf32> -> tensor<100x12xf32>
+  // CHECK: = gptc.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 1.000000e-05 : tensor<2x8x12xf32>, tensor<12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<12xf32>, tensor<12xf32>
+  %1:3 = gptc.layer_norm_grad %x, %g, %x eps 1.0e-05 : tensor<2x8x12xf32>, tensor<12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<12xf32>, tensor<12xf32>
+  // CHECK: gptc.gelu_grad %{{.*}}, %{{.*}} : tensor<2x8x12xf32>
+  %2 = gptc.gelu_grad %x, %x : tensor<2x8x12xf32>
+  // CHECK: gptc.softmax_grad %{{.*}}, %{{.*}} : tensor<2x8x12xf32>
+  %3 = gptc.softmax_grad %x, %x : tensor<2x8x12xf32>
+  // CHECK: = gptc.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads 3 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>
+  %4:3 = gptc.causal_attention_grad %x, %x, %x, %x heads 3 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>
+  // CHECK: gptc.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} ignore -1 : tensor<2x8x100xf32>, tensor<2x8xi32>, tensor<f32> -> tensor<2x8x100xf32>
+  %5 = gptc.cross_entropy_grad %l, %ids, %d ignore -1 : tensor<2x8x100xf32>, tensor<2x8xi32>, tensor<f32> -> tensor<2x8x100xf32>
+  return %0, %1#0, %1#1, %2, %3, %4#2, %5 : tensor<100x12xf32>, tensor<2x8x12xf32>, tensor<12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x100xf32>
+}

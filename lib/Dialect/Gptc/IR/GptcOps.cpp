@@ -277,28 +277,40 @@ int64_t AddOp::getFlopCount() { return numElements(getType()); }
 // CausalAttentionOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CausalAttentionOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
-  RankedTensorType q = rankedType(adaptor.getQuery());
-  RankedTensorType k = rankedType(adaptor.getKey());
-  RankedTensorType v = rankedType(adaptor.getValue());
+/// The result type of attention over `query`, `key` and `value` (shared by
+/// the op and its gradient), or failure with a message under `opName`.
+static FailureOr<RankedTensorType>
+inferAttentionType(std::optional<Location> loc, StringRef opName, Value query,
+                   Value key, Value value, int64_t heads) {
+  RankedTensorType q = rankedType(query);
+  RankedTensorType k = rankedType(key);
+  RankedTensorType v = rankedType(value);
   if (!q || !k || !v)
-    return shapeError(loc, "causal_attention",
-                      "expects ranked tensor operands");
+    return shapeError(loc, opName, "expects ranked tensor operands");
   if (q.getRank() != 3)
-    return shapeError(loc, "causal_attention",
+    return shapeError(loc, opName,
                       "expects query of shape batch x seq x width, got rank " +
                           Twine(q.getRank()));
   if (k != q || v != q)
-    return shapeError(loc, "causal_attention",
+    return shapeError(loc, opName,
                       "expects query, key and value of the same type");
-  int64_t heads = adaptor.getNumHeads();
   if (heads <= 0 || q.getDimSize(2) % heads != 0)
-    return shapeError(loc, "causal_attention",
+    return shapeError(loc, opName,
                       "width " + Twine(q.getDimSize(2)) +
                           " is not divisible by " + Twine(heads) + " heads");
-  inferred.push_back(q);
+  return q;
+}
+
+LogicalResult CausalAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> type =
+      inferAttentionType(loc, "causal_attention", adaptor.getQuery(),
+                         adaptor.getKey(), adaptor.getValue(),
+                         adaptor.getNumHeads());
+  if (failed(type))
+    return failure();
+  inferred.push_back(*type);
   return success();
 }
 
@@ -460,6 +472,228 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 }
 
 int64_t CastOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// ReduceSumOp, BroadcastOp
+//===----------------------------------------------------------------------===//
+
+/// Checks that `dims` is strictly increasing within [0, rank).
+static bool isIncreasingWithin(ArrayRef<int64_t> dims, int64_t rank) {
+  for (auto [i, d] : llvm::enumerate(dims))
+    if (d < 0 || d >= rank || (i > 0 && dims[i - 1] >= d))
+      return false;
+  return true;
+}
+
+LogicalResult
+ReduceSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                              Adaptor adaptor,
+                              SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  if (!input)
+    return shapeError(loc, "reduce_sum", "expects a ranked tensor operand");
+  ArrayRef<int64_t> dims = adaptor.getDimensions();
+  if (!isIncreasingWithin(dims, input.getRank()))
+    return shapeError(loc, "reduce_sum",
+                      "dimensions must be strictly increasing within [0, " +
+                          Twine(input.getRank()) + ")");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < input.getRank(); ++d)
+    if (!llvm::is_contained(dims, d))
+      shape.push_back(input.getDimSize(d));
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+int64_t ReduceSumOp::getFlopCount() {
+  return numElements(getInput().getType());
+}
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  ArrayRef<int64_t> dims = getDimensions();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("expects the input's element type");
+  if (!isIncreasingWithin(dims, result.getRank()) ||
+      result.getRank() - static_cast<int64_t>(dims.size()) != input.getRank())
+    return emitOpError("dimensions must be strictly increasing, within the "
+                       "result's rank, and add the missing ")
+           << result.getRank() - input.getRank() << " dimensions";
+  int64_t next = 0;
+  for (int64_t d = 0; d < result.getRank(); ++d) {
+    if (llvm::is_contained(dims, d))
+      continue;
+    if (result.getDimSize(d) != input.getDimSize(next))
+      return emitOpError("result dimension ")
+             << d << " does not match input dimension " << next;
+    ++next;
+  }
+  return success();
+}
+
+int64_t BroadcastOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("expects at least one input");
+  RankedTensorType result = getType();
+  int64_t rank = result.getRank();
+  if (getAxis() >= static_cast<uint64_t>(rank))
+    return emitOpError("axis ") << getAxis() << " is out of range for a rank-"
+                                << rank << " result";
+  int64_t axis = getAxis(), total = 0;
+  for (Type type : getInputs().getTypes()) {
+    auto input = cast<RankedTensorType>(type);
+    if (input.getElementType() != result.getElementType() ||
+        input.getRank() != rank)
+      return emitOpError("expects inputs of the result's rank and element "
+                         "type");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && input.getDimSize(d) != result.getDimSize(d))
+        return emitOpError("input dimension ")
+               << d << " differs from the result's";
+    total = addSat(total, input.getDimSize(axis));
+  }
+  if (total != result.getDimSize(axis))
+    return emitOpError("input sizes along axis ")
+           << axis << " add up to " << total << ", not "
+           << result.getDimSize(axis);
+  return success();
+}
+
+int64_t ConcatOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// EmbeddingGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType ids = getIds().getType(), grad = getGrad().getType();
+  RankedTensorType table = getType();
+  if (table.getRank() != 2)
+    return emitOpError("expects a rank-2 result (vocab x width)");
+  SmallVector<int64_t> expected(ids.getShape());
+  expected.push_back(table.getDimSize(1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("expects a gradient shaped like the ids with the "
+                       "width appended");
+  if (grad.getElementType() != table.getElementType())
+    return emitOpError("expects the gradient's element type");
+  return success();
+}
+
+int64_t EmbeddingGradOp::getFlopCount() {
+  return numElements(getGrad().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  RankedTensorType gamma = rankedType(adaptor.getGamma());
+  RankedTensorType grad = rankedType(adaptor.getGrad());
+  if (!input || !gamma || !grad)
+    return shapeError(loc, "layer_norm_grad", "expects ranked tensor operands");
+  if (input.getRank() < 1 || grad != input)
+    return shapeError(loc, "layer_norm_grad",
+                      "expects a gradient of the input's type, rank >= 1");
+  if (gamma.getRank() != 1 || gamma.getDimSize(0) != input.getShape().back() ||
+      gamma.getElementType() != input.getElementType())
+    return shapeError(loc, "layer_norm_grad",
+                      "expects gamma of shape [" +
+                          Twine(input.getShape().back()) +
+                          "] and the input's element type");
+  inferred.append({input, gamma, gamma});
+  return success();
+}
+
+int64_t LayerNormGradOp::getFlopCount() {
+  return mulSat(14, numElements(getInput().getType()));
+}
+
+//===----------------------------------------------------------------------===//
+// GeluGradOp, SoftmaxGradOp
+//===----------------------------------------------------------------------===//
+
+int64_t GeluGradOp::getFlopCount() {
+  return mulSat(14, numElements(getType()));
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (getType().getRank() < 1)
+    return emitOpError("expects an input of rank >= 1");
+  return success();
+}
+
+int64_t SoftmaxGradOp::getFlopCount() {
+  return mulSat(4, numElements(getType()));
+}
+
+//===----------------------------------------------------------------------===//
+// CausalAttentionGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalAttentionGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> type =
+      inferAttentionType(loc, "causal_attention_grad", adaptor.getQuery(),
+                         adaptor.getKey(), adaptor.getValue(),
+                         adaptor.getNumHeads());
+  if (failed(type))
+    return failure();
+  if (rankedType(adaptor.getGrad()) != *type)
+    return shapeError(loc, "causal_attention_grad",
+                      "expects a gradient of the query's type");
+  inferred.append({*type, *type, *type});
+  return success();
+}
+
+int64_t CausalAttentionGradOp::getFlopCount() {
+  ArrayRef<int64_t> s = getQuery().getType().getShape();
+  int64_t b = s[0], t = s[1], c = s[2];
+  // Recompute Q K^T, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
+  int64_t matmuls = mulSat(mulSat(mulSat(10, b), mulSat(t, t)), c);
+  int64_t softmax =
+      mulSat(mulSat(9, b), mulSat(getNumHeads(), mulSat(t, t)));
+  return addSat(matmuls, softmax);
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType logits = rankedType(adaptor.getLogits());
+  RankedTensorType labels = rankedType(adaptor.getLabels());
+  RankedTensorType grad = rankedType(adaptor.getGrad());
+  if (!logits || !labels || !grad)
+    return shapeError(loc, "cross_entropy_grad",
+                      "expects ranked tensor operands");
+  if (logits.getRank() < 1 || labels.getShape() != logits.getShape().drop_back())
+    return shapeError(loc, "cross_entropy_grad",
+                      "expects labels shaped like the logits without their "
+                      "last (vocabulary) dimension");
+  if (grad.getRank() != 0 || grad.getElementType() != logits.getElementType())
+    return shapeError(loc, "cross_entropy_grad",
+                      "expects a scalar gradient of the logits' element type");
+  inferred.push_back(logits);
+  return success();
+}
+
+int64_t CrossEntropyGradOp::getFlopCount() {
+  return mulSat(5, numElements(getType()));
+}
 
 #define GET_OP_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcOps.cpp.inc"

@@ -31,4 +31,25 @@ def Gptc_CostModelOpInterface : OpInterface<"CostModelOpInterface"> {
   ];
 }
 
+def Gptc_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
+  let cppNamespace = "::mlir::gptc";
+  let description = [{
+    The vector-Jacobian product of an op, used by `gptc-autodiff`. Given the
+    gradients of the op's results (null where no gradient flows), the rule
+    builds, at the builder's insertion point, the ops that compute the
+    gradients of its operands and returns them in `operandGrads`, one per
+    operand, null for an operand with no gradient (integer ids, labels).
+    A rule may refer to the op's operands and results: those are the
+    activations the backward pass keeps.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Builds the gradients of the operands from those of the results.",
+      "::llvm::LogicalResult", "buildVectorJacobianProduct",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ValueRange":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
 #endif // GPTC_DIALECT_GPTC_IR_GPTCINTERFACES_TD

@@ -24,11 +24,16 @@ class Gptc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Gptc_Dialect, mnemonic,
          !listconcat(traits, [DeclareOpInterfaceMethods<Gptc_CostModelOpInterface>])>;
 
+/// An op with a vector-Jacobian rule (lib/Dialect/Gptc/IR/GptcAutodiff.cpp).
+class Gptc_DiffOp<string mnemonic, list<Trait> traits = []>
+    : Gptc_Op<mnemonic,
+         !listconcat(traits, [DeclareOpInterfaceMethods<Gptc_AutodiffOpInterface>])>;
+
 //===----------------------------------------------------------------------===//
 // Constants and index generation
 //===----------------------------------------------------------------------===//
 
-def Gptc_ConstantOp : Gptc_Op<"constant",
+def Gptc_ConstantOp : Gptc_DiffOp<"constant",
     [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "Tensor constant";
   let description = [{
@@ -45,7 +50,7 @@ def Gptc_ConstantOp : Gptc_Op<"constant",
   let hasFolder = 1;
 }
 
-def Gptc_IotaOp : Gptc_Op<"iota", [Pure]> {
+def Gptc_IotaOp : Gptc_DiffOp<"iota", [Pure]> {
   let summary = "Integer sequence 0, 1, ... along one dimension";
   let description = [{
     Fills the result with its index along `dimension`, broadcast over the
@@ -66,7 +71,7 @@ def Gptc_IotaOp : Gptc_Op<"iota", [Pure]> {
 // Embedding and dense layers
 //===----------------------------------------------------------------------===//
 
-def Gptc_EmbeddingOp : Gptc_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def Gptc_EmbeddingOp : Gptc_DiffOp<"embedding", [Pure, InferTypeOpAdaptor]> {
   let summary = "Row lookup in an embedding table";
   let description = [{
     Gathers rows of `table` (`V x C`) for every id in `ids`; the result has
@@ -87,7 +92,7 @@ def Gptc_EmbeddingOp : Gptc_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Gptc_LinearOp : Gptc_Op<"linear",
+def Gptc_LinearOp : Gptc_DiffOp<"linear",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "Affine layer y = x W^T + b over the last dimension";
   let description = [{
@@ -114,7 +119,7 @@ def Gptc_LinearOp : Gptc_Op<"linear",
   }];
 }
 
-def Gptc_MatmulOp : Gptc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Gptc_MatmulOp : Gptc_DiffOp<"matmul", [Pure, InferTypeOpAdaptor]> {
   let summary = "Batched matrix product with optional transposed operands";
   let description = [{
     Multiplies the last two dimensions of `lhs` and `rhs`; all leading
@@ -141,7 +146,7 @@ def Gptc_MatmulOp : Gptc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 // Normalization and activations
 //===----------------------------------------------------------------------===//
 
-def Gptc_LayerNormOp : Gptc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+def Gptc_LayerNormOp : Gptc_DiffOp<"layer_norm", [Pure, InferTypeOpAdaptor]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * gamma + beta`, with the biased
@@ -162,7 +167,7 @@ def Gptc_LayerNormOp : Gptc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Gptc_GeluOp : Gptc_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Gptc_GeluOp : Gptc_DiffOp<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "GELU activation, tanh approximation (as GPT-2)";
   let description = [{
     `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, elementwise; this is
@@ -177,7 +182,7 @@ def Gptc_GeluOp : Gptc_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Gptc_SoftmaxOp : Gptc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Gptc_SoftmaxOp : Gptc_DiffOp<"softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "Numerically stable softmax over the last dimension";
   let description = [{
     `exp(x - max(x)) / sum(exp(x - max(x)))` along the last dimension.
@@ -192,7 +197,7 @@ def Gptc_SoftmaxOp : Gptc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Gptc_AddOp : Gptc_Op<"add", [Pure, Commutative, SameOperandsAndResultType]> {
+def Gptc_AddOp : Gptc_DiffOp<"add", [Pure, Commutative, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (residual connection)";
   let description = [{
     Adds two tensors of the same type, element by element. Broadcasting is
@@ -211,7 +216,7 @@ def Gptc_AddOp : Gptc_Op<"add", [Pure, Commutative, SameOperandsAndResultType]> 
 // Attention and loss
 //===----------------------------------------------------------------------===//
 
-def Gptc_CausalAttentionOp : Gptc_Op<"causal_attention",
+def Gptc_CausalAttentionOp : Gptc_DiffOp<"causal_attention",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "Causal multi-head scaled dot-product attention";
   let description = [{
@@ -244,7 +249,7 @@ def Gptc_CausalAttentionOp : Gptc_Op<"causal_attention",
   }];
 }
 
-def Gptc_CrossEntropyOp : Gptc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+def Gptc_CrossEntropyOp : Gptc_DiffOp<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
   let summary = "Mean next-token cross-entropy over all positions";
   let description = [{
     For logits `B x T x V` and integer labels `B x T`, returns the scalar
@@ -267,10 +272,208 @@ def Gptc_CrossEntropyOp : Gptc_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Reductions and broadcasts
+//===----------------------------------------------------------------------===//
+
+def Gptc_ReduceSumOp : Gptc_DiffOp<"reduce_sum", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Sum over some dimensions";
+  let description = [{
+    Sums `input` over the listed dimensions (strictly increasing), which
+    disappear from the result. The backward pass uses it for bias gradients;
+    summing over every dimension gives a scalar.
+
+    ```mlir
+    %db = gptc.reduce_sum %dy [0, 1] : tensor<4x64x768xf32> -> tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input, DenseI64ArrayAttr:$dimensions);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input $dimensions attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Gptc_BroadcastOp : Gptc_DiffOp<"broadcast", [Pure]> {
+  let summary = "Repeat a tensor along new dimensions";
+  let description = [{
+    The inverse of `reduce_sum`: inserts the listed result dimensions
+    (strictly increasing) and repeats `input` along them. The remaining
+    result dimensions must equal the input's, in order.
+
+    ```mlir
+    %y = gptc.broadcast %b [0, 1] : tensor<768xf32> -> tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input, DenseI64ArrayAttr:$dimensions);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input $dimensions attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gptc_ConcatOp : Gptc_Op<"concat", [Pure]> {
+  let summary = "Concatenate tensors along one dimension";
+  let description = [{
+    The inverse of `split`: joins the inputs along `axis`; the other
+    dimensions and the element types must agree.
+
+    ```mlir
+    %qkv = gptc.concat %q, %k, %v axis 2
+        : tensor<4x64x768xf32>, tensor<4x64x768xf32>, tensor<4x64x768xf32>
+        -> tensor<4x64x2304xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$axis);
+  let results = (outs Gptc_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` $axis attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//
+// The vector-Jacobian products that are not compositions of forward ops.
+// Each recomputes what it needs from the forward inputs (layer-norm
+// statistics, attention probabilities, softmax of the logits) instead of
+// keeping it, so the activations the backward pass holds are exactly the
+// forward values its operands name.
+//===----------------------------------------------------------------------===//
+
+def Gptc_EmbeddingGradOp : Gptc_Op<"embedding_grad", [Pure]> {
+  let summary = "Gradient of an embedding table: scatter-add of row gradients";
+  let description = [{
+    Adds `grad[i...]` (the gradient of `embedding(ids, table)`) into row
+    `ids[i...]` of a zero table of the result's shape `V x C`.
+
+    ```mlir
+    %dwte = gptc.embedding_grad %ids, %dx
+        : tensor<4x64xi32>, tensor<4x64x768xf32> -> tensor<50257x768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_IndexTensor:$ids, Gptc_FloatTensor:$grad);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gptc_LayerNormGradOp : Gptc_Op<"layer_norm_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of layer normalization";
+  let description = [{
+    Given the forward `input`, `gamma`, `epsilon` and the gradient `grad` of
+    the output, returns the gradients of the input, `gamma` and `beta`.
+    Mean and variance are recomputed from `input`.
+
+    ```mlir
+    %dx, %dg, %db = gptc.layer_norm_grad %x, %g, %dy eps 1.0e-05
+        : tensor<4x64x768xf32>, tensor<768xf32>, tensor<4x64x768xf32>
+        -> tensor<4x64x768xf32>, tensor<768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input, Gptc_FloatTensor:$gamma,
+                       Gptc_FloatTensor:$grad, F64Attr:$epsilon);
+  let results = (outs Gptc_FloatTensor:$input_grad,
+                      Gptc_FloatTensor:$gamma_grad,
+                      Gptc_FloatTensor:$beta_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad `eps` $epsilon attr-dict `:` type($input) `,`
+    type($gamma) `,` type($grad) `->` type($input_grad) `,` type($gamma_grad)
+    `,` type($beta_grad)
+  }];
+}
+
+def Gptc_GeluGradOp : Gptc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of the tanh-approximated GELU";
+  let description = [{
+    `grad * gelu'(input)`, elementwise.
+
+    ```mlir
+    %dx = gptc.gelu_grad %x, %dy : tensor<4x64x3072xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input, Gptc_FloatTensor:$grad);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def Gptc_SoftmaxGradOp : Gptc_Op<"softmax_grad",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of softmax over the last dimension";
+  let description = [{
+    Given the forward result `output` (`y`) and its gradient `grad` (`dy`),
+    returns `y * (dy - sum(dy * y))` along the last dimension.
+
+    ```mlir
+    %dx = gptc.softmax_grad %y, %dy : tensor<4x12x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$output, Gptc_FloatTensor:$grad);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Gptc_CausalAttentionGradOp : Gptc_Op<"causal_attention_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of causal multi-head attention";
+  let description = [{
+    Given the forward `query`, `key`, `value` and the gradient of the output,
+    returns the gradients of query, key and value. The probabilities are
+    recomputed, as flash attention's backward pass does.
+
+    ```mlir
+    %dq, %dk, %dv = gptc.causal_attention_grad %q, %k, %v, %dy heads 12
+        : tensor<4x64x768xf32>, tensor<4x64x768xf32>, tensor<4x64x768xf32>,
+          tensor<4x64x768xf32>
+        -> tensor<4x64x768xf32>, tensor<4x64x768xf32>, tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$query, Gptc_FloatTensor:$key,
+                       Gptc_FloatTensor:$value, Gptc_FloatTensor:$grad,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs Gptc_FloatTensor:$query_grad,
+                      Gptc_FloatTensor:$key_grad,
+                      Gptc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad `heads` $num_heads attr-dict `:`
+    type($query) `,` type($key) `,` type($value) `,` type($grad) `->`
+    type($query_grad) `,` type($key_grad) `,` type($value_grad)
+  }];
+}
+
+def Gptc_CrossEntropyGradOp : Gptc_Op<"cross_entropy_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradient of the mean cross-entropy with respect to the logits";
+  let description = [{
+    `grad * (softmax(logits) - onehot(labels)) / n`, where `n` counts the
+    positions whose label is not `ignore_index`; ignored positions get zero.
+
+    ```mlir
+    %dlogits = gptc.cross_entropy_grad %logits, %labels, %dloss
+        : tensor<4x64x50257xf32>, tensor<4x64xi32>, tensor<f32>
+        -> tensor<4x64x50257xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$logits, Gptc_IndexTensor:$labels,
+                       Gptc_FloatTensor:$grad, OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad (`ignore` $ignore_index^)? attr-dict `:`
+    type($logits) `,` type($labels) `,` type($grad) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Gptc_ReshapeOp : Gptc_Op<"reshape", [Pure]> {
+def Gptc_ReshapeOp : Gptc_DiffOp<"reshape", [Pure]> {
   let summary = "Reinterpret a tensor with another shape of the same size";
   let description = [{
     Row-major reshape; the element count and type must not change.
@@ -286,7 +489,7 @@ def Gptc_ReshapeOp : Gptc_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Gptc_TransposeOp : Gptc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Gptc_TransposeOp : Gptc_DiffOp<"transpose", [Pure, InferTypeOpAdaptor]> {
   let summary = "Permute the dimensions of a tensor";
   let description = [{
     Result dimension `i` is input dimension `permutation[i]`.
@@ -303,7 +506,7 @@ def Gptc_TransposeOp : Gptc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Gptc_SplitOp : Gptc_Op<"split", [Pure]> {
+def Gptc_SplitOp : Gptc_DiffOp<"split", [Pure]> {
   let summary = "Split a tensor into consecutive slices along one dimension";
   let description = [{
     Cuts `input` along `axis` into as many consecutive pieces as there are
@@ -326,7 +529,7 @@ def Gptc_SplitOp : Gptc_Op<"split", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Gptc_CastOp : Gptc_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Gptc_CastOp : Gptc_DiffOp<"cast", [Pure, SameOperandsAndResultShape]> {
   let summary = "Element-type cast used at mixed-precision boundaries";
   let description = [{
     Converts `input` to the element type of `result` with round-to-nearest-

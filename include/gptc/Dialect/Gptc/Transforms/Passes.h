@@ -7,6 +7,9 @@
 #ifndef GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H
 #define GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H
 
+#include "gptc/Dialect/Gptc/IR/GptcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::gptc {

@@ -47,4 +47,32 @@ def GptcVerifyModelPass : Pass<"gptc-verify-model", "mlir::ModuleOp"> {
   }];
 }
 
+def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
+  let summary = "Build a model's forward-backward function by reverse-mode differentiation";
+  let description = [{
+    Clones the model function (`@forward` by default) into
+    `@forward_backward`, which returns the loss and then the gradient of
+    every parameter (`gptc.param` argument), in argument order:
+
+    ```mlir
+    func.func @forward_backward(%w: tensor<8x4xf32> {gptc.param = "w"}, ...)
+        -> (tensor<f32> {gptc.output = "loss"},
+            tensor<8x4xf32> {gptc.grad = "w"})
+    ```
+    The backward ops follow the forward ones in reverse order, seeded with
+    `d loss = 1`; each op's rule comes from `AutodiffOpInterface` and
+    gradients reaching a value along several uses are summed with
+    `gptc.add`. The forward values the backward ops use are the activations
+    the step keeps. A parameter that does not reach the loss gets a zero
+    gradient. The forward function is left unchanged, for evaluation.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "The function to differentiate">,
+    Option<"output", "output", "std::string", "\"forward_backward\"",
+           "The name of the function to create">
+  ];
+  let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,242 @@
+//===- GptcAutodiff.cpp - Vector-Jacobian rules of gptc ops ---*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// AutodiffOpInterface for every differentiable gptc op. Each rule builds the
+// gradients of its operands at the builder's insertion point, at the
+// forward op's location, so a backward op is traced to the same field of
+// the model description as its forward op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+//===----------------------------------------------------------------------===//
+// Utilities
+//===----------------------------------------------------------------------===//
+
+/// A zero tensor of `type`.
+static Value zeros(OpBuilder &b, Location loc, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  auto zero = b.getFloatAttr(tensor.getElementType(), 0.0);
+  return ConstantOp::create(b, loc, tensor,
+                            DenseElementsAttr::get(tensor, zero));
+}
+
+/// `value` reshaped to `shape` (no op when it already has it).
+static Value reshapeTo(OpBuilder &b, Location loc, Value value,
+                       ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape)
+    return value;
+  return ReshapeOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), value);
+}
+
+/// Collapses all but the last dimension: `[d0, ..., dn-1, k]` -> `[M, k]`.
+static Value flattenRows(OpBuilder &b, Location loc, Value value) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(value.getType()).getShape();
+  int64_t rows = 1;
+  for (int64_t d : shape.drop_back())
+    rows *= d;
+  return reshapeTo(b, loc, value, {rows, shape.back()});
+}
+
+//===----------------------------------------------------------------------===//
+// Ops without differentiable operands
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::buildVectorJacobianProduct(OpBuilder &, ValueRange,
+                                                     SmallVectorImpl<Value> &) {
+  return success();
+}
+
+LogicalResult IotaOp::buildVectorJacobianProduct(OpBuilder &, ValueRange,
+                                                 SmallVectorImpl<Value> &) {
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding and dense layers
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+EmbeddingOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  Value table = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
+                                        getIds(), resultGrads[0]);
+  operandGrads.append({Value(), table});
+  return success();
+}
+
+/// y = x W^T + b, with x flattened to [M, K] and dy to [M, N]:
+///   dx = dy W,   dW = dy^T x,   db = sum_rows(dy).
+LogicalResult
+LinearOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value x = getInput();
+  auto xType = getInput().getType();
+  if (xType.getRank() == 1)
+    x = reshapeTo(b, loc, x, {1, xType.getDimSize(0)});
+  Value x2 = flattenRows(b, loc, x);
+  Value dy2 = flattenRows(b, loc, resultGrads[0]);
+  Value dx2 = MatmulOp::create(b, loc, dy2, getWeight(), /*transpose_lhs=*/false,
+                               /*transpose_rhs=*/false);
+  Value dx = reshapeTo(b, loc, dx2, getInput().getType().getShape());
+  Value dw = MatmulOp::create(b, loc, dy2, x2, /*transpose_lhs=*/true,
+                              /*transpose_rhs=*/false);
+  operandGrads.append({dx, dw});
+  if (getBias())
+    operandGrads.push_back(
+        ReduceSumOp::create(b, loc, dy2, b.getDenseI64ArrayAttr({0})));
+  return success();
+}
+
+/// C = op(A) op(B). With a = op(A), b' = op(B): da = dC b'^T, db' = a^T dC,
+/// each transposed back when the operand was used transposed; every case
+/// is one matmul with transpose flags.
+LogicalResult
+MatmulOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dc = resultGrads[0], lhs = getLhs(), rhs = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  Value da = ta ? MatmulOp::create(b, loc, rhs, dc, /*transpose_lhs=*/tb,
+                                   /*transpose_rhs=*/true)
+                : MatmulOp::create(b, loc, dc, rhs, /*transpose_lhs=*/false,
+                                   /*transpose_rhs=*/!tb);
+  Value db = tb ? MatmulOp::create(b, loc, dc, lhs, /*transpose_lhs=*/true,
+                                   /*transpose_rhs=*/ta)
+                : MatmulOp::create(b, loc, lhs, dc, /*transpose_lhs=*/!ta,
+                                   /*transpose_rhs=*/false);
+  operandGrads.append({da, db});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and activations
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+LayerNormOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  auto grad = LayerNormGradOp::create(b, getLoc(), getInput(), getGamma(),
+                                      resultGrads[0], getEpsilonAttr());
+  operandGrads.append(
+      {grad.getInputGrad(), grad.getGammaGrad(), grad.getBetaGrad()});
+  return success();
+}
+
+LogicalResult
+GeluOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      GeluGradOp::create(b, getLoc(), getInput(), resultGrads[0]));
+  return success();
+}
+
+LogicalResult
+SoftmaxOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      SoftmaxGradOp::create(b, getLoc(), getResult(), resultGrads[0]));
+  return success();
+}
+
+LogicalResult AddOp::buildVectorJacobianProduct(OpBuilder &, ValueRange resultGrads,
+                                                SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.append({resultGrads[0], resultGrads[0]});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalAttentionOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &operandGrads) {
+  auto grad = CausalAttentionGradOp::create(b, getLoc(), getQuery(), getKey(),
+                                            getValue(), resultGrads[0],
+                                            getNumHeadsAttr());
+  operandGrads.append(
+      {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  return success();
+}
+
+LogicalResult
+CrossEntropyOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  Value dlogits =
+      CrossEntropyGradOp::create(b, getLoc(), getLogits(), getLabels(),
+                                 resultGrads[0], getIgnoreIndexAttr());
+  operandGrads.append({dlogits, Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+ReduceSumOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(BroadcastOp::create(b, getLoc(), getInput().getType(),
+                                             resultGrads[0],
+                                             getDimensionsAttr()));
+  return success();
+}
+
+LogicalResult
+BroadcastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(ReduceSumOp::create(b, getLoc(), resultGrads[0],
+                                             getDimensionsAttr()));
+  return success();
+}
+
+LogicalResult
+ReshapeOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(ReshapeOp::create(b, getLoc(), getInput().getType(),
+                                           resultGrads[0]));
+  return success();
+}
+
+LogicalResult
+TransposeOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  operandGrads.push_back(TransposeOp::create(b, getLoc(), resultGrads[0],
+                                             b.getDenseI64ArrayAttr(inverse)));
+  return success();
+}
+
+LogicalResult
+SplitOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Value> pieces;
+  for (auto [result, grad] : llvm::zip(getResults(), resultGrads))
+    pieces.push_back(grad ? grad : zeros(b, getLoc(), result.getType()));
+  operandGrads.push_back(ConcatOp::create(b, getLoc(), getInput().getType(),
+                                          pieces, getAxisAttr()));
+  return success();
+}
+
+LogicalResult CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                                 SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
+  return success();
+}
