@@ -314,14 +314,21 @@ LogicalResult CausalAttentionOp::inferReturnTypes(
   return success();
 }
 
-int64_t CausalAttentionOp::getFlopCount() {
-  ArrayRef<int64_t> s = getQuery().getType().getShape();
+/// FLOPs of attention-shaped work on `query` (B x T x C, H heads):
+/// `matmulFactor` B T T C for the products, `softmaxFactor` B H T T for the
+/// score-wise work.
+static int64_t attentionFlops(RankedTensorType query, int64_t heads,
+                              int64_t matmulFactor, int64_t softmaxFactor) {
+  ArrayRef<int64_t> s = query.getShape();
   int64_t b = s[0], t = s[1], c = s[2];
-  // Q K^T and P V: 2 * (2 B T T C); softmax over B H T T scores.
-  int64_t matmuls = mulSat(mulSat(mulSat(4, b), mulSat(t, t)), c);
-  int64_t softmax =
-      mulSat(mulSat(5, b), mulSat(getNumHeads(), mulSat(t, t)));
-  return addSat(matmuls, softmax);
+  int64_t matmuls = mulSat(mulSat(mulSat(matmulFactor, b), mulSat(t, t)), c);
+  int64_t scores = mulSat(mulSat(softmaxFactor, b), mulSat(heads, mulSat(t, t)));
+  return addSat(matmuls, scores);
+}
+
+int64_t CausalAttentionOp::getFlopCount() {
+  // Q K^T and P V: 2 x (2 B T T C); softmax (5 per score).
+  return attentionFlops(getQuery().getType(), getNumHeads(), 4, 5);
 }
 
 //===----------------------------------------------------------------------===//
@@ -658,13 +665,9 @@ LogicalResult CausalAttentionGradOp::inferReturnTypes(
 }
 
 int64_t CausalAttentionGradOp::getFlopCount() {
-  ArrayRef<int64_t> s = getQuery().getType().getShape();
-  int64_t b = s[0], t = s[1], c = s[2];
-  // Recompute Q K^T, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
-  int64_t matmuls = mulSat(mulSat(mulSat(10, b), mulSat(t, t)), c);
-  int64_t softmax =
-      mulSat(mulSat(9, b), mulSat(getNumHeads(), mulSat(t, t)));
-  return addSat(matmuls, softmax);
+  // Recompute Q K^T, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q:
+  // 5 x (2 B T T C); softmax recomputation and its gradient (9 per score).
+  return attentionFlops(getQuery().getType(), getNumHeads(), 10, 9);
 }
 
 //===----------------------------------------------------------------------===//
