@@ -9,6 +9,8 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libprotobuf-dev protobuf-compiler
   libgtest-dev
+  libopenblas-dev
+  python3-numpy
 )
 
 missing=()

@@ -21,6 +21,8 @@ config.substitutions.append(("%gptc_src_root", config.gptc_src_root))
 config.substitutions.append(("%gptc_obj_root", config.gptc_obj_root))
 config.substitutions.append(("%models", os.path.join(config.gptc_src_root, "models")))
 config.substitutions.append(("%gptc_bin", os.path.join(config.gptc_tools_dir, "gptc")))
+config.substitutions.append(("%gptc_opt_bin", os.path.join(config.gptc_tools_dir, "gptc-opt")))
+config.substitutions.append(("%gptc_run_bin", os.path.join(config.gptc_tools_dir, "gptc-run")))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
@@ -31,6 +33,7 @@ tool_dirs = [config.gptc_tools_dir, config.llvm_tools_dir]
 tools = [
     "gptc",
     "gptc-opt",
+    "gptc-run",
     ToolSubst("gptc-device-info", unresolved="ignore"),
     ToolSubst("%gptc-unittests", os.path.join(config.gptc_obj_root, "unittests", "GPTCUnitTests")),
 ]

@@ -234,6 +234,15 @@ SplitOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult
+ConcatOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  auto pieces = SplitOp::create(b, getLoc(), getInputs().getTypes(),
+                                resultGrads[0], getAxisAttr());
+  operandGrads.append(pieces.getResults().begin(), pieces.getResults().end());
+  return success();
+}
+
 LogicalResult CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                                  SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(

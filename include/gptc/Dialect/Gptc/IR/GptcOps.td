@@ -312,7 +312,7 @@ def Gptc_BroadcastOp : Gptc_DiffOp<"broadcast", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Gptc_ConcatOp : Gptc_Op<"concat", [Pure]> {
+def Gptc_ConcatOp : Gptc_DiffOp<"concat", [Pure]> {
   let summary = "Concatenate tensors along one dimension";
   let description = [{
     The inverse of `split`: joins the inputs along `axis`; the other

@@ -1,0 +1,110 @@
+//===- Kernels.h - CPU kernels of gptc's runtime ---------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// One function per op family, for T = float and double (the latter for
+// finite-difference checks). Shapes are passed flattened: `rows` x `cols`
+// where the op works on the last dimension. GEMMs go through CBLAS
+// (OpenBLAS). Kernels never allocate on the hot path except the attention
+// kernels' per-row scratch, and they write every element of their outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_CPU_KERNELS_H
+#define GPTC_RUNTIME_CPU_KERNELS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gptc::cpu {
+
+/// out[i, :] = table[ids[i], :]. Returns the index of the first id outside
+/// [0, vocab), or -1.
+template <typename T>
+int64_t embedding(const int32_t *ids, int64_t n, const T *table, int64_t vocab,
+                  int64_t width, T *out);
+
+/// dtable = 0; dtable[ids[i], :] += dout[i, :].
+template <typename T>
+int64_t embeddingGrad(const int32_t *ids, int64_t n, const T *dout,
+                      int64_t vocab, int64_t width, T *dtable);
+
+/// out has `shape`; out[...] = index along `dim`.
+void iota(int32_t *out, const std::vector<int64_t> &shape, int64_t dim);
+
+/// y[M, N] = x[M, K] W[N, K]^T (+ b[N]).
+template <typename T>
+void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n,
+            int64_t k, T *y);
+
+/// c[batch, M, N] = op(a) op(b) per batch; a is [M, K] ([K, M] transposed),
+/// b is [K, N] ([N, K] transposed).
+template <typename T>
+void matmul(const T *a, const T *b, int64_t batch, int64_t m, int64_t n,
+            int64_t k, bool transposeA, bool transposeB, T *c);
+
+template <typename T>
+void layerNorm(const T *x, const T *gamma, const T *beta, int64_t rows,
+               int64_t cols, double eps, T *y);
+
+template <typename T>
+void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
+                   int64_t cols, double eps, T *dx, T *dgamma, T *dbeta);
+
+template <typename T> void gelu(const T *x, int64_t n, T *y);
+template <typename T> void geluGrad(const T *x, const T *dy, int64_t n, T *dx);
+
+template <typename T>
+void softmax(const T *x, int64_t rows, int64_t cols, T *y);
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx);
+
+template <typename T> void add(const T *a, const T *b, int64_t n, T *y);
+
+/// q, k, v, out: [B, T, C] with C = heads x D.
+template <typename T>
+void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
+                     int64_t seq, int64_t width, int64_t heads, T *out);
+template <typename T>
+void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
+                         int64_t batch, int64_t seq, int64_t width,
+                         int64_t heads, T *dq, T *dk, T *dv);
+
+/// Mean over the rows whose label is not `ignoreIndex` (when `hasIgnore`)
+/// of -log softmax(logits[row])[label]. Returns the index of the first
+/// label outside [0, vocab) in `badLabel`, or -1.
+template <typename T>
+T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
+               int64_t vocab, bool hasIgnore, int64_t ignoreIndex,
+               int64_t &badLabel);
+template <typename T>
+void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
+                      int64_t rows, int64_t vocab, bool hasIgnore,
+                      int64_t ignoreIndex, T *dlogits);
+
+/// Sums `x` (of `shape`) over `dims`.
+template <typename T>
+void reduceSum(const T *x, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &dims, T *y);
+/// Repeats `x` along the new `dims` of `outShape`.
+template <typename T>
+void broadcast(const T *x, const std::vector<int64_t> &outShape,
+               const std::vector<int64_t> &dims, T *y);
+
+/// Element-size-generic data movement.
+void transpose(const void *x, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &perm, int64_t elementSize, void *y);
+/// Copies `pieces` slices of `x` along `axis`: piece i has extent
+/// `sizes[i]` (split) or the reverse (concat, `gather` = true).
+void sliceAlongAxis(const std::vector<const void *> &inputs,
+                    const std::vector<void *> &outputs,
+                    const std::vector<int64_t> &shape, int64_t axis,
+                    const std::vector<int64_t> &sizes, int64_t elementSize,
+                    bool concat);
+
+} // namespace gptc::cpu
+
+#endif // GPTC_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,33 @@
+//===- ExportProgram.h - gptc IR to the runtime's artifact -----*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Lowers every `func.func` of a module of gptc ops into a program.proto
+// Function: one kernel per op, one value per SSA value. Values keep their
+// own storage (offset -1) unless a buffer plan (`gptc.offset` on the
+// defining op, set by gptc-plan-buffers) says otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_TARGET_EXPORTPROGRAM_H
+#define GPTC_TARGET_EXPORTPROGRAM_H
+
+#include "gptc/Runtime/program.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::gptc {
+
+/// The artifact format version this compiler writes.
+inline constexpr int kProgramFormatVersion = 1;
+
+/// Lowers the functions of `module` (all of them when `functions` is empty)
+/// into `program`, reporting ops without a kernel as errors at the op.
+LogicalResult exportProgram(ModuleOp module, ArrayRef<StringRef> functions,
+                            ::gptc::program::Program &program);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_TARGET_EXPORTPROGRAM_H

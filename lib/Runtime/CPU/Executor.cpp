@@ -1,0 +1,589 @@
+//===- Executor.cpp - Run a compiled gptc function on the CPU --*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `create` checks everything a kernel relies on (ids in range, dtypes, the
+// arity of every kernel, the element counts of related operands), so that
+// a corrupt or hand-edited artifact is an error, not an out-of-bounds
+// access. `run` then dispatches each kernel on its floating-point type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/Executor.h"
+
+#include "gptc/Runtime/CPU/Kernels.h"
+
+#include <cstring>
+#include <numeric>
+
+using namespace gptc;
+using namespace gptc::runtime;
+using program::DType;
+using program::Kernel;
+using program::OpKind;
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+int64_t runtime::elementSize(DType dtype) {
+  switch (dtype) {
+  case program::F64:
+  case program::I64:
+    return 8;
+  case program::F32:
+  case program::I32:
+    return 4;
+  case program::BF16:
+  case program::F16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+const char *runtime::dtypeName(DType dtype) {
+  switch (dtype) {
+  case program::F32:
+    return "f32";
+  case program::F64:
+    return "f64";
+  case program::I32:
+    return "i32";
+  case program::I64:
+    return "i64";
+  case program::BF16:
+    return "bf16";
+  case program::F16:
+    return "f16";
+  default:
+    return "?";
+  }
+}
+
+static int64_t product(const std::vector<int64_t> &shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
+    : dtype(dtype), shape(std::move(shape)) {
+  bytes.resize(numElements() * elementSize(dtype));
+}
+
+int64_t Tensor::numElements() const { return product(shape); }
+
+//===----------------------------------------------------------------------===//
+// Checking a function
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Inputs (minimum, maximum) and outputs of a kernel.
+struct Arity {
+  int minInputs, maxInputs, outputs;
+};
+} // namespace
+
+static bool arityOf(OpKind op, Arity &arity) {
+  switch (op) {
+  case program::CONSTANT:
+  case program::IOTA:
+    arity = {0, 0, 1};
+    return true;
+  case program::GELU:
+  case program::SOFTMAX:
+  case program::RESHAPE:
+  case program::TRANSPOSE:
+  case program::CAST:
+  case program::REDUCE_SUM:
+  case program::BROADCAST:
+    arity = {1, 1, 1};
+    return true;
+  case program::EMBEDDING:
+  case program::ADD:
+  case program::MATMUL:
+  case program::CROSS_ENTROPY:
+  case program::EMBEDDING_GRAD:
+  case program::GELU_GRAD:
+  case program::SOFTMAX_GRAD:
+    arity = {2, 2, 1};
+    return true;
+  case program::LINEAR:
+    arity = {2, 3, 1};
+    return true;
+  case program::LAYER_NORM:
+  case program::CROSS_ENTROPY_GRAD:
+    arity = {3, 3, 1};
+    return true;
+  case program::CAUSAL_ATTENTION:
+    arity = {3, 3, 1};
+    return true;
+  case program::LAYER_NORM_GRAD:
+    arity = {3, 3, 3};
+    return true;
+  case program::CAUSAL_ATTENTION_GRAD:
+    arity = {4, 4, 3};
+    return true;
+  case program::SPLIT:
+    arity = {1, 1, -1};
+    return true;
+  case program::CONCAT:
+    arity = {1, -1, 1};
+    return true;
+  default:
+    return false;
+  }
+}
+
+Executor::Executor(const program::Function &function) : function(function) {}
+
+std::unique_ptr<Executor> Executor::create(const program::Function &function,
+                                           std::string &error) {
+  auto fail = [&](const std::string &message) {
+    error = "function '" + function.name() + "': " + message;
+    return nullptr;
+  };
+  std::unique_ptr<Executor> exec(new Executor(function));
+  int64_t count = function.values_size();
+  exec->values.resize(count);
+  exec->bound.assign(count, nullptr);
+  for (int64_t i = 0; i < count; ++i) {
+    const program::Value &v = function.values(i);
+    if (v.id() != i)
+      return fail("value #" + std::to_string(i) + " has id " +
+                  std::to_string(v.id()));
+    if (elementSize(v.type().dtype()) == 0)
+      return fail("value #" + std::to_string(i) + " has no known dtype");
+    std::vector<int64_t> shape(v.type().shape().begin(),
+                               v.type().shape().end());
+    int64_t n = 1;
+    for (int64_t d : shape)
+      if (d < 0 || __builtin_mul_overflow(n, d, &n))
+        return fail("value #" + std::to_string(i) + " has an invalid shape");
+    exec->values[i] = Tensor(v.type().dtype(), std::move(shape));
+  }
+  auto validId = [&](int32_t id) { return id >= 0 && id < count; };
+  for (int32_t id : function.inputs())
+    if (!validId(id))
+      return fail("input id " + std::to_string(id) + " out of range");
+  for (int32_t id : function.outputs())
+    if (!validId(id))
+      return fail("output id " + std::to_string(id) + " out of range");
+  for (const Kernel &k : function.kernels()) {
+    Arity arity;
+    if (!arityOf(k.op(), arity))
+      return fail("kernel at " + k.location() + " has an unknown op");
+    int nin = k.inputs_size(), nout = k.outputs_size();
+    if (nin < arity.minInputs ||
+        (arity.maxInputs >= 0 && nin > arity.maxInputs) ||
+        (arity.outputs >= 0 && nout != arity.outputs) || nout == 0)
+      return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
+                  k.location() + " has the wrong number of operands");
+    for (int32_t id : k.inputs())
+      if (!validId(id))
+        return fail("kernel at " + k.location() + " reads value " +
+                    std::to_string(id) + " out of range");
+    for (int32_t id : k.outputs())
+      if (!validId(id))
+        return fail("kernel at " + k.location() + " writes value " +
+                    std::to_string(id) + " out of range");
+  }
+  return exec;
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The operands of one kernel call, resolved to tensors.
+struct Call {
+  std::vector<const Tensor *> in;
+  std::vector<Tensor *> out;
+  const Kernel &kernel;
+  std::string &error;
+
+  bool fail(const std::string &message) {
+    error = kernel.location() + ": " + program::OpKind_Name(kernel.op()) +
+            ": " + message;
+    return false;
+  }
+  bool expect(bool condition, const char *message) {
+    return condition || fail(message);
+  }
+  int64_t lastDim(const Tensor &t) const {
+    return t.shape.empty() ? 1 : t.shape.back();
+  }
+  std::vector<int64_t> ints() const {
+    return {kernel.ints().begin(), kernel.ints().end()};
+  }
+};
+
+template <typename T> bool isType(const Tensor &t) {
+  return t.dtype == (std::is_same_v<T, float> ? program::F32 : program::F64);
+}
+
+/// Runs the floating-point kernels for element type T.
+template <typename T> bool runFloat(Call &c) {
+  using namespace gptc::cpu;
+  const Kernel &k = c.kernel;
+  auto &in = c.in;
+  auto &out = c.out;
+  for (const Tensor *t : in)
+    if (t->dtype != program::I32 && !isType<T>(*t))
+      return c.fail("mixes element types");
+  switch (k.op()) {
+  case program::EMBEDDING: {
+    const Tensor &ids = *in[0], &table = *in[1];
+    if (!c.expect(ids.dtype == program::I32 && table.shape.size() == 2 &&
+                      out[0]->numElements() ==
+                          ids.numElements() * table.shape[1],
+                  "operand shapes do not match"))
+      return false;
+    int64_t bad = embedding(ids.data<int32_t>(), ids.numElements(),
+                            table.data<T>(), table.shape[0], table.shape[1],
+                            out[0]->data<T>());
+    if (bad >= 0)
+      return c.fail("token id " + std::to_string(ids.data<int32_t>()[bad]) +
+                    " at position " + std::to_string(bad) +
+                    " is outside the vocabulary [0, " +
+                    std::to_string(table.shape[0]) + ")");
+    return true;
+  }
+  case program::EMBEDDING_GRAD: {
+    const Tensor &ids = *in[0], &grad = *in[1];
+    Tensor &table = *out[0];
+    if (!c.expect(ids.dtype == program::I32 && table.shape.size() == 2 &&
+                      grad.numElements() == ids.numElements() * table.shape[1],
+                  "operand shapes do not match"))
+      return false;
+    int64_t bad = embeddingGrad(ids.data<int32_t>(), ids.numElements(),
+                                grad.data<T>(), table.shape[0], table.shape[1],
+                                table.data<T>());
+    if (bad >= 0)
+      return c.fail("token id outside the vocabulary at position " +
+                    std::to_string(bad));
+    return true;
+  }
+  case program::LINEAR: {
+    const Tensor &x = *in[0], &w = *in[1];
+    const Tensor *b = in.size() > 2 ? in[2] : nullptr;
+    int64_t kk = c.lastDim(x);
+    if (!c.expect(w.shape.size() == 2 && w.shape[1] == kk && kk > 0 &&
+                      (!b || b->numElements() == w.shape[0]) &&
+                      out[0]->numElements() ==
+                          x.numElements() / kk * w.shape[0],
+                  "operand shapes do not match"))
+      return false;
+    linear(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr,
+           x.numElements() / kk, w.shape[0], kk, out[0]->data<T>());
+    return true;
+  }
+  case program::MATMUL: {
+    const Tensor &a = *in[0], &b = *in[1];
+    std::vector<int64_t> flags = c.ints();
+    size_t r = a.shape.size();
+    if (!c.expect(flags.size() == 2 && r >= 2 && b.shape.size() == r,
+                  "operand shapes do not match"))
+      return false;
+    bool ta = flags[0], tb = flags[1];
+    int64_t m = ta ? a.shape[r - 1] : a.shape[r - 2];
+    int64_t kk = ta ? a.shape[r - 2] : a.shape[r - 1];
+    int64_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
+    int64_t batch = m * kk ? a.numElements() / (m * kk) : 0;
+    if (!c.expect(b.numElements() == batch * kk * n &&
+                      out[0]->numElements() == batch * m * n,
+                  "operand shapes do not match"))
+      return false;
+    matmul(a.data<T>(), b.data<T>(), batch, m, n, kk, ta, tb,
+           out[0]->data<T>());
+    return true;
+  }
+  case program::LAYER_NORM: {
+    const Tensor &x = *in[0];
+    int64_t cols = c.lastDim(x);
+    if (!c.expect(cols > 0 && in[1]->numElements() == cols &&
+                      in[2]->numElements() == cols &&
+                      out[0]->numElements() == x.numElements() &&
+                      k.floats_size() == 1,
+                  "operand shapes do not match"))
+      return false;
+    layerNorm(x.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
+              x.numElements() / cols, cols, k.floats(0), out[0]->data<T>());
+    return true;
+  }
+  case program::LAYER_NORM_GRAD: {
+    const Tensor &x = *in[0];
+    int64_t cols = c.lastDim(x);
+    if (!c.expect(cols > 0 && in[1]->numElements() == cols &&
+                      in[2]->numElements() == x.numElements() &&
+                      out[0]->numElements() == x.numElements() &&
+                      out[1]->numElements() == cols &&
+                      out[2]->numElements() == cols && k.floats_size() == 1,
+                  "operand shapes do not match"))
+      return false;
+    layerNormGrad(x.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
+                  x.numElements() / cols, cols, k.floats(0), out[0]->data<T>(),
+                  out[1]->data<T>(), out[2]->data<T>());
+    return true;
+  }
+  case program::GELU:
+  case program::GELU_GRAD:
+  case program::ADD:
+  case program::SOFTMAX:
+  case program::SOFTMAX_GRAD: {
+    int64_t n = out[0]->numElements();
+    for (const Tensor *t : in)
+      if (t->numElements() != n)
+        return c.fail("operand shapes do not match");
+    int64_t cols = c.lastDim(*out[0]);
+    T *y = out[0]->data<T>();
+    switch (k.op()) {
+    case program::GELU:
+      gelu(in[0]->data<T>(), n, y);
+      break;
+    case program::GELU_GRAD:
+      geluGrad(in[0]->data<T>(), in[1]->data<T>(), n, y);
+      break;
+    case program::ADD:
+      add(in[0]->data<T>(), in[1]->data<T>(), n, y);
+      break;
+    case program::SOFTMAX:
+      if (cols)
+        softmax(in[0]->data<T>(), n / cols, cols, y);
+      break;
+    default:
+      if (cols)
+        softmaxGrad(in[0]->data<T>(), in[1]->data<T>(), n / cols, cols, y);
+      break;
+    }
+    return true;
+  }
+  case program::CAUSAL_ATTENTION:
+  case program::CAUSAL_ATTENTION_GRAD: {
+    const Tensor &q = *in[0];
+    std::vector<int64_t> ints = c.ints();
+    if (!c.expect(q.shape.size() == 3 && ints.size() == 1 && ints[0] > 0 &&
+                      q.shape[2] % ints[0] == 0,
+                  "operand shapes do not match"))
+      return false;
+    for (const Tensor *t : in)
+      if (t->numElements() != q.numElements())
+        return c.fail("operand shapes do not match");
+    for (const Tensor *t : out)
+      if (t->numElements() != q.numElements())
+        return c.fail("operand shapes do not match");
+    if (k.op() == program::CAUSAL_ATTENTION)
+      causalAttention(q.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
+                      q.shape[0], q.shape[1], q.shape[2], ints[0],
+                      out[0]->data<T>());
+    else
+      causalAttentionGrad(q.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
+                          in[3]->data<T>(), q.shape[0], q.shape[1],
+                          q.shape[2], ints[0], out[0]->data<T>(),
+                          out[1]->data<T>(), out[2]->data<T>());
+    return true;
+  }
+  case program::CROSS_ENTROPY:
+  case program::CROSS_ENTROPY_GRAD: {
+    const Tensor &logits = *in[0], &labels = *in[1];
+    std::vector<int64_t> ints = c.ints();
+    int64_t vocab = c.lastDim(logits);
+    bool grad = k.op() == program::CROSS_ENTROPY_GRAD;
+    if (!c.expect(labels.dtype == program::I32 && ints.size() == 2 &&
+                      vocab > 0 &&
+                      labels.numElements() * vocab == logits.numElements() &&
+                      (grad ? in[2]->numElements() == 1 &&
+                                  out[0]->numElements() == logits.numElements()
+                            : out[0]->numElements() == 1),
+                  "operand shapes do not match"))
+      return false;
+    if (!grad) {
+      int64_t bad;
+      T loss = crossEntropy(logits.data<T>(), labels.data<int32_t>(),
+                            labels.numElements(), vocab, ints[0], ints[1], bad);
+      if (bad >= 0)
+        return c.fail("label " + std::to_string(labels.data<int32_t>()[bad]) +
+                      " at position " + std::to_string(bad) +
+                      " is outside the vocabulary [0, " +
+                      std::to_string(vocab) + ")");
+      out[0]->data<T>()[0] = loss;
+    } else {
+      crossEntropyGrad(logits.data<T>(), labels.data<int32_t>(),
+                       in[2]->data<T>()[0], labels.numElements(), vocab,
+                       ints[0], ints[1], out[0]->data<T>());
+    }
+    return true;
+  }
+  case program::REDUCE_SUM:
+  case program::BROADCAST: {
+    std::vector<int64_t> dims = c.ints();
+    const Tensor &full = k.op() == program::REDUCE_SUM ? *in[0] : *out[0];
+    const Tensor &reduced = k.op() == program::REDUCE_SUM ? *out[0] : *in[0];
+    int64_t n = full.numElements();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(full.shape.size()) ||
+          (i && dims[i] <= dims[i - 1]))
+        return c.fail("invalid dimensions");
+      n = full.shape[dims[i]] ? n / full.shape[dims[i]] : 0;
+    }
+    if (!c.expect(n == reduced.numElements(), "operand shapes do not match"))
+      return false;
+    if (k.op() == program::REDUCE_SUM)
+      reduceSum(in[0]->data<T>(), in[0]->shape, dims, out[0]->data<T>());
+    else
+      broadcast(in[0]->data<T>(), out[0]->shape, dims, out[0]->data<T>());
+    return true;
+  }
+  default:
+    return c.fail("is not a floating-point kernel");
+  }
+}
+
+/// Converts between floating-point types.
+template <typename From, typename To>
+static void convert(const Tensor &in, Tensor &out) {
+  const From *src = in.data<From>();
+  To *dst = out.data<To>();
+  for (int64_t i = 0, n = in.numElements(); i < n; ++i)
+    dst[i] = static_cast<To>(src[i]);
+}
+} // namespace
+
+bool Executor::runKernel(const Kernel &k, std::string &error) {
+  Call c{{}, {}, k, error};
+  for (int32_t id : k.inputs())
+    c.in.push_back(bound[id] ? bound[id] : &values[id]);
+  for (int32_t id : k.outputs())
+    c.out.push_back(&values[id]);
+  Tensor &out = *c.out[0];
+
+  // Type-generic kernels.
+  switch (k.op()) {
+  case program::CONSTANT:
+    if (static_cast<int64_t>(k.data().size()) !=
+        static_cast<int64_t>(out.bytes.size()))
+      return c.fail("constant data has the wrong size");
+    std::memcpy(out.bytes.data(), k.data().data(), out.bytes.size());
+    return true;
+  case program::IOTA:
+    if (out.dtype != program::I32 || k.ints_size() != 1 || k.ints(0) < 0 ||
+        k.ints(0) >= static_cast<int64_t>(out.shape.size()))
+      return c.fail("invalid iota");
+    cpu::iota(out.data<int32_t>(), out.shape, k.ints(0));
+    return true;
+  case program::RESHAPE:
+    if (c.in[0]->bytes.size() != out.bytes.size())
+      return c.fail("operand sizes do not match");
+    std::memcpy(out.bytes.data(), c.in[0]->bytes.data(), out.bytes.size());
+    return true;
+  case program::TRANSPOSE: {
+    std::vector<int64_t> perm = c.ints();
+    const Tensor &x = *c.in[0];
+    std::vector<bool> seen(perm.size(), false);
+    bool ok = perm.size() == x.shape.size() && x.dtype == out.dtype &&
+              x.numElements() == out.numElements();
+    for (int64_t p : perm) {
+      ok &= p >= 0 && p < static_cast<int64_t>(perm.size()) && !seen[p];
+      if (ok)
+        seen[p] = true;
+    }
+    if (!ok)
+      return c.fail("invalid permutation");
+    cpu::transpose(x.bytes.data(), x.shape, perm, elementSize(x.dtype),
+                   out.bytes.data());
+    return true;
+  }
+  case program::SPLIT:
+  case program::CONCAT: {
+    bool concat = k.op() == program::CONCAT;
+    const Tensor &full = concat ? out : *c.in[0];
+    int64_t axis = k.ints_size() == 1 ? k.ints(0) : -1;
+    if (axis < 0 || axis >= static_cast<int64_t>(full.shape.size()))
+      return c.fail("invalid axis");
+    std::vector<int64_t> sizes;
+    int64_t total = 0;
+    std::vector<const void *> ins;
+    std::vector<void *> outs;
+    auto piece = [&](const Tensor &t) {
+      if (t.shape.size() != full.shape.size() || t.dtype != full.dtype)
+        return false;
+      for (size_t d = 0; d < t.shape.size(); ++d)
+        if (static_cast<int64_t>(d) != axis && t.shape[d] != full.shape[d])
+          return false;
+      sizes.push_back(t.shape[axis]);
+      total += t.shape[axis];
+      return true;
+    };
+    for (const Tensor *t : concat ? c.in : std::vector<const Tensor *>(
+                                             c.out.begin(), c.out.end()))
+      if (!piece(*t))
+        return c.fail("operand shapes do not match");
+    if (total != full.shape[axis])
+      return c.fail("operand shapes do not match");
+    for (const Tensor *t : c.in)
+      ins.push_back(t->bytes.data());
+    for (Tensor *t : c.out)
+      outs.push_back(t->bytes.data());
+    cpu::sliceAlongAxis(ins, outs, full.shape, axis, sizes,
+                        elementSize(full.dtype), concat);
+    return true;
+  }
+  case program::CAST: {
+    const Tensor &x = *c.in[0];
+    if (x.numElements() != out.numElements())
+      return c.fail("operand shapes do not match");
+    if (x.dtype == out.dtype) {
+      std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
+    } else if (x.dtype == program::F32 && out.dtype == program::F64) {
+      convert<float, double>(x, out);
+    } else if (x.dtype == program::F64 && out.dtype == program::F32) {
+      convert<double, float>(x, out);
+    } else {
+      return c.fail(std::string("no cast from ") + dtypeName(x.dtype) +
+                    " to " + dtypeName(out.dtype) + " on the CPU yet");
+    }
+    return true;
+  }
+  default:
+    break;
+  }
+
+  // Floating-point kernels, on the element type of their first output.
+  if (out.dtype == program::F32)
+    return runFloat<float>(c);
+  if (out.dtype == program::F64)
+    return runFloat<double>(c);
+  return c.fail(std::string("no CPU kernel for ") + dtypeName(out.dtype));
+}
+
+bool Executor::run(const std::vector<const Tensor *> &inputs,
+                   std::vector<Tensor> &outputs, std::string &error) {
+  if (static_cast<int>(inputs.size()) != function.inputs_size()) {
+    error = "function '" + function.name() + "' takes " +
+            std::to_string(function.inputs_size()) + " inputs, got " +
+            std::to_string(inputs.size());
+    return false;
+  }
+  std::fill(bound.begin(), bound.end(), nullptr);
+  for (int i = 0; i < function.inputs_size(); ++i) {
+    int32_t id = function.inputs(i);
+    const Tensor &expected = values[id];
+    if (inputs[i]->dtype != expected.dtype ||
+        inputs[i]->shape != expected.shape) {
+      error = "input #" + std::to_string(i) + " ('" +
+              function.values(id).name() + "') has the wrong type";
+      return false;
+    }
+    bound[id] = inputs[i];
+  }
+  for (const Kernel &k : function.kernels())
+    if (!runKernel(k, error))
+      return false;
+  outputs.clear();
+  for (int32_t id : function.outputs())
+    outputs.push_back(bound[id] ? *bound[id] : values[id]);
+  return true;
+}

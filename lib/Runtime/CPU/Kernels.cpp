@@ -1,0 +1,538 @@
+//===- Kernels.cpp - CPU kernels of gptc's runtime -------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Straightforward, cache-friendly loops over rows, with GEMMs in CBLAS. The
+// formulas follow PyTorch's definitions (biased variance in layer norm,
+// tanh-approximated GELU, mean cross-entropy over non-ignored positions) so
+// that fp32 results agree with PyTorch to rounding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/CPU/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace gptc::cpu {
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const float *a, int64_t lda, const float *b, int64_t ldb,
+                 float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const double *a, int64_t lda, const double *b, int64_t ldb,
+                 double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb,
+              beta, c, ldc);
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+int64_t embedding(const int32_t *ids, int64_t n, const T *table, int64_t vocab,
+                  int64_t width, T *out) {
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = ids[i];
+    if (id < 0 || id >= vocab)
+      return i;
+    std::memcpy(out + i * width, table + id * width, width * sizeof(T));
+  }
+  return -1;
+}
+
+template <typename T>
+int64_t embeddingGrad(const int32_t *ids, int64_t n, const T *dout,
+                      int64_t vocab, int64_t width, T *dtable) {
+  std::fill(dtable, dtable + vocab * width, T(0));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t id = ids[i];
+    if (id < 0 || id >= vocab)
+      return i;
+    T *row = dtable + id * width;
+    const T *g = dout + i * width;
+    for (int64_t c = 0; c < width; ++c)
+      row[c] += g[c];
+  }
+  return -1;
+}
+
+void iota(int32_t *out, const std::vector<int64_t> &shape, int64_t dim) {
+  int64_t inner = 1, outer = 1;
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  int64_t extent = shape[dim];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < extent; ++i)
+      std::fill(out + (o * extent + i) * inner,
+                out + (o * extent + i + 1) * inner, static_cast<int32_t>(i));
+}
+
+//===----------------------------------------------------------------------===//
+// Dense layers
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n,
+            int64_t k, T *y) {
+  if (b) {
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(y + r * n, b, n * sizeof(T));
+  }
+  gemm(false, true, m, n, k, x, k, w, k, b ? T(1) : T(0), y, n);
+}
+
+template <typename T>
+void matmul(const T *a, const T *b, int64_t batch, int64_t m, int64_t n,
+            int64_t k, bool ta, bool tb, T *c) {
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(ta, tb, m, n, k, a + i * m * k, ta ? m : k, b + i * k * n,
+         tb ? k : n, T(0), c + i * m * n, n);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm
+//===----------------------------------------------------------------------===//
+
+/// Mean and reciprocal standard deviation of one row (biased variance).
+template <typename T>
+static void rowStats(const T *x, int64_t cols, double eps, T &mean, T &rstd) {
+  T sum = 0;
+  for (int64_t c = 0; c < cols; ++c)
+    sum += x[c];
+  mean = sum / T(cols);
+  T var = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    T d = x[c] - mean;
+    var += d * d;
+  }
+  var /= T(cols);
+  rstd = T(1) / std::sqrt(var + T(eps));
+}
+
+template <typename T>
+void layerNorm(const T *x, const T *gamma, const T *beta, int64_t rows,
+               int64_t cols, double eps, T *y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    T mean, rstd;
+    rowStats(xr, cols, eps, mean, rstd);
+    for (int64_t c = 0; c < cols; ++c)
+      yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
+  }
+}
+
+template <typename T>
+void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
+                   int64_t cols, double eps, T *dx, T *dgamma, T *dbeta) {
+  std::fill(dgamma, dgamma + cols, T(0));
+  std::fill(dbeta, dbeta + cols, T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * cols, *dyr = dy + r * cols;
+    T *dxr = dx + r * cols;
+    T mean, rstd;
+    rowStats(xr, cols, eps, mean, rstd);
+    // dx = rstd (dn - mean(dn) - n mean(dn n)), dn = dy gamma.
+    T meanDn = 0, meanDnN = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      T n = (xr[c] - mean) * rstd;
+      T dn = dyr[c] * gamma[c];
+      meanDn += dn;
+      meanDnN += dn * n;
+      dbeta[c] += dyr[c];
+      dgamma[c] += dyr[c] * n;
+    }
+    meanDn /= T(cols);
+    meanDnN /= T(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      T n = (xr[c] - mean) * rstd;
+      dxr[c] = rstd * (dyr[c] * gamma[c] - meanDn - n * meanDnN);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename T> static constexpr T geluScale() {
+  return T(0.7978845608028654); // sqrt(2 / pi)
+}
+
+template <typename T> void gelu(const T *x, int64_t n, T *y) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    T u = geluScale<T>() * (v + T(0.044715) * v * v * v);
+    y[i] = T(0.5) * v * (T(1) + std::tanh(u));
+  }
+}
+
+template <typename T> void geluGrad(const T *x, const T *dy, int64_t n, T *dx) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    T u = geluScale<T>() * (v + T(0.044715) * v * v * v);
+    T t = std::tanh(u);
+    T du = geluScale<T>() * (T(1) + T(3 * 0.044715) * v * v);
+    dx[i] = dy[i] * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du);
+  }
+}
+
+template <typename T>
+void softmax(const T *x, int64_t rows, int64_t cols, T *y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    T m = *std::max_element(xr, xr + cols);
+    T sum = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      sum += yr[c] = std::exp(xr[c] - m);
+    for (int64_t c = 0; c < cols; ++c)
+      yr[c] /= sum;
+  }
+}
+
+template <typename T>
+void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *yr = y + r * cols, *dyr = dy + r * cols;
+    T dot = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      dot += yr[c] * dyr[c];
+    for (int64_t c = 0; c < cols; ++c)
+      dx[r * cols + c] = yr[c] * (dyr[c] - dot);
+  }
+}
+
+template <typename T> void add(const T *a, const T *b, int64_t n, T *y) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] + b[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention
+//===----------------------------------------------------------------------===//
+
+/// Probabilities of query row `t` of one head over keys 0..t, into `p`.
+template <typename T>
+static void attentionRow(const T *q, const T *k, int64_t t, int64_t stride,
+                         int64_t d, T scale, T *p) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j <= t; ++j) {
+    T s = 0;
+    for (int64_t i = 0; i < d; ++i)
+      s += q[i] * k[j * stride + i];
+    p[j] = s * scale;
+    m = std::max(m, p[j]);
+  }
+  T sum = 0;
+  for (int64_t j = 0; j <= t; ++j)
+    sum += p[j] = std::exp(p[j] - m);
+  for (int64_t j = 0; j <= t; ++j)
+    p[j] /= sum;
+}
+
+template <typename T>
+void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
+                     int64_t seq, int64_t width, int64_t heads, T *out) {
+  int64_t d = width / heads;
+  T scale = T(1) / std::sqrt(T(d));
+  std::vector<T> p(seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const T *qb = q + b * seq * width + h * d;
+      const T *kb = k + b * seq * width + h * d;
+      const T *vb = v + b * seq * width + h * d;
+      T *ob = out + b * seq * width + h * d;
+      for (int64_t t = 0; t < seq; ++t) {
+        attentionRow(qb + t * width, kb, t, width, d, scale, p.data());
+        T *o = ob + t * width;
+        std::fill(o, o + d, T(0));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < d; ++i)
+            o[i] += p[j] * vb[j * width + i];
+      }
+    }
+}
+
+template <typename T>
+void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
+                         int64_t batch, int64_t seq, int64_t width,
+                         int64_t heads, T *dq, T *dk, T *dv) {
+  int64_t d = width / heads;
+  T scale = T(1) / std::sqrt(T(d));
+  int64_t n = batch * seq * width;
+  std::fill(dq, dq + n, T(0));
+  std::fill(dk, dk + n, T(0));
+  std::fill(dv, dv + n, T(0));
+  std::vector<T> p(seq), dp(seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t base = b * seq * width + h * d;
+      for (int64_t t = 0; t < seq; ++t) {
+        const T *qt = q + base + t * width, *dot = dout + base + t * width;
+        attentionRow(qt, k + base, t, width, d, scale, p.data());
+        // dP_j = dO_t . V_j; dV_j += P_j dO_t.
+        T sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          const T *vj = v + base + j * width;
+          T *dvj = dv + base + j * width;
+          T s = 0;
+          for (int64_t i = 0; i < d; ++i) {
+            s += dot[i] * vj[i];
+            dvj[i] += p[j] * dot[i];
+          }
+          dp[j] = s;
+          sum += p[j] * s;
+        }
+        // dS_j = P_j (dP_j - sum); dQ_t += scale dS_j K_j; dK_j += scale dS_j Q_t.
+        T *dqt = dq + base + t * width;
+        for (int64_t j = 0; j <= t; ++j) {
+          T ds = p[j] * (dp[j] - sum) * scale;
+          const T *kj = k + base + j * width;
+          T *dkj = dk + base + j * width;
+          for (int64_t i = 0; i < d; ++i) {
+            dqt[i] += ds * kj[i];
+            dkj[i] += ds * qt[i];
+          }
+        }
+      }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// log(sum(exp(row))) computed stably.
+template <typename T> static T logSumExp(const T *row, int64_t n) {
+  T m = *std::max_element(row, row + n);
+  T sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += std::exp(row[i] - m);
+  return m + std::log(sum);
+}
+
+template <typename T>
+T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
+               int64_t vocab, bool hasIgnore, int64_t ignoreIndex,
+               int64_t &badLabel) {
+  badLabel = -1;
+  T total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = labels[r];
+    if (hasIgnore && label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= vocab) {
+      badLabel = r;
+      return T(0);
+    }
+    const T *row = logits + r * vocab;
+    total += logSumExp(row, vocab) - row[label];
+    ++count;
+  }
+  // Every position ignored: no loss and no gradient, rather than 0/0.
+  return count ? total / T(count) : T(0);
+}
+
+template <typename T>
+void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
+                      int64_t rows, int64_t vocab, bool hasIgnore,
+                      int64_t ignoreIndex, T *dlogits) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    count += !(hasIgnore && labels[r] == ignoreIndex);
+  T scale = count ? dloss / T(count) : T(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    T *drow = dlogits + r * vocab;
+    int64_t label = labels[r];
+    if ((hasIgnore && label == ignoreIndex) || label < 0 || label >= vocab) {
+      std::fill(drow, drow + vocab, T(0));
+      continue;
+    }
+    const T *row = logits + r * vocab;
+    T lse = logSumExp(row, vocab);
+    for (int64_t c = 0; c < vocab; ++c)
+      drow[c] = std::exp(row[c] - lse) * scale;
+    drow[label] -= scale;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, broadcasts and data movement
+//===----------------------------------------------------------------------===//
+
+static std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+static int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// For each element of `full` (shape `fullShape`), the index of the element
+/// of the reduced tensor it maps to when `dims` are dropped.
+template <typename F>
+static void forEachReduced(const std::vector<int64_t> &fullShape,
+                           const std::vector<int64_t> &dims, F f) {
+  size_t rank = fullShape.size();
+  std::vector<bool> dropped(rank, false);
+  for (int64_t d : dims)
+    dropped[d] = true;
+  std::vector<int64_t> reducedShape;
+  for (size_t d = 0; d < rank; ++d)
+    if (!dropped[d])
+      reducedShape.push_back(fullShape[d]);
+  std::vector<int64_t> reducedStrides = stridesOf(reducedShape);
+  // The stride in the reduced tensor of each full dimension (0 if dropped).
+  std::vector<int64_t> map(rank, 0);
+  for (size_t d = 0, r = 0; d < rank; ++d)
+    if (!dropped[d])
+      map[d] = reducedStrides[r++];
+  std::vector<int64_t> index(rank, 0);
+  int64_t n = product(fullShape), reduced = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, reduced);
+    // Advance the multi-index.
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      reduced += map[d];
+      if (++index[d] < fullShape[d])
+        break;
+      reduced -= map[d] * fullShape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename T>
+void reduceSum(const T *x, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &dims, T *y) {
+  int64_t outN = product(shape);
+  for (int64_t d : dims)
+    outN /= shape[d];
+  std::fill(y, y + outN, T(0));
+  forEachReduced(shape, dims, [&](int64_t i, int64_t r) { y[r] += x[i]; });
+}
+
+template <typename T>
+void broadcast(const T *x, const std::vector<int64_t> &outShape,
+               const std::vector<int64_t> &dims, T *y) {
+  forEachReduced(outShape, dims, [&](int64_t i, int64_t r) { y[i] = x[r]; });
+}
+
+void transpose(const void *x, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &perm, int64_t elementSize,
+               void *y) {
+  size_t rank = shape.size();
+  std::vector<int64_t> inStrides = stridesOf(shape), outShape(rank);
+  for (size_t i = 0; i < rank; ++i)
+    outShape[i] = shape[perm[i]];
+  std::vector<int64_t> index(rank, 0);
+  int64_t n = product(shape), src = 0;
+  auto *in = static_cast<const char *>(x);
+  auto *out = static_cast<char *>(y);
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(out + i * elementSize, in + src * elementSize, elementSize);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      src += inStrides[perm[d]];
+      if (++index[d] < outShape[d])
+        break;
+      src -= inStrides[perm[d]] * outShape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+void sliceAlongAxis(const std::vector<const void *> &inputs,
+                    const std::vector<void *> &outputs,
+                    const std::vector<int64_t> &shape, int64_t axis,
+                    const std::vector<int64_t> &sizes, int64_t elementSize,
+                    bool concat) {
+  int64_t outer = 1, inner = elementSize;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t full = shape[axis];
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t offset = 0;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      int64_t bytes = sizes[p] * inner;
+      if (concat)
+        std::memcpy(static_cast<char *>(outputs[0]) + (o * full + offset) * inner,
+                    static_cast<const char *>(inputs[p]) + o * bytes, bytes);
+      else
+        std::memcpy(static_cast<char *>(outputs[p]) + o * bytes,
+                    static_cast<const char *>(inputs[0]) + (o * full + offset) * inner,
+                    bytes);
+      offset += sizes[p];
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Instantiations
+//===----------------------------------------------------------------------===//
+
+#define GPTC_INSTANTIATE(T)                                                    \
+  template int64_t embedding<T>(const int32_t *, int64_t, const T *, int64_t,  \
+                                int64_t, T *);                                 \
+  template int64_t embeddingGrad<T>(const int32_t *, int64_t, const T *,       \
+                                    int64_t, int64_t, T *);                    \
+  template void linear<T>(const T *, const T *, const T *, int64_t, int64_t,   \
+                          int64_t, T *);                                       \
+  template void matmul<T>(const T *, const T *, int64_t, int64_t, int64_t,     \
+                          int64_t, bool, bool, T *);                           \
+  template void layerNorm<T>(const T *, const T *, const T *, int64_t,         \
+                             int64_t, double, T *);                            \
+  template void layerNormGrad<T>(const T *, const T *, const T *, int64_t,     \
+                                 int64_t, double, T *, T *, T *);              \
+  template void gelu<T>(const T *, int64_t, T *);                              \
+  template void geluGrad<T>(const T *, const T *, int64_t, T *);               \
+  template void softmax<T>(const T *, int64_t, int64_t, T *);                  \
+  template void softmaxGrad<T>(const T *, const T *, int64_t, int64_t, T *);   \
+  template void add<T>(const T *, const T *, int64_t, T *);                    \
+  template void causalAttention<T>(const T *, const T *, const T *, int64_t,   \
+                                   int64_t, int64_t, int64_t, T *);            \
+  template void causalAttentionGrad<T>(const T *, const T *, const T *,        \
+                                       const T *, int64_t, int64_t, int64_t,   \
+                                       int64_t, T *, T *, T *);                \
+  template T crossEntropy<T>(const T *, const int32_t *, int64_t, int64_t,     \
+                             bool, int64_t, int64_t &);                        \
+  template void crossEntropyGrad<T>(const T *, const int32_t *, T, int64_t,    \
+                                    int64_t, bool, int64_t, T *);              \
+  template void reduceSum<T>(const T *, const std::vector<int64_t> &,          \
+                             const std::vector<int64_t> &, T *);               \
+  template void broadcast<T>(const T *, const std::vector<int64_t> &,          \
+                             const std::vector<int64_t> &, T *);
+
+GPTC_INSTANTIATE(float)
+GPTC_INSTANTIATE(double)
+
+} // namespace gptc::cpu

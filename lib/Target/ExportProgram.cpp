@@ -1,0 +1,315 @@
+//===- ExportProgram.cpp - gptc IR to the runtime's artifact ---*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Target/ExportProgram.h"
+
+#include "gptc/Analysis/ModelStats.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+namespace pg = ::gptc::program;
+
+//===----------------------------------------------------------------------===//
+// Utilities
+//===----------------------------------------------------------------------===//
+
+static FailureOr<pg::DType> dtypeOf(Type element) {
+  if (element.isF32())
+    return pg::F32;
+  if (element.isF64())
+    return pg::F64;
+  if (element.isBF16())
+    return pg::BF16;
+  if (element.isF16())
+    return pg::F16;
+  if (element.isSignlessInteger(32))
+    return pg::I32;
+  if (element.isSignlessInteger(64))
+    return pg::I64;
+  return failure();
+}
+
+/// "file:line:col (h.0.attn)" for a NameLoc around a FileLineColLoc.
+static std::string describe(Location loc) {
+  std::string name;
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    name = named.getName().str();
+    loc = named.getChildLoc();
+  }
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+  else if (name.empty())
+    loc.print(os);
+  if (!name.empty())
+    os << (out.empty() ? "" : " ") << "(" << name << ")";
+  return out;
+}
+
+/// Appends the elements of a dense constant, little-endian, to `data`.
+static LogicalResult appendElements(DenseElementsAttr attr, std::string &data) {
+  Type element = attr.getElementType();
+  auto put = [&](const auto &value) {
+    data.append(reinterpret_cast<const char *>(&value), sizeof(value));
+  };
+  if (element.isF32()) {
+    for (float v : attr.getValues<float>())
+      put(v);
+  } else if (element.isF64()) {
+    for (double v : attr.getValues<double>())
+      put(v);
+  } else if (element.isSignlessInteger(32)) {
+    for (int32_t v : attr.getValues<int32_t>())
+      put(v);
+  } else if (element.isSignlessInteger(64)) {
+    for (int64_t v : attr.getValues<int64_t>())
+      put(v);
+  } else {
+    return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// One function
+//===----------------------------------------------------------------------===//
+
+namespace {
+class FunctionExporter {
+public:
+  explicit FunctionExporter(pg::Function &out) : out(out) {}
+
+  LogicalResult run(func::FuncOp func);
+
+private:
+  /// Declares `value` with an optional name; returns its id.
+  FailureOr<int32_t> declare(Value value, StringRef name, Operation *where);
+  LogicalResult lower(Operation *op);
+
+  pg::Function &out;
+  DenseMap<Value, int32_t> ids;
+};
+} // namespace
+
+FailureOr<int32_t> FunctionExporter::declare(Value value, StringRef name,
+                                             Operation *where) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  FailureOr<pg::DType> dtype =
+      type ? dtypeOf(type.getElementType()) : FailureOr<pg::DType>(failure());
+  if (failed(dtype) || !type.hasStaticShape())
+    return where->emitOpError("has a value of type ")
+           << value.getType() << " that the runtime cannot hold";
+  int32_t id = out.values_size();
+  pg::Value *v = out.add_values();
+  v->set_id(id);
+  v->set_name(name.str());
+  v->set_offset(-1);
+  v->mutable_type()->set_dtype(*dtype);
+  for (int64_t d : type.getShape())
+    v->mutable_type()->add_shape(d);
+  ids[value] = id;
+  return id;
+}
+
+LogicalResult FunctionExporter::run(func::FuncOp func) {
+  out.set_name(func.getSymName().str());
+  if (!llvm::hasSingleElement(func.getBody()))
+    return func.emitOpError("must have a single block to be exported");
+  Block &body = func.getBody().front();
+
+  // 1. Inputs, named after their parameter or input role.
+  for (BlockArgument arg : body.getArguments()) {
+    StringRef name;
+    if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   kParamAttrName))
+      name = p.getValue();
+    else if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         kInputAttrName))
+      name = in.getValue();
+    FailureOr<int32_t> id = declare(arg, name, func);
+    if (failed(id))
+      return failure();
+    out.add_inputs(*id);
+  }
+
+  // 2. One kernel per op.
+  for (Operation &op : body.without_terminator())
+    if (failed(lower(&op)))
+      return failure();
+
+  // 3. Outputs, named after their role when they have one.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
+    int32_t id = ids.lookup(operand);
+    out.add_outputs(id);
+    pg::Value *v = out.mutable_values(id);
+    if (v->name().empty()) {
+      if (auto g = func.getResultAttrOfType<StringAttr>(i, "gptc.grad"))
+        v->set_name(("grad:" + g.getValue()).str());
+      else if (auto o = func.getResultAttrOfType<StringAttr>(i, "gptc.output"))
+        v->set_name(o.getValue().str());
+    }
+  }
+  return success();
+}
+
+LogicalResult FunctionExporter::lower(Operation *op) {
+  pg::Kernel kernel;
+  kernel.set_location(describe(op->getLoc()));
+  auto ints = [&](ArrayRef<int64_t> values) {
+    for (int64_t v : values)
+      kernel.add_ints(v);
+  };
+  auto ignore = [&](std::optional<int64_t> index) {
+    ints({index.has_value(), index.value_or(0)});
+  };
+
+  // 1. The op's kind and attributes.
+  LogicalResult known =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](ConstantOp c) -> LogicalResult {
+            kernel.set_op(pg::CONSTANT);
+            auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+            if (!dense || failed(appendElements(dense, *kernel.mutable_data())))
+              return c.emitOpError("has a constant the runtime cannot hold");
+            return success();
+          })
+          .Case([&](IotaOp o) {
+            kernel.set_op(pg::IOTA);
+            ints({static_cast<int64_t>(o.getDimension())});
+            return success();
+          })
+          .Case([&](EmbeddingOp) { kernel.set_op(pg::EMBEDDING); return success(); })
+          .Case([&](LinearOp) { kernel.set_op(pg::LINEAR); return success(); })
+          .Case([&](MatmulOp o) {
+            kernel.set_op(pg::MATMUL);
+            ints({o.getTransposeLhs(), o.getTransposeRhs()});
+            return success();
+          })
+          .Case([&](LayerNormOp o) {
+            kernel.set_op(pg::LAYER_NORM);
+            kernel.add_floats(o.getEpsilon().convertToDouble());
+            return success();
+          })
+          .Case([&](GeluOp) { kernel.set_op(pg::GELU); return success(); })
+          .Case([&](SoftmaxOp) { kernel.set_op(pg::SOFTMAX); return success(); })
+          .Case([&](AddOp) { kernel.set_op(pg::ADD); return success(); })
+          .Case([&](CausalAttentionOp o) {
+            kernel.set_op(pg::CAUSAL_ATTENTION);
+            ints({o.getNumHeads()});
+            return success();
+          })
+          .Case([&](CrossEntropyOp o) {
+            kernel.set_op(pg::CROSS_ENTROPY);
+            ignore(o.getIgnoreIndex());
+            return success();
+          })
+          .Case([&](ReshapeOp) { kernel.set_op(pg::RESHAPE); return success(); })
+          .Case([&](TransposeOp o) {
+            kernel.set_op(pg::TRANSPOSE);
+            ints(o.getPermutation());
+            return success();
+          })
+          .Case([&](SplitOp o) {
+            kernel.set_op(pg::SPLIT);
+            ints({static_cast<int64_t>(o.getAxis())});
+            return success();
+          })
+          .Case([&](ConcatOp o) {
+            kernel.set_op(pg::CONCAT);
+            ints({static_cast<int64_t>(o.getAxis())});
+            return success();
+          })
+          .Case([&](CastOp) { kernel.set_op(pg::CAST); return success(); })
+          .Case([&](ReduceSumOp o) {
+            kernel.set_op(pg::REDUCE_SUM);
+            ints(o.getDimensions());
+            return success();
+          })
+          .Case([&](BroadcastOp o) {
+            kernel.set_op(pg::BROADCAST);
+            ints(o.getDimensions());
+            return success();
+          })
+          .Case([&](EmbeddingGradOp) {
+            kernel.set_op(pg::EMBEDDING_GRAD);
+            return success();
+          })
+          .Case([&](LayerNormGradOp o) {
+            kernel.set_op(pg::LAYER_NORM_GRAD);
+            kernel.add_floats(o.getEpsilon().convertToDouble());
+            return success();
+          })
+          .Case([&](GeluGradOp) { kernel.set_op(pg::GELU_GRAD); return success(); })
+          .Case([&](SoftmaxGradOp) {
+            kernel.set_op(pg::SOFTMAX_GRAD);
+            return success();
+          })
+          .Case([&](CausalAttentionGradOp o) {
+            kernel.set_op(pg::CAUSAL_ATTENTION_GRAD);
+            ints({o.getNumHeads()});
+            return success();
+          })
+          .Case([&](CrossEntropyGradOp o) {
+            kernel.set_op(pg::CROSS_ENTROPY_GRAD);
+            ignore(o.getIgnoreIndex());
+            return success();
+          })
+          .Default([&](Operation *other) {
+            return other->emitOpError("has no CPU kernel");
+          });
+  if (failed(known))
+    return failure();
+
+  // 2. Operands and results.
+  for (Value operand : op->getOperands()) {
+    auto it = ids.find(operand);
+    if (it == ids.end())
+      return op->emitOpError("uses a value defined outside its function");
+    kernel.add_inputs(it->second);
+  }
+  for (Value result : op->getResults()) {
+    FailureOr<int32_t> id = declare(result, "", op);
+    if (failed(id))
+      return failure();
+    kernel.add_outputs(*id);
+  }
+  *out.add_kernels() = std::move(kernel);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Module
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::gptc::exportProgram(ModuleOp module,
+                                        ArrayRef<StringRef> functions,
+                                        pg::Program &program) {
+  program.set_format_version(kProgramFormatVersion);
+  if (std::optional<StringRef> name = module.getName())
+    program.set_model(name->str());
+  bool any = false;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!functions.empty() && !llvm::is_contained(functions, func.getSymName()))
+      continue;
+    any = true;
+    FunctionExporter exporter(*program.add_functions());
+    if (failed(exporter.run(func)))
+      return failure();
+  }
+  if (!any)
+    return module.emitError("no function to export");
+  return success();
+}

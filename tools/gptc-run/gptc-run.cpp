@@ -1,0 +1,127 @@
+//===- gptc-run.cpp - Compile and run one gptc function --------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+//   gptc-run model.mlir --function=forward_backward \
+//            --input=a.npy --input=b.npy --output-dir=out/
+//
+// Lowers the module's functions to the runtime's artifact, runs one of them
+// on the CPU with the given inputs and writes each output as
+// out/<index>.npy. The reference and finite-difference checks drive the
+// compiled code through it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/InitAll.h"
+#include "gptc/Runtime/Executor.h"
+#include "gptc/Runtime/Npy.h"
+#include "gptc/Target/ExportProgram.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <google/protobuf/text_format.h>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory category("gptc-run options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
+                                      cl::init("-"), cl::cat(category));
+static cl::opt<std::string> functionName("function",
+                                         cl::desc("The function to run"),
+                                         cl::init("forward"), cl::cat(category));
+static cl::list<std::string> inputs("input", cl::desc("An input, as .npy"),
+                                    cl::cat(category));
+static cl::opt<std::string> outputDir("output-dir",
+                                      cl::desc("Where to write <i>.npy"),
+                                      cl::init("."), cl::cat(category));
+static cl::opt<std::string> emitProgram(
+    "emit-program", cl::desc("Also write the compiled artifact (binary)"),
+    cl::init(""), cl::cat(category));
+
+static cl::opt<bool> printProgram(
+    "print-program",
+    cl::desc("Print the compiled artifact in protobuf text format and exit"),
+    cl::init(false), cl::cat(category));
+
+static int fail(const std::string &message) {
+  llvm::errs() << "gptc-run: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  mlir::gptc::hideUnrelatedCommandLineOptions(&category);
+  cl::ParseCommandLineOptions(argc, argv, "gptc-run: run a compiled function\n");
+
+  DialectRegistry registry;
+  mlir::gptc::registerAllDialects(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  auto buffer = openInputFile(inputFile, &error);
+  if (!buffer)
+    return fail(error);
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  ::gptc::program::Program program;
+  if (failed(mlir::gptc::exportProgram(*module, {}, program)))
+    return 1;
+  if (!emitProgram.empty()) {
+    auto out = openOutputFile(emitProgram, &error);
+    if (!out)
+      return fail(error);
+    std::string bytes;
+    program.SerializeToString(&bytes);
+    out->os() << bytes;
+    out->keep();
+  }
+
+  if (printProgram) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(program, &text);
+    llvm::outs() << text;
+    return 0;
+  }
+
+  const ::gptc::program::Function *function = nullptr;
+  for (const auto &f : program.functions())
+    if (f.name() == functionName)
+      function = &f;
+  if (!function)
+    return fail("no function '" + functionName + "'");
+  auto exec = ::gptc::runtime::Executor::create(*function, error);
+  if (!exec)
+    return fail(error);
+
+  std::vector<::gptc::runtime::Tensor> in(inputs.size());
+  std::vector<const ::gptc::runtime::Tensor *> ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!::gptc::runtime::readNpy(inputs[i], in[i], error))
+      return fail(error);
+    ptrs.push_back(&in[i]);
+  }
+  std::vector<::gptc::runtime::Tensor> outputs;
+  if (!exec->run(ptrs, outputs, error))
+    return fail(error);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (!::gptc::runtime::writeNpy(outputDir + "/" + std::to_string(i) + ".npy",
+                                   outputs[i], error))
+      return fail(error);
+  return 0;
+}
