@@ -28,7 +28,8 @@ void registerAllPasses();
 
 /// libLLVM.so registers every backend's command-line options; hide all
 /// options registered so far except MLIR's (`--mlir-*`), the generic ones
-/// (--help, --version, --color) and those of `keep`, so that a tool's
+/// (--help, --version, --color), those of `keep` and of every category whose
+/// name starts with "gptc", so that a tool's
 /// --help lists what matters to gptc's users.
 void hideUnrelatedCommandLineOptions(llvm::cl::OptionCategory *keep = nullptr);
 

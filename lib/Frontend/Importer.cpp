@@ -45,8 +45,12 @@ struct Param {
 
 class Importer {
 public:
-  Importer(const ModelDescription &desc, MLIRContext *ctx)
-      : desc(desc), m(desc.getConfig()), ctx(ctx), b(ctx) {}
+  /// With `logitsBatch` > 0, builds @logits for that batch instead of
+  /// @forward.
+  Importer(const ModelDescription &desc, MLIRContext *ctx,
+           int64_t logitsBatch = 0)
+      : desc(desc), m(desc.getConfig()), ctx(ctx), b(ctx),
+        logitsBatch(logitsBatch) {}
 
   OwningOpRef<ModuleOp> run();
 
@@ -71,6 +75,7 @@ private:
   const ModelConfig &m;
   MLIRContext *ctx;
   OpBuilder b;
+  int64_t logitsBatch;
   SmallVector<Param> params;
 };
 } // namespace
@@ -124,11 +129,11 @@ void Importer::declareParams() {
 void Importer::buildBody(func::FuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
-  int64_t B = m.microBatchSize, T = m.seqLen;
+  int64_t B = logitsBatch ? logitsBatch : m.microBatchSize, T = m.seqLen;
   unsigned next = 0;
   auto param = [&]() -> Value { return entry.getArgument(next++); };
   Value tokens = entry.getArgument(params.size());
-  Value labels = entry.getArgument(params.size() + 1);
+  Value labels = logitsBatch ? Value() : entry.getArgument(params.size() + 1);
   auto idsType = RankedTensorType::get({B, T}, b.getI32Type());
   auto eps = b.getF64FloatAttr(m.layerNormEpsilon);
 
@@ -176,6 +181,11 @@ void Importer::buildBody(func::FuncOp func) {
   Value head = m.tiedEmbeddings ? wte : param();
   Value logits = LinearOp::create(
       b, at("lm_head", modelField("tied_embeddings")), x, head, Value());
+  if (logitsBatch) {
+    func::ReturnOp::create(b, at("lm_head", modelField("tied_embeddings")),
+                           logits);
+    return;
+  }
   Value loss = CrossEntropyOp::create(
       b, at("loss", {{"training"}, {"seq_len"}}), logits, labels,
       IntegerAttr());
@@ -217,6 +227,25 @@ OwningOpRef<ModuleOp> Importer::run() {
         }));
   }
 
+  // The training settings the optimizer pass turns into ops.
+  const OptimizerConfig &opt = m.optimizer;
+  (*module)->setAttr(
+      "gptc.optimizer",
+      b.getDictionaryAttr({
+          b.getNamedAttr("lr", b.getF64FloatAttr(opt.lr)),
+          b.getNamedAttr("min_lr", b.getF64FloatAttr(opt.lr * opt.minLrRatio)),
+          b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(opt.warmupSteps)),
+          b.getNamedAttr("total_steps", b.getI64IntegerAttr(m.steps)),
+          b.getNamedAttr("decay", b.getStringAttr(opt.decay)),
+          b.getNamedAttr("beta1", b.getF64FloatAttr(opt.beta1)),
+          b.getNamedAttr("beta2", b.getF64FloatAttr(opt.beta2)),
+          b.getNamedAttr("eps", b.getF64FloatAttr(opt.eps)),
+          b.getNamedAttr("weight_decay", b.getF64FloatAttr(opt.weightDecay)),
+          b.getNamedAttr("decay_embeddings",
+                         b.getBoolAttr(opt.decayEmbeddings)),
+          b.getNamedAttr("grad_clip", b.getF64FloatAttr(opt.gradClip)),
+      }));
+
   // 2. The signature: parameters, then the data inputs.
   declareParams();
   SmallVector<Type> argTypes;
@@ -225,14 +254,20 @@ OwningOpRef<ModuleOp> Importer::run() {
     argTypes.push_back(f32(p.shape));
     argLocs.push_back(p.loc);
   }
-  auto idsType =
-      RankedTensorType::get({m.microBatchSize, m.seqLen}, b.getI32Type());
+  int64_t batch = logitsBatch ? logitsBatch : m.microBatchSize;
+  auto idsType = RankedTensorType::get({batch, m.seqLen}, b.getI32Type());
   Location batchLoc = desc.locate({{"training"}, {"batch_size"}});
-  argTypes.append({idsType, idsType});
-  argLocs.append({batchLoc, batchLoc});
-  auto lossType = f32({});
-  auto func = func::FuncOp::create(b, desc.locate({{"model"}}), "forward",
-                                   b.getFunctionType(argTypes, {lossType}));
+  argTypes.push_back(idsType);
+  argLocs.push_back(batchLoc);
+  if (!logitsBatch) {
+    argTypes.push_back(idsType);
+    argLocs.push_back(batchLoc);
+  }
+  Type resultType = logitsBatch ? Type(f32({batch, m.seqLen, m.vocabSize}))
+                                : Type(f32({}));
+  auto func = func::FuncOp::create(
+      b, desc.locate({{"model"}}), logitsBatch ? "logits" : "forward",
+      b.getFunctionType(argTypes, {resultType}));
   func.getBody().push_back(new Block);
   func.getBody().front().addArguments(argTypes, argLocs);
 
@@ -246,9 +281,13 @@ OwningOpRef<ModuleOp> Importer::run() {
     if (p.init == Param::Init::Normal)
       init.push_back(b.getNamedAttr("std", b.getF64FloatAttr(p.std)));
     func.setArgAttr(i, kInitAttrName, b.getDictionaryAttr(init));
+    if (p.name == "wte" || p.name == "wpe")
+      func.setArgAttr(i, "gptc.embedding_table", b.getUnitAttr());
   }
   func.setArgAttr(params.size(), kInputAttrName, b.getStringAttr("tokens"));
-  func.setArgAttr(params.size() + 1, kInputAttrName, b.getStringAttr("labels"));
+  if (!logitsBatch)
+    func.setArgAttr(params.size() + 1, kInputAttrName,
+                    b.getStringAttr("labels"));
 
   buildBody(func);
   return module;
@@ -258,6 +297,13 @@ OwningOpRef<ModuleOp> mlir::gptc::importModel(const ModelDescription &desc,
                                               MLIRContext *context) {
   context->loadDialect<GptcDialect, func::FuncDialect, shard::ShardDialect>();
   return Importer(desc, context).run();
+}
+
+OwningOpRef<ModuleOp> mlir::gptc::importLogits(const ModelDescription &desc,
+                                               MLIRContext *context,
+                                               int64_t batch) {
+  context->loadDialect<GptcDialect, func::FuncDialect, shard::ShardDialect>();
+  return Importer(desc, context, batch).run();
 }
 
 void mlir::gptc::registerImporterDialects(DialectRegistry &registry) {

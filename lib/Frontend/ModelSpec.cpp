@@ -380,25 +380,36 @@ LogicalResult ModelDescription::validate() {
         v.error({{"training"}, {field}}) << "'" << field
                                          << "' must not be negative";
     }
-    v.real(t, {{"training"}, {"grad_clip"}}, 1.0, 0, INFINITY, false);
+    OptimizerConfig &opt = m.optimizer;
+    opt.gradClip =
+        v.real(t, {{"training"}, {"grad_clip"}}, 1.0, 0, INFINITY, false);
+    m.evalInterval = t.has_eval_interval() ? t.eval_interval() : 100;
+    m.checkpointInterval = t.checkpoint_interval();
+    m.dataSeed = t.seed();
     if (t.has_optimizer()) {
       const auto &o = t.optimizer();
       auto at = [](StringRef f) {
         return SmallVector<FieldRef>{{"training"}, {"optimizer"}, {f}};
       };
-      v.real(o, at("lr"), 6e-4, 0, INFINITY, false);
-      v.real(o, at("beta1"), 0.9, 0, 1, false);
-      v.real(o, at("beta2"), 0.95, 0, 1, false);
-      v.real(o, at("eps"), 1e-8, 0, INFINITY, false, /*openBelow=*/true);
-      v.real(o, at("weight_decay"), 0.1, 0, INFINITY, false);
+      opt.lr = v.real(o, at("lr"), 6e-4, 0, INFINITY, false);
+      opt.beta1 = v.real(o, at("beta1"), 0.9, 0, 1, false);
+      opt.beta2 = v.real(o, at("beta2"), 0.95, 0, 1, false);
+      opt.eps = v.real(o, at("eps"), 1e-8, 0, INFINITY, false,
+                       /*openBelow=*/true);
+      opt.weightDecay = v.real(o, at("weight_decay"), 0.1, 0, INFINITY, false);
+      opt.decayEmbeddings = o.decay_embeddings();
     }
     if (t.has_lr_schedule()) {
       const auto &s = t.lr_schedule();
       if (s.warmup_steps() < 0)
         v.error({{"training"}, {"lr_schedule"}, {"warmup_steps"}})
             << "'warmup_steps' must not be negative";
-      v.real(s, {{"training"}, {"lr_schedule"}, {"min_lr_ratio"}}, 0.1, 0, 1,
-             true);
+      opt.warmupSteps = s.warmup_steps();
+      opt.minLrRatio = v.real(
+          s, {{"training"}, {"lr_schedule"}, {"min_lr_ratio"}}, 0.1, 0, 1, true);
+      opt.decay = s.decay() == ::gptc::spec::LRSchedule::LINEAR     ? "linear"
+                  : s.decay() == ::gptc::spec::LRSchedule::CONSTANT ? "constant"
+                                                                   : "cosine";
     }
   }
 

@@ -43,7 +43,10 @@ void mlir::gptc::hideUnrelatedCommandLineOptions(llvm::cl::OptionCategory *keep)
   for (auto &entry : llvm::cl::getRegisteredOptions()) {
     llvm::cl::Option *option = entry.second;
     llvm::StringRef name = entry.first;
-    if ((keep && llvm::is_contained(option->Categories, keep)) ||
+    bool gptcCategory = llvm::any_of(option->Categories, [](auto *category) {
+      return category->getName().starts_with("gptc");
+    });
+    if (gptcCategory || (keep && llvm::is_contained(option->Categories, keep)) ||
         name.starts_with("mlir-") || name.starts_with("help") ||
         name == "version" || name == "color")
       continue;

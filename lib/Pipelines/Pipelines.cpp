@@ -25,7 +25,20 @@ void mlir::gptc::buildFrontendPipeline(OpPassManager &pm,
   func.addPass(createCSEPass());
 }
 
+void mlir::gptc::buildTrainPipeline(OpPassManager &pm) {
+  pm.addPass(createGptcVerifyModelPass());
+  pm.addPass(createGptcAutodiffPass());
+  pm.addPass(createGptcOptimizerPass());
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createCSEPass());
+}
+
 void mlir::gptc::registerPipelines() {
+  PassPipelineRegistration<>(
+      "gptc-train-pipeline",
+      "Build @forward_backward and @train_step from an imported model",
+      buildTrainPipeline);
   PassPipelineRegistration<FrontendPipelineOptions>(
       "gptc-frontend-pipeline",
       "Check and clean up an imported gptc forward graph",

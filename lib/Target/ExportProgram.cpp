@@ -138,10 +138,25 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     else if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                          kInputAttrName))
       name = in.getValue();
+    else if (auto state = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                            "gptc.state"))
+      name = state.getValue();
     FailureOr<int32_t> id = declare(arg, name, func);
     if (failed(id))
       return failure();
     out.add_inputs(*id);
+    // 1b. How the runtime initializes a parameter.
+    if (auto init = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
+                                                          kInitAttrName)) {
+      pg::ParamInit *pi = out.mutable_values(*id)->mutable_init();
+      StringAttr kind = init.getAs<StringAttr>("kind");
+      pi->set_kind(!kind                        ? pg::ParamInit::NONE
+                   : kind.getValue() == "normal" ? pg::ParamInit::NORMAL
+                   : kind.getValue() == "ones"   ? pg::ParamInit::ONES
+                                                 : pg::ParamInit::ZEROS);
+      if (auto std = init.getAs<FloatAttr>("std"))
+        pi->set_std(std.getValueAsDouble());
+    }
   }
 
   // 2. One kernel per op.
@@ -160,6 +175,10 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
         v->set_name(("grad:" + g.getValue()).str());
       else if (auto o = func.getResultAttrOfType<StringAttr>(i, "gptc.output"))
         v->set_name(o.getValue().str());
+      else if (auto p = func.getResultAttrOfType<StringAttr>(i, kParamAttrName))
+        v->set_name(("new:" + p.getValue()).str());
+      else if (auto st = func.getResultAttrOfType<StringAttr>(i, "gptc.state"))
+        v->set_name(("new:" + st.getValue()).str());
     }
   }
   return success();
@@ -265,6 +284,31 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           .Case([&](CrossEntropyGradOp o) {
             kernel.set_op(pg::CROSS_ENTROPY_GRAD);
             ignore(o.getIgnoreIndex());
+            return success();
+          })
+          .Case([&](GlobalNormOp) {
+            kernel.set_op(pg::GLOBAL_NORM);
+            return success();
+          })
+          .Case([&](ClipScaleOp o) {
+            kernel.set_op(pg::CLIP_SCALE);
+            kernel.add_floats(o.getMaxNorm().convertToDouble());
+            return success();
+          })
+          .Case([&](LearningRateOp o) {
+            kernel.set_op(pg::LEARNING_RATE);
+            kernel.add_floats(o.getPeak().convertToDouble());
+            kernel.add_floats(o.getMin().convertToDouble());
+            StringRef decay = o.getDecay();
+            ints({o.getWarmup(), o.getTotal(),
+                  decay == "cosine" ? 0 : decay == "linear" ? 1 : 2});
+            return success();
+          })
+          .Case([&](AdamWOp o) {
+            kernel.set_op(pg::ADAMW);
+            for (APFloat f : {o.getBeta1(), o.getBeta2(), o.getEps(),
+                              o.getWeightDecay()})
+              kernel.add_floats(f.convertToDouble());
             return success();
           })
           .Default([&](Operation *other) {

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Summary.h"
+#include "Train.h"
 
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -130,6 +131,16 @@ static LogicalResult processBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // `gptc train MODEL` and `gptc sample CHECKPOINT` are subcommands; the
+  // rest of the command line is parsed as usual.
+  std::string command;
+  if (argc > 1 && (StringRef(argv[1]) == "train" ||
+                   StringRef(argv[1]) == "sample")) {
+    command = argv[1];
+    for (int i = 1; i + 1 < argc; ++i)
+      argv[i] = argv[i + 1];
+    --argc;
+  }
   // Register before parsing: --mlir-print-ir-after=<pass> needs the names.
   registerAllPasses();
   registerMLIRContextCLOptions();
@@ -137,10 +148,19 @@ int main(int argc, char **argv) {
   registerDefaultTimingManagerCLOptions();
   registerAsmPrinterCLOptions();
   hideUnrelatedCommandLineOptions(&gptcCategory);
-  cl::ParseCommandLineOptions(argc, argv, "gptc: GPT model compiler\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "gptc: GPT model compiler\n\n"
+      "  gptc MODEL.pbtxt --emit=mlir|summary   compile\n"
+      "  gptc train MODEL.pbtxt [--data FILE]   train on the CPU\n"
+      "  gptc sample CHECKPOINT                 generate text\n");
 
   DialectRegistry registry;
   registerAllDialects(registry);
+  if (command == "train")
+    return runTrain(inputFilename, registry);
+  if (command == "sample")
+    return runSample(inputFilename, registry);
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

@@ -21,6 +21,17 @@ namespace mlir::gptc {
 
 enum class Precision { FP32, BF16, FP16 };
 
+/// AdamW, clipping and the learning-rate schedule, defaults applied.
+struct OptimizerConfig {
+  double lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  bool decayEmbeddings = false;
+  double gradClip = 1.0;
+  int64_t warmupSteps = 0;
+  double minLrRatio = 0.1;
+  /// "cosine", "linear" or "constant".
+  const char *decay = "cosine";
+};
+
 /// A model description with every default applied and every derived size
 /// computed. Built (and validated) by the frontend.
 struct ModelConfig {
@@ -37,6 +48,9 @@ struct ModelConfig {
   /// Sequences per rank per micro-step: ceil(batch / (dp * accum)).
   int64_t microBatchSize = 0;
   Precision precision = Precision::FP32;
+  OptimizerConfig optimizer;
+  int64_t evalInterval = 100, checkpointInterval = 0;
+  uint64_t dataSeed = 0;
   // Parallel layout (1 when the mesh has no such axis).
   int64_t dataParallel = 1, tensorParallel = 1, pipelineParallel = 1;
   int zeroStage = 0;

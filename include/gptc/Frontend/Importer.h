@@ -26,6 +26,11 @@ namespace mlir::gptc {
 OwningOpRef<ModuleOp> importModel(const ModelDescription &description,
                                   MLIRContext *context);
 
+/// Builds `func.func @logits(<params>..., %tokens: [batch x seq_len])` that
+/// returns the logits (`batch x seq_len x vocab`), for sampling.
+OwningOpRef<ModuleOp> importLogits(const ModelDescription &description,
+                                   MLIRContext *context, int64_t batch);
+
 /// Registers the dialects the imported module uses.
 void registerImporterDialects(DialectRegistry &registry);
 

@@ -36,6 +36,10 @@ struct FrontendPipelineOptions
 void buildFrontendPipeline(OpPassManager &pm,
                            const FrontendPipelineOptions &options);
 
+/// Builds the training step from an imported model: gptc-verify-model,
+/// gptc-autodiff, gptc-optimizer, canonicalize, cse.
+void buildTrainPipeline(OpPassManager &pm);
+
 /// Registers the named pipelines with the global pass registry.
 void registerPipelines();
 

@@ -15,6 +15,7 @@
 
 #include "gptc/Runtime/CPU/Kernels.h"
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -128,6 +129,16 @@ static bool arityOf(OpKind op, Arity &arity) {
     return true;
   case program::SPLIT:
     arity = {1, 1, -1};
+    return true;
+  case program::GLOBAL_NORM:
+    arity = {1, -1, 1};
+    return true;
+  case program::CLIP_SCALE:
+  case program::LEARNING_RATE:
+    arity = {1, 1, 1};
+    return true;
+  case program::ADAMW:
+    arity = {7, 7, 3};
     return true;
   case program::CONCAT:
     arity = {1, -1, 1};
@@ -529,6 +540,77 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       outs.push_back(t->bytes.data());
     cpu::sliceAlongAxis(ins, outs, full.shape, axis, sizes,
                         elementSize(full.dtype), concat);
+    return true;
+  }
+  case program::GLOBAL_NORM: {
+    if (out.dtype != program::F32 || out.numElements() != 1)
+      return c.fail("expects a scalar f32 result");
+    std::vector<std::pair<const float *, int64_t>> f32;
+    std::vector<std::pair<const double *, int64_t>> f64;
+    for (const Tensor *t : c.in) {
+      if (t->dtype == program::F32)
+        f32.push_back({t->data<float>(), t->numElements()});
+      else if (t->dtype == program::F64)
+        f64.push_back({t->data<double>(), t->numElements()});
+      else
+        return c.fail("expects floating-point inputs");
+    }
+    double a = cpu::globalNorm(f32), b = cpu::globalNorm(f64);
+    out.data<float>()[0] = static_cast<float>(std::sqrt(a * a + b * b));
+    return true;
+  }
+  case program::CLIP_SCALE: {
+    const Tensor &norm = *c.in[0];
+    if (norm.dtype != program::F32 || norm.numElements() != 1 ||
+        out.dtype != program::F32 || out.numElements() != 1 ||
+        k.floats_size() != 1)
+      return c.fail("expects scalar f32 operands");
+    out.data<float>()[0] = static_cast<float>(
+        cpu::clipScale(norm.data<float>()[0], k.floats(0)));
+    return true;
+  }
+  case program::LEARNING_RATE: {
+    const Tensor &step = *c.in[0];
+    if (step.dtype != program::I32 || step.numElements() != 1 ||
+        out.dtype != program::F32 || out.numElements() != 1 ||
+        k.floats_size() != 2 || k.ints_size() != 3)
+      return c.fail("expects an i32 step and an f32 result");
+    out.data<float>()[0] = static_cast<float>(cpu::learningRate(
+        step.data<int32_t>()[0], k.floats(0), k.floats(1), k.ints(0),
+        k.ints(1), static_cast<int>(k.ints(2))));
+    return true;
+  }
+  case program::ADAMW: {
+    const Tensor &p = *c.in[0];
+    int64_t n = p.numElements();
+    for (int i = 1; i < 4; ++i)
+      if (c.in[i]->dtype != p.dtype || c.in[i]->numElements() != n)
+        return c.fail("operand shapes do not match");
+    for (Tensor *t : c.out)
+      if (t->dtype != p.dtype || t->numElements() != n)
+        return c.fail("operand shapes do not match");
+    const Tensor &lr = *c.in[4], &step = *c.in[5], &scale = *c.in[6];
+    if (lr.dtype != program::F32 || step.dtype != program::I32 ||
+        scale.dtype != program::F32 || lr.numElements() != 1 ||
+        step.numElements() != 1 || scale.numElements() != 1 ||
+        k.floats_size() != 4)
+      return c.fail("expects scalar lr, step and scale");
+    double lrv = lr.data<float>()[0], sv = scale.data<float>()[0];
+    int64_t t = step.data<int32_t>()[0];
+    if (p.dtype == program::F32)
+      cpu::adamw(p.data<float>(), c.in[1]->data<float>(),
+                 c.in[2]->data<float>(), c.in[3]->data<float>(), n, lrv, t, sv,
+                 k.floats(0), k.floats(1), k.floats(2), k.floats(3),
+                 c.out[0]->data<float>(), c.out[1]->data<float>(),
+                 c.out[2]->data<float>());
+    else if (p.dtype == program::F64)
+      cpu::adamw(p.data<double>(), c.in[1]->data<double>(),
+                 c.in[2]->data<double>(), c.in[3]->data<double>(), n, lrv, t,
+                 sv, k.floats(0), k.floats(1), k.floats(2), k.floats(3),
+                 c.out[0]->data<double>(), c.out[1]->data<double>(),
+                 c.out[2]->data<double>());
+    else
+      return c.fail("expects f32 or f64 parameters");
     return true;
   }
   case program::CAST: {

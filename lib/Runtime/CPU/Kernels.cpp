@@ -497,6 +497,59 @@ void sliceAlongAxis(const std::vector<const void *> &inputs,
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+double globalNorm(const std::vector<std::pair<const T *, int64_t>> &tensors) {
+  double sum = 0;
+  for (auto [data, n] : tensors)
+    for (int64_t i = 0; i < n; ++i)
+      sum += static_cast<double>(data[i]) * data[i];
+  return std::sqrt(sum);
+}
+
+double clipScale(double norm, double maxNorm) {
+  if (maxNorm <= 0)
+    return 1.0;
+  return std::min(1.0, maxNorm / (norm + 1e-6));
+}
+
+double learningRate(int64_t step, double peak, double min, int64_t warmup,
+                    int64_t total, int decay) {
+  if (step < warmup)
+    return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  double span = static_cast<double>(total - warmup);
+  double progress = span > 0 ? static_cast<double>(step - warmup) / span : 1.0;
+  progress = std::clamp(progress, 0.0, 1.0);
+  double coefficient = decay == 0   ? 0.5 * (1.0 + std::cos(M_PI * progress))
+                       : decay == 1 ? 1.0 - progress
+                                    : 1.0;
+  return min + coefficient * (peak - min);
+}
+
+template <typename T>
+void adamw(const T *p, const T *g, const T *m, const T *v, int64_t n,
+           double lr, int64_t step, double scale, double beta1, double beta2,
+           double eps, double weightDecay, T *newP, T *newM, T *newV) {
+  int64_t t = step + 1;
+  T stepSize = static_cast<T>(lr / (1.0 - std::pow(beta1, t)));
+  T bc2Sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
+  T decay = static_cast<T>(1.0 - lr * weightDecay);
+  T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+  T s = static_cast<T>(scale), e = static_cast<T>(eps);
+  for (int64_t i = 0; i < n; ++i) {
+    T grad = g[i] * s;
+    T mi = m[i] + (T(1) - b1) * (grad - m[i]);
+    T vi = v[i] * b2 + (T(1) - b2) * grad * grad;
+    T denom = std::sqrt(vi) / bc2Sqrt + e;
+    newP[i] = p[i] * decay - stepSize * mi / denom;
+    newM[i] = mi;
+    newV[i] = vi;
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Instantiations
 //===----------------------------------------------------------------------===//
 
@@ -530,7 +583,12 @@ void sliceAlongAxis(const std::vector<const void *> &inputs,
   template void reduceSum<T>(const T *, const std::vector<int64_t> &,          \
                              const std::vector<int64_t> &, T *);               \
   template void broadcast<T>(const T *, const std::vector<int64_t> &,          \
-                             const std::vector<int64_t> &, T *);
+                             const std::vector<int64_t> &, T *);               \
+  template double globalNorm<T>(                                               \
+      const std::vector<std::pair<const T *, int64_t>> &);                    \
+  template void adamw<T>(const T *, const T *, const T *, const T *, int64_t,  \
+                         double, int64_t, double, double, double, double,      \
+                         double, T *, T *, T *);
 
 GPTC_INSTANTIATE(float)
 GPTC_INSTANTIATE(double)

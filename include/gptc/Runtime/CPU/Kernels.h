@@ -105,6 +105,23 @@ void sliceAlongAxis(const std::vector<const void *> &inputs,
                     const std::vector<int64_t> &sizes, int64_t elementSize,
                     bool concat);
 
+/// sqrt(sum over tensors of sum(x^2)), accumulated in double.
+template <typename T>
+double globalNorm(const std::vector<std::pair<const T *, int64_t>> &tensors);
+
+/// min(1, maxNorm / (norm + 1e-6)); 1 when maxNorm <= 0.
+double clipScale(double norm, double maxNorm);
+
+/// Warmup then cosine (0), linear (1) or constant (2) decay.
+double learningRate(int64_t step, double peak, double min, int64_t warmup,
+                    int64_t total, int decay);
+
+/// One AdamW step (PyTorch's order of operations); may run in place.
+template <typename T>
+void adamw(const T *p, const T *g, const T *m, const T *v, int64_t n,
+           double lr, int64_t step, double scale, double beta1, double beta2,
+           double eps, double weightDecay, T *newP, T *newM, T *newV);
+
 } // namespace gptc::cpu
 
 #endif // GPTC_RUNTIME_CPU_KERNELS_H

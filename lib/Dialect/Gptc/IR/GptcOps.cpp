@@ -698,5 +698,51 @@ int64_t CrossEntropyGradOp::getFlopCount() {
   return mulSat(5, numElements(getType()));
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult GlobalNormOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("expects at least one input");
+  return success();
+}
+
+int64_t GlobalNormOp::getFlopCount() {
+  int64_t n = 0;
+  for (Type type : getInputs().getTypes())
+    n = addSat(n, numElements(type));
+  return mulSat(2, n);
+}
+
+int64_t ClipScaleOp::getFlopCount() { return 2; }
+
+LogicalResult LearningRateOp::verify() {
+  StringRef decay = getDecay();
+  if (decay != "cosine" && decay != "linear" && decay != "constant")
+    return emitOpError("decay must be cosine, linear or constant, got '")
+           << decay << "'";
+  if (getWarmup() < 0 || getTotal() < 0)
+    return emitOpError("warmup and total must not be negative");
+  return success();
+}
+
+int64_t LearningRateOp::getFlopCount() { return 8; }
+
+LogicalResult AdamWOp::verify() {
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return emitOpError("betas must be in [0, 1)");
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError("eps must be positive");
+  if (!(getWeightDecay().convertToDouble() >= 0))
+    return emitOpError("weight decay must not be negative");
+  return success();
+}
+
+int64_t AdamWOp::getFlopCount() {
+  return mulSat(14, numElements(getParam().getType()));
+}
+
 #define GET_OP_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcOps.cpp.inc"

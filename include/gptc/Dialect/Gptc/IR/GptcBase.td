@@ -48,4 +48,10 @@ def Gptc_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def Gptc_IndexTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
 def Gptc_AnyTensor : StaticShapeTensorOf<[AnyType]>;
 
+/// Rank-0 tensors: the scalars of the optimizer (loss, norms, rates, step).
+def Gptc_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+def Gptc_I32Scalar : 0DTensorOf<[I32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getIntegerType(32))">;
+
 #endif // GPTC_DIALECT_GPTC_IR_GPTCBASE_TD

@@ -470,6 +470,105 @@ def Gptc_CrossEntropyGradOp : Gptc_Op<"cross_entropy_grad",
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer
+//
+// The update of a training step, as ops, so that every decision (clipping,
+// the schedule, which parameters decay) is visible in the IR. Scalars are
+// rank-0 tensors. Built by gptc-optimizer from the `gptc.optimizer` module
+// attribute.
+//===----------------------------------------------------------------------===//
+
+def Gptc_GlobalNormOp : Gptc_Op<"global_norm", [Pure]> {
+  let summary = "Euclidean norm of a list of tensors taken together";
+  let description = [{
+    `sqrt(sum_i sum(x_i^2))`, accumulated in double precision; the gradient
+    norm that clipping and the training log use.
+
+    ```mlir
+    %n = gptc.global_norm %g0, %g1 : tensor<8x4xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_FloatTensor>:$inputs);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def Gptc_ClipScaleOp : Gptc_Op<"clip_scale", [Pure]> {
+  let summary = "Gradient scale for clipping by global norm";
+  let description = [{
+    `min(1, max_norm / (norm + 1e-6))`, as PyTorch's `clip_grad_norm_`;
+    1 when `max_norm` is 0 (clipping disabled).
+
+    ```mlir
+    %s = gptc.clip_scale %norm max 1.0
+    ```
+  }];
+  let arguments = (ins Gptc_F32Scalar:$norm, F64Attr:$max_norm);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = "$norm `max` $max_norm attr-dict";
+}
+
+def Gptc_LearningRateOp : Gptc_Op<"learning_rate", [Pure]> {
+  let summary = "Learning rate at a step: linear warmup, then decay";
+  let description = [{
+    For the 0-based `step`: `peak * (step + 1) / warmup` while
+    `step < warmup`; afterwards, with `p = (step - warmup) / (total -
+    warmup)` clamped to [0, 1], `min + c (peak - min)` where `c` is
+    `(1 + cos(pi p)) / 2` (`cosine`), `1 - p` (`linear`) or 1 (`constant`).
+
+    ```mlir
+    %lr = gptc.learning_rate %step peak 6.0e-04 min 6.0e-05 warmup 700 total 19073 "cosine"
+    ```
+  }];
+  let arguments = (ins Gptc_I32Scalar:$step, F64Attr:$peak, F64Attr:$min,
+                       I64Attr:$warmup, I64Attr:$total,
+                       StrAttr:$decay);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = [{
+    $step `peak` $peak `min` $min `warmup` $warmup `total` $total $decay
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Gptc_AdamWOp : Gptc_Op<"adamw", [Pure,
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let summary = "One AdamW update of a parameter and its moments";
+  let description = [{
+    With `g = grad * scale` and `t = step + 1` (PyTorch's order):
+
+    ```
+    m' = beta1 m + (1 - beta1) g
+    v' = beta2 v + (1 - beta2) g^2
+    p' = p (1 - lr weight_decay)
+    p' = p' - lr (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) + eps)
+    ```
+    A weight decay of 0 leaves the parameter undecayed (biases, norms and,
+    unless configured, embeddings).
+
+    ```mlir
+    %p1, %m1, %v1 = gptc.adamw %p, %g, %m, %v lr %lr step %step scale %s
+        beta1 0.9 beta2 0.95 eps 1.0e-08 decay 0.1 : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$param, Gptc_FloatTensor:$grad,
+                       Gptc_FloatTensor:$m, Gptc_FloatTensor:$v,
+                       Gptc_F32Scalar:$lr, Gptc_I32Scalar:$step,
+                       Gptc_F32Scalar:$scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay);
+  let results = (outs Gptc_FloatTensor:$new_param, Gptc_FloatTensor:$new_m,
+                      Gptc_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    `beta1` $beta1 `beta2` $beta2 `eps` $eps `decay` $weight_decay attr-dict
+    `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 

@@ -75,4 +75,26 @@ def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
 }
 
+def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
+  let summary = "Build the training step: gradients, clipping, schedule and AdamW";
+  let description = [{
+    From `@forward_backward` (see gptc-autodiff) and the module's
+    `gptc.optimizer` settings, builds
+
+    ```mlir
+    func.func @train_step(%params..., %m..., %v..., %step: tensor<i32>,
+                          %tokens, %labels)
+        -> (%params'..., %m'..., %v'..., %loss, %grad_norm, %lr)
+    ```
+    whose body is the forward-backward computation followed by
+    `gptc.global_norm` of the gradients, `gptc.clip_scale`,
+    `gptc.learning_rate` at `step` and one `gptc.adamw` per parameter.
+    Weight decay applies to parameters of rank >= 2, except the embedding
+    tables (`gptc.embedding_table`) unless `decay_embeddings` is set; each
+    `gptc.adamw` shows the decay it uses. Moments are named
+    `gptc.state = "m:<param>"` / `"v:<param>"`.
+  }];
+  let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,129 @@
+//===- Trainer.h - The training loop of gptc's runtime ---------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Runs a compiled program's @train_step over a byte-level dataset, evaluates
+// @forward on held-out data, and saves and loads checkpoints. Independent of
+// MLIR: it sees only the artifact.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_TRAINER_H
+#define GPTC_RUNTIME_TRAINER_H
+
+#include "gptc/Runtime/Executor.h"
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gptc::runtime {
+
+/// The bytes of a text file, as token ids 0..255, split into training (the
+/// first 90%) and validation (the rest) data.
+class ByteDataset {
+public:
+  /// Loads `path`; fails when it does not exist, is empty, or is too short
+  /// to hold one sequence of `seqLen` + 1 tokens in each split.
+  static bool load(const std::string &path, int64_t seqLen, ByteDataset &out,
+                   std::string &error);
+
+  /// `batch` random windows of the training split: tokens and the labels
+  /// (the same window shifted by one).
+  void sampleTrain(std::mt19937_64 &rng, int64_t batch, int64_t seqLen,
+                   int32_t *tokens, int32_t *labels) const;
+  /// The `index`-th fixed validation batch (evenly spaced windows).
+  void validationBatch(int64_t index, int64_t count, int64_t batch,
+                       int64_t seqLen, int32_t *tokens, int32_t *labels) const;
+
+  int64_t trainSize() const { return split; }
+  int64_t validationSize() const {
+    return static_cast<int64_t>(bytes.size()) - split;
+  }
+  const std::string &getPath() const { return path; }
+
+private:
+  std::string path;
+  std::vector<uint8_t> bytes;
+  int64_t split = 0;
+};
+
+struct TrainOptions {
+  std::string model;       ///< the model's name
+  std::string description; ///< the model description's text (for sampling)
+  int64_t batch = 0, seqLen = 0, vocab = 0;
+  int64_t steps = 0;
+  int64_t evalInterval = 0, evalBatches = 8;
+  int64_t checkpointInterval = 0;
+  std::string checkpointPath;
+  uint64_t initSeed = 0, dataSeed = 0;
+  /// Print a progress line every `logInterval` steps (and a live line on a
+  /// terminal).
+  int64_t logInterval = 10;
+  bool liveProgress = false;
+  /// Write the initial parameters, each step's batch and the losses as
+  /// .npy/.tsv files here (reference checks).
+  std::string dumpDir;
+};
+
+class Trainer {
+public:
+  /// Checks that `program` has @train_step and @forward of the expected
+  /// shape and prepares their executors.
+  static std::unique_ptr<Trainer> create(const program::Program &program,
+                                         const TrainOptions &options,
+                                         std::string &error);
+
+  /// Initializes every parameter from its `init` (seeded normal, zeros,
+  /// ones) and zeroes the optimizer state.
+  void initialize();
+  /// Loads parameters and optimizer state; fails on a checkpoint of
+  /// another model.
+  bool loadCheckpoint(const std::string &path, std::string &error);
+  /// Writes a checkpoint atomically (temporary file, then rename).
+  bool saveCheckpoint(const std::string &path, std::string &error) const;
+
+  /// Trains `options.steps` steps from the current step. Fails on a
+  /// non-finite loss (naming the step) or a runtime error.
+  bool train(const ByteDataset &data, std::ostream &log, std::string &error);
+  /// Mean loss of @forward over the fixed validation batches.
+  bool evaluate(const ByteDataset &data, double &loss, std::string &error);
+
+  int64_t getStep() const { return step; }
+  int64_t numParameters() const;
+
+private:
+  Trainer() = default;
+
+  TrainOptions options;
+  std::unique_ptr<Executor> trainStep, forward;
+  std::vector<std::string> names;
+  std::vector<Tensor> params, m, v;
+  std::vector<program::ParamInit> inits;
+  int64_t step = 0;
+  double lastLoss = 0, lastValLoss = 0;
+  bool haveValLoss = false;
+  std::string fingerprint;
+};
+
+} // namespace gptc::runtime
+
+#endif // GPTC_RUNTIME_TRAINER_H
+
+namespace gptc::runtime {
+
+/// Generates `length` bytes after `prompt` with @logits (batch 1): each new
+/// token is drawn from softmax(logits / temperature) restricted to the
+/// `topK` most likely (0: all), with a seeded generator. The context slides
+/// when it outgrows the compiled sequence length.
+bool sampleText(Executor &logits, const std::vector<const Tensor *> &params,
+                const std::string &prompt, int64_t length, double temperature,
+                int64_t topK, uint64_t seed, std::string &text,
+                std::string &error);
+
+} // namespace gptc::runtime

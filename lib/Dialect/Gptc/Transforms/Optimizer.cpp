@@ -1,0 +1,222 @@
+//===- Optimizer.cpp - Build the training step ----------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// @train_step = @forward_backward + clipping + schedule + AdamW, as ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "gptc/Analysis/ModelStats.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::gptc {
+#define GEN_PASS_DEF_GPTCOPTIMIZERPASS
+#include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+} // namespace mlir::gptc
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+namespace {
+/// The settings of `gptc.optimizer`.
+struct Settings {
+  double lr, minLr, beta1, beta2, eps, weightDecay, gradClip;
+  int64_t warmup, total;
+  std::string decay;
+  bool decayEmbeddings;
+};
+} // namespace
+
+/// Reads the module's `gptc.optimizer` dictionary, reporting what is
+/// missing or mistyped.
+static FailureOr<Settings> readSettings(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>("gptc.optimizer");
+  if (!dict)
+    return module.emitError("gptc-optimizer needs the module attribute "
+                            "'gptc.optimizer' (written by the importer)");
+  Settings s;
+  bool ok = true;
+  auto real = [&](StringRef key, double &out) {
+    auto a = dict.getAs<FloatAttr>(key);
+    if (!a) {
+      ok = false;
+      module.emitError("gptc.optimizer needs a float '") << key << "'";
+      return;
+    }
+    out = a.getValueAsDouble();
+  };
+  auto integer = [&](StringRef key, int64_t &out) {
+    auto a = dict.getAs<IntegerAttr>(key);
+    if (!a) {
+      ok = false;
+      module.emitError("gptc.optimizer needs an integer '") << key << "'";
+      return;
+    }
+    out = a.getInt();
+  };
+  real("lr", s.lr);
+  real("min_lr", s.minLr);
+  real("beta1", s.beta1);
+  real("beta2", s.beta2);
+  real("eps", s.eps);
+  real("weight_decay", s.weightDecay);
+  real("grad_clip", s.gradClip);
+  integer("warmup_steps", s.warmup);
+  integer("total_steps", s.total);
+  auto decay = dict.getAs<StringAttr>("decay");
+  auto decayEmb = dict.getAs<BoolAttr>("decay_embeddings");
+  if (!decay || !decayEmb) {
+    module.emitError("gptc.optimizer needs 'decay' and 'decay_embeddings'");
+    return failure();
+  }
+  s.decay = decay.getValue().str();
+  s.decayEmbeddings = decayEmb.getValue();
+  if (!ok)
+    return failure();
+  return s;
+}
+
+/// Builds @train_step next to `fb`.
+static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
+                                    SymbolTable &symbols) {
+  MLIRContext *ctx = fb.getContext();
+  OpBuilder b(ctx);
+  Block &source = fb.getBody().front();
+
+  // 1. Classify the arguments: parameters and data inputs.
+  SmallVector<BlockArgument> params, data;
+  for (BlockArgument arg : source.getArguments())
+    (fb.getArgAttr(arg.getArgNumber(), kParamAttrName) ? params : data)
+        .push_back(arg);
+  auto ret = cast<func::ReturnOp>(source.getTerminator());
+  if (ret.getNumOperands() != params.size() + 1)
+    return fb.emitOpError("must return the loss and one gradient per "
+                          "parameter (run gptc-autodiff)");
+
+  // 2. The signature: params, m, v, step, then the data inputs.
+  auto scalarI32 = RankedTensorType::get({}, b.getI32Type());
+  auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
+  SmallVector<Type> argTypes, resultTypes;
+  for (int copy = 0; copy < 3; ++copy)
+    for (BlockArgument p : params)
+      argTypes.push_back(p.getType());
+  argTypes.push_back(scalarI32);
+  for (BlockArgument d : data)
+    argTypes.push_back(d.getType());
+  for (int copy = 0; copy < 3; ++copy)
+    for (BlockArgument p : params)
+      resultTypes.push_back(p.getType());
+  resultTypes.append({ret.getOperand(0).getType(), scalarF32, scalarF32});
+
+  b.setInsertionPoint(fb);
+  auto step = func::FuncOp::create(b, fb.getLoc(), "train_step",
+                                   b.getFunctionType(argTypes, resultTypes));
+  Block *body = step.addEntryBlock();
+  symbols.insert(step);
+
+  // 3. Names: parameters keep theirs (and initializers); moments and
+  //    outputs say what they hold.
+  size_t n = params.size();
+  for (auto [i, p] : llvm::enumerate(params)) {
+    StringAttr name = fb.getArgAttrOfType<StringAttr>(p.getArgNumber(),
+                                                      kParamAttrName);
+    if (DictionaryAttr attrs = fb.getArgAttrDict(p.getArgNumber()))
+      step.setArgAttrs(i, attrs);
+    step.setArgAttr(n + i, "gptc.state", b.getStringAttr("m:" + name.str()));
+    step.setArgAttr(2 * n + i, "gptc.state", b.getStringAttr("v:" + name.str()));
+    step.setResultAttr(i, kParamAttrName, name);
+    step.setResultAttr(n + i, "gptc.state", b.getStringAttr("m:" + name.str()));
+    step.setResultAttr(2 * n + i, "gptc.state",
+                       b.getStringAttr("v:" + name.str()));
+  }
+  step.setArgAttr(3 * n, kInputAttrName, b.getStringAttr("step"));
+  for (auto [i, d] : llvm::enumerate(data))
+    if (DictionaryAttr attrs = fb.getArgAttrDict(d.getArgNumber()))
+      step.setArgAttrs(3 * n + 1 + i, attrs);
+  step.setResultAttr(3 * n, "gptc.output", b.getStringAttr("loss"));
+  step.setResultAttr(3 * n + 1, "gptc.output", b.getStringAttr("grad_norm"));
+  step.setResultAttr(3 * n + 2, "gptc.output", b.getStringAttr("lr"));
+
+  // 4. The forward-backward computation, cloned.
+  IRMapping map;
+  for (auto [i, p] : llvm::enumerate(params))
+    map.map(p, body->getArgument(i));
+  for (auto [i, d] : llvm::enumerate(data))
+    map.map(d, body->getArgument(3 * n + 1 + i));
+  b.setInsertionPointToEnd(body);
+  for (Operation &op : source.without_terminator())
+    b.clone(op, map);
+  Value loss = map.lookup(ret.getOperand(0));
+  SmallVector<Value> grads;
+  for (Value g : ret.getOperands().drop_front())
+    grads.push_back(map.lookup(g));
+
+  // 5. Clipping, schedule and one AdamW update per parameter.
+  Location loc = step.getLoc();
+  Value stepArg = body->getArgument(3 * n);
+  Value norm = GlobalNormOp::create(b, loc, scalarF32, grads);
+  Value scale = ClipScaleOp::create(b, loc, scalarF32, norm,
+                                    b.getF64FloatAttr(s.gradClip));
+  Value lr = LearningRateOp::create(
+      b, loc, scalarF32, stepArg, b.getF64FloatAttr(s.lr),
+      b.getF64FloatAttr(s.minLr), b.getI64IntegerAttr(s.warmup),
+      b.getI64IntegerAttr(s.total), b.getStringAttr(s.decay));
+  SmallVector<Value> newParams, newM, newV;
+  for (auto [i, p] : llvm::enumerate(params)) {
+    auto type = cast<RankedTensorType>(p.getType());
+    bool embedding =
+        fb.getArgAttr(p.getArgNumber(), "gptc.embedding_table") != nullptr;
+    bool decays = type.getRank() >= 2 && (!embedding || s.decayEmbeddings);
+    auto update = AdamWOp::create(
+        b, p.getLoc(), body->getArgument(i), grads[i],
+        body->getArgument(n + i), body->getArgument(2 * n + i), lr, stepArg,
+        scale, b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
+        b.getF64FloatAttr(s.eps),
+        b.getF64FloatAttr(decays ? s.weightDecay : 0.0));
+    newParams.push_back(update.getNewParam());
+    newM.push_back(update.getNewM());
+    newV.push_back(update.getNewV());
+  }
+  SmallVector<Value> results;
+  results.append(newParams);
+  results.append(newM);
+  results.append(newV);
+  results.append({loss, norm, lr});
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  return success();
+}
+
+namespace {
+struct GptcOptimizerPass final
+    : mlir::gptc::impl::GptcOptimizerPassBase<GptcOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    auto fb = symbols.lookup<func::FuncOp>("forward_backward");
+    if (!fb) {
+      module.emitError("gptc-optimizer needs @forward_backward (run "
+                       "gptc-autodiff first)");
+      return signalPassFailure();
+    }
+    if (symbols.lookup("train_step")) {
+      module.emitError("the module already has a symbol 'train_step'");
+      return signalPassFailure();
+    }
+    FailureOr<Settings> settings = readSettings(module);
+    if (failed(settings) || failed(buildTrainStep(fb, *settings, symbols)))
+      return signalPassFailure();
+  }
+};
+} // namespace

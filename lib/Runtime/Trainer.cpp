@@ -1,0 +1,470 @@
+//===- Trainer.cpp - The training loop of gptc's runtime -------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/Trainer.h"
+
+#include "gptc/Runtime/Npy.h"
+#include "gptc/Runtime/checkpoint.pb.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <sys/stat.h>
+
+using namespace gptc;
+using namespace gptc::runtime;
+
+//===----------------------------------------------------------------------===//
+// Data
+//===----------------------------------------------------------------------===//
+
+bool ByteDataset::load(const std::string &path, int64_t seqLen,
+                       ByteDataset &out, std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open the training data '" + path + "'";
+    return false;
+  }
+  out.path = path;
+  out.bytes.assign(std::istreambuf_iterator<char>(in),
+                   std::istreambuf_iterator<char>());
+  int64_t n = static_cast<int64_t>(out.bytes.size());
+  if (n == 0) {
+    error = "the training data '" + path + "' is empty";
+    return false;
+  }
+  out.split = n * 9 / 10;
+  // Each split must hold one window of seq_len + 1 tokens.
+  if (out.split < seqLen + 1 || n - out.split < seqLen + 1) {
+    error = "the training data '" + path + "' has " + std::to_string(n) +
+            " bytes: too short for one sequence of " + std::to_string(seqLen) +
+            " tokens in both the training (90%) and validation (10%) parts; "
+            "it needs at least " + std::to_string(10 * (seqLen + 1)) + " bytes";
+    return false;
+  }
+  return true;
+}
+
+void ByteDataset::sampleTrain(std::mt19937_64 &rng, int64_t batch,
+                              int64_t seqLen, int32_t *tokens,
+                              int32_t *labels) const {
+  std::uniform_int_distribution<int64_t> start(0, split - seqLen - 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t s = start(rng);
+    for (int64_t t = 0; t < seqLen; ++t) {
+      tokens[b * seqLen + t] = bytes[s + t];
+      labels[b * seqLen + t] = bytes[s + t + 1];
+    }
+  }
+}
+
+void ByteDataset::validationBatch(int64_t index, int64_t count, int64_t batch,
+                                  int64_t seqLen, int32_t *tokens,
+                                  int32_t *labels) const {
+  int64_t windows = count * batch;
+  int64_t span = validationSize() - seqLen - 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t w = index * batch + b;
+    int64_t s = split + (windows > 1 ? span * w / (windows - 1) : 0);
+    for (int64_t t = 0; t < seqLen; ++t) {
+      tokens[b * seqLen + t] = bytes[s + t];
+      labels[b * seqLen + t] = bytes[s + t + 1];
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Setup
+//===----------------------------------------------------------------------===//
+
+static const program::Function *findFunction(const program::Program &p,
+                                             const std::string &name) {
+  for (const auto &f : p.functions())
+    if (f.name() == name)
+      return &f;
+  return nullptr;
+}
+
+std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
+                                         const TrainOptions &options,
+                                         std::string &error) {
+  const program::Function *step = findFunction(program, "train_step");
+  const program::Function *fwd = findFunction(program, "forward");
+  if (!step || !fwd) {
+    error = "the program has no @train_step or @forward";
+    return nullptr;
+  }
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->options = options;
+  t->trainStep = Executor::create(*step, error);
+  t->forward = Executor::create(*fwd, error);
+  if (!t->trainStep || !t->forward)
+    return nullptr;
+  // @train_step(params..., m..., v..., step, tokens, labels).
+  int nin = step->inputs_size();
+  if ((nin - 3) % 3 != 0 || step->outputs_size() != nin - 3 + 3) {
+    error = "@train_step does not have the training-step signature";
+    return nullptr;
+  }
+  int n = (nin - 3) / 3;
+  std::ostringstream fp;
+  for (int i = 0; i < n; ++i) {
+    const program::Value &v = step->values(step->inputs(i));
+    t->names.push_back(v.name());
+    t->inits.push_back(v.init());
+    std::vector<int64_t> shape(v.type().shape().begin(),
+                               v.type().shape().end());
+    t->params.emplace_back(v.type().dtype(), shape);
+    t->m.emplace_back(v.type().dtype(), shape);
+    t->v.emplace_back(v.type().dtype(), shape);
+    fp << v.name() << ":";
+    for (int64_t d : shape)
+      fp << d << "x";
+    fp << dtypeName(v.type().dtype()) << ";";
+  }
+  t->fingerprint = std::to_string(std::hash<std::string>()(fp.str()));
+  return t;
+}
+
+int64_t Trainer::numParameters() const {
+  int64_t n = 0;
+  for (const Tensor &p : params)
+    n += p.numElements();
+  return n;
+}
+
+void Trainer::initialize() {
+  std::mt19937_64 rng(options.initSeed);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor &p = params[i];
+    int64_t n = p.numElements();
+    const program::ParamInit &init = inits[i];
+    std::normal_distribution<double> normal(0.0, init.std());
+    for (int64_t j = 0; j < n; ++j) {
+      double x = init.kind() == program::ParamInit::NORMAL ? normal(rng)
+                 : init.kind() == program::ParamInit::ONES ? 1.0
+                                                           : 0.0;
+      if (p.dtype == program::F64)
+        p.data<double>()[j] = x;
+      else
+        p.data<float>()[j] = static_cast<float>(x);
+    }
+    std::fill(m[i].bytes.begin(), m[i].bytes.end(), std::byte{0});
+    std::fill(v[i].bytes.begin(), v[i].bytes.end(), std::byte{0});
+  }
+  step = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+bool Trainer::saveCheckpoint(const std::string &path,
+                             std::string &error) const {
+  checkpoint::Checkpoint ck;
+  ck.set_format_version(1);
+  ck.set_model(options.model);
+  ck.set_description(options.description);
+  ck.set_fingerprint(fingerprint);
+  ck.set_step(step);
+  ck.set_data_seed(options.dataSeed);
+  ck.set_train_loss(lastLoss);
+  ck.set_val_loss(haveValLoss ? lastValLoss : NAN);
+  auto add = [&](const std::string &name, const Tensor &t) {
+    checkpoint::Tensor *out = ck.add_tensors();
+    out->set_name(name);
+    out->set_dtype(t.dtype);
+    for (int64_t d : t.shape)
+      out->add_shape(d);
+    out->set_data(reinterpret_cast<const char *>(t.bytes.data()),
+                  t.bytes.size());
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    add(names[i], params[i]);
+    add("m:" + names[i], m[i]);
+    add("v:" + names[i], v[i]);
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !ck.SerializeToOstream(&out)) {
+      error = "cannot write the checkpoint '" + tmp + "'";
+      std::remove(tmp.c_str());
+      return false;
+    }
+    out.flush();
+    if (!out) {
+      error = "cannot write the checkpoint '" + tmp + "'";
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  // The rename replaces the previous checkpoint only once the new one is
+  // complete.
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot move the checkpoint into place at '" + path + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
+  checkpoint::Checkpoint ck;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open the checkpoint '" + path + "'";
+    return false;
+  }
+  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
+    error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
+    return false;
+  }
+  if (ck.fingerprint() != fingerprint) {
+    error = "the checkpoint '" + path + "' is of model '" + ck.model() +
+            "' with other parameters; it does not fit '" + options.model + "'";
+    return false;
+  }
+  std::map<std::string, const checkpoint::Tensor *> byName;
+  for (const auto &t : ck.tensors())
+    byName[t.name()] = &t;
+  auto fill = [&](const std::string &name, Tensor &t) {
+    auto it = byName.find(name);
+    if (it == byName.end() ||
+        it->second->data().size() != t.bytes.size()) {
+      error = "the checkpoint '" + path + "' lacks or mis-sizes '" + name + "'";
+      return false;
+    }
+    std::memcpy(t.bytes.data(), it->second->data().data(), t.bytes.size());
+    return true;
+  };
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!fill(names[i], params[i]) || !fill("m:" + names[i], m[i]) ||
+        !fill("v:" + names[i], v[i]))
+      return false;
+  step = ck.step();
+  lastLoss = ck.train_loss();
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+bool Trainer::evaluate(const ByteDataset &data, double &loss,
+                       std::string &error) {
+  Tensor tokens(program::I32, {options.batch, options.seqLen});
+  Tensor labels(program::I32, {options.batch, options.seqLen});
+  std::vector<const Tensor *> in;
+  for (const Tensor &p : params)
+    in.push_back(&p);
+  in.push_back(&tokens);
+  in.push_back(&labels);
+  double sum = 0;
+  std::vector<Tensor> out;
+  for (int64_t k = 0; k < options.evalBatches; ++k) {
+    data.validationBatch(k, options.evalBatches, options.batch, options.seqLen,
+                         tokens.data<int32_t>(), labels.data<int32_t>());
+    if (!forward->run(in, out, error))
+      return false;
+    sum += out[0].dtype == program::F64 ? out[0].data<double>()[0]
+                                        : out[0].data<float>()[0];
+  }
+  loss = sum / static_cast<double>(options.evalBatches);
+  lastValLoss = loss;
+  haveValLoss = true;
+  return true;
+}
+
+/// "1:02:03" or "2:03".
+static std::string clock(double seconds) {
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  std::ostringstream os;
+  if (s >= 3600)
+    os << s / 3600 << ":" << std::setw(2) << std::setfill('0')
+       << (s % 3600) / 60 << ":";
+  else
+    os << s / 60 << ":";
+  os << std::setw(2) << std::setfill('0') << s % 60;
+  return os.str();
+}
+
+static double scalar(const Tensor &t) {
+  return t.dtype == program::F64 ? t.data<double>()[0] : t.data<float>()[0];
+}
+
+bool Trainer::train(const ByteDataset &data, std::ostream &log,
+                    std::string &error) {
+  int64_t n = static_cast<int64_t>(params.size());
+  Tensor stepT(program::I32, {});
+  Tensor tokens(program::I32, {options.batch, options.seqLen});
+  Tensor labels(program::I32, {options.batch, options.seqLen});
+  // Batches depend on the data seed and the step only, so that a resumed
+  // run sees the batches an uninterrupted one would.
+  std::ofstream tsv;
+  if (!options.dumpDir.empty()) {
+    ::mkdir(options.dumpDir.c_str(), 0755);
+    for (int64_t i = 0; i < n; ++i)
+      if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy", params[i],
+                    error))
+        return false;
+    tsv.open(options.dumpDir + "/steps.tsv");
+    tsv << "step\tloss\tgrad_norm\tlr\n" << std::setprecision(9);
+  }
+
+  int64_t tokensPerStep = options.batch * options.seqLen;
+  int64_t first = step, last = options.steps;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<const Tensor *> in;
+  std::vector<Tensor> out;
+  for (; step < last; ++step) {
+    std::mt19937_64 rng(options.dataSeed * 1000003 + step);
+    data.sampleTrain(rng, options.batch, options.seqLen,
+                     tokens.data<int32_t>(), labels.data<int32_t>());
+    stepT.data<int32_t>()[0] = static_cast<int32_t>(step);
+    if (!options.dumpDir.empty()) {
+      std::string prefix = options.dumpDir + "/batch." + std::to_string(step);
+      if (!writeNpy(prefix + ".tokens.npy", tokens, error) ||
+          !writeNpy(prefix + ".labels.npy", labels, error))
+        return false;
+    }
+    in.clear();
+    for (auto *group : {&params, &m, &v})
+      for (const Tensor &t : *group)
+        in.push_back(&t);
+    in.push_back(&stepT);
+    in.push_back(&tokens);
+    in.push_back(&labels);
+    if (!trainStep->run(in, out, error))
+      return false;
+    for (int64_t i = 0; i < n; ++i) {
+      params[i] = std::move(out[i]);
+      m[i] = std::move(out[n + i]);
+      v[i] = std::move(out[2 * n + i]);
+    }
+    double loss = scalar(out[3 * n]), norm = scalar(out[3 * n + 1]),
+           lr = scalar(out[3 * n + 2]);
+    lastLoss = loss;
+    if (!std::isfinite(loss)) {
+      error = "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
+              " at step " + std::to_string(step + 1) +
+              " (gradient norm " + std::to_string(norm) +
+              ", learning rate " + std::to_string(lr) + ")";
+      return false;
+    }
+    if (tsv.is_open())
+      tsv << step << "\t" << loss << "\t" << norm << "\t" << lr << "\n";
+
+    // Progress: tokens/s over this run, ETA for the rest.
+    double elapsed = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    int64_t done = step + 1 - first;
+    double tps = elapsed > 0 ? done * tokensPerStep / elapsed : 0;
+    double eta = done ? elapsed / done * (last - step - 1) : 0;
+    std::ostringstream line;
+    line << "step " << std::setw(5) << step + 1 << "/" << last << " | loss "
+         << std::fixed << std::setprecision(4) << loss << " | lr "
+         << std::scientific << std::setprecision(2) << lr << " | norm "
+         << std::fixed << std::setprecision(2) << norm << " | "
+         << std::setprecision(0) << tps << " tok/s | ETA " << clock(eta);
+    bool final = step + 1 == last;
+    bool logNow = options.logInterval > 0 &&
+                  ((step + 1) % options.logInterval == 0 || final ||
+                   step == first);
+    if (options.liveProgress)
+      log << "\r" << line.str() << (logNow ? "\n" : "") << std::flush;
+    else if (logNow)
+      log << line.str() << "\n" << std::flush;
+
+    bool evalNow = options.evalInterval > 0 &&
+                   ((step + 1) % options.evalInterval == 0 || final);
+    if (evalNow) {
+      double val;
+      if (!evaluate(data, val, error))
+        return false;
+      log << "step " << std::setw(5) << step + 1 << "/" << last
+          << " | validation loss " << std::fixed << std::setprecision(4) << val
+          << "\n" << std::flush;
+    }
+    if (options.checkpointInterval > 0 &&
+        (step + 1) % options.checkpointInterval == 0 && !final &&
+        !options.checkpointPath.empty()) {
+      ++step;
+      bool ok = saveCheckpoint(options.checkpointPath, error);
+      --step;
+      if (!ok)
+        return false;
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Sampling
+//===----------------------------------------------------------------------===//
+
+bool runtime::sampleText(Executor &logits,
+                         const std::vector<const Tensor *> &params,
+                         const std::string &prompt, int64_t length,
+                         double temperature, int64_t topK, uint64_t seed,
+                         std::string &text, std::string &error) {
+  const program::Function &fn = logits.getFunction();
+  const program::Value &tokIn = fn.values(fn.inputs(fn.inputs_size() - 1));
+  if (tokIn.type().shape_size() != 2 || tokIn.type().shape(0) != 1) {
+    error = "@logits must take one sequence of tokens";
+    return false;
+  }
+  int64_t seqLen = tokIn.type().shape(1);
+  std::vector<int32_t> context;
+  for (unsigned char c : prompt)
+    context.push_back(c);
+  if (context.empty())
+    context.push_back('\n');
+  std::mt19937_64 rng(seed);
+  Tensor tokens(program::I32, {1, seqLen});
+  std::vector<const Tensor *> in(params);
+  in.push_back(&tokens);
+  std::vector<Tensor> out;
+  text.clear();
+  for (int64_t i = 0; i < length; ++i) {
+    // The last seqLen tokens, left-aligned; positions after them are
+    // padding that causal attention keeps from affecting earlier ones.
+    int64_t n = std::min<int64_t>(context.size(), seqLen);
+    int32_t *t = tokens.data<int32_t>();
+    std::fill(t, t + seqLen, 0);
+    std::copy(context.end() - n, context.end(), t);
+    if (!logits.run(in, out, error))
+      return false;
+    int64_t vocab = out[0].shape.back();
+    const float *row = out[0].data<float>() + (n - 1) * vocab;
+    // Only byte tokens can be printed; restrict to the first 256 ids.
+    int64_t usable = std::min<int64_t>(vocab, 256);
+    std::vector<std::pair<double, int32_t>> scored;
+    for (int64_t j = 0; j < usable; ++j)
+      scored.push_back({row[j] / std::max(temperature, 1e-6), int32_t(j)});
+    std::sort(scored.begin(), scored.end(), std::greater<>());
+    if (topK > 0 && topK < static_cast<int64_t>(scored.size()))
+      scored.resize(topK);
+    double mx = scored.front().first, sum = 0;
+    std::vector<double> weights;
+    for (auto &[s, id] : scored)
+      sum += weights.emplace_back(std::exp(s - mx));
+    std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
+    int32_t next = scored[pick(rng)].second;
+    context.push_back(next);
+    text.push_back(static_cast<char>(next));
+  }
+  return true;
+}

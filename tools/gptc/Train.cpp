@@ -1,0 +1,263 @@
+//===- Train.cpp - gptc train and gptc sample ------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The main job: compile the model's training step with the same pipelines
+// gptc-opt names (gptc-train-pipeline), lower it to the runtime's artifact
+// and train on the CPU; then sample from the checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Train.h"
+
+#include "gptc/Frontend/Importer.h"
+#include "gptc/Frontend/ModelSpec.h"
+#include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/Trainer.h"
+#include "gptc/Runtime/checkpoint.pb.h"
+#include "gptc/Target/ExportProgram.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace mlir::gptc;
+namespace cl = llvm::cl;
+namespace rt = ::gptc::runtime;
+
+static cl::OptionCategory trainCategory("gptc train options");
+static cl::OptionCategory sampleCategory("gptc sample options");
+
+static cl::opt<std::string>
+    dataPath("data",
+             cl::desc("Training text (bytes are tokens); default: the GPL-3 "
+                      "text every Debian system ships"),
+             cl::init("/usr/share/common-licenses/GPL-3"),
+             cl::cat(trainCategory));
+static cl::opt<int64_t> stepsOpt("steps",
+                                 cl::desc("Optimizer steps (default: the "
+                                          "description's training.steps)"),
+                                 cl::init(-1), cl::cat(trainCategory));
+static cl::opt<std::string>
+    checkpointOpt("checkpoint",
+                  cl::desc("Checkpoint file (default: <model name>.ckpt)"),
+                  cl::init(""), cl::cat(trainCategory));
+static cl::opt<bool> resumeOpt("resume",
+                               cl::desc("Continue from --checkpoint"),
+                               cl::init(false), cl::cat(trainCategory));
+static cl::opt<int64_t> evalIntervalOpt(
+    "eval-interval",
+    cl::desc("Validation loss every N steps (default: the description's)"),
+    cl::init(-1), cl::cat(trainCategory));
+static cl::opt<int64_t> logIntervalOpt("log-interval",
+                                       cl::desc("A progress line every N steps"),
+                                       cl::init(10), cl::cat(trainCategory));
+static cl::opt<std::string>
+    dumpDirOpt("dump-dir",
+               cl::desc("Write the initial parameters, each batch and the "
+                        "losses here (.npy/.tsv) for reference checks"),
+               cl::init(""), cl::cat(trainCategory));
+
+static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
+                                  cl::init(300), cl::cat(sampleCategory));
+static cl::opt<std::string> promptOpt("prompt", cl::desc("Text to continue"),
+                                      cl::init("\n"), cl::cat(sampleCategory));
+static cl::opt<double> temperatureOpt("temperature",
+                                      cl::desc("Softmax temperature"),
+                                      cl::init(0.8), cl::cat(sampleCategory));
+static cl::opt<int64_t> topKOpt("top-k",
+                                cl::desc("Sample among the K likeliest (0: all)"),
+                                cl::init(40), cl::cat(sampleCategory));
+static cl::opt<uint64_t> seedOpt("seed", cl::desc("Sampling seed"),
+                                 cl::init(0), cl::cat(sampleCategory));
+
+static int fail(const std::string &message) {
+  llvm::errs() << "gptc: error: " << message << "\n";
+  return 1;
+}
+
+/// Compiles the functions of `module` named in `names` after running
+/// `pipeline`, into `program`.
+static LogicalResult compile(ModuleOp module,
+                             function_ref<void(OpPassManager &)> pipeline,
+                             ArrayRef<StringRef> names,
+                             ::gptc::program::Program &program) {
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(pm);
+  pipeline(pm);
+  if (failed(pm.run(module)))
+    return failure();
+  return exportProgram(module, names, program);
+}
+
+int mlir::gptc::runTrain(const std::string &modelPath,
+                         const DialectRegistry &registry) {
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  auto buffer = openInputFile(modelPath, &error);
+  if (!buffer)
+    return fail(error);
+  std::string description = buffer->getBuffer().str();
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+
+  // 1. The description, with the limits of this runtime.
+  FailureOr<ModelDescription> desc = ModelDescription::parse(sourceMgr, &context);
+  if (failed(desc))
+    return 1;
+  const ModelConfig &m = desc->getConfig();
+  if (!desc->getMeshAxes().empty() && m.dataParallel * m.tensorParallel *
+                                              m.pipelineParallel > 1)
+    return fail("the description's mesh has several devices; this build "
+                "trains on one CPU process (sharded training is not "
+                "implemented yet)");
+  if (m.gradAccumSteps > 1)
+    return fail("gradient_accumulation_steps > 1 is not implemented yet");
+  if (m.vocabSize < 256)
+    return fail("byte-level training needs vocab_size >= 256, got " +
+                std::to_string(m.vocabSize));
+  if (m.precision != Precision::FP32)
+    llvm::errs() << "gptc: warning: mixed precision is not implemented yet; "
+                    "training in fp32\n";
+
+  // 2. Compile @forward and @train_step.
+  OwningOpRef<ModuleOp> module = importModel(*desc, &context);
+  ::gptc::program::Program program;
+  if (failed(compile(*module, buildTrainPipeline, {"forward", "train_step"},
+                     program)))
+    return 1;
+
+  // 3. Data, options, parameters.
+  rt::ByteDataset data;
+  if (!rt::ByteDataset::load(dataPath, m.seqLen, data, error))
+    return fail(error);
+  rt::TrainOptions opts;
+  opts.model = desc->getName().str();
+  opts.description = description;
+  opts.batch = m.microBatchSize;
+  opts.seqLen = m.seqLen;
+  opts.vocab = m.vocabSize;
+  opts.steps = stepsOpt >= 0 ? stepsOpt : m.steps;
+  opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
+  opts.checkpointInterval = m.checkpointInterval;
+  opts.checkpointPath =
+      checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
+  opts.initSeed = m.initSeed;
+  opts.dataSeed = m.dataSeed;
+  opts.logInterval = logIntervalOpt;
+  opts.liveProgress = isatty(STDERR_FILENO);
+  opts.dumpDir = dumpDirOpt;
+  auto trainer = rt::Trainer::create(program, opts, error);
+  if (!trainer)
+    return fail(error);
+  if (resumeOpt) {
+    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
+      return fail(error);
+  } else {
+    trainer->initialize();
+  }
+
+  llvm::errs() << "gptc: training " << opts.model << " ("
+               << trainer->numParameters() << " parameters) on "
+               << data.getPath() << " (" << data.trainSize() << " + "
+               << data.validationSize() << " bytes), batch " << opts.batch
+               << " x " << opts.seqLen << ", steps " << trainer->getStep()
+               << ".." << opts.steps << "\n";
+  if (opts.evalInterval > 0 && trainer->getStep() == 0) {
+    double val;
+    if (!trainer->evaluate(data, val, error))
+      return fail(error);
+    std::cerr << "step     0/" << opts.steps << " | validation loss "
+              << std::fixed << val << std::endl;
+  }
+  if (!trainer->train(data, std::cerr, error))
+    return fail(error);
+  if (!trainer->saveCheckpoint(opts.checkpointPath, error))
+    return fail(error);
+  llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
+               << trainer->getStep() << ")\n";
+  return 0;
+}
+
+int mlir::gptc::runSample(const std::string &checkpointPath,
+                          const DialectRegistry &registry) {
+  // 1. The checkpoint and the description it carries.
+  ::gptc::checkpoint::Checkpoint ck;
+  std::ifstream in(checkpointPath, std::ios::binary);
+  if (!in)
+    return fail("cannot open the checkpoint '" + checkpointPath + "'");
+  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1)
+    return fail("'" + checkpointPath + "' is not a gptc checkpoint");
+
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(ck.description(),
+                                           checkpointPath + ":description"),
+      llvm::SMLoc());
+  FailureOr<ModelDescription> desc = ModelDescription::parse(sourceMgr, &context);
+  if (failed(desc))
+    return 1;
+
+  // 2. Compile @logits for one sequence.
+  OwningOpRef<ModuleOp> module = importLogits(*desc, &context, 1);
+  ::gptc::program::Program program;
+  auto cleanup = [](OpPassManager &pm) {
+    FrontendPipelineOptions options;
+    options.verifyModel = false;
+    buildFrontendPipeline(pm, options);
+  };
+  if (failed(compile(*module, cleanup, {"logits"}, program)))
+    return 1;
+  std::string error;
+  auto exec = rt::Executor::create(program.functions(0), error);
+  if (!exec)
+    return fail(error);
+
+  // 3. Parameters by name.
+  std::map<std::string, const ::gptc::checkpoint::Tensor *> byName;
+  for (const auto &t : ck.tensors())
+    byName[t.name()] = &t;
+  const auto &fn = program.functions(0);
+  std::vector<rt::Tensor> params;
+  params.reserve(fn.inputs_size());
+  for (int i = 0; i + 1 < fn.inputs_size(); ++i) {
+    const auto &v = fn.values(fn.inputs(i));
+    auto it = byName.find(v.name());
+    rt::Tensor t(v.type().dtype(),
+                 {v.type().shape().begin(), v.type().shape().end()});
+    if (it == byName.end() || it->second->data().size() != t.bytes.size())
+      return fail("the checkpoint lacks or mis-sizes parameter '" + v.name() +
+                  "'");
+    std::memcpy(t.bytes.data(), it->second->data().data(), t.bytes.size());
+    params.push_back(std::move(t));
+  }
+  std::vector<const rt::Tensor *> ptrs;
+  for (const rt::Tensor &t : params)
+    ptrs.push_back(&t);
+
+  std::string text;
+  if (!rt::sampleText(*exec, ptrs, promptOpt, lengthOpt, temperatureOpt,
+                      topKOpt, seedOpt, text, error))
+    return fail(error);
+  llvm::outs() << promptOpt << text << "\n";
+  return 0;
+}
