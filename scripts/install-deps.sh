@@ -10,7 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev
   libopenblas-dev
-  python3-numpy
+  python3-numpy python3-torch
 )
 
 missing=()

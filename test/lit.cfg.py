@@ -4,6 +4,7 @@
 import os
 import shutil
 import subprocess
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -47,6 +48,14 @@ if config.gptc_have_cuda:
     config.substitutions.append(("%cuda_arch", config.gptc_cuda_architectures))
 if config.gptc_have_nccl:
     config.available_features.add("nccl")
+# PyTorch for the reference checks, in the Python lit runs tests with.
+try:
+    probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, timeout=120)
+    if probe.returncode == 0:
+        config.available_features.add("torch")
+except (OSError, subprocess.SubprocessError):
+    pass
+
 nvsmi = shutil.which("nvidia-smi")
 if nvsmi:
     try:

@@ -47,8 +47,9 @@ static cl::opt<std::string>
              cl::init("/usr/share/common-licenses/GPL-3"),
              cl::cat(trainCategory));
 static cl::opt<int64_t> stepsOpt("steps",
-                                 cl::desc("Optimizer steps (default: the "
-                                          "description's training.steps)"),
+                                 cl::desc("Optimizer steps, which the "
+                                          "learning-rate schedule spans "
+                                          "(default: training.steps)"),
                                  cl::init(-1), cl::cat(trainCategory));
 static cl::opt<std::string>
     checkpointOpt("checkpoint",
@@ -136,7 +137,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     llvm::errs() << "gptc: warning: mixed precision is not implemented yet; "
                     "training in fp32\n";
 
-  // 2. Compile @forward and @train_step.
+  // 2. Compile @forward and @train_step; --steps sets the schedule's length.
+  if (stepsOpt >= 0)
+    desc->setSteps(stepsOpt);
   OwningOpRef<ModuleOp> module = importModel(*desc, &context);
   ::gptc::program::Program program;
   if (failed(compile(*module, buildTrainPipeline, {"forward", "train_step"},

@@ -70,6 +70,9 @@ public:
   const ModelConfig &getConfig() const { return config; }
   /// The mesh axes in grid order (empty for one device).
   llvm::ArrayRef<MeshAxis> getMeshAxes() const { return axes; }
+  /// Overrides `training.steps` (the learning-rate schedule spans them).
+  void setSteps(int64_t steps) { config.steps = steps; }
+
   /// The model's name (the file's stem when the description has none).
   llvm::StringRef getName() const { return name; }
 

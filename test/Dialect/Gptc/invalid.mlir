@@ -574,3 +574,67 @@ func.func @cross_entropy_grad_labels(%l: tensor<2x8x100xf32>, %y: tensor<2x7xi32
   %0 = gptc.cross_entropy_grad %l, %y, %d : tensor<2x8x100xf32>, tensor<2x7xi32>, tensor<f32> -> tensor<2x8x100xf32>
   return
 }
+
+// -----
+
+func.func @global_norm_no_inputs() {
+  // expected-error@+1 {{expects at least one input}}
+  %0 = "gptc.global_norm"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @learning_rate_decay(%s: tensor<i32>) {
+  // expected-error@+1 {{decay must be cosine, linear or constant, got 'step'}}
+  %0 = gptc.learning_rate %s peak 1.0 min 0.1 warmup 0 total 10 "step"
+  return
+}
+
+// -----
+
+func.func @learning_rate_negative_warmup(%s: tensor<i32>) {
+  // expected-error@+1 {{warmup and total must not be negative}}
+  %0 = gptc.learning_rate %s peak 1.0 min 0.1 warmup -1 total 10 "cosine"
+  return
+}
+
+// -----
+
+func.func @adamw_beta(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error@+1 {{betas must be in [0, 1)}}
+  %0:3 = gptc.adamw %p, %p, %p, %p lr %lr step %s scale %lr beta1 1.0 beta2 0.9 eps 1.0e-8 decay 0.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_eps(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error@+1 {{eps must be positive}}
+  %0:3 = gptc.adamw %p, %p, %p, %p lr %lr step %s scale %lr beta1 0.9 beta2 0.9 eps 0.0 decay 0.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_decay(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error@+1 {{weight decay must not be negative}}
+  %0:3 = gptc.adamw %p, %p, %p, %p lr %lr step %s scale %lr beta1 0.9 beta2 0.9 eps 1.0e-8 decay -1.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_types(%p: tensor<4xf32>, %q: tensor<5xf32>, %lr: tensor<f32>, %s: tensor<i32>) {
+  // expected-error@+1 {{all of {param, grad, m, v, new_param, new_m, new_v} have same type}}
+  %0:3 = "gptc.adamw"(%p, %q, %p, %p, %lr, %s, %lr) <{beta1 = 0.9 : f64, beta2 = 0.9 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64}> : (tensor<4xf32>, tensor<5xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @clip_scale_vector(%n: tensor<2xf32>) {
+  // expected-error@+1 {{operand #0 must be 0D tensor of 32-bit float values}}
+  %0 = "gptc.clip_scale"(%n) <{max_norm = 1.0 : f64}> : (tensor<2xf32>) -> tensor<f32>
+  return
+}

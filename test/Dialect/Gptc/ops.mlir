@@ -122,3 +122,17 @@ func.func @backward_ops(%ids: tensor<2x8xi32>, %x: tensor<2x8x12xf32>, %g: tenso
   %5 = gptc.cross_entropy_grad %l, %ids, %d ignore -1 : tensor<2x8x100xf32>, tensor<2x8xi32>, tensor<f32> -> tensor<2x8x100xf32>
   return %0, %1#0, %1#1, %2, %3, %4#2, %5 : tensor<100x12xf32>, tensor<2x8x12xf32>, tensor<12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x100xf32>
 }
+
+// CHECK-LABEL: func.func @optimizer_ops
+func.func @optimizer_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %b: tensor<3xf32>, %step: tensor<i32>)
+    -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) {
+  // CHECK: %[[N:.*]] = gptc.global_norm %{{.*}}, %{{.*}} : tensor<4x3xf32>, tensor<3xf32>
+  %n = gptc.global_norm %g, %b : tensor<4x3xf32>, tensor<3xf32>
+  // CHECK: %[[S:.*]] = gptc.clip_scale %[[N]] max 1.000000e+00
+  %s = gptc.clip_scale %n max 1.0
+  // CHECK: %[[LR:.*]] = gptc.learning_rate %{{.*}} peak 6.000000e-04 min 6.000000e-05 warmup 10 total 100 "cosine"
+  %lr = gptc.learning_rate %step peak 6.0e-4 min 6.0e-5 warmup 10 total 100 "cosine"
+  // CHECK: gptc.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %[[LR]] step %{{.*}} scale %[[S]] beta1 9.000000e-01 beta2 0.94999999999999996 eps 1.000000e-08 decay 1.000000e-01 : tensor<4x3xf32>
+  %p1, %m1, %v1 = gptc.adamw %p, %g, %p, %g lr %lr step %step scale %s beta1 0.9 beta2 0.95 eps 1.0e-8 decay 0.1 : tensor<4x3xf32>
+  return %p1, %m1, %v1 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
+}

@@ -722,7 +722,7 @@ LogicalResult LearningRateOp::verify() {
   if (decay != "cosine" && decay != "linear" && decay != "constant")
     return emitOpError("decay must be cosine, linear or constant, got '")
            << decay << "'";
-  if (getWarmup() < 0 || getTotal() < 0)
+  if (getWarmupAttr().getInt() < 0 || getTotalAttr().getInt() < 0)
     return emitOpError("warmup and total must not be negative");
   return success();
 }

@@ -1,0 +1,50 @@
+// RUN: gptc-opt %s --split-input-file --gptc-autodiff --gptc-optimizer | FileCheck %s
+
+// A matrix decays, a bias and an embedding table do not; every update
+// shares one norm, clip scale and learning rate.
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[E:.*]]: tensor<10x4xf32> {gptc.embedding_table, gptc.param = "wte"}, %[[W:.*]]: tensor<3x4xf32> {gptc.param = "w"}, %[[B:.*]]: tensor<3xf32> {gptc.param = "b"},
+// CHECK-SAME: %[[ME:.*]]: tensor<10x4xf32> {gptc.state = "m:wte"}, %[[MW:.*]]: tensor<3x4xf32> {gptc.state = "m:w"}, %[[MB:.*]]: tensor<3xf32> {gptc.state = "m:b"},
+// CHECK-SAME: %[[VE:.*]]: tensor<10x4xf32> {gptc.state = "v:wte"}, %[[VW:.*]]: tensor<3x4xf32> {gptc.state = "v:w"}, %[[VB:.*]]: tensor<3xf32> {gptc.state = "v:b"},
+// CHECK-SAME: %[[STEP:.*]]: tensor<i32> {gptc.input = "step"}, %[[T:.*]]: tensor<2x5xi32> {gptc.input = "tokens"}, %[[L:.*]]: tensor<2x5xi32> {gptc.input = "labels"})
+// CHECK-SAME: -> (tensor<10x4xf32> {gptc.param = "wte"}, tensor<3x4xf32> {gptc.param = "w"}, tensor<3xf32> {gptc.param = "b"},
+// CHECK-SAME: tensor<f32> {gptc.output = "loss"}, tensor<f32> {gptc.output = "grad_norm"}, tensor<f32> {gptc.output = "lr"})
+// The forward-backward computation is inlined:
+// CHECK: %[[LOSS:.*]] = gptc.cross_entropy
+// CHECK: %[[DE:.*]] = gptc.embedding_grad
+// CHECK: %[[NORM:.*]] = gptc.global_norm %{{.*}}, %{{.*}}, %{{.*}} : tensor<10x4xf32>, tensor<3x4xf32>, tensor<3xf32>
+// CHECK: %[[SCALE:.*]] = gptc.clip_scale %[[NORM]] max 5.000000e-01
+// CHECK: %[[LR:.*]] = gptc.learning_rate %[[STEP]] peak 1.000000e-02 min 1.000000e-03 warmup 2 total 10 "linear"
+// CHECK: %[[P0:.*]], %[[M0:.*]], %[[V0:.*]] = gptc.adamw %[[E]], %{{.*}}, %[[ME]], %[[VE]] lr %[[LR]] step %[[STEP]] scale %[[SCALE]] beta1 8.000000e-01 beta2 9.000000e-01 eps 9.9999999999999995E-7 decay 0.000000e+00 : tensor<10x4xf32>
+// CHECK: %[[P1:.*]], %[[M1:.*]], %[[V1:.*]] = gptc.adamw %[[W]], {{.*}} decay 2.500000e-01 : tensor<3x4xf32>
+// CHECK: %[[P2:.*]], %[[M2:.*]], %[[V2:.*]] = gptc.adamw %[[B]], {{.*}} decay 0.000000e+00 : tensor<3xf32>
+// CHECK: return %[[P0]], %[[P1]], %[[P2]], %[[M0]], %[[M1]], %[[M2]], %[[V0]], %[[V1]], %[[V2]], %[[LOSS]], %[[NORM]], %[[LR]]
+module attributes {gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, warmup_steps = 2 : i64, total_steps = 10 : i64, decay = "linear", beta1 = 0.8 : f64, beta2 = 0.9 : f64, eps = 1.0e-6 : f64, weight_decay = 0.25 : f64, decay_embeddings = false, grad_clip = 0.5 : f64}} {
+  func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
+                     %w: tensor<3x4xf32> {gptc.param = "w"}, %b: tensor<3xf32> {gptc.param = "b"},
+                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
+                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+    %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
+    %h = gptc.linear %e, %w, %b : tensor<2x5x4xf32>, tensor<3x4xf32>, tensor<3xf32> -> tensor<2x5x3xf32>
+    %loss = gptc.cross_entropy %h, %labels : tensor<2x5x3xf32>, tensor<2x5xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// With decay_embeddings, the embedding table decays too.
+// CHECK-LABEL: func.func @train_step
+// CHECK: gptc.adamw {{.*}} decay 1.000000e-01 : tensor<10x4xf32>
+module attributes {gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, warmup_steps = 0 : i64, total_steps = 10 : i64, decay = "cosine", beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, decay_embeddings = true, grad_clip = 1.0 : f64}} {
+  func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
+                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
+                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+    %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
+    %h = gptc.linear %e, %wte : tensor<2x5x4xf32>, tensor<10x4xf32> -> tensor<2x5x10xf32>
+    %loss = gptc.cross_entropy %h, %labels : tensor<2x5x10xf32>, tensor<2x5xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
