@@ -32,6 +32,7 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm) {
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
+  func.addPass(createGptcPlanBuffersPass());
 }
 
 void mlir::gptc::registerPipelines() {

@@ -54,8 +54,8 @@ bool runtime::writeNpy(const std::string &path, const Tensor &tensor,
   out.put(0);
   out.write(reinterpret_cast<const char *>(&length), 2);
   out.write(h.data(), h.size());
-  out.write(reinterpret_cast<const char *>(tensor.bytes.data()),
-            tensor.bytes.size());
+  out.write(reinterpret_cast<const char *>(tensor.raw()),
+            tensor.byteSize());
   if (!out) {
     error = "cannot write " + path;
     return false;
@@ -146,7 +146,7 @@ bool runtime::readNpy(const std::string &path, Tensor &tensor,
     }
   }
   tensor = Tensor(dtype, dims);
-  in.read(reinterpret_cast<char *>(tensor.bytes.data()), tensor.bytes.size());
+  in.read(reinterpret_cast<char *>(tensor.raw()), tensor.byteSize());
   if (!in) {
     error = path + ": truncated data";
     return false;

@@ -160,8 +160,8 @@ void Trainer::initialize() {
       else
         p.data<float>()[j] = static_cast<float>(x);
     }
-    std::fill(m[i].bytes.begin(), m[i].bytes.end(), std::byte{0});
-    std::fill(v[i].bytes.begin(), v[i].bytes.end(), std::byte{0});
+    std::fill(m[i].raw(), m[i].raw() + m[i].byteSize(), std::byte{0});
+    std::fill(v[i].raw(), v[i].raw() + v[i].byteSize(), std::byte{0});
   }
   step = 0;
 }
@@ -187,8 +187,8 @@ bool Trainer::saveCheckpoint(const std::string &path,
     out->set_dtype(t.dtype);
     for (int64_t d : t.shape)
       out->add_shape(d);
-    out->set_data(reinterpret_cast<const char *>(t.bytes.data()),
-                  t.bytes.size());
+    out->set_data(reinterpret_cast<const char *>(t.raw()),
+                  t.byteSize());
   };
   for (size_t i = 0; i < params.size(); ++i) {
     add(names[i], params[i]);
@@ -242,11 +242,11 @@ bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
   auto fill = [&](const std::string &name, Tensor &t) {
     auto it = byName.find(name);
     if (it == byName.end() ||
-        it->second->data().size() != t.bytes.size()) {
+        it->second->data().size() != t.byteSize()) {
       error = "the checkpoint '" + path + "' lacks or mis-sizes '" + name + "'";
       return false;
     }
-    std::memcpy(t.bytes.data(), it->second->data().data(), t.bytes.size());
+    std::memcpy(t.raw(), it->second->data().data(), t.byteSize());
     return true;
   };
   for (size_t i = 0; i < params.size(); ++i)

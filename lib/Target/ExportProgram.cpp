@@ -164,6 +164,9 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     if (failed(lower(&op)))
       return failure();
 
+  if (auto arena = func->getAttrOfType<IntegerAttr>("gptc.arena_bytes"))
+    out.set_arena_bytes(arena.getInt());
+
   // 3. Outputs, named after their role when they have one.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
@@ -324,10 +327,15 @@ LogicalResult FunctionExporter::lower(Operation *op) {
       return op->emitOpError("uses a value defined outside its function");
     kernel.add_inputs(it->second);
   }
-  for (Value result : op->getResults()) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("gptc.offsets");
+  if (offsets && offsets.size() != static_cast<int64_t>(op->getNumResults()))
+    return op->emitOpError("has a buffer plan of the wrong length");
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
     FailureOr<int32_t> id = declare(result, "", op);
     if (failed(id))
       return failure();
+    if (offsets)
+      out.mutable_values(*id)->set_offset(offsets[i]);
     kernel.add_outputs(*id);
   }
   *out.add_kernels() = std::move(kernel);

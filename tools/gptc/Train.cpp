@@ -247,10 +247,10 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
     auto it = byName.find(v.name());
     rt::Tensor t(v.type().dtype(),
                  {v.type().shape().begin(), v.type().shape().end()});
-    if (it == byName.end() || it->second->data().size() != t.bytes.size())
+    if (it == byName.end() || it->second->data().size() != t.byteSize())
       return fail("the checkpoint lacks or mis-sizes parameter '" + v.name() +
                   "'");
-    std::memcpy(t.bytes.data(), it->second->data().data(), t.bytes.size());
+    std::memcpy(t.raw(), it->second->data().data(), t.byteSize());
     params.push_back(std::move(t));
   }
   std::vector<const rt::Tensor *> ptrs;

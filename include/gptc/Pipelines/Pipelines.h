@@ -37,7 +37,7 @@ void buildFrontendPipeline(OpPassManager &pm,
                            const FrontendPipelineOptions &options);
 
 /// Builds the training step from an imported model: gptc-verify-model,
-/// gptc-autodiff, gptc-optimizer, canonicalize, cse.
+/// gptc-autodiff, gptc-optimizer, canonicalize, cse, gptc-plan-buffers.
 void buildTrainPipeline(OpPassManager &pm);
 
 /// Registers the named pipelines with the global pass registry.

@@ -23,20 +23,39 @@
 
 namespace gptc::runtime {
 
-/// A host tensor: dtype, shape and owned bytes.
-struct Tensor {
+/// A host tensor: dtype, shape and its bytes, either owned or a view into
+/// memory someone else owns (an executor's arena). Copying always makes an
+/// owning copy, so a view never escapes its arena by accident.
+class Tensor {
+public:
   program::DType dtype = program::F32;
   std::vector<int64_t> shape;
-  std::vector<std::byte> bytes;
 
   Tensor() = default;
+  /// An owning, zero-filled tensor.
   Tensor(program::DType dtype, std::vector<int64_t> shape);
+  /// A view of `data`, which must outlive it.
+  static Tensor view(program::DType dtype, std::vector<int64_t> shape,
+                     std::byte *data);
+
+  Tensor(const Tensor &other);
+  Tensor &operator=(const Tensor &other);
+  Tensor(Tensor &&other) noexcept;
+  Tensor &operator=(Tensor &&other) noexcept;
 
   int64_t numElements() const;
-  template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
+  int64_t byteSize() const { return size; }
+  std::byte *raw() { return ptr; }
+  const std::byte *raw() const { return ptr; }
+  template <typename T> T *data() { return reinterpret_cast<T *>(ptr); }
   template <typename T> const T *data() const {
-    return reinterpret_cast<const T *>(bytes.data());
+    return reinterpret_cast<const T *>(ptr);
   }
+
+private:
+  std::vector<std::byte> storage;
+  std::byte *ptr = nullptr;
+  int64_t size = 0;
 };
 
 /// Bytes of one element of `dtype` (0 for an unknown dtype).
@@ -66,8 +85,11 @@ private:
   bool runKernel(const program::Kernel &kernel, std::string &error);
 
   program::Function function;
-  /// Storage of every value, by id.
+  /// Every value, by id: a view into `arena` when the program planned it,
+  /// owned otherwise.
   std::vector<Tensor> values;
+  /// The planned values' memory (64-byte aligned).
+  std::unique_ptr<std::byte[], void (*)(void *)> arena{nullptr, std::free};
   /// Inputs bound for the current run (by value id), to avoid copies.
   std::vector<const Tensor *> bound;
 };

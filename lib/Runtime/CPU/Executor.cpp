@@ -71,7 +71,52 @@ static int64_t product(const std::vector<int64_t> &shape) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape)
     : dtype(dtype), shape(std::move(shape)) {
-  bytes.resize(numElements() * elementSize(dtype));
+  size = numElements() * elementSize(dtype);
+  storage.resize(size);
+  ptr = storage.data();
+}
+
+Tensor Tensor::view(DType dtype, std::vector<int64_t> shape, std::byte *data) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.size = t.numElements() * elementSize(dtype);
+  t.ptr = data;
+  return t;
+}
+
+Tensor::Tensor(const Tensor &other)
+    : dtype(other.dtype), shape(other.shape),
+      storage(other.ptr, other.ptr + other.size), size(other.size) {
+  ptr = storage.data();
+}
+
+Tensor &Tensor::operator=(const Tensor &other) {
+  if (this != &other)
+    *this = Tensor(other);
+  return *this;
+}
+
+Tensor::Tensor(Tensor &&other) noexcept
+    : dtype(other.dtype), shape(std::move(other.shape)),
+      storage(std::move(other.storage)), size(other.size) {
+  // A moved vector keeps its buffer; a view keeps pointing at the arena.
+  ptr = storage.empty() ? other.ptr : storage.data();
+  other.ptr = nullptr;
+  other.size = 0;
+}
+
+Tensor &Tensor::operator=(Tensor &&other) noexcept {
+  if (this == &other)
+    return *this;
+  dtype = other.dtype;
+  shape = std::move(other.shape);
+  storage = std::move(other.storage);
+  size = other.size;
+  ptr = storage.empty() ? other.ptr : storage.data();
+  other.ptr = nullptr;
+  other.size = 0;
+  return *this;
 }
 
 int64_t Tensor::numElements() const { return product(shape); }
@@ -160,6 +205,16 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
   int64_t count = function.values_size();
   exec->values.resize(count);
   exec->bound.assign(count, nullptr);
+  int64_t arenaBytes = function.arena_bytes();
+  if (arenaBytes < 0)
+    return fail("negative arena size");
+  if (arenaBytes > 0) {
+    size_t rounded = (static_cast<size_t>(arenaBytes) + 63) / 64 * 64;
+    exec->arena.reset(static_cast<std::byte *>(std::aligned_alloc(64, rounded)));
+    if (!exec->arena)
+      return fail("cannot allocate an arena of " + std::to_string(arenaBytes) +
+                  " bytes");
+  }
   for (int64_t i = 0; i < count; ++i) {
     const program::Value &v = function.values(i);
     if (v.id() != i)
@@ -173,7 +228,16 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     for (int64_t d : shape)
       if (d < 0 || __builtin_mul_overflow(n, d, &n))
         return fail("value #" + std::to_string(i) + " has an invalid shape");
-    exec->values[i] = Tensor(v.type().dtype(), std::move(shape));
+    if (v.offset() >= 0) {
+      int64_t bytes = n * elementSize(v.type().dtype());
+      if (v.offset() + bytes > arenaBytes || v.offset() % 64 != 0)
+        return fail("value #" + std::to_string(i) +
+                    " is planned outside the arena");
+      exec->values[i] = Tensor::view(v.type().dtype(), std::move(shape),
+                                     exec->arena.get() + v.offset());
+    } else {
+      exec->values[i] = Tensor(v.type().dtype(), std::move(shape));
+    }
   }
   auto validId = [&](int32_t id) { return id >= 0 && id < count; };
   for (int32_t id : function.inputs())
@@ -474,10 +538,9 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   // Type-generic kernels.
   switch (k.op()) {
   case program::CONSTANT:
-    if (static_cast<int64_t>(k.data().size()) !=
-        static_cast<int64_t>(out.bytes.size()))
+    if (static_cast<int64_t>(k.data().size()) != out.byteSize())
       return c.fail("constant data has the wrong size");
-    std::memcpy(out.bytes.data(), k.data().data(), out.bytes.size());
+    std::memcpy(out.raw(), k.data().data(), out.byteSize());
     return true;
   case program::IOTA:
     if (out.dtype != program::I32 || k.ints_size() != 1 || k.ints(0) < 0 ||
@@ -486,9 +549,9 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     cpu::iota(out.data<int32_t>(), out.shape, k.ints(0));
     return true;
   case program::RESHAPE:
-    if (c.in[0]->bytes.size() != out.bytes.size())
+    if (c.in[0]->byteSize() != out.byteSize())
       return c.fail("operand sizes do not match");
-    std::memcpy(out.bytes.data(), c.in[0]->bytes.data(), out.bytes.size());
+    std::memcpy(out.raw(), c.in[0]->raw(), out.byteSize());
     return true;
   case program::TRANSPOSE: {
     std::vector<int64_t> perm = c.ints();
@@ -503,8 +566,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     }
     if (!ok)
       return c.fail("invalid permutation");
-    cpu::transpose(x.bytes.data(), x.shape, perm, elementSize(x.dtype),
-                   out.bytes.data());
+    cpu::transpose(x.raw(), x.shape, perm, elementSize(x.dtype),
+                   out.raw());
     return true;
   }
   case program::SPLIT:
@@ -535,9 +598,9 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     if (total != full.shape[axis])
       return c.fail("operand shapes do not match");
     for (const Tensor *t : c.in)
-      ins.push_back(t->bytes.data());
+      ins.push_back(t->raw());
     for (Tensor *t : c.out)
-      outs.push_back(t->bytes.data());
+      outs.push_back(t->raw());
     cpu::sliceAlongAxis(ins, outs, full.shape, axis, sizes,
                         elementSize(full.dtype), concat);
     return true;
@@ -618,7 +681,7 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     if (x.numElements() != out.numElements())
       return c.fail("operand shapes do not match");
     if (x.dtype == out.dtype) {
-      std::memcpy(out.bytes.data(), x.bytes.data(), out.bytes.size());
+      std::memcpy(out.raw(), x.raw(), out.byteSize());
     } else if (x.dtype == program::F32 && out.dtype == program::F64) {
       convert<float, double>(x, out);
     } else if (x.dtype == program::F64 && out.dtype == program::F32) {

@@ -136,7 +136,9 @@ def check(name, text, opt, runner, tmp, rng, vocab_hint=None, scale_params=False
         f.write(text)
     fb = os.path.join(tmp, name + ".fb.mlir")
     with open(fb, "w") as f:
-        f.write(run([opt, path, "--gptc-autodiff", "--canonicalize", "--cse"]))
+        # The buffer plan is on: a value placed over one still alive would
+        # show up as a wrong gradient.
+        f.write(run([opt, path, "-p", "builtin.module(gptc-autodiff,func.func(canonicalize,cse,gptc-plan-buffers))"]))
     args = signature(text)
     values = []
     for (arg, shape, dtype, is_param, role) in args:

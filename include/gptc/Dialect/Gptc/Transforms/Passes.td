@@ -97,4 +97,27 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
 }
 
+def GptcPlanBuffersPass
+    : InterfacePass<"gptc-plan-buffers", "mlir::FunctionOpInterface"> {
+  let summary = "Place every intermediate value in one arena, reusing memory by liveness";
+  let description = [{
+    A value lives from the op that defines it to its last use (to the end
+    for returned values). Values are placed, largest first, at the lowest
+    `alignment`-aligned offset that overlaps no placed value alive at the
+    same time (greedy best-fit on the interval graph). The plan is part of
+    the IR: each op gets `gptc.offsets` (one byte offset per result) and the
+    function `gptc.arena_bytes`; the exporter copies both into the runtime
+    artifact. Function arguments are bound by the caller and not planned.
+
+    ```mlir
+    %0 = gptc.gelu %x {gptc.offsets = array<i64: 0>} : tensor<4x8xf32>
+    %1 = gptc.add %0, %x {gptc.offsets = array<i64: 128>} : tensor<4x8xf32>
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "64",
+           "Byte alignment of every offset">
+  ];
+}
+
 #endif // GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD

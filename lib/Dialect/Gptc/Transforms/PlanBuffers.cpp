@@ -1,0 +1,131 @@
+//===- PlanBuffers.cpp - Arena offsets by liveness -------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Straight-line functions only (one block): the position of an op in the
+// block is its time. Greedy placement, largest value first, is the usual
+// heuristic for this interval-packing problem (TFLite's and XLA's
+// heap simulators use variants of it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+
+namespace mlir::gptc {
+#define GEN_PASS_DEF_GPTCPLANBUFFERSPASS
+#include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+} // namespace mlir::gptc
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+namespace {
+/// One value to place: its size and the times it is alive, inclusive.
+struct Interval {
+  Value value;
+  int64_t bytes, begin, end, offset = -1;
+};
+} // namespace
+
+/// Bytes of a statically shaped tensor, or -1.
+static int64_t byteSize(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return -1;
+  int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return tensor.getNumElements() * ((bits + 7) / 8);
+}
+
+static int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+namespace {
+struct GptcPlanBuffersPass final
+    : mlir::gptc::impl::GptcPlanBuffersPassBase<GptcPlanBuffersPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    FunctionOpInterface func = getOperation();
+    if (func.isExternal())
+      return;
+    if (!llvm::hasSingleElement(func.getFunctionBody())) {
+      func.emitOpError("gptc-plan-buffers expects a single block");
+      return signalPassFailure();
+    }
+    if (alignment <= 0 || (alignment & (alignment - 1))) {
+      func.emitOpError("gptc-plan-buffers: alignment must be a power of two");
+      return signalPassFailure();
+    }
+    Block &body = func.getFunctionBody().front();
+
+    // 1. Lifetimes: from the defining op to the last user (the terminator
+    //    keeps returned values alive to the end).
+    DenseMap<Operation *, int64_t> time;
+    int64_t t = 0;
+    for (Operation &op : body)
+      time[&op] = t++;
+    SmallVector<Interval> intervals;
+    for (Operation &op : body.without_terminator())
+      for (Value result : op.getResults()) {
+        int64_t bytes = byteSize(result.getType());
+        if (bytes < 0) {
+          op.emitOpError("has a result the buffer plan cannot size");
+          return signalPassFailure();
+        }
+        int64_t end = time[&op];
+        for (Operation *user : result.getUsers())
+          end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
+        intervals.push_back({result, bytes, time[&op], end});
+      }
+
+    // 2. Largest first, each at the lowest aligned offset that fits between
+    //    the placed values alive at the same time.
+    SmallVector<Interval *> order;
+    for (Interval &i : intervals)
+      order.push_back(&i);
+    llvm::stable_sort(order, [](Interval *a, Interval *b) {
+      return a->bytes > b->bytes;
+    });
+    SmallVector<Interval *> placed;
+    int64_t arena = 0;
+    for (Interval *cur : order) {
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (Interval *p : placed)
+        if (p->begin <= cur->end && cur->begin <= p->end)
+          busy.push_back({p->offset, p->offset + p->bytes});
+      llvm::sort(busy);
+      int64_t offset = 0;
+      for (auto [lo, hi] : busy) {
+        if (offset + cur->bytes <= lo)
+          break;
+        offset = std::max(offset, alignUp(hi, alignment));
+      }
+      cur->offset = offset;
+      arena = std::max(arena, offset + cur->bytes);
+      placed.push_back(cur);
+    }
+
+    // 3. Record the plan in the IR.
+    Builder b(func.getContext());
+    DenseMap<Value, int64_t> offsets;
+    for (Interval &i : intervals)
+      offsets[i.value] = i.offset;
+    for (Operation &op : body.without_terminator()) {
+      SmallVector<int64_t> o;
+      for (Value result : op.getResults())
+        o.push_back(offsets.lookup(result));
+      op.setAttr("gptc.offsets", b.getDenseI64ArrayAttr(o));
+    }
+    func->setAttr("gptc.arena_bytes", b.getI64IntegerAttr(alignUp(arena, alignment)));
+  }
+};
+} // namespace

@@ -1,0 +1,39 @@
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-plan-buffers))' | FileCheck %s
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-plan-buffers{alignment=256}))' | FileCheck %s --check-prefix=ALIGN
+
+// A chain: %a dies once %b is computed, so %c reuses its memory; %b, read
+// while %c is written, does not.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: attributes {gptc.arena_bytes = 256 : i64}
+// CHECK: gptc.gelu %{{.*}} {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.gelu %{{.*}} {gptc.offsets = array<i64: 128>}
+// CHECK: gptc.gelu %{{.*}} {gptc.offsets = array<i64: 0>}
+// ALIGN-LABEL: func.func @chain
+// ALIGN-SAME: attributes {gptc.arena_bytes = 512 : i64}
+// ALIGN: gptc.offsets = array<i64: 0>
+// ALIGN: gptc.offsets = array<i64: 256>
+// ALIGN: gptc.offsets = array<i64: 0>
+func.func @chain(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = gptc.gelu %x : tensor<4x8xf32>
+  %b = gptc.gelu %a : tensor<4x8xf32>
+  %c = gptc.gelu %b : tensor<4x8xf32>
+  return %c : tensor<4x8xf32>
+}
+
+// -----
+
+// A value used late stays alive across the others; the largest value is
+// placed first; multi-result ops get one offset per result.
+// CHECK-LABEL: func.func @long_lived
+// CHECK-SAME: attributes {gptc.arena_bytes = 1152 : i64}
+// CHECK: %[[BIG:.*]] = gptc.broadcast {{.*}} {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.split {{.*}} {gptc.offsets = array<i64: 1024, 1088>}
+// CHECK: gptc.reduce_sum {{.*}} {gptc.offsets = array<i64: 1024>}
+// CHECK: gptc.add {{.*}} {gptc.offsets = array<i64: 1088>}
+func.func @long_lived(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<32x8xf32>) {
+  %big = gptc.broadcast %x [0] : tensor<8xf32> -> tensor<32x8xf32>
+  %p:2 = gptc.split %x axis 0 : tensor<8xf32> -> tensor<4xf32>, tensor<4xf32>
+  %s = gptc.reduce_sum %big [0] : tensor<32x8xf32> -> tensor<8xf32>
+  %t = gptc.add %s, %x : tensor<8xf32>
+  return %t, %big : tensor<8xf32>, tensor<32x8xf32>
+}
