@@ -325,7 +325,12 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
 
   int64_t tokensPerStep = options.batch * options.seqLen;
   int64_t first = step, last = options.steps;
+  if (options.profile)
+    trainStep->enableProfiling();
   auto start = std::chrono::steady_clock::now();
+  // The first step pays for page faults and cold caches; the steady rate
+  // is measured from the end of it.
+  auto afterFirst = start;
   std::vector<const Tensor *> in;
   std::vector<Tensor> out;
   for (; step < last; ++step) {
@@ -346,12 +351,16 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
     in.push_back(&stepT);
     in.push_back(&tokens);
     in.push_back(&labels);
+    // `out` holds the state of two steps ago: its buffers receive this
+    // step's (double buffering, no copies).
     if (!trainStep->run(in, out, error))
       return false;
+    if (step == first)
+      afterFirst = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < n; ++i) {
-      params[i] = std::move(out[i]);
-      m[i] = std::move(out[n + i]);
-      v[i] = std::move(out[2 * n + i]);
+      std::swap(params[i], out[i]);
+      std::swap(m[i], out[n + i]);
+      std::swap(v[i], out[2 * n + i]);
     }
     double loss = scalar(out[3 * n]), norm = scalar(out[3 * n + 1]),
            lr = scalar(out[3 * n + 2]);
@@ -407,6 +416,40 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       if (!ok)
         return false;
     }
+  }
+  auto end = std::chrono::steady_clock::now();
+  double total = std::chrono::duration<double>(end - start).count();
+  double steady = std::chrono::duration<double>(end - afterFirst).count();
+  int64_t steps = last - first;
+  if (steps > 0) {
+    log << "gptc: " << steps << " steps in " << std::fixed
+        << std::setprecision(2) << total << " s";
+    if (steps > 1 && steady > 0)
+      log << "; " << std::setprecision(0)
+          << (steps - 1) * tokensPerStep / steady
+          << " tok/s after the first step";
+    log << "\n" << std::flush;
+  }
+  if (options.profile && !trainStep->profile().empty()) {
+    const std::vector<double> &sec = trainStep->profile();
+    double sum = 0;
+    for (double x : sec)
+      sum += x;
+    std::vector<int> order;
+    for (int k = 0; k < static_cast<int>(sec.size()); ++k)
+      if (sec[k] > 0)
+        order.push_back(k);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return sec[a] > sec[b]; });
+    log << "gptc: time in @train_step by kernel (" << std::setprecision(2)
+        << sum << " s in kernels of " << total << " s):\n";
+    for (int k : order)
+      log << "  " << std::left << std::setw(24)
+          << program::OpKind_Name(static_cast<program::OpKind>(k))
+          << std::right << std::setw(7) << std::setprecision(1)
+          << 100.0 * sec[k] / sum << "%  " << std::setw(8)
+          << std::setprecision(3) << sec[k] << " s  "
+          << trainStep->profileCalls()[k] << " calls\n";
   }
   return true;
 }

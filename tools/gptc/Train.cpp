@@ -65,6 +65,9 @@ static cl::opt<int64_t> evalIntervalOpt(
 static cl::opt<int64_t> logIntervalOpt("log-interval",
                                        cl::desc("A progress line every N steps"),
                                        cl::init(10), cl::cat(trainCategory));
+static cl::opt<bool> profileOpt("profile",
+                                cl::desc("Print the time spent per kernel kind"),
+                                cl::init(false), cl::cat(trainCategory));
 static cl::opt<std::string>
     dumpDirOpt("dump-dir",
                cl::desc("Write the initial parameters, each batch and the "
@@ -166,6 +169,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   opts.logInterval = logIntervalOpt;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
+  opts.profile = profileOpt;
   auto trainer = rt::Trainer::create(program, opts, error);
   if (!trainer)
     return fail(error);

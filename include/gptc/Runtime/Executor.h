@@ -75,10 +75,19 @@ public:
   /// the declared types) and returns its outputs. On a runtime error (an
   /// id outside the vocabulary, a non-finite loss is not an error) returns
   /// false with `error` naming the kernel's location.
+  ///
+  /// An output tensor the caller passes in with the output's type and
+  /// owned storage is written in place, with no copy: a training loop
+  /// passes last step's state back as this step's output buffers.
   bool run(const std::vector<const Tensor *> &inputs,
            std::vector<Tensor> &outputs, std::string &error);
 
   const program::Function &getFunction() const { return function; }
+
+  /// Time every kernel from now on; `profile()` returns seconds per op kind.
+  void enableProfiling() { profiling = true; }
+  const std::vector<double> &profile() const { return seconds; }
+  const std::vector<int64_t> &profileCalls() const { return calls; }
 
 private:
   explicit Executor(const program::Function &function);
@@ -92,6 +101,10 @@ private:
   std::unique_ptr<std::byte[], void (*)(void *)> arena{nullptr, std::free};
   /// Inputs bound for the current run (by value id), to avoid copies.
   std::vector<const Tensor *> bound;
+  bool profiling = false;
+  /// Seconds and calls per program::OpKind.
+  std::vector<double> seconds;
+  std::vector<int64_t> calls;
 };
 
 } // namespace gptc::runtime

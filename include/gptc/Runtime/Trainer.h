@@ -66,6 +66,8 @@ struct TrainOptions {
   /// terminal).
   int64_t logInterval = 10;
   bool liveProgress = false;
+  /// Time each kernel kind and print where the step's time goes.
+  bool profile = false;
   /// Write the initial parameters, each step's batch and the losses as
   /// .npy/.tsv files here (reference checks).
   std::string dumpDir;

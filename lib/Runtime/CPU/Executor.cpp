@@ -15,6 +15,7 @@
 
 #include "gptc/Runtime/CPU/Kernels.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -724,11 +725,66 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
     }
     bound[id] = inputs[i];
   }
-  for (const Kernel &k : function.kernels())
-    if (!runKernel(k, error))
-      return false;
-  outputs.clear();
-  for (int32_t id : function.outputs())
-    outputs.push_back(bound[id] ? *bound[id] : values[id]);
+  // Outputs the caller provides buffers for are computed in place: their
+  // values become views of those buffers for this run. A value returned
+  // twice, or an input returned as is, takes the copying path below.
+  int nout = function.outputs_size();
+  std::vector<bool> inPlace(nout, false);
+  std::vector<Tensor> saved;
+  if (static_cast<int>(outputs.size()) == nout) {
+    std::vector<int> uses(values.size(), 0);
+    for (int32_t id : function.outputs())
+      ++uses[id];
+    for (int i = 0; i < nout; ++i) {
+      int32_t id = function.outputs(i);
+      Tensor &o = outputs[i];
+      if (uses[id] != 1 || bound[id] || o.dtype != values[id].dtype ||
+          o.shape != values[id].shape || !o.raw())
+        continue;
+      inPlace[i] = true;
+    }
+    saved.resize(nout);
+    for (int i = 0; i < nout; ++i)
+      if (inPlace[i]) {
+        int32_t id = function.outputs(i);
+        saved[i] = std::move(values[id]);
+        values[id] = Tensor::view(outputs[i].dtype, outputs[i].shape,
+                                  outputs[i].raw());
+      }
+  }
+  auto restore = [&] {
+    for (int i = 0; i < static_cast<int>(saved.size()); ++i)
+      if (inPlace[i])
+        values[function.outputs(i)] = std::move(saved[i]);
+  };
+  if (!profiling) {
+    for (const Kernel &k : function.kernels())
+      if (!runKernel(k, error)) {
+        restore();
+        return false;
+      }
+  } else {
+    seconds.resize(program::OpKind_ARRAYSIZE, 0.0);
+    calls.resize(program::OpKind_ARRAYSIZE, 0);
+    for (const Kernel &k : function.kernels()) {
+      auto start = std::chrono::steady_clock::now();
+      if (!runKernel(k, error)) {
+        restore();
+        return false;
+      }
+      seconds[k.op()] += std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+      ++calls[k.op()];
+    }
+  }
+  restore();
+  outputs.resize(nout);
+  for (int i = 0; i < nout; ++i) {
+    if (inPlace[i])
+      continue;
+    int32_t id = function.outputs(i);
+    outputs[i] = bound[id] ? *bound[id] : values[id];
+  }
   return true;
 }
