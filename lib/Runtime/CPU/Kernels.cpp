@@ -184,7 +184,9 @@ template <typename T> static constexpr T geluScale() {
 /// library's tanh in double, which the finite-difference checks use.
 static inline float fastTanh(float x) {
   const float clamp = 7.90531110763549805f;
-  x = std::min(clamp, std::max(-clamp, x));
+  // Selects, not branches, so that the loops around it vectorize.
+  x = x > clamp ? clamp : x;
+  x = x < -clamp ? -clamp : x;
   float x2 = x * x;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
@@ -262,45 +264,45 @@ template <typename T> void add(const T *a, const T *b, int64_t n, T *y) {
 // Causal attention
 //===----------------------------------------------------------------------===//
 
-/// Probabilities of query row `t` of one head over keys 0..t, into `p`.
+/// Turns the scores `s` (T x T, row-major) of one head into causal
+/// probabilities in place: row t is softmax(scale * s[t, 0..t]), zero after.
 template <typename T>
-static void attentionRow(const T *q, const T *k, int64_t t, int64_t stride,
-                         int64_t d, T scale, T *p) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j <= t; ++j) {
-    T s = 0;
-    for (int64_t i = 0; i < d; ++i)
-      s += q[i] * k[j * stride + i];
-    p[j] = s * scale;
-    m = std::max(m, p[j]);
+static void causalSoftmax(T *s, int64_t seq, T scale) {
+  for (int64_t t = 0; t < seq; ++t) {
+    T *row = s + t * seq;
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j <= t; ++j) {
+      row[j] *= scale;
+      m = std::max(m, row[j]);
+    }
+    T sum = 0;
+    for (int64_t j = 0; j <= t; ++j)
+      sum += row[j] = std::exp(row[j] - m);
+    T inv = T(1) / sum;
+    for (int64_t j = 0; j <= t; ++j)
+      row[j] *= inv;
+    std::fill(row + t + 1, row + seq, T(0));
   }
-  T sum = 0;
-  for (int64_t j = 0; j <= t; ++j)
-    sum += p[j] = std::exp(p[j] - m);
-  for (int64_t j = 0; j <= t; ++j)
-    p[j] /= sum;
 }
+
+// Per batch and head, the head's columns of Q, K, V (B x T x C) are a
+// T x D matrix with row stride C, which BLAS takes as is: no copies.
 
 template <typename T>
 void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
                      int64_t seq, int64_t width, int64_t heads, T *out) {
   int64_t d = width / heads;
   T scale = T(1) / std::sqrt(T(d));
-  std::vector<T> p(seq);
+  std::vector<T> p(seq * seq);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      const T *qb = q + b * seq * width + h * d;
-      const T *kb = k + b * seq * width + h * d;
-      const T *vb = v + b * seq * width + h * d;
-      T *ob = out + b * seq * width + h * d;
-      for (int64_t t = 0; t < seq; ++t) {
-        attentionRow(qb + t * width, kb, t, width, d, scale, p.data());
-        T *o = ob + t * width;
-        std::fill(o, o + d, T(0));
-        for (int64_t j = 0; j <= t; ++j)
-          for (int64_t i = 0; i < d; ++i)
-            o[i] += p[j] * vb[j * width + i];
-      }
+      int64_t off = b * seq * width + h * d;
+      // S = Q K^T; P = causal softmax(S / sqrt(D)); O = P V.
+      gemm(false, true, seq, seq, d, q + off, width, k + off, width, T(0),
+           p.data(), seq);
+      causalSoftmax(p.data(), seq, scale);
+      gemm(false, false, seq, d, seq, p.data(), seq, v + off, width, T(0),
+           out + off, width);
     }
 }
 
@@ -310,42 +312,34 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t heads, T *dq, T *dk, T *dv) {
   int64_t d = width / heads;
   T scale = T(1) / std::sqrt(T(d));
-  int64_t n = batch * seq * width;
-  std::fill(dq, dq + n, T(0));
-  std::fill(dk, dk + n, T(0));
-  std::fill(dv, dv + n, T(0));
-  std::vector<T> p(seq), dp(seq);
+  std::vector<T> p(seq * seq), dp(seq * seq);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      int64_t base = b * seq * width + h * d;
+      int64_t off = b * seq * width + h * d;
+      // Recompute P, as flash attention's backward pass does.
+      gemm(false, true, seq, seq, d, q + off, width, k + off, width, T(0),
+           p.data(), seq);
+      causalSoftmax(p.data(), seq, scale);
+      // dP = dO V^T;  dV = P^T dO.
+      gemm(false, true, seq, seq, d, dout + off, width, v + off, width, T(0),
+           dp.data(), seq);
+      gemm(true, false, seq, d, seq, p.data(), seq, dout + off, width, T(0),
+           dv + off, width);
+      // dS = P (dP - rowsum(P dP)) / sqrt(D), zero above the diagonal
+      // (P is).
       for (int64_t t = 0; t < seq; ++t) {
-        const T *qt = q + base + t * width, *dot = dout + base + t * width;
-        attentionRow(qt, k + base, t, width, d, scale, p.data());
-        // dP_j = dO_t . V_j; dV_j += P_j dO_t.
-        T sum = 0;
-        for (int64_t j = 0; j <= t; ++j) {
-          const T *vj = v + base + j * width;
-          T *dvj = dv + base + j * width;
-          T s = 0;
-          for (int64_t i = 0; i < d; ++i) {
-            s += dot[i] * vj[i];
-            dvj[i] += p[j] * dot[i];
-          }
-          dp[j] = s;
-          sum += p[j] * s;
-        }
-        // dS_j = P_j (dP_j - sum); dQ_t += scale dS_j K_j; dK_j += scale dS_j Q_t.
-        T *dqt = dq + base + t * width;
-        for (int64_t j = 0; j <= t; ++j) {
-          T ds = p[j] * (dp[j] - sum) * scale;
-          const T *kj = k + base + j * width;
-          T *dkj = dk + base + j * width;
-          for (int64_t i = 0; i < d; ++i) {
-            dqt[i] += ds * kj[i];
-            dkj[i] += ds * qt[i];
-          }
-        }
+        T *pr = p.data() + t * seq, *dpr = dp.data() + t * seq;
+        T dot = 0;
+        for (int64_t j = 0; j <= t; ++j)
+          dot += pr[j] * dpr[j];
+        for (int64_t j = 0; j < seq; ++j)
+          dpr[j] = pr[j] * (dpr[j] - dot) * scale;
       }
+      // dQ = dS K;  dK = dS^T Q.
+      gemm(false, false, seq, d, seq, dp.data(), seq, k + off, width, T(0),
+           dq + off, width);
+      gemm(true, false, seq, d, seq, dp.data(), seq, q + off, width, T(0),
+           dk + off, width);
     }
 }
 
@@ -467,6 +461,33 @@ void reduceSum(const T *x, const std::vector<int64_t> &shape,
   for (int64_t d : dims)
     outN /= shape[d];
   std::fill(y, y + outN, T(0));
+  // Fast paths: leading dimensions (bias gradients) or trailing ones, as
+  // rows x columns.
+  int64_t rank = static_cast<int64_t>(shape.size()), k = dims.size();
+  bool leading = true, trailing = true;
+  for (int64_t i = 0; i < k; ++i) {
+    leading &= dims[i] == i;
+    trailing &= dims[i] == rank - k + i;
+  }
+  if (k > 0 && (leading || trailing)) {
+    int64_t rows = 1;
+    for (int64_t d = 0; d < (leading ? k : rank - k); ++d)
+      rows *= shape[d];
+    int64_t cols = rows ? product(shape) / rows : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *row = x + r * cols;
+      if (leading) {
+        for (int64_t c = 0; c < cols; ++c)
+          y[c] += row[c];
+      } else {
+        T sum = 0;
+        for (int64_t c = 0; c < cols; ++c)
+          sum += row[c];
+        y[r] = sum;
+      }
+    }
+    return;
+  }
   forEachReduced(shape, dims, [&](int64_t i, int64_t r) { y[r] += x[i]; });
 }
 
