@@ -15,7 +15,10 @@
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Frontend/ModelSpec.h"
 
+#include "gptc/Pipelines/Pipelines.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -134,5 +137,32 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << bytes(size->gradBytes) << ")\n";
   os << "  optimizer: " << size->optimizerBytes << " bytes ("
      << bytes(size->optimizerBytes) << ")\n";
+
+  // The training step's intermediate buffers after gptc-plan-buffers, for
+  // one micro-batch on one device.
+  OwningOpRef<ModuleOp> step(cast<ModuleOp>(module->clone()));
+  PassManager pm(module.getContext());
+  buildTrainPipeline(pm);
+  // Diagnostics of this internal compile would duplicate the real one's.
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
+  if (succeeded(pm.run(*step))) {
+    if (auto train = step->lookupSymbol<func::FuncOp>("train_step")) {
+      int64_t values = 0;
+      train.walk([&](Operation *op) {
+        for (Type t : op->getResultTypes())
+          if (auto tensor = dyn_cast<RankedTensorType>(t))
+            values += tensor.getNumElements() *
+                      ((tensor.getElementTypeBitWidth() + 7) / 8);
+      });
+      auto arena = train->getAttrOfType<IntegerAttr>("gptc.arena_bytes");
+      if (arena && values > 0)
+        os << "training step buffers: " << arena.getInt() << " bytes ("
+           << bytes(arena.getInt()) << ") for " << values
+           << " bytes of intermediate values, reused by liveness ("
+           << llvm::format("%.1f", double(values) / arena.getInt())
+           << "x)\n";
+    }
+  }
   return success();
 }

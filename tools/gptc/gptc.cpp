@@ -4,7 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-//   gptc MODEL.pbtxt --emit=mlir|summary [-o OUT]
+//   gptc MODEL.pbtxt --emit=mlir|train|program|summary [-o OUT]
+//   gptc train MODEL.pbtxt ...      (Train.cpp)
+//   gptc sample CHECKPOINT ...
 //
 // Reads a model description, builds its forward graph, runs the frontend
 // pipeline (the same C++ function that gptc-opt registers as
@@ -22,6 +24,7 @@
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Target/ExportProgram.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -35,6 +38,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <google/protobuf/text_format.h>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -52,13 +57,18 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output filename"),
                                            cl::cat(gptcCategory));
 
 namespace {
-enum class Emit { MLIR, Summary };
+enum class Emit { MLIR, Train, Program, Summary };
 } // namespace
 
 static cl::opt<Emit> emitAction(
     "emit", cl::desc("What to produce"), cl::init(Emit::Summary),
     cl::values(clEnumValN(Emit::MLIR, "mlir",
                           "The forward graph in the gptc dialect"),
+               clEnumValN(Emit::Train, "train",
+                          "The training step after gptc-train-pipeline"),
+               clEnumValN(Emit::Program, "program",
+                          "The runtime artifact of the training step "
+                          "(protobuf text)"),
                clEnumValN(Emit::Summary, "summary",
                           "Parameters, FLOPs and per-device model state")),
     cl::cat(gptcCategory));
@@ -95,16 +105,30 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
-  buildFrontendPipeline(pm, FrontendPipelineOptions());
+  bool training = emitAction == Emit::Train || emitAction == Emit::Program;
+  if (training)
+    buildTrainPipeline(pm);
+  else
+    buildFrontendPipeline(pm, FrontendPipelineOptions());
   if (failed(pm.run(*module)))
     return failure();
 
   switch (emitAction) {
   case Emit::MLIR:
+  case Emit::Train:
     module->print(os, OpPrintingFlags().enableDebugInfo(
                           /*enable=*/true, /*prettyForm=*/false));
     os << "\n";
     return success();
+  case Emit::Program: {
+    ::gptc::program::Program program;
+    if (failed(exportProgram(*module, {"forward", "train_step"}, program)))
+      return failure();
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(program, &text);
+    os << text;
+    return success();
+  }
   case Emit::Summary:
     return printSummary(*desc, *module, os);
   }
@@ -151,7 +175,7 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "gptc: GPT model compiler\n\n"
-      "  gptc MODEL.pbtxt --emit=mlir|summary   compile\n"
+      "  gptc MODEL.pbtxt --emit=mlir|train|program|summary\n"
       "  gptc train MODEL.pbtxt [--data FILE]   train on the CPU\n"
       "  gptc sample CHECKPOINT                 generate text\n");
 
