@@ -288,6 +288,15 @@ static void causalSoftmax(T *s, int64_t seq, T scale) {
 // Per batch and head, the head's columns of Q, K, V (B x T x C) are a
 // T x D matrix with row stride C, which BLAS takes as is: no copies.
 
+/// P = causal softmax(Q K^T / sqrt(D)) of the head at `off`, into `p`.
+template <typename T>
+static void headProbabilities(const T *q, const T *k, int64_t off,
+                              int64_t seq, int64_t width, int64_t d, T scale,
+                              T *p) {
+  gemm(false, true, seq, seq, d, q + off, width, k + off, width, T(0), p, seq);
+  causalSoftmax(p, seq, scale);
+}
+
 template <typename T>
 void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
                      int64_t seq, int64_t width, int64_t heads, T *out) {
@@ -297,10 +306,8 @@ void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       int64_t off = b * seq * width + h * d;
-      // S = Q K^T; P = causal softmax(S / sqrt(D)); O = P V.
-      gemm(false, true, seq, seq, d, q + off, width, k + off, width, T(0),
-           p.data(), seq);
-      causalSoftmax(p.data(), seq, scale);
+      // P = causal softmax(Q K^T / sqrt(D)); O = P V.
+      headProbabilities(q, k, off, seq, width, d, scale, p.data());
       gemm(false, false, seq, d, seq, p.data(), seq, v + off, width, T(0),
            out + off, width);
     }
@@ -317,9 +324,7 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
     for (int64_t h = 0; h < heads; ++h) {
       int64_t off = b * seq * width + h * d;
       // Recompute P, as flash attention's backward pass does.
-      gemm(false, true, seq, seq, d, q + off, width, k + off, width, T(0),
-           p.data(), seq);
-      causalSoftmax(p.data(), seq, scale);
+      headProbabilities(q, k, off, seq, width, d, scale, p.data());
       // dP = dO V^T;  dV = P^T dO.
       gemm(false, true, seq, seq, d, dout + off, width, v + off, width, T(0),
            dp.data(), seq);
