@@ -242,7 +242,7 @@ bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
   auto fill = [&](const std::string &name, Tensor &t) {
     auto it = byName.find(name);
     if (it == byName.end() ||
-        it->second->data().size() != t.byteSize()) {
+        static_cast<int64_t>(it->second->data().size()) != t.byteSize()) {
       error = "the checkpoint '" + path + "' lacks or mis-sizes '" + name + "'";
       return false;
     }

@@ -251,7 +251,7 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
     auto it = byName.find(v.name());
     rt::Tensor t(v.type().dtype(),
                  {v.type().shape().begin(), v.type().shape().end()});
-    if (it == byName.end() || it->second->data().size() != t.byteSize())
+    if (it == byName.end() || static_cast<int64_t>(it->second->data().size()) != t.byteSize())
       return fail("the checkpoint lacks or mis-sizes parameter '" + v.name() +
                   "'");
     std::memcpy(t.raw(), it->second->data().data(), t.byteSize());

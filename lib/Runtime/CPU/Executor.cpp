@@ -368,7 +368,7 @@ template <typename T> bool runFloat(Call &c) {
     int64_t m = ta ? a.shape[r - 1] : a.shape[r - 2];
     int64_t kk = ta ? a.shape[r - 2] : a.shape[r - 1];
     int64_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
-    int64_t batch = m * kk ? a.numElements() / (m * kk) : 0;
+    int64_t batch = m * kk != 0 ? a.numElements() / (m * kk) : 0;
     if (!c.expect(b.numElements() == batch * kk * n &&
                       out[0]->numElements() == batch * m * n,
                   "operand shapes do not match"))

@@ -117,10 +117,12 @@ void matmul(const T *a, const T *b, int64_t batch, int64_t m, int64_t n,
 template <typename T>
 static void rowStats(const T *x, int64_t cols, double eps, T &mean, T &rstd) {
   T sum = 0;
+#pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < cols; ++c)
     sum += x[c];
   mean = sum / T(cols);
   T var = 0;
+#pragma omp simd reduction(+ : var)
   for (int64_t c = 0; c < cols; ++c) {
     T d = x[c] - mean;
     var += d * d;
@@ -206,6 +208,33 @@ static inline double fastTanh(double x) { return std::tanh(x); }
 
 float tanhForGelu(float x) { return fastTanh(x); }
 
+/// exp for the softmax and cross-entropy loops: Cody-Waite range reduction
+/// to r in [-ln2/2, ln2/2] and Cephes' degree-6 polynomial, scaled by 2^n
+/// through the exponent bits; within 2 ulp of std::exp, and vectorizable.
+/// Inputs below -87 give 0 (the softmaxes here only exponentiate x - max).
+static inline float fastExp(float x) {
+  x = x > 88.0f ? 88.0f : x;
+  bool tiny = x < -87.0f;
+  x = x < -87.0f ? -87.0f : x;
+  float fn = x * 1.44269504088896341f;
+  int n = static_cast<int>(fn + (fn >= 0 ? 0.5f : -0.5f));
+  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return tiny ? 0.0f : p * scale;
+}
+static inline double fastExp(double x) { return std::exp(x); }
+
+float expForSoftmax(float x) { return fastExp(x); }
+
 template <typename T> void gelu(const T *xIn, int64_t n, T *yOut) {
   const T *__restrict x = xIn;
   T *__restrict y = yOut;
@@ -234,10 +263,14 @@ void softmax(const T *x, int64_t rows, int64_t cols, T *y) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * cols;
     T *yr = y + r * cols;
-    T m = *std::max_element(xr, xr + cols);
-    T sum = 0;
+    T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
     for (int64_t c = 0; c < cols; ++c)
-      sum += yr[c] = std::exp(xr[c] - m);
+      m = xr[c] > m ? xr[c] : m;
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < cols; ++c)
+      sum += yr[c] = fastExp(xr[c] - m);
     for (int64_t c = 0; c < cols; ++c)
       yr[c] /= sum;
   }
@@ -271,13 +304,15 @@ static void causalSoftmax(T *s, int64_t seq, T scale) {
   for (int64_t t = 0; t < seq; ++t) {
     T *row = s + t * seq;
     T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
     for (int64_t j = 0; j <= t; ++j) {
       row[j] *= scale;
-      m = std::max(m, row[j]);
+      m = row[j] > m ? row[j] : m;
     }
     T sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j <= t; ++j)
-      sum += row[j] = std::exp(row[j] - m);
+      sum += row[j] = fastExp(row[j] - m);
     T inv = T(1) / sum;
     for (int64_t j = 0; j <= t; ++j)
       row[j] *= inv;
@@ -335,6 +370,7 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
       for (int64_t t = 0; t < seq; ++t) {
         T *pr = p.data() + t * seq, *dpr = dp.data() + t * seq;
         T dot = 0;
+#pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j <= t; ++j)
           dot += pr[j] * dpr[j];
         for (int64_t j = 0; j < seq; ++j)
@@ -354,10 +390,14 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
 
 /// log(sum(exp(row))) computed stably.
 template <typename T> static T logSumExp(const T *row, int64_t n) {
-  T m = *std::max_element(row, row + n);
-  T sum = 0;
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i)
-    sum += std::exp(row[i] - m);
+    m = row[i] > m ? row[i] : m;
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i)
+    sum += fastExp(row[i] - m);
   return m + std::log(sum);
 }
 
@@ -402,7 +442,7 @@ void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
     const T *row = logits + r * vocab;
     T lse = logSumExp(row, vocab);
     for (int64_t c = 0; c < vocab; ++c)
-      drow[c] = std::exp(row[c] - lse) * scale;
+      drow[c] = fastExp(row[c] - lse) * scale;
     drow[label] -= scale;
   }
 }

@@ -57,6 +57,8 @@ void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
 template <typename T> void gelu(const T *x, int64_t n, T *y);
 /// The float tanh the GELU kernels use (exposed for its accuracy test).
 float tanhForGelu(float x);
+/// The float exp the softmax and cross-entropy kernels use (likewise).
+float expForSoftmax(float x);
 template <typename T> void geluGrad(const T *x, const T *dy, int64_t n, T *dx);
 
 template <typename T>
