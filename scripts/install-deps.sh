@@ -10,6 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev
   libopenblas-dev
+  mpich libmpich-dev
   python3-numpy python3-torch
 )
 

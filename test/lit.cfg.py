@@ -48,6 +48,12 @@ if config.gptc_have_cuda:
     config.substitutions.append(("%cuda_arch", config.gptc_cuda_architectures))
 if config.gptc_have_nccl:
     config.available_features.add("nccl")
+# MPI (MPICH) for multi-rank tests. Ranks run on this machine's cores,
+# oversubscribed where -np exceeds them.
+if config.gptc_mpirun and os.path.exists(config.gptc_mpirun):
+    config.available_features.add("mpi")
+    config.substitutions.append(("%mpirun", config.gptc_mpirun))
+
 # PyTorch for the reference checks, in the Python lit runs tests with.
 try:
     probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, timeout=120)

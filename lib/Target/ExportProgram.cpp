@@ -10,6 +10,7 @@
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -89,16 +90,35 @@ static LogicalResult appendElements(DenseElementsAttr attr, std::string &data) {
 namespace {
 class FunctionExporter {
 public:
-  explicit FunctionExporter(pg::Function &out) : out(out) {}
+  FunctionExporter(pg::Function &out, SymbolTableCollection &symbols)
+      : out(out), symbols(symbols) {}
 
   LogicalResult run(func::FuncOp func);
 
 private:
+  /// Records the grid the function's collectives use (one per function).
+  LogicalResult setGrid(shard::GridOp grid, Operation *user) {
+    if (gridOp && gridOp != grid)
+      return user->emitOpError("uses a second grid; a function's "
+                               "collectives run on one grid");
+    if (!gridOp) {
+      gridOp = grid;
+      for (int64_t d : grid.getShape()) {
+        if (d <= 0)
+          return grid.emitOpError("needs a static shape to be exported");
+        out.add_grid_shape(d);
+      }
+    }
+    return success();
+  }
+
   /// Declares `value` with an optional name; returns its id.
   FailureOr<int32_t> declare(Value value, StringRef name, Operation *where);
   LogicalResult lower(Operation *op);
 
   pg::Function &out;
+  SymbolTableCollection &symbols;
+  shard::GridOp gridOp;
   DenseMap<Value, int32_t> ids;
 };
 } // namespace
@@ -314,6 +334,21 @@ LogicalResult FunctionExporter::lower(Operation *op) {
               kernel.add_floats(f.convertToDouble());
             return success();
           })
+          .Case([&](shard::AllReduceOp o) -> LogicalResult {
+            if (o.getReduction() != shard::ReductionKind::Sum)
+              return o.emitOpError("has no CPU kernel for this reduction "
+                                   "(only sum)");
+            FailureOr<shard::GridOp> grid =
+                shard::getGridOrNull(o, o.getGridAttr(), symbols);
+            if (failed(grid) || !*grid)
+              return o.emitOpError("refers to an unknown grid");
+            if (failed(setGrid(*grid, o)))
+              return failure();
+            kernel.set_op(pg::ALL_REDUCE);
+            for (int16_t axis : o.getGridAxes())
+              kernel.add_ints(axis);
+            return success();
+          })
           .Default([&](Operation *other) {
             return other->emitOpError("has no CPU kernel");
           });
@@ -353,11 +388,12 @@ LogicalResult mlir::gptc::exportProgram(ModuleOp module,
   if (std::optional<StringRef> name = module.getName())
     program.set_model(name->str());
   bool any = false;
+  SymbolTableCollection symbols;
   for (auto func : module.getOps<func::FuncOp>()) {
     if (!functions.empty() && !llvm::is_contained(functions, func.getSymName()))
       continue;
     any = true;
-    FunctionExporter exporter(*program.add_functions());
+    FunctionExporter exporter(*program.add_functions(), symbols);
     if (failed(exporter.run(func)))
       return failure();
   }

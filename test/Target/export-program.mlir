@@ -60,7 +60,24 @@
 
 // An op without a CPU kernel is an error at the op.
 // RUN: not gptc-run %S/Inputs/no-kernel.mlir 2>&1 | FileCheck %s --check-prefix=NOKERNEL
-// NOKERNEL: no-kernel.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'shard.all_reduce' op has no CPU kernel
+// NOKERNEL: no-kernel.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'shard.all_gather' op has no CPU kernel
+// RUN: not gptc-run %S/Inputs/max-reduce.mlir 2>&1 | FileCheck %s --check-prefix=MAX
+// MAX: max-reduce.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'shard.all_reduce' op has no CPU kernel for this reduction (only sum)
+
+// A sum all-reduce lowers to ALL_REDUCE over its grid axes, and the
+// function records the grid.
+// RUN: gptc-run %S/../Runtime/Inputs/all-reduce-2d.mlir --print-program | FileCheck %s --check-prefix=ALLREDUCE
+// ALLREDUCE: op: ALL_REDUCE
+// ALLREDUCE-NEXT: inputs: 0
+// ALLREDUCE-NEXT: outputs: 1
+// ALLREDUCE-NEXT: ints: 0
+// ALLREDUCE: op: ALL_REDUCE
+// ALLREDUCE: ints: 1
+// ALLREDUCE: op: ALL_REDUCE
+// ALLREDUCE: ints: 0
+// ALLREDUCE-NEXT: ints: 1
+// ALLREDUCE: grid_shape: 2
+// ALLREDUCE-NEXT: grid_shape: 2
 
 module @m {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte"},

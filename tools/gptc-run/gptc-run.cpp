@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gptc/InitAll.h"
+#include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Target/ExportProgram.h"
@@ -26,6 +27,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -50,6 +52,12 @@ static cl::opt<std::string> emitProgram(
     "emit-program", cl::desc("Also write the compiled artifact (binary)"),
     cl::init(""), cl::cat(category));
 
+static cl::opt<bool> useMpi(
+    "mpi",
+    cl::desc("Run as one rank of an MPI job (mpirun -np N gptc-run --mpi "
+             "...); '%r' in --input and --output-dir becomes the rank"),
+    cl::init(false), cl::cat(category));
+
 static cl::opt<bool> printProgram(
     "print-program",
     cl::desc("Print the compiled artifact in protobuf text format and exit"),
@@ -58,6 +66,14 @@ static cl::opt<bool> printProgram(
 static int fail(const std::string &message) {
   llvm::errs() << "gptc-run: " << message << "\n";
   return 1;
+}
+
+/// Replaces every "%r" in `path` with `rank`.
+static std::string withRank(std::string path, int rank) {
+  for (size_t at = path.find("%r"); at != std::string::npos;
+       at = path.find("%r", at))
+    path.replace(at, 2, std::to_string(rank));
+  return path;
 }
 
 int main(int argc, char **argv) {
@@ -108,11 +124,21 @@ int main(int argc, char **argv) {
   auto exec = ::gptc::runtime::Executor::create(*function, error);
   if (!exec)
     return fail(error);
+  std::unique_ptr<::gptc::runtime::Communicator> comm;
+  int rank = 0;
+  if (useMpi) {
+    comm = ::gptc::runtime::createMpiCommunicator(&argc, &argv);
+    rank = comm->rank();
+    exec->setCommunicator(comm.get());
+  }
+  std::string outDir = withRank(outputDir, rank);
+  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
+    return fail("cannot create '" + outDir + "': " + ec.message());
 
   std::vector<::gptc::runtime::Tensor> in(inputs.size());
   std::vector<const ::gptc::runtime::Tensor *> ptrs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!::gptc::runtime::readNpy(inputs[i], in[i], error))
+    if (!::gptc::runtime::readNpy(withRank(inputs[i], rank), in[i], error))
       return fail(error);
     ptrs.push_back(&in[i]);
   }
@@ -120,7 +146,7 @@ int main(int argc, char **argv) {
   if (!exec->run(ptrs, outputs, error))
     return fail(error);
   for (size_t i = 0; i < outputs.size(); ++i)
-    if (!::gptc::runtime::writeNpy(outputDir + "/" + std::to_string(i) + ".npy",
+    if (!::gptc::runtime::writeNpy(outDir + "/" + std::to_string(i) + ".npy",
                                    outputs[i], error))
       return fail(error);
   return 0;

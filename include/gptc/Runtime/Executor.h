@@ -23,6 +23,8 @@
 
 namespace gptc::runtime {
 
+class Communicator;
+
 /// A host tensor: dtype, shape and its bytes, either owned or a view into
 /// memory someone else owns (an executor's arena). Copying always makes an
 /// owning copy, so a view never escapes its arena by accident.
@@ -84,6 +86,10 @@ public:
 
   const program::Function &getFunction() const { return function; }
 
+  /// The processes collectives run over; without one, a collective over
+  /// more than one device is an error.
+  void setCommunicator(Communicator *c) { communicator = c; }
+
   /// Time every kernel from now on; `profile()` returns seconds per op kind.
   void enableProfiling() { profiling = true; }
   const std::vector<double> &profile() const { return seconds; }
@@ -102,6 +108,7 @@ private:
   /// Inputs bound for the current run (by value id), to avoid copies.
   std::vector<const Tensor *> bound;
   bool profiling = false;
+  Communicator *communicator = nullptr;
   /// Seconds and calls per program::OpKind.
   std::vector<double> seconds;
   std::vector<int64_t> calls;

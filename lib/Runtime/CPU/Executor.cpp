@@ -14,6 +14,7 @@
 #include "gptc/Runtime/Executor.h"
 
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/Communicator.h"
 
 #include <chrono>
 #include <cmath>
@@ -185,6 +186,9 @@ static bool arityOf(OpKind op, Arity &arity) {
     return true;
   case program::ADAMW:
     arity = {7, 7, 3};
+    return true;
+  case program::ALL_REDUCE:
+    arity = {1, 1, 1};
     return true;
   case program::CONCAT:
     arity = {1, -1, 1};
@@ -530,6 +534,33 @@ static void convert(const Tensor &in, Tensor &out) {
 
 bool Executor::runKernel(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
+  if (k.op() == program::ALL_REDUCE) {
+    const Tensor &x = *(bound[k.inputs(0)] ? bound[k.inputs(0)]
+                                           : &values[k.inputs(0)]);
+    Tensor &y = values[k.outputs(0)];
+    if (x.dtype != y.dtype || x.numElements() != y.numElements())
+      return c.fail("operand shapes do not match");
+    std::vector<int64_t> grid(function.grid_shape().begin(),
+                              function.grid_shape().end());
+    std::vector<int64_t> axes(k.ints().begin(), k.ints().end());
+    int64_t ranks = 1;
+    for (int64_t a : axes) {
+      if (a < 0 || a >= static_cast<int64_t>(grid.size()))
+        return c.fail("grid axis out of range");
+      ranks *= grid[a];
+    }
+    std::memcpy(y.raw(), x.raw(), y.byteSize());
+    if (ranks == 1)
+      return true;
+    if (!communicator)
+      return c.fail("sums over " + std::to_string(ranks) +
+                    " devices and needs a communicator: run under mpirun");
+    std::string why;
+    if (!communicator->allReduceSum(y.raw(), y.numElements(), y.dtype, grid,
+                                    axes, why))
+      return c.fail(why);
+    return true;
+  }
   for (int32_t id : k.inputs())
     c.in.push_back(bound[id] ? bound[id] : &values[id]);
   for (int32_t id : k.outputs())

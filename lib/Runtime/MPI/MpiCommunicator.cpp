@@ -1,0 +1,148 @@
+//===- MpiCommunicator.cpp - CPU collectives through MPI -------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// One MPI sub-communicator per set of reduced grid axes, made with
+// MPI_Comm_split (color: the coordinates on the other axes) the first time
+// it is needed and kept. MPI_Allreduce does the work; which algorithm it
+// uses (ring, recursive doubling) is MPICH's choice.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/Communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <map>
+
+using namespace gptc;
+using namespace gptc::runtime;
+
+Communicator::~Communicator() = default;
+
+/// Coordinates of row-major `rank` in `grid`.
+static std::vector<int64_t> coordinates(const std::vector<int64_t> &grid,
+                                        int64_t rank) {
+  std::vector<int64_t> c(grid.size());
+  for (int64_t d = static_cast<int64_t>(grid.size()) - 1; d >= 0; --d) {
+    c[d] = rank % grid[d];
+    rank /= grid[d];
+  }
+  return c;
+}
+
+/// The row-major index of `c` restricted to the axes not in `axes` (the
+/// group's color), or of `c` on `axes` only (the rank within the group).
+static int64_t project(const std::vector<int64_t> &grid,
+                       const std::vector<int64_t> &c,
+                       const std::vector<int64_t> &axes, bool onAxes) {
+  int64_t index = 0;
+  for (size_t d = 0; d < grid.size(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(),
+                             static_cast<int64_t>(d)) != axes.end();
+    if (reduced == onAxes)
+      index = index * grid[d] + c[d];
+  }
+  return index;
+}
+
+std::vector<int> runtime::reductionGroup(const std::vector<int64_t> &grid,
+                                         const std::vector<int64_t> &axes,
+                                         int rank) {
+  int64_t total = 1;
+  for (int64_t d : grid)
+    total *= d;
+  int64_t color = project(grid, coordinates(grid, rank), axes, false);
+  std::vector<int> group;
+  for (int64_t r = 0; r < total; ++r)
+    if (project(grid, coordinates(grid, r), axes, false) == color)
+      group.push_back(static_cast<int>(r));
+  return group;
+}
+
+namespace {
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(int *argc, char ***argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      MPI_Init(argc, argv);
+      owns = true;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mySize);
+  }
+  ~MpiCommunicator() override {
+    for (auto &entry : groups)
+      MPI_Comm_free(&entry.second);
+    if (owns)
+      MPI_Finalize();
+  }
+
+  int rank() const override { return myRank; }
+  int size() const override { return mySize; }
+
+  bool allReduceSum(void *data, int64_t count, program::DType dtype,
+                    const std::vector<int64_t> &grid,
+                    const std::vector<int64_t> &axes,
+                    std::string &error) override {
+    int64_t total = 1;
+    for (int64_t d : grid)
+      total *= d;
+    if (total != mySize) {
+      error = "the program's grid has " + std::to_string(total) +
+              " devices but " + std::to_string(mySize) +
+              " processes run it (mpirun -np " + std::to_string(total) + ")";
+      return false;
+    }
+    MPI_Datatype type = dtype == program::F32   ? MPI_FLOAT
+                        : dtype == program::F64 ? MPI_DOUBLE
+                        : dtype == program::I32 ? MPI_INT32_T
+                        : dtype == program::I64 ? MPI_INT64_T
+                                                : MPI_DATATYPE_NULL;
+    if (type == MPI_DATATYPE_NULL || count > INT32_MAX) {
+      error = "all-reduce of this element type or size is not supported";
+      return false;
+    }
+    // The sub-communicator of the groups over `axes`, made once.
+    std::vector<int64_t> key(axes);
+    key.insert(key.end(), grid.begin(), grid.end());
+    key.push_back(static_cast<int64_t>(axes.size()));
+    auto it = groups.find(key);
+    if (it == groups.end()) {
+      std::vector<int64_t> c = coordinates(grid, myRank);
+      MPI_Comm sub;
+      MPI_Comm_split(MPI_COMM_WORLD,
+                     static_cast<int>(project(grid, c, axes, false)),
+                     static_cast<int>(project(grid, c, axes, true)), &sub);
+      it = groups.emplace(key, sub).first;
+    }
+    int rc = MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), type,
+                           MPI_SUM, it->second);
+    if (rc != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int len = 0;
+      MPI_Error_string(rc, text, &len);
+      error = std::string("MPI_Allreduce failed: ") + std::string(text, len);
+      return false;
+    }
+    return true;
+  }
+
+private:
+  int myRank = 0, mySize = 1;
+  bool owns = false;
+  std::map<std::vector<int64_t>, MPI_Comm> groups;
+};
+} // namespace
+
+std::unique_ptr<Communicator> runtime::createMpiCommunicator(int *argc,
+                                                             char ***argv) {
+  return std::make_unique<MpiCommunicator>(argc, argv);
+}
