@@ -172,12 +172,17 @@ void Trainer::initialize() {
 
 bool Trainer::saveCheckpoint(const std::string &path,
                              std::string &error) const {
+  return saveCheckpoint(path, step, error);
+}
+
+bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
+                             std::string &error) const {
   checkpoint::Checkpoint ck;
   ck.set_format_version(1);
   ck.set_model(options.model);
   ck.set_description(options.description);
   ck.set_fingerprint(fingerprint);
-  ck.set_step(step);
+  ck.set_step(stepsDone);
   ck.set_data_seed(options.dataSeed);
   ck.set_train_loss(lastLoss);
   ck.set_val_loss(haveValLoss ? lastValLoss : NAN);
@@ -410,10 +415,8 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
     if (options.checkpointInterval > 0 &&
         (step + 1) % options.checkpointInterval == 0 && !final &&
         !options.checkpointPath.empty()) {
-      ++step;
-      bool ok = saveCheckpoint(options.checkpointPath, error);
-      --step;
-      if (!ok)
+      // The checkpoint records the steps completed, this one included.
+      if (!saveCheckpoint(options.checkpointPath, step + 1, error))
         return false;
     }
   }

@@ -89,6 +89,9 @@ public:
   bool loadCheckpoint(const std::string &path, std::string &error);
   /// Writes a checkpoint atomically (temporary file, then rename).
   bool saveCheckpoint(const std::string &path, std::string &error) const;
+  /// Same, recording `stepsDone` completed steps (mid-run checkpoints).
+  bool saveCheckpoint(const std::string &path, int64_t stepsDone,
+                      std::string &error) const;
 
   /// Trains `options.steps` steps from the current step. Fails on a
   /// non-finite loss (naming the step) or a runtime error.
