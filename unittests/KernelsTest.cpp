@@ -66,3 +66,24 @@ TEST(Kernels, FastExpMatchesLibraryExp) {
   EXPECT_EQ(expForSoftmax(-1000.0f), 0.0f);
   EXPECT_EQ(expForSoftmax(0.0f), 1.0f);
 }
+
+/// The threaded update equals the serial one, element for element.
+TEST(Kernels, AdamWParallelEqualsSerial) {
+  const int64_t n = 10007;
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = std::sin(i * 0.1f);
+    g[i] = std::cos(i * 0.3f);
+    m[i] = 0.01f * std::sin(i * 0.7f);
+    v[i] = 0.02f + 0.01f * std::cos(i * 0.2f);
+  }
+  std::vector<float> a(n), am(n), av(n), b(n), bm(n), bv(n);
+  adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3, 4, 0.7, 0.9, 0.95,
+        1e-8, 0.1, a.data(), am.data(), av.data());
+  adamwParallel(p.data(), g.data(), m.data(), v.data(), n, 1e-3, 4, 0.7, 0.9,
+                0.95, 1e-8, 0.1, b.data(), bm.data(), bv.data(),
+                /*minParallel=*/1);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(am, bm);
+  EXPECT_EQ(av, bv);
+}

@@ -693,11 +693,11 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     double lrv = lr.data<float>()[0], sv = scale.data<float>()[0];
     int64_t t = step.data<int32_t>()[0];
     if (p.dtype == program::F32)
-      cpu::adamw(p.data<float>(), c.in[1]->data<float>(),
-                 c.in[2]->data<float>(), c.in[3]->data<float>(), n, lrv, t, sv,
-                 k.floats(0), k.floats(1), k.floats(2), k.floats(3),
-                 c.out[0]->data<float>(), c.out[1]->data<float>(),
-                 c.out[2]->data<float>());
+      cpu::adamwParallel(p.data<float>(), c.in[1]->data<float>(),
+                         c.in[2]->data<float>(), c.in[3]->data<float>(), n,
+                         lrv, t, sv, k.floats(0), k.floats(1), k.floats(2),
+                         k.floats(3), c.out[0]->data<float>(),
+                         c.out[1]->data<float>(), c.out[2]->data<float>());
     else if (p.dtype == program::F64)
       cpu::adamw(p.data<double>(), c.in[1]->data<double>(),
                  c.in[2]->data<double>(), c.in[3]->data<double>(), n, lrv, t,

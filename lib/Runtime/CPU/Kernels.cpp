@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 namespace gptc::cpu {
 
@@ -650,6 +651,29 @@ void adamw(const T *pIn, const T *gIn, const T *mIn, const T *vIn, int64_t n,
     newM[i] = mi;
     newV[i] = vi;
   }
+}
+
+void adamwParallel(const float *p, const float *g, const float *m,
+                   const float *v, int64_t n, double lr, int64_t step,
+                   double scale, double beta1, double beta2, double eps,
+                   double weightDecay, float *newP, float *newM, float *newV,
+                   int64_t minParallel) {
+  auto part = [&](int64_t begin, int64_t end) {
+    adamw(p + begin, g + begin, m + begin, v + begin, end - begin, lr, step,
+          scale, beta1, beta2, eps, weightDecay, newP + begin, newM + begin,
+          newV + begin);
+  };
+  int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  if (n < minParallel || threads == 1)
+    return part(0, n);
+  int64_t chunk = (n + threads - 1) / threads;
+  std::vector<std::thread> workers;
+  for (int64_t w = 1; w < threads; ++w)
+    workers.emplace_back(part, std::min(n, w * chunk),
+                         std::min(n, (w + 1) * chunk));
+  part(0, std::min(n, chunk));
+  for (std::thread &w : workers)
+    w.join();
 }
 
 //===----------------------------------------------------------------------===//

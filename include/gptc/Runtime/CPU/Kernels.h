@@ -126,6 +126,14 @@ void adamw(const T *p, const T *g, const T *m, const T *v, int64_t n,
            double lr, int64_t step, double scale, double beta1, double beta2,
            double eps, double weightDecay, T *newP, T *newM, T *newV);
 
+/// adamw, split across the cores when `n` reaches `minParallel` elements
+/// (the update is memory-bound and elementwise: the result is the same).
+void adamwParallel(const float *p, const float *g, const float *m,
+                   const float *v, int64_t n, double lr, int64_t step,
+                   double scale, double beta1, double beta2, double eps,
+                   double weightDecay, float *newP, float *newM, float *newV,
+                   int64_t minParallel = int64_t(1) << 20);
+
 } // namespace gptc::cpu
 
 #endif // GPTC_RUNTIME_CPU_KERNELS_H
