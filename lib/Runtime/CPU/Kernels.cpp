@@ -259,15 +259,21 @@ void geluGrad(const T *xIn, const T *dyIn, int64_t n, T *dxOut) {
   }
 }
 
+/// The largest element of `row` (vectorized; -inf for an empty row).
+template <typename T> static T rowMax(const T *row, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i)
+    m = row[i] > m ? row[i] : m;
+  return m;
+}
+
 template <typename T>
 void softmax(const T *x, int64_t rows, int64_t cols, T *y) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * cols;
     T *yr = y + r * cols;
-    T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t c = 0; c < cols; ++c)
-      m = xr[c] > m ? xr[c] : m;
+    T m = rowMax(xr, cols);
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < cols; ++c)
@@ -391,10 +397,7 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
 
 /// log(sum(exp(row))) computed stably.
 template <typename T> static T logSumExp(const T *row, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i)
-    m = row[i] > m ? row[i] : m;
+  T m = rowMax(row, n);
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i)

@@ -438,6 +438,33 @@ int64_t TransposeOp::getFlopCount() { return 0; }
 // SplitOp
 //===----------------------------------------------------------------------===//
 
+/// Checks that `pieces` tile `whole` along `axis` (split's results, concat's
+/// inputs): same rank and element type, equal other dimensions, sizes along
+/// `axis` adding up. `piece` and `other` name the two sides in messages.
+static LogicalResult verifyPieces(Operation *op, RankedTensorType whole,
+                                  TypeRange pieces, int64_t axis,
+                                  StringRef piece, StringRef other) {
+  int64_t rank = whole.getRank(), total = 0;
+  for (Type type : pieces) {
+    auto part = cast<RankedTensorType>(type);
+    if (part.getElementType() != whole.getElementType() ||
+        part.getRank() != rank)
+      return op->emitOpError("expects ")
+             << piece << "s of the " << other << "'s rank and element type";
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && part.getDimSize(d) != whole.getDimSize(d))
+        return op->emitOpError()
+               << piece << " dimension " << d << " differs from the " << other
+               << "'s";
+    total = addSat(total, part.getDimSize(axis));
+  }
+  if (total != whole.getDimSize(axis))
+    return op->emitOpError()
+           << piece << " sizes along axis " << axis << " add up to " << total
+           << ", not " << whole.getDimSize(axis);
+  return success();
+}
+
 LogicalResult SplitOp::verify() {
   RankedTensorType input = getInput().getType();
   int64_t rank = input.getRank();
@@ -446,24 +473,8 @@ LogicalResult SplitOp::verify() {
   if (getAxis() >= static_cast<uint64_t>(rank))
     return emitOpError("axis ") << getAxis() << " is out of range for a rank-"
                                 << rank << " input";
-  int64_t axis = getAxis(), total = 0;
-  for (Type type : getResultTypes()) {
-    auto result = cast<RankedTensorType>(type);
-    if (result.getElementType() != input.getElementType() ||
-        result.getRank() != rank)
-      return emitOpError("expects results of the input's rank and element "
-                         "type");
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != axis && result.getDimSize(d) != input.getDimSize(d))
-        return emitOpError("result dimension ")
-               << d << " differs from the input's";
-    total = addSat(total, result.getDimSize(axis));
-  }
-  if (total != input.getDimSize(axis))
-    return emitOpError("result sizes along axis ")
-           << axis << " add up to " << total << ", not "
-           << input.getDimSize(axis);
-  return success();
+  return verifyPieces(*this, input, getResultTypes(), getAxis(), "result",
+                      "input");
 }
 
 int64_t SplitOp::getFlopCount() { return 0; }
@@ -552,24 +563,8 @@ LogicalResult ConcatOp::verify() {
   if (getAxis() >= static_cast<uint64_t>(rank))
     return emitOpError("axis ") << getAxis() << " is out of range for a rank-"
                                 << rank << " result";
-  int64_t axis = getAxis(), total = 0;
-  for (Type type : getInputs().getTypes()) {
-    auto input = cast<RankedTensorType>(type);
-    if (input.getElementType() != result.getElementType() ||
-        input.getRank() != rank)
-      return emitOpError("expects inputs of the result's rank and element "
-                         "type");
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != axis && input.getDimSize(d) != result.getDimSize(d))
-        return emitOpError("input dimension ")
-               << d << " differs from the result's";
-    total = addSat(total, input.getDimSize(axis));
-  }
-  if (total != result.getDimSize(axis))
-    return emitOpError("input sizes along axis ")
-           << axis << " add up to " << total << ", not "
-           << result.getDimSize(axis);
-  return success();
+  return verifyPieces(*this, result, getInputs().getTypes(), getAxis(),
+                      "input", "result");
 }
 
 int64_t ConcatOp::getFlopCount() { return 0; }
