@@ -81,7 +81,7 @@ TEST_F(OpsTest, EmbeddingAndLoss) {
   EXPECT_EQ(emb.getType(), RankedTensorType::get({4, 8, 16}, b.getF32Type()));
   Value logits = value({4, 8, 100});
   auto loss = CrossEntropyOp::create(b, b.getUnknownLoc(), logits, ids,
-                                     IntegerAttr());
+                                     Value(), IntegerAttr());
   EXPECT_EQ(loss.getType(), RankedTensorType::get({}, b.getF32Type()));
   EXPECT_TRUE(succeeded(verify(*module)));
 }

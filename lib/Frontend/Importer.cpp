@@ -187,8 +187,8 @@ void Importer::buildBody(func::FuncOp func) {
     return;
   }
   Value loss = CrossEntropyOp::create(
-      b, at("loss", {{"training"}, {"seq_len"}}), logits, labels,
-      IntegerAttr());
+      b, at("loss", {{"training"}, {"seq_len"}}), logits, labels, Value(),
+      b.getI64IntegerAttr(kPaddingLabel));
   func::ReturnOp::create(b, at("loss", {{"training"}, {"seq_len"}}), loss);
 }
 
@@ -244,6 +244,9 @@ OwningOpRef<ModuleOp> Importer::run() {
           b.getNamedAttr("decay_embeddings",
                          b.getBoolAttr(opt.decayEmbeddings)),
           b.getNamedAttr("grad_clip", b.getF64FloatAttr(opt.gradClip)),
+          b.getNamedAttr("accumulation_steps",
+                         b.getI64IntegerAttr(m.gradAccumSteps)),
+          b.getNamedAttr("batch_size", b.getI64IntegerAttr(m.batchSize)),
       }));
 
   // 2. The signature: parameters, then the data inputs.

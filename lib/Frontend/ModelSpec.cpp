@@ -186,8 +186,53 @@ FailureOr<ModelDescription> ModelDescription::parse(llvm::SourceMgr &sourceMgr,
 }
 
 FailureOr<ModelDescription>
+ModelDescription::parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
+                        const ParallelOverrides &overrides) {
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  return parse(buffer->getBuffer(), buffer->getBufferIdentifier(), context,
+               overrides);
+}
+
+LogicalResult ParallelOverrides::parseMesh(StringRef text,
+                                           std::string &error) {
+  std::vector<MeshAxis> axes;
+  text = text.trim();
+  if (!text.empty() && text != "1") {
+    SmallVector<StringRef> items;
+    text.split(items, ',');
+    for (StringRef item : items) {
+      auto [key, value] = item.trim().split('=');
+      MeshAxis axis;
+      axis.name = key.trim().str();
+      StringRef k = key.trim();
+      if (k == "dp" || k == "data")
+        axis.kind = MeshAxis::Kind::Data;
+      else if (k == "tp" || k == "tensor")
+        axis.kind = MeshAxis::Kind::Tensor;
+      else if (k == "pp" || k == "pipeline")
+        axis.kind = MeshAxis::Kind::Pipeline;
+      else {
+        error = "--mesh: unknown axis '" + k.str() +
+                "' (expected dp, tp or pp, as in --mesh dp=2,tp=2)";
+        return failure();
+      }
+      if (value.trim().getAsInteger(10, axis.size) || axis.size < 1) {
+        error = "--mesh: axis '" + k.str() + "' needs a size >= 1, as in " +
+                k.str() + "=2";
+        return failure();
+      }
+      axes.push_back(axis);
+    }
+  }
+  mesh = std::move(axes);
+  return success();
+}
+
+FailureOr<ModelDescription>
 ModelDescription::parse(StringRef text, StringRef fileName,
-                        MLIRContext *context) {
+                        MLIRContext *context,
+                        const ParallelOverrides &overrides) {
   auto impl = std::make_unique<Impl>(text, fileName, context);
   DiagnosticCollector collector(*impl);
   pb::TextFormat::Parser parser;
@@ -199,6 +244,28 @@ ModelDescription::parse(StringRef text, StringRef fileName,
       emitError(impl->toLoc(-1, 0)) << "cannot parse the model description";
     return failure();
   }
+  // Command-line replacements, validated like the rest.
+  ModelSpec &spec = impl->spec;
+  if (overrides.mesh) {
+    spec.mutable_mesh()->clear_axis();
+    for (const MeshAxis &a : *overrides.mesh) {
+      auto *axis = spec.mutable_mesh()->add_axis();
+      axis->set_name(a.name);
+      axis->set_size(a.size);
+      axis->set_kind(a.kind == MeshAxis::Kind::Data     ? ::gptc::spec::Axis::DATA
+                     : a.kind == MeshAxis::Kind::Tensor ? ::gptc::spec::Axis::TENSOR
+                                                        : ::gptc::spec::Axis::PIPELINE);
+    }
+    if (overrides.mesh->empty())
+      spec.clear_mesh();
+  }
+  if (overrides.zeroStage)
+    spec.mutable_parallel()->set_zero_stage(*overrides.zeroStage);
+  if (overrides.sequenceParallel)
+    spec.mutable_parallel()->set_sequence_parallel(*overrides.sequenceParallel);
+  if (overrides.accumulation)
+    spec.mutable_training()->set_gradient_accumulation_steps(
+        *overrides.accumulation);
   ModelDescription description(std::move(impl));
   if (failed(description.validate()))
     return failure();

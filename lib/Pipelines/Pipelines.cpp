@@ -29,6 +29,7 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm) {
   pm.addPass(createGptcVerifyModelPass());
   pm.addPass(createGptcAutodiffPass());
   pm.addPass(createGptcOptimizerPass());
+  pm.addPass(createGptcDataParallelPass());
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());

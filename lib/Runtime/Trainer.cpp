@@ -96,9 +96,23 @@ static const program::Function *findFunction(const program::Program &p,
   return nullptr;
 }
 
+static BlockLayout layoutOf(const program::Value &v) {
+  BlockLayout l;
+  if (v.has_sharding()) {
+    l.shape.assign(v.sharding().shape().begin(), v.sharding().shape().end());
+    for (const auto &a : v.sharding().axes())
+      l.axes.emplace_back(a.axes().begin(), a.axes().end());
+  } else {
+    l.shape.assign(v.type().shape().begin(), v.type().shape().end());
+    l.axes.resize(l.shape.size());
+  }
+  return l;
+}
+
 std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                          const TrainOptions &options,
-                                         std::string &error) {
+                                         std::string &error,
+                                         Communicator *comm) {
   const program::Function *step = findFunction(program, "train_step");
   const program::Function *fwd = findFunction(program, "forward");
   if (!step || !fwd) {
@@ -107,31 +121,78 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
   }
   std::unique_ptr<Trainer> t(new Trainer());
   t->options = options;
+  t->comm = comm;
+  t->grid.assign(step->grid_shape().begin(), step->grid_shape().end());
+  int64_t devices = 1;
+  for (int64_t d : t->grid)
+    devices *= d;
+  int processes = comm ? comm->size() : 1;
+  if (devices != processes) {
+    error = "the program is for " + std::to_string(devices) +
+            " devices but " + std::to_string(processes) +
+            " processes run it: start it with mpirun -np " +
+            std::to_string(devices);
+    return nullptr;
+  }
   t->trainStep = Executor::create(*step, error);
   t->forward = Executor::create(*fwd, error);
   if (!t->trainStep || !t->forward)
     return nullptr;
-  // @train_step(params..., m..., v..., step, tokens, labels).
+  t->trainStep->setCommunicator(comm);
+  t->forward->setCommunicator(comm);
+  // @train_step(params..., m..., v..., step, data...).
   int nin = step->inputs_size();
-  if ((nin - 3) % 3 != 0 || step->outputs_size() != nin - 3 + 3) {
+  int nout = step->outputs_size();
+  int n = (nout - 3) / 3;
+  if (nout < 6 || (nout - 3) % 3 != 0 || nin < 3 * n + 2) {
     error = "@train_step does not have the training-step signature";
     return nullptr;
   }
-  int n = (nin - 3) / 3;
   std::ostringstream fp;
   for (int i = 0; i < n; ++i) {
     const program::Value &v = step->values(step->inputs(i));
     t->names.push_back(v.name());
     t->inits.push_back(v.init());
-    std::vector<int64_t> shape(v.type().shape().begin(),
-                               v.type().shape().end());
-    t->params.emplace_back(v.type().dtype(), shape);
-    t->m.emplace_back(v.type().dtype(), shape);
-    t->v.emplace_back(v.type().dtype(), shape);
+    for (int group = 0; group < 3; ++group) {
+      const program::Value &g = step->values(step->inputs(group * n + i));
+      std::vector<int64_t> shape(g.type().shape().begin(),
+                                 g.type().shape().end());
+      (group == 0 ? t->params : group == 1 ? t->m : t->v)
+          .emplace_back(g.type().dtype(), shape);
+    }
+    // The fingerprint is of the whole model, so that checkpoints move
+    // between meshes.
+    BlockLayout whole = layoutOf(v);
     fp << v.name() << ":";
-    for (int64_t d : shape)
+    for (int64_t d : whole.shape)
       fp << d << "x";
     fp << dtypeName(v.type().dtype()) << ";";
+  }
+  t->layouts.resize(3 * n);
+  for (int group = 0; group < 3; ++group)
+    for (int i = 0; i < n; ++i)
+      t->layouts[group * n + i] =
+          layoutOf(step->values(step->inputs(group * n + i)));
+  for (int i = 3 * n + 1; i < nin; ++i) {
+    const program::Value &v = step->values(step->inputs(i));
+    DataInput in;
+    in.name = v.name();
+    in.shape.assign(v.type().shape().begin(), v.type().shape().end());
+    if (v.has_batch()) {
+      in.layout = v.batch();
+    } else {
+      in.layout.set_rows(in.shape.empty() ? 1 : in.shape[0]);
+      in.layout.set_microbatches(1);
+    }
+    if (v.type().dtype() != program::I32 || in.shape.size() != 2 ||
+        in.shape[1] != options.seqLen ||
+        in.shape[0] % std::max<int64_t>(in.layout.microbatches(), 1) != 0) {
+      error = "@train_step's input '" + in.name +
+              "' is not a batch of token ids of the sequence length";
+      return nullptr;
+    }
+    t->stepRows = in.layout.rows();
+    t->dataInputs.push_back(in);
   }
   t->fingerprint = std::to_string(std::hash<std::string>()(fp.str()));
   return t;
@@ -139,27 +200,58 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
 
 int64_t Trainer::numParameters() const {
   int64_t n = 0;
-  for (const Tensor &p : params)
-    n += p.numElements();
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t e = 1;
+    for (int64_t d : layouts[i].shape)
+      e *= d;
+    n += e;
+  }
   return n;
 }
 
+bool Trainer::gather(const std::vector<Tensor> &group, int offset,
+                     std::vector<Tensor> &out, std::string &error) const {
+  out.clear();
+  for (size_t i = 0; i < group.size(); ++i) {
+    const BlockLayout &l = layouts[offset + i];
+    if (!l.isSplit()) {
+      out.push_back(group[i]);
+      continue;
+    }
+    Tensor whole;
+    if (!gatherBlocks(group[i], l, grid, comm, whole, error))
+      return false;
+    out.push_back(std::move(whole));
+  }
+  return true;
+}
+
+bool Trainer::wholeParameters(std::vector<Tensor> &out,
+                              std::string &error) const {
+  return gather(params, 0, out, error);
+}
+
 void Trainer::initialize() {
+  // Every rank draws the whole model in the one-device order and keeps its
+  // blocks, so that a mesh starts from the one-device initialization.
   std::mt19937_64 rng(options.initSeed);
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor &p = params[i];
-    int64_t n = p.numElements();
+  size_t n = params.size();
+  for (size_t i = 0; i < n; ++i) {
+    Tensor whole(params[i].dtype, layouts[i].shape);
+    int64_t count = whole.numElements();
     const program::ParamInit &init = inits[i];
     std::normal_distribution<double> normal(0.0, init.std());
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < count; ++j) {
       double x = init.kind() == program::ParamInit::NORMAL ? normal(rng)
                  : init.kind() == program::ParamInit::ONES ? 1.0
                                                            : 0.0;
-      if (p.dtype == program::F64)
-        p.data<double>()[j] = x;
+      if (whole.dtype == program::F64)
+        whole.data<double>()[j] = x;
       else
-        p.data<float>()[j] = static_cast<float>(x);
+        whole.data<float>()[j] = static_cast<float>(x);
     }
+    params[i] = layouts[i].isSplit() ? sliceBlock(whole, layouts[i], grid, rank())
+                                     : std::move(whole);
     std::fill(m[i].raw(), m[i].raw() + m[i].byteSize(), std::byte{0});
     std::fill(v[i].raw(), v[i].raw() + v[i].byteSize(), std::byte{0});
   }
@@ -186,6 +278,15 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   ck.set_data_seed(options.dataSeed);
   ck.set_train_loss(lastLoss);
   ck.set_val_loss(haveValLoss ? lastValLoss : NAN);
+  // The whole state, gathered from the ranks' blocks: a checkpoint fits
+  // any mesh. Every rank takes part in the gathers; rank 0 writes.
+  std::vector<Tensor> wp, wm, wv;
+  if (!gather(params, 0, wp, error) ||
+      !gather(m, static_cast<int>(params.size()), wm, error) ||
+      !gather(v, static_cast<int>(2 * params.size()), wv, error))
+    return false;
+  if (rank() != 0)
+    return true;
   auto add = [&](const std::string &name, const Tensor &t) {
     checkpoint::Tensor *out = ck.add_tensors();
     out->set_name(name);
@@ -196,9 +297,9 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                   t.byteSize());
   };
   for (size_t i = 0; i < params.size(); ++i) {
-    add(names[i], params[i]);
-    add("m:" + names[i], m[i]);
-    add("v:" + names[i], v[i]);
+    add(names[i], wp[i]);
+    add("m:" + names[i], wm[i]);
+    add("v:" + names[i], wv[i]);
   }
   std::string tmp = path + ".tmp";
   {
@@ -244,19 +345,24 @@ bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
   std::map<std::string, const checkpoint::Tensor *> byName;
   for (const auto &t : ck.tensors())
     byName[t.name()] = &t;
-  auto fill = [&](const std::string &name, Tensor &t) {
+  // Checkpoints hold whole tensors; each rank keeps its blocks.
+  auto fill = [&](const std::string &name, Tensor &t, const BlockLayout &l) {
     auto it = byName.find(name);
+    Tensor whole(t.dtype, l.shape);
     if (it == byName.end() ||
-        static_cast<int64_t>(it->second->data().size()) != t.byteSize()) {
+        static_cast<int64_t>(it->second->data().size()) != whole.byteSize()) {
       error = "the checkpoint '" + path + "' lacks or mis-sizes '" + name + "'";
       return false;
     }
-    std::memcpy(t.raw(), it->second->data().data(), t.byteSize());
+    std::memcpy(whole.raw(), it->second->data().data(), whole.byteSize());
+    t = l.isSplit() ? sliceBlock(whole, l, grid, rank()) : std::move(whole);
     return true;
   };
-  for (size_t i = 0; i < params.size(); ++i)
-    if (!fill(names[i], params[i]) || !fill("m:" + names[i], m[i]) ||
-        !fill("v:" + names[i], v[i]))
+  size_t n = params.size();
+  for (size_t i = 0; i < n; ++i)
+    if (!fill(names[i], params[i], layouts[i]) ||
+        !fill("m:" + names[i], m[i], layouts[n + i]) ||
+        !fill("v:" + names[i], v[i], layouts[2 * n + i]))
       return false;
   step = ck.step();
   lastLoss = ck.train_loss();
@@ -271,8 +377,12 @@ bool Trainer::evaluate(const ByteDataset &data, double &loss,
                        std::string &error) {
   Tensor tokens(program::I32, {options.batch, options.seqLen});
   Tensor labels(program::I32, {options.batch, options.seqLen});
+  // @forward computes on whole parameters (every rank the same batches).
+  std::vector<Tensor> whole;
+  if (!wholeParameters(whole, error))
+    return false;
   std::vector<const Tensor *> in;
-  for (const Tensor &p : params)
+  for (const Tensor &p : whole)
     in.push_back(&p);
   in.push_back(&tokens);
   in.push_back(&labels);
@@ -309,27 +419,80 @@ static double scalar(const Tensor &t) {
   return t.dtype == program::F64 ? t.data<double>()[0] : t.data<float>()[0];
 }
 
+void Trainer::layOutRows(const Tensor &whole,
+                         const program::BatchLayout &layout, int32_t pad,
+                         Tensor &out) const {
+  // Rows dealt over the ranks of the layout's axes, then the microbatches;
+  // the rest of each microbatch is padding (see program.proto).
+  std::vector<int64_t> axes(layout.axes().begin(), layout.axes().end());
+  int64_t ranks = groupSize(grid, axes);
+  int64_t me = groupIndex(grid, axes, rank());
+  int64_t rows = layout.rows(), micro = std::max<int64_t>(layout.microbatches(), 1);
+  int64_t T = out.shape[1], slots = out.shape[0] / micro;
+  int64_t mine = rows / ranks + (me < rows % ranks);
+  int64_t first = me * (rows / ranks) + std::min(me, rows % ranks);
+  int32_t *dst = out.data<int32_t>();
+  std::fill(dst, dst + out.numElements(), pad);
+  const int32_t *src = whole.data<int32_t>();
+  int64_t row = first;
+  for (int64_t i = 0; i < micro; ++i) {
+    int64_t count = mine / micro + (i < mine % micro);
+    for (int64_t r = 0; r < count && r < slots; ++r, ++row)
+      std::copy(src + row * T, src + (row + 1) * T, dst + (i * slots + r) * T);
+  }
+}
+
+bool Trainer::dumpFinal(std::string &error) const {
+  std::vector<Tensor> whole;
+  if (!wholeParameters(whole, error))
+    return false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (rank() == 0 &&
+        !writeNpy(options.dumpDir + "/final." + names[i] + ".npy", whole[i],
+                  error))
+      return false;
+    if (!grid.empty() &&
+        !writeNpy(options.dumpDir + "/rank" + std::to_string(rank()) +
+                      ".final." + names[i] + ".npy",
+                  params[i], error))
+      return false;
+  }
+  return true;
+}
+
 bool Trainer::train(const ByteDataset &data, std::ostream &log,
                     std::string &error) {
   int64_t n = static_cast<int64_t>(params.size());
   Tensor stepT(program::I32, {});
-  Tensor tokens(program::I32, {options.batch, options.seqLen});
-  Tensor labels(program::I32, {options.batch, options.seqLen});
+  // The step's whole batch, and this rank's rows of it per data input.
+  int64_t T = options.seqLen;
+  Tensor tokens(program::I32, {stepRows, T});
+  Tensor labels(program::I32, {stepRows, T});
+  std::vector<Tensor> local;
+  for (const DataInput &d : dataInputs)
+    local.emplace_back(program::I32, d.shape);
   // Batches depend on the data seed and the step only, so that a resumed
   // run sees the batches an uninterrupted one would.
+  bool writer = rank() == 0;
   std::ofstream tsv;
   if (!options.dumpDir.empty()) {
+    std::vector<Tensor> whole;
+    if (!wholeParameters(whole, error))
+      return false;
     ::mkdir(options.dumpDir.c_str(), 0755);
-    for (int64_t i = 0; i < n; ++i)
-      if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy", params[i],
-                    error))
-        return false;
-    tsv.open(options.dumpDir + "/steps.tsv");
-    tsv << "step\tloss\tgrad_norm\tlr\n" << std::setprecision(9);
+    if (writer) {
+      for (int64_t i = 0; i < n; ++i)
+        if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy",
+                      whole[i], error))
+          return false;
+      tsv.open(options.dumpDir + "/steps.tsv");
+      tsv << "step\tloss\tgrad_norm\tlr\n" << std::setprecision(9);
+    }
   }
 
-  int64_t tokensPerStep = options.batch * options.seqLen;
+  int64_t tokensPerStep = stepRows * T;
   int64_t first = step, last = options.steps;
+  int64_t stop = options.stopAfter >= 0 ? std::min(options.stopAfter, last) : last;
   if (options.profile)
     trainStep->enableProfiling();
   auto start = std::chrono::steady_clock::now();
@@ -338,24 +501,29 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
   auto afterFirst = start;
   std::vector<const Tensor *> in;
   std::vector<Tensor> out;
-  for (; step < last; ++step) {
+  for (; step < stop; ++step) {
     std::mt19937_64 rng(options.dataSeed * 1000003 + step);
-    data.sampleTrain(rng, options.batch, options.seqLen,
-                     tokens.data<int32_t>(), labels.data<int32_t>());
+    data.sampleTrain(rng, stepRows, T, tokens.data<int32_t>(),
+                     labels.data<int32_t>());
     stepT.data<int32_t>()[0] = static_cast<int32_t>(step);
-    if (!options.dumpDir.empty()) {
+    if (writer && !options.dumpDir.empty()) {
       std::string prefix = options.dumpDir + "/batch." + std::to_string(step);
       if (!writeNpy(prefix + ".tokens.npy", tokens, error) ||
           !writeNpy(prefix + ".labels.npy", labels, error))
         return false;
+    }
+    for (size_t i = 0; i < dataInputs.size(); ++i) {
+      bool isLabels = dataInputs[i].name == "labels";
+      layOutRows(isLabels ? labels : tokens, dataInputs[i].layout,
+                 isLabels ? -1 : 0, local[i]);
     }
     in.clear();
     for (auto *group : {&params, &m, &v})
       for (const Tensor &t : *group)
         in.push_back(&t);
     in.push_back(&stepT);
-    in.push_back(&tokens);
-    in.push_back(&labels);
+    for (const Tensor &t : local)
+      in.push_back(&t);
     // `out` holds the state of two steps ago: its buffers receive this
     // step's (double buffering, no copies).
     if (!trainStep->run(in, out, error))
@@ -386,18 +554,20 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
                          .count();
     int64_t done = step + 1 - first;
     double tps = elapsed > 0 ? done * tokensPerStep / elapsed : 0;
-    double eta = done ? elapsed / done * (last - step - 1) : 0;
+    double eta = done ? elapsed / done * (stop - step - 1) : 0;
     std::ostringstream line;
     line << "step " << std::setw(5) << step + 1 << "/" << last << " | loss "
          << std::fixed << std::setprecision(4) << loss << " | lr "
          << std::scientific << std::setprecision(2) << lr << " | norm "
          << std::fixed << std::setprecision(2) << norm << " | "
          << std::setprecision(0) << tps << " tok/s | ETA " << clock(eta);
-    bool final = step + 1 == last;
+    bool final = step + 1 == stop;
     bool logNow = options.logInterval > 0 &&
                   ((step + 1) % options.logInterval == 0 || final ||
                    step == first);
-    if (options.liveProgress)
+    if (!writer)
+      ;
+    else if (options.liveProgress)
       log << "\r" << line.str() << (logNow ? "\n" : "") << std::flush;
     else if (logNow)
       log << line.str() << "\n" << std::flush;
@@ -408,7 +578,8 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       double val;
       if (!evaluate(data, val, error))
         return false;
-      log << "step " << std::setw(5) << step + 1 << "/" << last
+      if (writer)
+        log << "step " << std::setw(5) << step + 1 << "/" << last
           << " | validation loss " << std::fixed << std::setprecision(4) << val
           << "\n" << std::flush;
     }
@@ -422,8 +593,12 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
   }
   auto end = std::chrono::steady_clock::now();
   double total = std::chrono::duration<double>(end - start).count();
+  if (!options.dumpDir.empty() && !dumpFinal(error))
+    return false;
+  if (!writer)
+    return true;
   double steady = std::chrono::duration<double>(end - afterFirst).count();
-  int64_t steps = last - first;
+  int64_t steps = stop - first;
   if (steps > 0) {
     log << "gptc: " << steps << " steps in " << std::fixed
         << std::setprecision(2) << total << " s";

@@ -13,7 +13,9 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -94,6 +96,9 @@ public:
       : out(out), symbols(symbols) {}
 
   LogicalResult run(func::FuncOp func);
+  /// Exports the single block of a gptc.accumulate region as a function
+  /// whose inputs are its block arguments, then `captures`.
+  LogicalResult runRegion(AccumulateOp op, ArrayRef<Value> captures);
 
 private:
   /// Records the grid the function's collectives use (one per function).
@@ -118,6 +123,14 @@ private:
 
   pg::Function &out;
   SymbolTableCollection &symbols;
+  /// Records the grid `grid` names (checking it exists).
+  LogicalResult useGrid(Operation *op, FlatSymbolRefAttr grid) {
+    FailureOr<shard::GridOp> g = shard::getGridOrNull(op, grid, symbols);
+    if (failed(g) || !*g)
+      return op->emitOpError("refers to an unknown grid");
+    return setGrid(*g, op);
+  }
+
   shard::GridOp gridOp;
   DenseMap<Value, int32_t> ids;
 };
@@ -143,6 +156,47 @@ FailureOr<int32_t> FunctionExporter::declare(Value value, StringRef name,
   return id;
 }
 
+/// `gptc.sharding = {shape, axes}` and `gptc.batch = {rows, microbatches,
+/// axes}` of an argument or result.
+static LogicalResult exportLayout(DictionaryAttr attrs, pg::Value &value,
+                                  func::FuncOp func) {
+  if (!attrs)
+    return success();
+  if (auto sharding = attrs.getAs<DictionaryAttr>("gptc.sharding")) {
+    auto shape = sharding.getAs<DenseI64ArrayAttr>("shape");
+    auto axes = sharding.getAs<ArrayAttr>("axes");
+    if (!shape || !axes || axes.size() != shape.asArrayRef().size())
+      return func.emitOpError("has a malformed gptc.sharding on '")
+             << value.name() << "'";
+    pg::Sharding *out = value.mutable_sharding();
+    for (int64_t d : shape.asArrayRef())
+      out->add_shape(d);
+    for (Attribute a : axes) {
+      auto list = dyn_cast<DenseI64ArrayAttr>(a);
+      if (!list)
+        return func.emitOpError("has a malformed gptc.sharding on '")
+               << value.name() << "'";
+      pg::AxisList *l = out->add_axes();
+      for (int64_t x : list.asArrayRef())
+        l->add_axes(x);
+    }
+  }
+  if (auto batch = attrs.getAs<DictionaryAttr>("gptc.batch")) {
+    auto rows = batch.getAs<IntegerAttr>("rows");
+    auto micro = batch.getAs<IntegerAttr>("microbatches");
+    if (!rows || !micro)
+      return func.emitOpError("has a malformed gptc.batch on '")
+             << value.name() << "'";
+    pg::BatchLayout *out = value.mutable_batch();
+    out->set_rows(rows.getInt());
+    out->set_microbatches(micro.getInt());
+    if (auto axes = batch.getAs<DenseI64ArrayAttr>("axes"))
+      for (int64_t a : axes.asArrayRef())
+        out->add_axes(a);
+  }
+  return success();
+}
+
 LogicalResult FunctionExporter::run(func::FuncOp func) {
   out.set_name(func.getSymName().str());
   if (!llvm::hasSingleElement(func.getBody()))
@@ -165,7 +219,11 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     if (failed(id))
       return failure();
     out.add_inputs(*id);
-    // 1b. How the runtime initializes a parameter.
+    // 1b. Slices and batch layouts.
+    if (failed(exportLayout(func.getArgAttrDict(arg.getArgNumber()),
+                            *out.mutable_values(*id), func)))
+      return failure();
+    // 1c. How the runtime initializes a parameter.
     if (auto init = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
                                                           kInitAttrName)) {
       pg::ParamInit *pi = out.mutable_values(*id)->mutable_init();
@@ -193,6 +251,8 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     int32_t id = ids.lookup(operand);
     out.add_outputs(id);
     pg::Value *v = out.mutable_values(id);
+    if (failed(exportLayout(func.getResultAttrDict(i), *v, func)))
+      return failure();
     if (v->name().empty()) {
       if (auto g = func.getResultAttrOfType<StringAttr>(i, "gptc.grad"))
         v->set_name(("grad:" + g.getValue()).str());
@@ -207,8 +267,35 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
   return success();
 }
 
+LogicalResult FunctionExporter::runRegion(AccumulateOp op,
+                                          ArrayRef<Value> captures) {
+  out.set_name("accumulate");
+  Block &body = op.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    FailureOr<int32_t> id = declare(arg, "", op);
+    if (failed(id))
+      return failure();
+    out.add_inputs(*id);
+  }
+  for (Value v : captures) {
+    FailureOr<int32_t> id = declare(v, "", op);
+    if (failed(id))
+      return failure();
+    out.add_inputs(*id);
+  }
+  for (Operation &inner : body.without_terminator())
+    if (failed(lower(&inner)))
+      return failure();
+  if (auto arena = op->getAttrOfType<IntegerAttr>("gptc.arena_bytes"))
+    out.set_arena_bytes(arena.getInt());
+  for (Value v : body.getTerminator()->getOperands())
+    out.add_outputs(ids.lookup(v));
+  return success();
+}
+
 LogicalResult FunctionExporter::lower(Operation *op) {
   pg::Kernel kernel;
+  llvm::SetVector<Value> captures;
   kernel.set_location(describe(op->getLoc()));
   auto ints = [&](ArrayRef<int64_t> values) {
     for (int64_t v : values)
@@ -338,15 +425,59 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             if (o.getReduction() != shard::ReductionKind::Sum)
               return o.emitOpError("has no CPU kernel for this reduction "
                                    "(only sum)");
-            FailureOr<shard::GridOp> grid =
-                shard::getGridOrNull(o, o.getGridAttr(), symbols);
-            if (failed(grid) || !*grid)
-              return o.emitOpError("refers to an unknown grid");
-            if (failed(setGrid(*grid, o)))
+            if (failed(useGrid(o, o.getGridAttr())))
               return failure();
             kernel.set_op(pg::ALL_REDUCE);
             for (int16_t axis : o.getGridAxes())
               kernel.add_ints(axis);
+            return success();
+          })
+          .Case([&](SumSquaresOp) {
+            kernel.set_op(pg::SUM_SQUARES);
+            return success();
+          })
+          .Case([&](SqrtOp) { kernel.set_op(pg::SQRT); return success(); })
+          .Case([&](CountTokensOp o) {
+            kernel.set_op(pg::COUNT_TOKENS);
+            ignore(o.getIgnoreIndex());
+            return success();
+          })
+          .Case<shard::AllGatherOp, shard::ReduceScatterOp,
+                shard::AllSliceOp>([&](auto o) -> LogicalResult {
+            using OpT = decltype(o);
+            if constexpr (std::is_same_v<OpT, shard::ReduceScatterOp>)
+              if (o.getReduction() != shard::ReductionKind::Sum)
+                return o.emitOpError("has no CPU kernel for this reduction "
+                                     "(only sum)");
+            if (failed(useGrid(o, o.getGridAttr())))
+              return failure();
+            int64_t axis;
+            if constexpr (std::is_same_v<OpT, shard::AllGatherOp>) {
+              kernel.set_op(pg::ALL_GATHER);
+              axis = o.getGatherAxis().getSExtValue();
+            } else if constexpr (std::is_same_v<OpT, shard::ReduceScatterOp>) {
+              kernel.set_op(pg::REDUCE_SCATTER);
+              axis = o.getScatterAxis().getSExtValue();
+            } else {
+              kernel.set_op(pg::ALL_SLICE);
+              axis = o.getSliceAxis().getSExtValue();
+            }
+            kernel.add_ints(axis);
+            for (int16_t a : o.getGridAxes())
+              kernel.add_ints(a);
+            return success();
+          })
+          .Case([&](AccumulateOp o) -> LogicalResult {
+            kernel.set_op(pg::ACCUMULATE);
+            ints({o.getMicrobatches(),
+                  static_cast<int64_t>(o.getInputs().size())});
+            getUsedValuesDefinedAbove(o.getBody(), captures);
+            FunctionExporter inner(*kernel.mutable_body(), symbols);
+            if (failed(inner.runRegion(o, captures.getArrayRef())))
+              return failure();
+            // The body's grid is the function's.
+            if (inner.out.grid_shape_size() && !out.grid_shape_size())
+              out.mutable_grid_shape()->CopyFrom(inner.out.grid_shape());
             return success();
           })
           .Default([&](Operation *other) {
@@ -355,8 +486,10 @@ LogicalResult FunctionExporter::lower(Operation *op) {
   if (failed(known))
     return failure();
 
-  // 2. Operands and results.
-  for (Value operand : op->getOperands()) {
+  // 2. Operands (and the values a region captures) and results.
+  SmallVector<Value> operands(op->getOperands());
+  operands.append(captures.begin(), captures.end());
+  for (Value operand : operands) {
     auto it = ids.find(operand);
     if (it == ids.end())
       return op->emitOpError("uses a value defined outside its function");

@@ -15,6 +15,7 @@
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 #include "gptc/Target/ExportProgram.h"
@@ -51,6 +52,11 @@ static cl::opt<int64_t> stepsOpt("steps",
                                           "learning-rate schedule spans "
                                           "(default: training.steps)"),
                                  cl::init(-1), cl::cat(trainCategory));
+static cl::opt<int64_t> stopAfterOpt(
+    "stop-at-step",
+    cl::desc("Stop (and checkpoint) after this many steps in all, keeping "
+             "the schedule of --steps; --resume continues"),
+    cl::init(-1), cl::cat(trainCategory));
 static cl::opt<std::string>
     checkpointOpt("checkpoint",
                   cl::desc("Checkpoint file (default: <model name>.ckpt)"),
@@ -121,18 +127,20 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   std::string description = buffer->getBuffer().str();
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
 
-  // 1. The description, with the limits of this runtime.
-  FailureOr<ModelDescription> desc = ModelDescription::parse(sourceMgr, &context);
+  // 1. The description (with --mesh and friends), with the limits of this
+  //    runtime.
+  FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+  if (failed(overrides))
+    return 1;
+  FailureOr<ModelDescription> desc =
+      ModelDescription::parse(sourceMgr, &context, *overrides);
   if (failed(desc))
     return 1;
   const ModelConfig &m = desc->getConfig();
-  if (!desc->getMeshAxes().empty() && m.dataParallel * m.tensorParallel *
-                                              m.pipelineParallel > 1)
-    return fail("the description's mesh has several devices; this build "
-                "trains on one CPU process (sharded training is not "
-                "implemented yet)");
-  if (m.gradAccumSteps > 1)
-    return fail("gradient_accumulation_steps > 1 is not implemented yet");
+  if (m.tensorParallel > 1 || m.pipelineParallel > 1)
+    return fail("the mesh has a tensor- or pipeline-parallel axis of size > "
+                "1; this build trains data parallel (with ZeRO) only: tensor, "
+                "sequence and pipeline parallelism are not implemented yet");
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));
@@ -149,10 +157,35 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                      program)))
     return 1;
 
-  // 3. Data, options, parameters.
+  // 3. One process per device: MPI when the mesh has several devices or an
+  //    MPI launcher started us (so that a mismatch is reported, not run N
+  //    times).
+  int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
+  std::unique_ptr<rt::Communicator> comm;
+  if (devices > 1 || rt::launchedByMpi())
+    comm = rt::createMpiCommunicator(nullptr, nullptr);
+  bool leader = !comm || comm->rank() == 0;
+  auto failAll = [&](const std::string &message) {
+    llvm::errs() << "gptc: error: "
+                 << (comm && comm->size() > 1
+                         ? "rank " + std::to_string(comm->rank()) + ": "
+                         : std::string())
+                 << message << "\n";
+    llvm::errs().flush();
+    if (comm && comm->size() > 1)
+      comm->abort(1);
+    return 1;
+  };
+  if (comm && comm->size() != devices)
+    return failAll("the mesh has " + std::to_string(devices) +
+                   " devices but " + std::to_string(comm->size()) +
+                   " processes run it: use mpirun -np " +
+                   std::to_string(devices));
+
+  // 4. Data, options, parameters.
   rt::ByteDataset data;
   if (!rt::ByteDataset::load(dataPath, m.seqLen, data, error))
-    return fail(error);
+    return failAll(error);
   rt::TrainOptions opts;
   opts.model = desc->getName().str();
   opts.description = description;
@@ -160,6 +193,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   opts.seqLen = m.seqLen;
   opts.vocab = m.vocabSize;
   opts.steps = stepsOpt >= 0 ? stepsOpt : m.steps;
+  opts.stopAfter = stopAfterOpt >= 0 ? std::min<int64_t>(stopAfterOpt, opts.steps)
+                                     : opts.steps;
   opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
   opts.checkpointInterval = m.checkpointInterval;
   opts.checkpointPath =
@@ -170,35 +205,44 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
   opts.profile = profileOpt;
-  auto trainer = rt::Trainer::create(program, opts, error);
+  auto trainer = rt::Trainer::create(program, opts, error, comm.get());
   if (!trainer)
-    return fail(error);
+    return failAll(error);
   if (resumeOpt) {
     if (!trainer->loadCheckpoint(opts.checkpointPath, error))
-      return fail(error);
+      return failAll(error);
   } else {
     trainer->initialize();
   }
 
-  llvm::errs() << "gptc: training " << opts.model << " ("
-               << trainer->numParameters() << " parameters) on "
-               << data.getPath() << " (" << data.trainSize() << " + "
-               << data.validationSize() << " bytes), batch " << opts.batch
-               << " x " << opts.seqLen << ", steps " << trainer->getStep()
-               << ".." << opts.steps << "\n";
+  if (leader) {
+    llvm::errs() << "gptc: training " << opts.model << " ("
+                 << trainer->numParameters() << " parameters) on "
+                 << data.getPath() << " (" << data.trainSize() << " + "
+                 << data.validationSize() << " bytes), batch " << m.batchSize
+                 << " x " << opts.seqLen << ", steps " << trainer->getStep()
+                 << ".." << opts.steps << "\n";
+    if (devices > 1 || m.gradAccumSteps > 1)
+      llvm::errs() << "gptc: " << devices << " processes: data parallel "
+                   << m.dataParallel << ", ZeRO stage " << m.zeroStage
+                   << ", " << m.gradAccumSteps << " microbatch(es) of "
+                   << m.microBatchSize << " sequences per rank\n";
+  }
   if (opts.evalInterval > 0 && trainer->getStep() == 0) {
     double val;
     if (!trainer->evaluate(data, val, error))
-      return fail(error);
-    std::cerr << "step     0/" << opts.steps << " | validation loss "
-              << std::fixed << val << std::endl;
+      return failAll(error);
+    if (leader)
+      std::cerr << "step     0/" << opts.steps << " | validation loss "
+                << std::fixed << val << std::endl;
   }
   if (!trainer->train(data, std::cerr, error))
-    return fail(error);
+    return failAll(error);
   if (!trainer->saveCheckpoint(opts.checkpointPath, error))
-    return fail(error);
-  llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
-               << trainer->getStep() << ")\n";
+    return failAll(error);
+  if (leader)
+    llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
+                 << trainer->getStep() << ")\n";
   return 0;
 }
 

@@ -7,6 +7,8 @@
 #ifndef GPTC_TOOLS_GPTC_TRAIN_H
 #define GPTC_TOOLS_GPTC_TRAIN_H
 
+#include "gptc/Frontend/ModelSpec.h"
+
 #include "mlir/IR/DialectRegistry.h"
 
 #include <string>
@@ -14,6 +16,9 @@
 namespace mlir::gptc {
 
 /// `gptc train MODEL.pbtxt`: compiles the training step and runs it.
+/// The --mesh, --zero-stage and --grad-accum options (errors printed).
+FailureOr<ParallelOverrides> getParallelOverrides();
+
 int runTrain(const std::string &modelPath, const DialectRegistry &registry);
 
 /// `gptc sample CHECKPOINT`: recompiles the checkpoint's model for sampling

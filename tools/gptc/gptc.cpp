@@ -20,6 +20,7 @@
 #include "Summary.h"
 #include "Train.h"
 
+#include "gptc/Analysis/CommReport.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/InitAll.h"
@@ -57,7 +58,7 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output filename"),
                                            cl::cat(gptcCategory));
 
 namespace {
-enum class Emit { MLIR, Train, Program, Summary };
+enum class Emit { MLIR, Train, Program, Summary, Comm };
 } // namespace
 
 static cl::opt<Emit> emitAction(
@@ -70,8 +71,44 @@ static cl::opt<Emit> emitAction(
                           "The runtime artifact of the training step "
                           "(protobuf text)"),
                clEnumValN(Emit::Summary, "summary",
-                          "Parameters, FLOPs and per-device model state")),
+                          "Parameters, FLOPs and per-device model state"),
+               clEnumValN(Emit::Comm, "comm",
+                          "The training step's collectives: bytes and "
+                          "volume sent per rank")),
     cl::cat(gptcCategory));
+
+static cl::OptionCategory parallelCategory(
+    "gptc parallel options (replace the description's)");
+static cl::opt<std::string>
+    meshOpt("mesh",
+            cl::desc("Device mesh, e.g. dp=2,tp=2 (axes dp, tp, pp); 1 for "
+                     "one device"),
+            cl::value_desc("axis=size,..."), cl::init(""),
+            cl::cat(parallelCategory));
+static cl::opt<int> zeroStageOpt("zero-stage",
+                                 cl::desc("ZeRO stage 0-3 on the data axis"),
+                                 cl::init(-1), cl::cat(parallelCategory));
+static cl::opt<int64_t>
+    gradAccumOpt("grad-accum",
+                 cl::desc("Gradient accumulation steps (microbatches per "
+                          "optimizer step)"),
+                 cl::init(-1), cl::cat(parallelCategory));
+
+FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
+  ParallelOverrides o;
+  if (meshOpt.getNumOccurrences()) {
+    std::string error;
+    if (failed(o.parseMesh(meshOpt, error))) {
+      llvm::errs() << "gptc: error: " << error << "\n";
+      return failure();
+    }
+  }
+  if (zeroStageOpt.getNumOccurrences())
+    o.zeroStage = zeroStageOpt;
+  if (gradAccumOpt.getNumOccurrences())
+    o.accumulation = gradAccumOpt;
+  return o;
+}
 
 static cl::opt<std::string> splitInputFile(
     "split-input-file", cl::ValueOptional,
@@ -93,8 +130,11 @@ static cl::opt<bool> verifyDiagnostics(
 /// requested stage to `os`.
 static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                              raw_ostream &os) {
+  FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+  if (failed(overrides))
+    return failure();
   FailureOr<ModelDescription> desc =
-      ModelDescription::parse(sourceMgr, &context);
+      ModelDescription::parse(sourceMgr, &context, *overrides);
   if (failed(desc))
     return failure();
   OwningOpRef<ModuleOp> module = importModel(*desc, &context);
@@ -105,7 +145,8 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
-  bool training = emitAction == Emit::Train || emitAction == Emit::Program;
+  bool training = emitAction == Emit::Train || emitAction == Emit::Program ||
+                  emitAction == Emit::Comm;
   if (training)
     buildTrainPipeline(pm);
   else
@@ -131,6 +172,12 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   }
   case Emit::Summary:
     return printSummary(*desc, *module, os);
+  case Emit::Comm: {
+    auto step = module->lookupSymbol<func::FuncOp>("train_step");
+    if (!step)
+      return module->emitError("no @train_step to report on");
+    return printCommReport(step, os);
+  }
   }
   llvm_unreachable("unknown --emit value");
 }

@@ -25,6 +25,10 @@ inline constexpr llvm::StringLiteral kParamAttrName = "gptc.param";
 inline constexpr llvm::StringLiteral kInputAttrName = "gptc.input";
 /// Argument attribute describing a parameter's initializer.
 inline constexpr llvm::StringLiteral kInitAttrName = "gptc.init";
+/// The label of padding positions (rows added so that a batch splits evenly
+/// over data-parallel ranks and microbatches): the importer's
+/// cross-entropy ignores it, the runtime pads with it.
+inline constexpr int64_t kPaddingLabel = -1;
 
 /// Figures of one model function.
 struct ModelStats {

@@ -22,6 +22,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,21 @@ struct MeshAxis {
   enum class Kind { Data, Tensor, Pipeline } kind = Kind::Data;
 };
 
+/// Command-line replacements for the description's parallel settings
+/// (`gptc train --mesh dp=2,tp=2 --zero-stage 1 --grad-accum 4`); they are
+/// validated with the rest of the description.
+struct ParallelOverrides {
+  std::optional<std::vector<MeshAxis>> mesh;
+  std::optional<int> zeroStage;
+  std::optional<int64_t> accumulation;
+  std::optional<bool> sequenceParallel;
+
+  /// Parses `dp=2,tp=2` (axis kinds dp/data, tp/tensor, pp/pipeline; the
+  /// key is the axis name) into `mesh`; an empty string or "1" means one
+  /// device.
+  LogicalResult parseMesh(llvm::StringRef text, std::string &error);
+};
+
 /// A parsed, validated model description.
 class ModelDescription {
 public:
@@ -63,7 +79,11 @@ public:
 
   /// Same, for an in-memory text named `fileName` in locations.
   static FailureOr<ModelDescription>
-  parse(llvm::StringRef text, llvm::StringRef fileName, MLIRContext *context);
+  parse(llvm::StringRef text, llvm::StringRef fileName, MLIRContext *context,
+        const ParallelOverrides &overrides = {});
+  static FailureOr<ModelDescription> parse(llvm::SourceMgr &sourceMgr,
+                                           MLIRContext *context,
+                                           const ParallelOverrides &overrides);
 
   const ::gptc::spec::ModelSpec &getSpec() const;
   /// The description with defaults applied and derived sizes computed.

@@ -28,6 +28,9 @@ public:
   virtual ~Communicator();
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Ends every process of the job (after an error on one rank, so that
+  /// the others do not wait in a collective forever).
+  [[noreturn]] virtual void abort(int code) = 0;
 
   /// Sums `count` elements of `dtype` at `data`, in place, over the ranks
   /// that share this rank's coordinates on every axis of `grid` except
@@ -37,12 +40,60 @@ public:
                             const std::vector<int64_t> &grid,
                             const std::vector<int64_t> &axes,
                             std::string &error) = 0;
+
+  /// Concatenates the `count` elements at `in` of every rank of the group
+  /// over `axes` (in group order, see groupIndex) into `out`.
+  virtual bool allGather(const void *in, void *out, int64_t count,
+                         program::DType dtype, const std::vector<int64_t> &grid,
+                         const std::vector<int64_t> &axes,
+                         std::string &error) = 0;
+
+  /// Sums `in` (group size x `count` elements) over the group over `axes`
+  /// and writes this rank's block of `count` elements to `out`.
+  virtual bool reduceScatterSum(const void *in, void *out, int64_t count,
+                                program::DType dtype,
+                                const std::vector<int64_t> &grid,
+                                const std::vector<int64_t> &axes,
+                                std::string &error) = 0;
 };
+
+/// The index of `rank` in its group over `axes` of `grid`: its coordinates
+/// on `axes`, row-major in the order `axes` lists them (the first is the
+/// major one). Blocks of a tensor split over `axes` are in this order.
+int64_t groupIndex(const std::vector<int64_t> &grid,
+                   const std::vector<int64_t> &axes, int64_t rank);
+/// The number of ranks in a group over `axes` of `grid`.
+int64_t groupSize(const std::vector<int64_t> &grid,
+                  const std::vector<int64_t> &axes);
+
+class Tensor;
+
+/// A tensor split into blocks over grid axes (program::Sharding): `axes[d]`
+/// split dimension d of `shape`, the whole tensor.
+struct BlockLayout {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> axes;
+  bool isSplit() const;
+  /// The shape of one block on `grid`.
+  std::vector<int64_t> blockShape(const std::vector<int64_t> &grid) const;
+};
+
+/// This rank's block of `whole`.
+Tensor sliceBlock(const Tensor &whole, const BlockLayout &layout,
+                  const std::vector<int64_t> &grid, int64_t rank);
+/// The whole tensor from every rank's `block` (all-gather along each split
+/// dimension); every rank gets it. Needs `comm` when a split axis holds
+/// more than one rank.
+bool gatherBlocks(const Tensor &block, const BlockLayout &layout,
+                  const std::vector<int64_t> &grid, Communicator *comm,
+                  Tensor &whole, std::string &error);
 
 /// Starts MPI (MPI_Init) and returns a communicator over MPI_COMM_WORLD;
 /// MPI is finalized when it is destroyed. Works under mpirun and as a
 /// single process.
 std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv);
+/// Whether this process was started by an MPI launcher (mpirun/mpiexec).
+bool launchedByMpi();
 
 /// The ranks of the group `rank` belongs to when reducing over `axes` of
 /// `grid` (row-major ranks), in increasing order.

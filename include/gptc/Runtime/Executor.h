@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,16 +89,20 @@ public:
 
   /// The processes collectives run over; without one, a collective over
   /// more than one device is an error.
-  void setCommunicator(Communicator *c) { communicator = c; }
+  void setCommunicator(Communicator *c);
 
   /// Time every kernel from now on; `profile()` returns seconds per op kind.
-  void enableProfiling() { profiling = true; }
+  void enableProfiling();
   const std::vector<double> &profile() const { return seconds; }
   const std::vector<int64_t> &profileCalls() const { return calls; }
 
 private:
   explicit Executor(const program::Function &function);
   bool runKernel(const program::Kernel &kernel, std::string &error);
+  /// all-reduce, all-gather, reduce-scatter and all-slice.
+  bool runCollective(const program::Kernel &kernel, std::string &error);
+  /// ACCUMULATE: the body once per microbatch, outputs summed.
+  bool runAccumulate(const program::Kernel &kernel, std::string &error);
 
   program::Function function;
   /// Every value, by id: a view into `arena` when the program planned it,
@@ -109,6 +114,8 @@ private:
   std::vector<const Tensor *> bound;
   bool profiling = false;
   Communicator *communicator = nullptr;
+  /// The executors of ACCUMULATE kernels' bodies.
+  std::map<const program::Kernel *, std::unique_ptr<Executor>> bodies;
   /// Seconds and calls per program::OpKind.
   std::vector<double> seconds;
   std::vector<int64_t> calls;

@@ -13,6 +13,7 @@
 #ifndef GPTC_RUNTIME_TRAINER_H
 #define GPTC_RUNTIME_TRAINER_H
 
+#include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
 
 #include <cstdint>
@@ -58,6 +59,8 @@ struct TrainOptions {
   std::string description; ///< the model description's text (for sampling)
   int64_t batch = 0, seqLen = 0, vocab = 0;
   int64_t steps = 0;
+  /// Train up to this step (default: `steps`); the schedule spans `steps`.
+  int64_t stopAfter = -1;
   int64_t evalInterval = 0, evalBatches = 8;
   int64_t checkpointInterval = 0;
   std::string checkpointPath;
@@ -69,7 +72,9 @@ struct TrainOptions {
   /// Time each kernel kind and print where the step's time goes.
   bool profile = false;
   /// Write the initial parameters, each step's batch and the losses as
-  /// .npy/.tsv files here (reference checks).
+  /// .npy/.tsv files here (reference checks); at the end, the final
+  /// parameters (`final.<name>.npy`, whole) and, on a mesh, each rank's
+  /// own blocks (`rank<r>.final.<name>.npy`).
   std::string dumpDir;
 };
 
@@ -77,9 +82,13 @@ class Trainer {
 public:
   /// Checks that `program` has @train_step and @forward of the expected
   /// shape and prepares their executors.
+  /// `comm` runs the collectives of a program for several devices (one
+  /// process per device; null for one device). Rank 0 writes checkpoints
+  /// and dumps; every rank computes the same losses.
   static std::unique_ptr<Trainer> create(const program::Program &program,
                                          const TrainOptions &options,
-                                         std::string &error);
+                                         std::string &error,
+                                         Communicator *comm = nullptr);
 
   /// Initializes every parameter from its `init` (seeded normal, zeros,
   /// ones) and zeroes the optimizer state.
@@ -100,7 +109,11 @@ public:
   bool evaluate(const ByteDataset &data, double &loss, std::string &error);
 
   int64_t getStep() const { return step; }
+  /// Parameters of the whole model (not of this rank's blocks).
   int64_t numParameters() const;
+  /// The whole parameters (gathered from the ranks' blocks when sharded).
+  bool wholeParameters(std::vector<Tensor> &out, std::string &error) const;
+  int rank() const { return comm ? comm->rank() : 0; }
 
 private:
   Trainer() = default;
@@ -110,6 +123,27 @@ private:
   std::vector<std::string> names;
   std::vector<Tensor> params, m, v;
   std::vector<program::ParamInit> inits;
+  /// How params, m and v (3 x n, in that order) are split over the grid.
+  std::vector<BlockLayout> layouts;
+  /// The data inputs of @train_step after `step`: name and batch layout.
+  struct DataInput {
+    std::string name;
+    program::BatchLayout layout;
+    std::vector<int64_t> shape;
+  };
+  std::vector<DataInput> dataInputs;
+  std::vector<int64_t> grid;
+  Communicator *comm = nullptr;
+  /// Sequences per step over all ranks.
+  int64_t stepRows = 0;
+  /// Copies this rank's rows of the step's batch `whole` into `out`.
+  void layOutRows(const Tensor &whole, const program::BatchLayout &layout,
+                  int32_t pad, Tensor &out) const;
+  /// The final parameters into the dump directory.
+  bool dumpFinal(std::string &error) const;
+  /// Whole tensors of one state group (gathered when split).
+  bool gather(const std::vector<Tensor> &group, int offset,
+              std::vector<Tensor> &out, std::string &error) const;
   int64_t step = 0;
   double lastLoss = 0, lastValLoss = 0;
   bool haveValLoss = false;

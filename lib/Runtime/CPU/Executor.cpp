@@ -149,10 +149,15 @@ static bool arityOf(OpKind op, Arity &arity) {
   case program::BROADCAST:
     arity = {1, 1, 1};
     return true;
+  case program::CROSS_ENTROPY:
+    arity = {2, 3, 1};
+    return true;
+  case program::CROSS_ENTROPY_GRAD:
+    arity = {3, 4, 1};
+    return true;
   case program::EMBEDDING:
   case program::ADD:
   case program::MATMUL:
-  case program::CROSS_ENTROPY:
   case program::EMBEDDING_GRAD:
   case program::GELU_GRAD:
   case program::SOFTMAX_GRAD:
@@ -162,7 +167,6 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {2, 3, 1};
     return true;
   case program::LAYER_NORM:
-  case program::CROSS_ENTROPY_GRAD:
     arity = {3, 3, 1};
     return true;
   case program::CAUSAL_ATTENTION:
@@ -188,7 +192,18 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {7, 7, 3};
     return true;
   case program::ALL_REDUCE:
+  case program::ALL_GATHER:
+  case program::REDUCE_SCATTER:
+  case program::ALL_SLICE:
+  case program::COUNT_TOKENS:
+  case program::SQRT:
     arity = {1, 1, 1};
+    return true;
+  case program::SUM_SQUARES:
+    arity = {1, -1, 1};
+    return true;
+  case program::ACCUMULATE:
+    arity = {1, -1, -1};
     return true;
   case program::CONCAT:
     arity = {1, -1, 1};
@@ -270,6 +285,20 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
         return fail("kernel at " + k.location() + " writes value " +
                     std::to_string(id) + " out of range");
   }
+  // The functions ACCUMULATE runs per microbatch.
+  for (const Kernel &k : exec->function.kernels()) {
+    if (k.op() != program::ACCUMULATE)
+      continue;
+    if (k.ints_size() != 2 || k.ints(0) < 1 || k.ints(1) < 0 ||
+        k.ints(1) > k.inputs_size() ||
+        k.body().inputs_size() != k.inputs_size() ||
+        k.body().outputs_size() != k.outputs_size())
+      return fail("ACCUMULATE at " + k.location() + " is malformed");
+    std::unique_ptr<Executor> body = create(k.body(), error);
+    if (!body)
+      return nullptr;
+    exec->bodies[&k] = std::move(body);
+  }
   return exec;
 }
 
@@ -311,8 +340,12 @@ template <typename T> bool runFloat(Call &c) {
   const Kernel &k = c.kernel;
   auto &in = c.in;
   auto &out = c.out;
-  for (const Tensor *t : in)
-    if (t->dtype != program::I32 && !isType<T>(*t))
+  // The cross-entropy's normalizer (a token count) may be of any float type.
+  size_t typed = k.op() == program::CROSS_ENTROPY        ? 2
+                 : k.op() == program::CROSS_ENTROPY_GRAD ? 3
+                                                         : in.size();
+  for (size_t i = 0; i < std::min(typed, in.size()); ++i)
+    if (in[i]->dtype != program::I32 && !isType<T>(*in[i]))
       return c.fail("mixes element types");
   switch (k.op()) {
   case program::EMBEDDING: {
@@ -480,10 +513,24 @@ template <typename T> bool runFloat(Call &c) {
                             : out[0]->numElements() == 1),
                   "operand shapes do not match"))
       return false;
+    // The normalizer, when given: divide by it instead of the count.
+    double normalizer = 0;
+    if (in.size() == (grad ? 4u : 3u)) {
+      const Tensor &n = *in.back();
+      if (!c.expect(n.numElements() == 1 && (n.dtype == program::F32 ||
+                                             n.dtype == program::F64),
+                    "expects a scalar float normalizer"))
+        return false;
+      normalizer = n.dtype == program::F32 ? n.data<float>()[0]
+                                           : n.data<double>()[0];
+      if (!(normalizer > 0))
+        normalizer = -1; // no real token anywhere: no loss, no gradient
+    }
     if (!grad) {
       int64_t bad;
       T loss = crossEntropy(logits.data<T>(), labels.data<int32_t>(),
-                            labels.numElements(), vocab, ints[0], ints[1], bad);
+                            labels.numElements(), vocab, ints[0], ints[1],
+                            normalizer, bad);
       if (bad >= 0)
         return c.fail("label " + std::to_string(labels.data<int32_t>()[bad]) +
                       " at position " + std::to_string(bad) +
@@ -493,7 +540,7 @@ template <typename T> bool runFloat(Call &c) {
     } else {
       crossEntropyGrad(logits.data<T>(), labels.data<int32_t>(),
                        in[2]->data<T>()[0], labels.numElements(), vocab,
-                       ints[0], ints[1], out[0]->data<T>());
+                       ints[0], ints[1], normalizer, out[0]->data<T>());
     }
     return true;
   }
@@ -532,23 +579,129 @@ static void convert(const Tensor &in, Tensor &out) {
 }
 } // namespace
 
-bool Executor::runKernel(const Kernel &k, std::string &error) {
-  Call c{{}, {}, k, error};
-  if (k.op() == program::ALL_REDUCE) {
-    const Tensor &x = *(bound[k.inputs(0)] ? bound[k.inputs(0)]
-                                           : &values[k.inputs(0)]);
-    Tensor &y = values[k.outputs(0)];
-    if (x.dtype != y.dtype || x.numElements() != y.numElements())
-      return c.fail("operand shapes do not match");
-    std::vector<int64_t> grid(function.grid_shape().begin(),
-                              function.grid_shape().end());
-    std::vector<int64_t> axes(k.ints().begin(), k.ints().end());
-    int64_t ranks = 1;
-    for (int64_t a : axes) {
-      if (a < 0 || a >= static_cast<int64_t>(grid.size()))
-        return c.fail("grid axis out of range");
-      ranks *= grid[a];
+/// Elements before and after `axis` of `shape`.
+static void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
+                       int64_t &outer, int64_t &inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < axis)
+      outer *= shape[d];
+    else if (d > axis)
+      inner *= shape[d];
+  }
+}
+
+bool runtime::BlockLayout::isSplit() const {
+  for (const auto &a : axes)
+    if (!a.empty())
+      return true;
+  return false;
+}
+
+std::vector<int64_t>
+runtime::BlockLayout::blockShape(const std::vector<int64_t> &grid) const {
+  std::vector<int64_t> block(shape);
+  for (size_t d = 0; d < block.size() && d < axes.size(); ++d)
+    block[d] /= groupSize(grid, axes[d]);
+  return block;
+}
+
+/// Copies block `index` along `axis` (blocks of `block.shape[axis]`) from
+/// `whole` into `block`, or back when `toWhole`.
+static void copyBlock(Tensor &whole, Tensor &block, int64_t axis,
+                      int64_t index, bool toWhole) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(block.shape.size()); ++d) {
+    if (d < axis)
+      outer *= block.shape[d];
+    else if (d > axis)
+      inner *= block.shape[d];
+  }
+  int64_t esize = elementSize(block.dtype);
+  int64_t chunk = block.shape[axis] * inner * esize;
+  int64_t wholeRow = whole.shape[axis] * inner * esize;
+  for (int64_t o = 0; o < outer; ++o) {
+    std::byte *w = whole.raw() + o * wholeRow + index * chunk;
+    std::byte *b = block.raw() + o * chunk;
+    if (toWhole)
+      std::memcpy(w, b, chunk);
+    else
+      std::memcpy(b, w, chunk);
+  }
+}
+
+Tensor runtime::sliceBlock(const Tensor &whole, const BlockLayout &layout,
+                           const std::vector<int64_t> &grid, int64_t rank) {
+  Tensor current = whole;
+  for (size_t d = 0; d < layout.axes.size(); ++d) {
+    const std::vector<int64_t> &axes = layout.axes[d];
+    int64_t n = groupSize(grid, axes);
+    if (n == 1)
+      continue;
+    std::vector<int64_t> shape = current.shape;
+    shape[d] /= n;
+    Tensor next(current.dtype, shape);
+    copyBlock(current, next, static_cast<int64_t>(d),
+              groupIndex(grid, axes, rank), false);
+    current = std::move(next);
+  }
+  return current;
+}
+
+bool runtime::gatherBlocks(const Tensor &block, const BlockLayout &layout,
+                           const std::vector<int64_t> &grid,
+                           Communicator *comm, Tensor &whole,
+                           std::string &error) {
+  Tensor current = block;
+  for (size_t d = 0; d < layout.axes.size(); ++d) {
+    const std::vector<int64_t> &axes = layout.axes[d];
+    int64_t n = groupSize(grid, axes);
+    if (n == 1)
+      continue;
+    if (!comm) {
+      error = "gathering a sharded tensor needs a communicator";
+      return false;
     }
+    Tensor packed(current.dtype, {n * current.numElements()});
+    if (!comm->allGather(current.raw(), packed.raw(), current.numElements(),
+                         current.dtype, grid, axes, error))
+      return false;
+    std::vector<int64_t> shape = current.shape;
+    shape[d] *= n;
+    Tensor next(current.dtype, shape);
+    for (int64_t r = 0; r < n; ++r) {
+      Tensor piece = Tensor::view(current.dtype, current.shape,
+                                  packed.raw() + r * current.byteSize());
+      copyBlock(next, piece, static_cast<int64_t>(d), r, true);
+    }
+    current = std::move(next);
+  }
+  whole = std::move(current);
+  return true;
+}
+
+bool Executor::runCollective(const Kernel &k, std::string &error) {
+  Call c{{}, {}, k, error};
+  const Tensor &x = *(bound[k.inputs(0)] ? bound[k.inputs(0)]
+                                         : &values[k.inputs(0)]);
+  Tensor &y = values[k.outputs(0)];
+  std::vector<int64_t> grid(function.grid_shape().begin(),
+                            function.grid_shape().end());
+  bool reduce = k.op() == program::ALL_REDUCE;
+  if (!reduce && k.ints_size() < 1)
+    return c.fail("needs a tensor axis");
+  std::vector<int64_t> axes(k.ints().begin() + (reduce ? 0 : 1),
+                            k.ints().end());
+  for (int64_t a : axes)
+    if (a < 0 || a >= static_cast<int64_t>(grid.size()))
+      return c.fail("grid axis out of range");
+  int64_t ranks = groupSize(grid, axes);
+  if (x.dtype != y.dtype)
+    return c.fail("operand types do not match");
+  if (reduce) {
+    if (x.numElements() != y.numElements())
+      return c.fail("operand shapes do not match");
     std::memcpy(y.raw(), x.raw(), y.byteSize());
     if (ranks == 1)
       return true;
@@ -556,11 +709,164 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       return c.fail("sums over " + std::to_string(ranks) +
                     " devices and needs a communicator: run under mpirun");
     std::string why;
-    if (!communicator->allReduceSum(y.raw(), y.numElements(), y.dtype, grid,
-                                    axes, why))
-      return c.fail(why);
+    return communicator->allReduceSum(y.raw(), y.numElements(), y.dtype, grid,
+                                      axes, why) ||
+           c.fail(why);
+  }
+
+  // Gather, scatter and slice move blocks along `axis` of the whole tensor.
+  int64_t axis = k.ints(0);
+  bool gather = k.op() == program::ALL_GATHER;
+  const Tensor &whole = gather ? y : x;
+  const Tensor &block = gather ? x : y;
+  if (axis < 0 || axis >= static_cast<int64_t>(whole.shape.size()) ||
+      whole.shape.size() != block.shape.size())
+    return c.fail("tensor axis out of range");
+  for (size_t d = 0; d < whole.shape.size(); ++d)
+    if (whole.shape[d] !=
+        block.shape[d] * (static_cast<int64_t>(d) == axis ? ranks : 1))
+      return c.fail("operand shapes do not match the group of " +
+                    std::to_string(ranks) + " devices");
+  if (ranks > 1 && !communicator)
+    return c.fail("runs over " + std::to_string(ranks) +
+                  " devices and needs a communicator: run under mpirun");
+  int64_t outer, inner;
+  aroundAxis(block.shape, axis, outer, inner);
+  // One row of a block along the axis and below it.
+  int64_t chunk = block.shape[axis] * inner * elementSize(x.dtype);
+  int64_t blockBytes = block.byteSize();
+  int64_t me = communicator ? groupIndex(grid, axes, communicator->rank()) : 0;
+  if (k.op() == program::ALL_SLICE || ranks == 1) {
+    if (gather && ranks == 1) {
+      std::memcpy(y.raw(), x.raw(), y.byteSize());
+      return true;
+    }
+    if (k.op() == program::REDUCE_SCATTER) {
+      std::memcpy(y.raw(), x.raw(), y.byteSize());
+      return true;
+    }
+    // This rank's block.
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(y.raw() + o * chunk,
+                  x.raw() + (o * ranks + me) * chunk, chunk);
     return true;
   }
+  // Blocks are contiguous when nothing lies before the axis; otherwise they
+  // are packed (rank-major) around the call.
+  std::string why;
+  if (gather) {
+    if (outer == 1)
+      return communicator->allGather(x.raw(), y.raw(), x.numElements(),
+                                     x.dtype, grid, axes, why) ||
+             c.fail(why);
+    std::vector<std::byte> packed(y.byteSize());
+    if (!communicator->allGather(x.raw(), packed.data(), x.numElements(),
+                                 x.dtype, grid, axes, why))
+      return c.fail(why);
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(y.raw() + (o * ranks + r) * chunk,
+                    packed.data() + r * blockBytes + o * chunk, chunk);
+    return true;
+  }
+  if (outer == 1)
+    return communicator->reduceScatterSum(x.raw(), y.raw(), y.numElements(),
+                                          x.dtype, grid, axes, why) ||
+           c.fail(why);
+  std::vector<std::byte> packed(x.byteSize());
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(packed.data() + r * blockBytes + o * chunk,
+                  x.raw() + (o * ranks + r) * chunk, chunk);
+  return communicator->reduceScatterSum(packed.data(), y.raw(),
+                                        y.numElements(), x.dtype, grid, axes,
+                                        why) ||
+         c.fail(why);
+}
+
+bool Executor::runAccumulate(const Kernel &k, std::string &error) {
+  Call c{{}, {}, k, error};
+  Executor &body = *bodies.at(&k);
+  int64_t micro = k.ints(0), stacked = k.ints(1);
+  std::vector<Tensor> slices(stacked);
+  std::vector<const Tensor *> in;
+  for (int i = 0; i < k.inputs_size(); ++i) {
+    int32_t id = k.inputs(i);
+    in.push_back(bound[id] ? bound[id] : &values[id]);
+  }
+  std::vector<const Tensor *> args(in);
+  std::vector<Tensor> parts;
+  for (int64_t j = 0; j < micro; ++j) {
+    // Microbatch j of each stacked input: a view, no copy.
+    for (int64_t i = 0; i < stacked; ++i) {
+      const Tensor &whole = *in[i];
+      if (whole.shape.empty() || whole.shape[0] % micro != 0)
+        return c.fail("input does not hold the microbatches");
+      std::vector<int64_t> shape = whole.shape;
+      shape[0] /= micro;
+      int64_t bytes = whole.byteSize() / micro;
+      slices[i] = Tensor::view(whole.dtype, shape,
+                               const_cast<std::byte *>(whole.raw()) + j * bytes);
+      args[i] = &slices[i];
+    }
+    if (!body.run(args, parts, error))
+      return false;
+    for (int o = 0; o < k.outputs_size(); ++o) {
+      Tensor &sum = values[k.outputs(o)];
+      const Tensor &part = parts[o];
+      if (part.dtype != sum.dtype || part.numElements() != sum.numElements())
+        return c.fail("body output does not match the result");
+      if (j == 0) {
+        std::memcpy(sum.raw(), part.raw(), sum.byteSize());
+      } else if (sum.dtype == program::F32) {
+        float *y = sum.data<float>();
+        const float *x = part.data<float>();
+        for (int64_t e = 0, n = sum.numElements(); e < n; ++e)
+          y[e] += x[e];
+      } else if (sum.dtype == program::F64) {
+        double *y = sum.data<double>();
+        const double *x = part.data<double>();
+        for (int64_t e = 0, n = sum.numElements(); e < n; ++e)
+          y[e] += x[e];
+      } else {
+        return c.fail("sums only floating-point values");
+      }
+    }
+  }
+  // The profile shows the body's kernels, not one ACCUMULATE block.
+  if (profiling && !body.seconds.empty()) {
+    double inner = 0;
+    for (size_t kind = 0; kind < body.seconds.size(); ++kind) {
+      seconds[kind] += body.seconds[kind];
+      calls[kind] += body.calls[kind];
+      inner += body.seconds[kind];
+      body.seconds[kind] = 0;
+      body.calls[kind] = 0;
+    }
+    seconds[program::ACCUMULATE] -= inner;
+  }
+  return true;
+}
+
+void Executor::setCommunicator(Communicator *c) {
+  communicator = c;
+  for (auto &[kernel, body] : bodies)
+    body->setCommunicator(c);
+}
+
+void Executor::enableProfiling() {
+  profiling = true;
+  for (auto &[kernel, body] : bodies)
+    body->enableProfiling();
+}
+
+bool Executor::runKernel(const Kernel &k, std::string &error) {
+  Call c{{}, {}, k, error};
+  if (k.op() == program::ACCUMULATE)
+    return runAccumulate(k, error);
+  if (k.op() == program::ALL_REDUCE || k.op() == program::ALL_GATHER ||
+      k.op() == program::REDUCE_SCATTER || k.op() == program::ALL_SLICE)
+    return runCollective(k, error);
   for (int32_t id : k.inputs())
     c.in.push_back(bound[id] ? bound[id] : &values[id]);
   for (int32_t id : k.outputs())
@@ -637,7 +943,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
                         elementSize(full.dtype), concat);
     return true;
   }
-  case program::GLOBAL_NORM: {
+  case program::GLOBAL_NORM:
+  case program::SUM_SQUARES: {
     if (out.dtype != program::F32 || out.numElements() != 1)
       return c.fail("expects a scalar f32 result");
     std::vector<std::pair<const float *, int64_t>> f32;
@@ -651,7 +958,29 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
         return c.fail("expects floating-point inputs");
     }
     double a = cpu::globalNorm(f32), b = cpu::globalNorm(f64);
-    out.data<float>()[0] = static_cast<float>(std::sqrt(a * a + b * b));
+    double squares = a * a + b * b;
+    out.data<float>()[0] = static_cast<float>(
+        k.op() == program::GLOBAL_NORM ? std::sqrt(squares) : squares);
+    return true;
+  }
+  case program::SQRT: {
+    const Tensor &x = *c.in[0];
+    if (x.dtype != program::F32 || x.numElements() != 1 ||
+        out.dtype != program::F32 || out.numElements() != 1)
+      return c.fail("expects scalar f32 operands");
+    out.data<float>()[0] = std::sqrt(x.data<float>()[0]);
+    return true;
+  }
+  case program::COUNT_TOKENS: {
+    const Tensor &labels = *c.in[0];
+    if (labels.dtype != program::I32 || out.dtype != program::F32 ||
+        out.numElements() != 1 || k.ints_size() != 2)
+      return c.fail("expects i32 labels and a scalar f32 result");
+    int64_t n = 0;
+    const int32_t *l = labels.data<int32_t>();
+    for (int64_t i = 0, e = labels.numElements(); i < e; ++i)
+      n += !(k.ints(0) && l[i] == k.ints(1));
+    out.data<float>()[0] = static_cast<float>(n);
     return true;
   }
   case program::CLIP_SCALE: {

@@ -408,7 +408,7 @@ template <typename T> static T logSumExp(const T *row, int64_t n) {
 template <typename T>
 T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
                int64_t vocab, bool hasIgnore, int64_t ignoreIndex,
-               int64_t &badLabel) {
+               double normalizer, int64_t &badLabel) {
   badLabel = -1;
   T total = 0;
   int64_t count = 0;
@@ -424,6 +424,8 @@ T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
     total += logSumExp(row, vocab) - row[label];
     ++count;
   }
+  if (normalizer != 0)
+    return normalizer > 0 ? T(total / normalizer) : T(0);
   // Every position ignored: no loss and no gradient, rather than 0/0.
   return count ? total / T(count) : T(0);
 }
@@ -431,11 +433,13 @@ T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
 template <typename T>
 void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
                       int64_t rows, int64_t vocab, bool hasIgnore,
-                      int64_t ignoreIndex, T *dlogits) {
+                      int64_t ignoreIndex, double normalizer, T *dlogits) {
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r)
     count += !(hasIgnore && labels[r] == ignoreIndex);
-  T scale = count ? dloss / T(count) : T(0);
+  T scale = normalizer != 0 ? (normalizer > 0 ? T(dloss / normalizer) : T(0))
+            : count         ? dloss / T(count)
+                            : T(0);
   for (int64_t r = 0; r < rows; ++r) {
     T *drow = dlogits + r * vocab;
     int64_t label = labels[r];
@@ -707,9 +711,9 @@ void adamwParallel(const float *p, const float *g, const float *m,
                                        const T *, int64_t, int64_t, int64_t,   \
                                        int64_t, T *, T *, T *);                \
   template T crossEntropy<T>(const T *, const int32_t *, int64_t, int64_t,     \
-                             bool, int64_t, int64_t &);                        \
+                             bool, int64_t, double, int64_t &);                \
   template void crossEntropyGrad<T>(const T *, const int32_t *, T, int64_t,    \
-                                    int64_t, bool, int64_t, T *);              \
+                                    int64_t, bool, int64_t, double, T *);      \
   template void reduceSum<T>(const T *, const std::vector<int64_t> &,          \
                              const std::vector<int64_t> &, T *);               \
   template void broadcast<T>(const T *, const std::vector<int64_t> &,          \

@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <climits>
 #include <cstdint>
 #include <map>
@@ -49,6 +50,23 @@ static int64_t project(const std::vector<int64_t> &grid,
       index = index * grid[d] + c[d];
   }
   return index;
+}
+
+int64_t runtime::groupIndex(const std::vector<int64_t> &grid,
+                            const std::vector<int64_t> &axes, int64_t rank) {
+  std::vector<int64_t> c = coordinates(grid, rank);
+  int64_t index = 0;
+  for (int64_t a : axes)
+    index = index * grid[a] + c[a];
+  return index;
+}
+
+int64_t runtime::groupSize(const std::vector<int64_t> &grid,
+                           const std::vector<int64_t> &axes) {
+  int64_t n = 1;
+  for (int64_t a : axes)
+    n *= grid[a];
+  return n;
 }
 
 std::vector<int> runtime::reductionGroup(const std::vector<int64_t> &grid,
@@ -85,6 +103,11 @@ public:
       MPI_Finalize();
   }
 
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::exit(code);
+  }
+
   int rank() const override { return myRank; }
   int size() const override { return mySize; }
 
@@ -92,6 +115,50 @@ public:
                     const std::vector<int64_t> &grid,
                     const std::vector<int64_t> &axes,
                     std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count, dtype, grid, axes, comm, type, error))
+      return false;
+    return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                               type, MPI_SUM, comm),
+                 "MPI_Allreduce", error);
+  }
+
+  bool allGather(const void *in, void *out, int64_t count,
+                 program::DType dtype, const std::vector<int64_t> &grid,
+                 const std::vector<int64_t> &axes,
+                 std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
+                 error))
+      return false;
+    return check(MPI_Allgather(in, static_cast<int>(count), type, out,
+                               static_cast<int>(count), type, comm),
+                 "MPI_Allgather", error);
+  }
+
+  bool reduceScatterSum(const void *in, void *out, int64_t count,
+                        program::DType dtype, const std::vector<int64_t> &grid,
+                        const std::vector<int64_t> &axes,
+                        std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
+                 error))
+      return false;
+    return check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
+                                          type, MPI_SUM, comm),
+                 "MPI_Reduce_scatter_block", error);
+  }
+
+private:
+  /// Checks the grid against the processes and finds (or makes) the
+  /// sub-communicator over `axes`, whose ranks are in groupIndex order.
+  bool prepare(int64_t count, program::DType dtype,
+               const std::vector<int64_t> &grid,
+               const std::vector<int64_t> &axes, MPI_Comm &comm,
+               MPI_Datatype &type, std::string &error) {
     int64_t total = 1;
     for (int64_t d : grid)
       total *= d;
@@ -101,16 +168,15 @@ public:
               " processes run it (mpirun -np " + std::to_string(total) + ")";
       return false;
     }
-    MPI_Datatype type = dtype == program::F32   ? MPI_FLOAT
-                        : dtype == program::F64 ? MPI_DOUBLE
-                        : dtype == program::I32 ? MPI_INT32_T
-                        : dtype == program::I64 ? MPI_INT64_T
-                                                : MPI_DATATYPE_NULL;
+    type = dtype == program::F32   ? MPI_FLOAT
+           : dtype == program::F64 ? MPI_DOUBLE
+           : dtype == program::I32 ? MPI_INT32_T
+           : dtype == program::I64 ? MPI_INT64_T
+                                   : MPI_DATATYPE_NULL;
     if (type == MPI_DATATYPE_NULL || count > INT32_MAX) {
-      error = "all-reduce of this element type or size is not supported";
+      error = "collectives of this element type or size are not supported";
       return false;
     }
-    // The sub-communicator of the groups over `axes`, made once.
     std::vector<int64_t> key(axes);
     key.insert(key.end(), grid.begin(), grid.end());
     key.push_back(static_cast<int64_t>(axes.size()));
@@ -120,22 +186,23 @@ public:
       MPI_Comm sub;
       MPI_Comm_split(MPI_COMM_WORLD,
                      static_cast<int>(project(grid, c, axes, false)),
-                     static_cast<int>(project(grid, c, axes, true)), &sub);
+                     static_cast<int>(groupIndex(grid, axes, myRank)), &sub);
       it = groups.emplace(key, sub).first;
     }
-    int rc = MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), type,
-                           MPI_SUM, it->second);
-    if (rc != MPI_SUCCESS) {
-      char text[MPI_MAX_ERROR_STRING];
-      int len = 0;
-      MPI_Error_string(rc, text, &len);
-      error = std::string("MPI_Allreduce failed: ") + std::string(text, len);
-      return false;
-    }
+    comm = it->second;
     return true;
   }
 
-private:
+  static bool check(int rc, const char *what, std::string &error) {
+    if (rc == MPI_SUCCESS)
+      return true;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    error = std::string(what) + " failed: " + std::string(text, len);
+    return false;
+  }
+
   int myRank = 0, mySize = 1;
   bool owns = false;
   std::map<std::vector<int64_t>, MPI_Comm> groups;
@@ -145,4 +212,13 @@ private:
 std::unique_ptr<Communicator> runtime::createMpiCommunicator(int *argc,
                                                              char ***argv) {
   return std::make_unique<MpiCommunicator>(argc, argv);
+}
+
+bool runtime::launchedByMpi() {
+  // Hydra (MPICH) and the PMI launchers set these; OpenMPI sets its own.
+  for (const char *name : {"PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS",
+                           "OMPI_COMM_WORLD_SIZE"})
+    if (std::getenv(name))
+      return true;
+  return false;
 }

@@ -638,3 +638,61 @@ func.func @clip_scale_vector(%n: tensor<2xf32>) {
   %0 = "gptc.clip_scale"(%n) <{max_norm = 1.0 : f64}> : (tensor<2xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @sum_squares_no_inputs() {
+  // expected-error@+1 {{expects at least one input}}
+  %0 = "gptc.sum_squares"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @accumulate_uneven(%t: tensor<5x8xi32>) {
+  // expected-error@+1 {{expects input 0 to stack 2 microbatches on dimension 0, got 'tensor<5x8xi32>'}}
+  %0 = gptc.accumulate %t microbatches 2 : (tensor<5x8xi32>) -> (tensor<f32>) {
+  ^bb0(%m: tensor<2x8xi32>):
+    %c = gptc.count_tokens %m : tensor<2x8xi32>
+    gptc.yield %c : tensor<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @accumulate_block_argument(%t: tensor<4x8xi32>) {
+  // expected-error@+1 {{expects block argument 0 of type 'tensor<2x8xi32>', got 'tensor<4x8xi32>'}}
+  %0 = gptc.accumulate %t microbatches 2 : (tensor<4x8xi32>) -> (tensor<f32>) {
+  ^bb0(%m: tensor<4x8xi32>):
+    %c = gptc.count_tokens %m : tensor<4x8xi32>
+    gptc.yield %c : tensor<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @accumulate_yield_types(%t: tensor<4x8xi32>, %g: tensor<3xf32>) {
+  // expected-error@+1 {{expects the region to yield the result types}}
+  %0 = gptc.accumulate %t microbatches 2 : (tensor<4x8xi32>) -> (tensor<f32>) {
+  ^bb0(%m: tensor<2x8xi32>):
+    gptc.yield %g : tensor<3xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @yield_outside_accumulate(%g: tensor<3xf32>) {
+  // expected-error@+1 {{expects parent op 'gptc.accumulate'}}
+  gptc.yield %g : tensor<3xf32>
+}
+
+// -----
+
+func.func @count_tokens_float(%l: tensor<4xf32>) {
+  // expected-error@+1 {{operand #0 must be statically shaped tensor of signless integer values}}
+  %0 = "gptc.count_tokens"(%l) : (tensor<4xf32>) -> tensor<f32>
+  return
+}

@@ -136,3 +136,31 @@ func.func @optimizer_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %b: tensor<3x
   %p1, %m1, %v1 = gptc.adamw %p, %g, %p, %g lr %lr step %step scale %s beta1 0.9 beta2 0.95 eps 1.0e-8 decay 0.1 : tensor<4x3xf32>
   return %p1, %m1, %v1 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
 }
+
+// The ops of split training steps: token counts that normalize the
+// cross-entropy, partial sums of squares for sharded gradients, and
+// gradient accumulation over microbatches.
+// CHECK-LABEL: func.func @step_ops
+func.func @step_ops(%l: tensor<4x8x100xf32>, %ids: tensor<4x8xi32>, %g: tensor<4x3xf32>, %b: tensor<3xf32>)
+    -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<4x3xf32>) {
+  // CHECK: %[[N:.*]] = gptc.count_tokens %{{.*}} ignore -1 : tensor<4x8xi32>
+  %n = gptc.count_tokens %ids ignore -1 : tensor<4x8xi32>
+  // CHECK: gptc.cross_entropy %{{.*}}, %{{.*}} over %[[N]] ignore -1 : tensor<4x8x100xf32>, tensor<4x8xi32>, tensor<f32> -> tensor<f32>
+  %loss = gptc.cross_entropy %l, %ids over %n ignore -1 : tensor<4x8x100xf32>, tensor<4x8xi32>, tensor<f32> -> tensor<f32>
+  // CHECK: gptc.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} over %[[N]] : tensor<4x8x100xf32>, tensor<4x8xi32>, tensor<f32>, tensor<f32> -> tensor<4x8x100xf32>
+  %dl = gptc.cross_entropy_grad %l, %ids, %loss over %n : tensor<4x8x100xf32>, tensor<4x8xi32>, tensor<f32>, tensor<f32> -> tensor<4x8x100xf32>
+  // CHECK: %[[SS:.*]] = gptc.sum_squares %{{.*}}, %{{.*}} : tensor<4x3xf32>, tensor<3xf32>
+  %ss = gptc.sum_squares %g, %b : tensor<4x3xf32>, tensor<3xf32>
+  // CHECK: gptc.sqrt %[[SS]]
+  %norm = gptc.sqrt %ss
+  // CHECK: %{{.*}}:2 = gptc.accumulate %{{.*}}, %{{.*}} microbatches 2 : (tensor<4x8x100xf32>, tensor<4x8xi32>) -> (tensor<f32>, tensor<4x3xf32>) {
+  // CHECK-NEXT: ^bb0(%[[ML:.*]]: tensor<2x8x100xf32>, %[[MI:.*]]: tensor<2x8xi32>):
+  // CHECK-NEXT: %[[PART:.*]] = gptc.cross_entropy %[[ML]], %[[MI]] over %[[N]]
+  // CHECK-NEXT: gptc.yield %[[PART]], %{{.*}} : tensor<f32>, tensor<4x3xf32>
+  %sum:2 = gptc.accumulate %l, %ids microbatches 2 : (tensor<4x8x100xf32>, tensor<4x8xi32>) -> (tensor<f32>, tensor<4x3xf32>) {
+  ^bb0(%ml: tensor<2x8x100xf32>, %mi: tensor<2x8xi32>):
+    %part = gptc.cross_entropy %ml, %mi over %n : tensor<2x8x100xf32>, tensor<2x8xi32>, tensor<f32> -> tensor<f32>
+    gptc.yield %part, %g : tensor<f32>, tensor<4x3xf32>
+  }
+  return %loss, %norm, %sum#0, %sum#1 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<4x3xf32>
+}

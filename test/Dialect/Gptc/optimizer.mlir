@@ -7,7 +7,7 @@
 // CHECK-SAME: (%[[E:.*]]: tensor<10x4xf32> {gptc.embedding_table, gptc.param = "wte"}, %[[W:.*]]: tensor<3x4xf32> {gptc.param = "w"}, %[[B:.*]]: tensor<3xf32> {gptc.param = "b"},
 // CHECK-SAME: %[[ME:.*]]: tensor<10x4xf32> {gptc.state = "m:wte"}, %[[MW:.*]]: tensor<3x4xf32> {gptc.state = "m:w"}, %[[MB:.*]]: tensor<3xf32> {gptc.state = "m:b"},
 // CHECK-SAME: %[[VE:.*]]: tensor<10x4xf32> {gptc.state = "v:wte"}, %[[VW:.*]]: tensor<3x4xf32> {gptc.state = "v:w"}, %[[VB:.*]]: tensor<3xf32> {gptc.state = "v:b"},
-// CHECK-SAME: %[[STEP:.*]]: tensor<i32> {gptc.input = "step"}, %[[T:.*]]: tensor<2x5xi32> {gptc.input = "tokens"}, %[[L:.*]]: tensor<2x5xi32> {gptc.input = "labels"})
+// CHECK-SAME: %[[STEP:.*]]: tensor<i32> {gptc.input = "step"}, %[[T:.*]]: tensor<2x5xi32> {gptc.batch = {microbatches = 1 : i64, rows = 2 : i64}, gptc.input = "tokens"}, %[[L:.*]]: tensor<2x5xi32> {gptc.batch = {microbatches = 1 : i64, rows = 2 : i64}, gptc.input = "labels"})
 // CHECK-SAME: -> (tensor<10x4xf32> {gptc.param = "wte"}, tensor<3x4xf32> {gptc.param = "w"}, tensor<3xf32> {gptc.param = "b"},
 // CHECK-SAME: tensor<f32> {gptc.output = "loss"}, tensor<f32> {gptc.output = "grad_norm"}, tensor<f32> {gptc.output = "lr"})
 // The forward-backward computation is inlined:
@@ -48,3 +48,36 @@ module attributes {gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, w
   }
 }
 
+
+// -----
+
+// Gradient accumulation: the data inputs stack 3 microbatches of 2 rows (a
+// step of 5 rows: one slot is padding); the step's real tokens are counted
+// once and normalize every microbatch's cross-entropy; gptc.accumulate runs
+// the forward-backward computation per microbatch (not unrolled) and sums
+// the loss and gradients, which the norm and the update then use once.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<6x5xi32> {gptc.batch = {microbatches = 3 : i64, rows = 5 : i64}, gptc.input = "tokens"}
+// CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<6x5xi32> {gptc.batch = {microbatches = 3 : i64, rows = 5 : i64}, gptc.input = "labels"}
+// CHECK: %[[N:.*]] = gptc.count_tokens %[[L]] ignore -1 : tensor<6x5xi32>
+// CHECK: %[[SUMS:.*]]:3 = gptc.accumulate %[[T]], %[[L]] microbatches 3 : (tensor<6x5xi32>, tensor<6x5xi32>) -> (tensor<f32>, tensor<10x4xf32>, tensor<3x4xf32>) {
+// CHECK-NEXT: ^bb0(%[[MT:.*]]: tensor<2x5xi32>, %[[ML:.*]]: tensor<2x5xi32>):
+// CHECK: gptc.embedding %[[MT]]
+// CHECK: %[[PART:.*]] = gptc.cross_entropy %{{.*}}, %[[ML]] over %[[N]] ignore -1
+// CHECK: gptc.cross_entropy_grad %{{.*}}, %[[ML]], %{{.*}} over %[[N]] ignore -1
+// CHECK: gptc.yield %[[PART]], %{{.*}}, %{{.*}} : tensor<f32>, tensor<10x4xf32>, tensor<3x4xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: %{{.*}} = gptc.global_norm %[[SUMS]]#1, %[[SUMS]]#2
+// CHECK-COUNT-2: gptc.adamw
+// CHECK: return {{.*}}, %[[SUMS]]#0,
+module attributes {gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, warmup_steps = 0 : i64, total_steps = 10 : i64, decay = "cosine", beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, decay_embeddings = false, grad_clip = 1.0 : f64, accumulation_steps = 3 : i64, batch_size = 5 : i64}} {
+  func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
+                     %w: tensor<3x4xf32> {gptc.param = "w"},
+                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
+                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+    %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
+    %h = gptc.linear %e, %w : tensor<2x5x4xf32>, tensor<3x4xf32> -> tensor<2x5x3xf32>
+    %loss = gptc.cross_entropy %h, %labels ignore -1 : tensor<2x5x3xf32>, tensor<2x5xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

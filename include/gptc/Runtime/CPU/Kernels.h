@@ -78,16 +78,18 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t heads, T *dq, T *dk, T *dv);
 
 /// Mean over the rows whose label is not `ignoreIndex` (when `hasIgnore`)
-/// of -log softmax(logits[row])[label]. Returns the index of the first
-/// label outside [0, vocab) in `badLabel`, or -1.
+/// of -log softmax(logits[row])[label]; with `normalizer` > 0 the sum is
+/// divided by it instead of the rows counted (< 0: the result is 0).
+/// Returns the index of the first label outside [0, vocab) in `badLabel`,
+/// or -1.
 template <typename T>
 T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
                int64_t vocab, bool hasIgnore, int64_t ignoreIndex,
-               int64_t &badLabel);
+               double normalizer, int64_t &badLabel);
 template <typename T>
 void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
                       int64_t rows, int64_t vocab, bool hasIgnore,
-                      int64_t ignoreIndex, T *dlogits);
+                      int64_t ignoreIndex, double normalizer, T *dlogits);
 
 /// Sums `x` (of `shape`) over `dims`.
 template <typename T>

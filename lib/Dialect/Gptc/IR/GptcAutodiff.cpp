@@ -177,8 +177,12 @@ CrossEntropyOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                            SmallVectorImpl<Value> &operandGrads) {
   Value dlogits =
       CrossEntropyGradOp::create(b, getLoc(), getLogits(), getLabels(),
-                                 resultGrads[0], getIgnoreIndexAttr());
+                                 resultGrads[0], getNormalizer(),
+                                 getIgnoreIndexAttr());
+  // The normalizer is a token count: constant for differentiation.
   operandGrads.append({dlogits, Value()});
+  if (getNormalizer())
+    operandGrads.push_back(Value());
   return success();
 }
 

@@ -697,18 +697,70 @@ int64_t CrossEntropyGradOp::getFlopCount() {
 // Optimizer ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult GlobalNormOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("expects at least one input");
+/// Sums of squares (gptc.global_norm, gptc.sum_squares): at least one
+/// input, two FLOPs an element.
+static LogicalResult verifySquares(Operation *op) {
+  if (op->getNumOperands() == 0)
+    return op->emitOpError("expects at least one input");
   return success();
 }
 
-int64_t GlobalNormOp::getFlopCount() {
+static int64_t squaresFlops(Operation *op) {
   int64_t n = 0;
-  for (Type type : getInputs().getTypes())
+  for (Type type : op->getOperandTypes())
     n = addSat(n, numElements(type));
   return mulSat(2, n);
 }
+
+LogicalResult GlobalNormOp::verify() { return verifySquares(*this); }
+
+LogicalResult AccumulateOp::verify() {
+  Block &block = getBody().front();
+  int64_t n = getMicrobatches();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("expects one block argument per input, got ")
+           << block.getNumArguments() << " for " << getInputs().size();
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getRank() < 1 || type.getDimSize(0) % n != 0)
+      return emitOpError("expects input ")
+             << i << " to stack " << n
+             << " microbatches on dimension 0, got " << type;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= n;
+    if (block.getArgument(i).getType() != type.clone(shape))
+      return emitOpError("expects block argument ")
+             << i << " of type " << type.clone(shape) << ", got "
+             << block.getArgument(i).getType();
+  }
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("expects the region to yield the result types");
+  return success();
+}
+
+int64_t AccumulateOp::getFlopCount() {
+  // The body's ops count themselves (once); a step runs them
+  // `microbatches` times, plus the sums.
+  int64_t n = 0;
+  for (Type type : getResultTypes())
+    n = addSat(n, numElements(type));
+  return mulSat(n, getMicrobatches() - 1);
+}
+
+int64_t YieldOp::getFlopCount() { return 0; }
+
+LogicalResult SumSquaresOp::verify() { return verifySquares(*this); }
+
+int64_t SumSquaresOp::getFlopCount() { return squaresFlops(*this); }
+
+int64_t SqrtOp::getFlopCount() { return 1; }
+
+int64_t CountTokensOp::getFlopCount() {
+  return numElements(getLabels().getType());
+}
+
+int64_t GlobalNormOp::getFlopCount() { return squaresFlops(*this); }
 
 int64_t ClipScaleOp::getFlopCount() { return 2; }
 

@@ -34,6 +34,9 @@ struct Settings {
   int64_t warmup, total;
   std::string decay;
   bool decayEmbeddings;
+  /// Microbatches per step, and the step's batch in sequences (0: the
+  /// forward function's batch times the microbatches).
+  int64_t accumulation = 1, batchRows = 0;
 };
 } // namespace
 
@@ -79,6 +82,15 @@ static FailureOr<Settings> readSettings(ModuleOp module) {
     module.emitError("gptc.optimizer needs 'decay' and 'decay_embeddings'");
     return failure();
   }
+  // Optional: accumulation and the step's batch (default one microbatch).
+  if (auto a = dict.getAs<IntegerAttr>("accumulation_steps"))
+    s.accumulation = a.getInt();
+  if (auto rows = dict.getAs<IntegerAttr>("batch_size"))
+    s.batchRows = rows.getInt();
+  if (s.accumulation < 1) {
+    module.emitError("gptc.optimizer: accumulation_steps must be >= 1");
+    return failure();
+  }
   s.decay = decay.getValue().str();
   s.decayEmbeddings = decayEmb.getValue();
   if (!ok)
@@ -111,8 +123,16 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     for (BlockArgument p : params)
       argTypes.push_back(p.getType());
   argTypes.push_back(scalarI32);
-  for (BlockArgument d : data)
-    argTypes.push_back(d.getType());
+  // Data inputs hold the step's microbatches stacked on dimension 0.
+  int64_t A = s.accumulation;
+  for (BlockArgument d : data) {
+    auto type = dyn_cast<RankedTensorType>(d.getType());
+    if (!type || type.getRank() < 1)
+      return fb.emitOpError("has a data input that is not a batch");
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] *= A;
+    argTypes.push_back(type.clone(shape));
+  }
   for (int copy = 0; copy < 3; ++copy)
     for (BlockArgument p : params)
       resultTypes.push_back(p.getType());
@@ -140,29 +160,85 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
                        b.getStringAttr("v:" + name.str()));
   }
   step.setArgAttr(3 * n, kInputAttrName, b.getStringAttr("step"));
-  for (auto [i, d] : llvm::enumerate(data))
+  for (auto [i, d] : llvm::enumerate(data)) {
     if (DictionaryAttr attrs = fb.getArgAttrDict(d.getArgNumber()))
       step.setArgAttrs(3 * n + 1 + i, attrs);
+    int64_t rows = cast<RankedTensorType>(argTypes[3 * n + 1 + i]).getDimSize(0);
+    step.setArgAttr(
+        3 * n + 1 + i, "gptc.batch",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("rows",
+                            b.getI64IntegerAttr(s.batchRows ? s.batchRows
+                                                            : rows)),
+             b.getNamedAttr("microbatches", b.getI64IntegerAttr(A))}));
+  }
   step.setResultAttr(3 * n, "gptc.output", b.getStringAttr("loss"));
   step.setResultAttr(3 * n + 1, "gptc.output", b.getStringAttr("grad_norm"));
   step.setResultAttr(3 * n + 2, "gptc.output", b.getStringAttr("lr"));
 
-  // 4. The forward-backward computation, cloned.
+  // 4. The forward-backward computation: cloned as it is for one
+  //    microbatch, or into a gptc.accumulate that runs it per microbatch
+  //    and sums the losses and gradients.
+  b.setInsertionPointToEnd(body);
+  Location loc = step.getLoc();
   IRMapping map;
   for (auto [i, p] : llvm::enumerate(params))
     map.map(p, body->getArgument(i));
-  for (auto [i, d] : llvm::enumerate(data))
-    map.map(d, body->getArgument(3 * n + 1 + i));
-  b.setInsertionPointToEnd(body);
-  for (Operation &op : source.without_terminator())
-    b.clone(op, map);
-  Value loss = map.lookup(ret.getOperand(0));
+  Value loss;
   SmallVector<Value> grads;
-  for (Value g : ret.getOperands().drop_front())
-    grads.push_back(map.lookup(g));
+  if (A == 1) {
+    for (auto [i, d] : llvm::enumerate(data))
+      map.map(d, body->getArgument(3 * n + 1 + i));
+    for (Operation &op : source.without_terminator())
+      b.clone(op, map);
+    loss = map.lookup(ret.getOperand(0));
+    for (Value g : ret.getOperands().drop_front())
+      grads.push_back(map.lookup(g));
+  } else {
+    // The step's real tokens normalize every microbatch's cross-entropy.
+    CrossEntropyOp ce;
+    source.walk([&](CrossEntropyOp op) { ce = op; });
+    if (!ce)
+      return fb.emitOpError("has no gptc.cross_entropy to accumulate over");
+    Value labels;
+    SmallVector<Value> stacked;
+    for (auto [i, d] : llvm::enumerate(data)) {
+      stacked.push_back(body->getArgument(3 * n + 1 + i));
+      if (d == ce.getLabels())
+        labels = stacked.back();
+    }
+    if (!labels)
+      return ce.emitOpError("must take its labels from an input of the "
+                            "function to accumulate over microbatches");
+    Value count = CountTokensOp::create(b, ce.getLoc(), scalarF32, labels,
+                                        ce.getIgnoreIndexAttr());
+    SmallVector<Type> sums;
+    for (Value v : ret.getOperands())
+      sums.push_back(v.getType());
+    auto acc = AccumulateOp::create(b, loc, sums, stacked,
+                                    b.getI64IntegerAttr(A));
+    Block *micro = new Block();
+    acc.getBody().push_back(micro);
+    for (BlockArgument d : data)
+      map.map(d, micro->addArgument(d.getType(), d.getLoc()));
+    OpBuilder inner = OpBuilder::atBlockEnd(micro);
+    for (Operation &op : source.without_terminator()) {
+      Operation *copy = inner.clone(op, map);
+      if (auto c = dyn_cast<CrossEntropyOp>(copy))
+        c.getNormalizerMutable().assign(count);
+      else if (auto g = dyn_cast<CrossEntropyGradOp>(copy))
+        g.getNormalizerMutable().assign(count);
+    }
+    SmallVector<Value> yielded;
+    for (Value v : ret.getOperands())
+      yielded.push_back(map.lookup(v));
+    YieldOp::create(inner, ret.getLoc(), yielded);
+    loss = acc.getResult(0);
+    for (Value g : acc.getResults().drop_front())
+      grads.push_back(g);
+  }
 
   // 5. Clipping, schedule and one AdamW update per parameter.
-  Location loc = step.getLoc();
   Value stepArg = body->getArgument(3 * n);
   Value norm = GlobalNormOp::create(b, loc, scalarF32, grads);
   Value scale = ClipScaleOp::create(b, loc, scalarF32, norm,

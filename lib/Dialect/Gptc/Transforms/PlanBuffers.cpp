@@ -48,6 +48,70 @@ static int64_t byteSize(Type type) {
 
 static int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
+/// Plans the values defined by the ops of `body` (not those of nested
+/// regions) into one arena; returns its size.
+static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
+  // 1. Lifetimes: from the defining op to the last user (the terminator
+  //    keeps returned values alive to the end).
+  DenseMap<Operation *, int64_t> time;
+  int64_t t = 0;
+  for (Operation &op : body)
+    time[&op] = t++;
+  SmallVector<Interval> intervals;
+  for (Operation &op : body.without_terminator())
+    for (Value result : op.getResults()) {
+      int64_t bytes = byteSize(result.getType());
+      if (bytes < 0) {
+        op.emitOpError("has a result the buffer plan cannot size");
+        return failure();
+      }
+      int64_t end = time[&op];
+      for (Operation *user : result.getUsers())
+        end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
+      intervals.push_back({result, bytes, time[&op], end});
+    }
+
+  // 2. Largest first, each at the lowest aligned offset that fits between
+  //    the placed values alive at the same time.
+  SmallVector<Interval *> order;
+  for (Interval &i : intervals)
+    order.push_back(&i);
+  llvm::stable_sort(order, [](Interval *a, Interval *b) {
+    return a->bytes > b->bytes;
+  });
+  SmallVector<Interval *> placed;
+  int64_t arena = 0;
+  for (Interval *cur : order) {
+    SmallVector<std::pair<int64_t, int64_t>> busy;
+    for (Interval *p : placed)
+      if (p->begin <= cur->end && cur->begin <= p->end)
+        busy.push_back({p->offset, p->offset + p->bytes});
+    llvm::sort(busy);
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + cur->bytes <= lo)
+        break;
+      offset = std::max(offset, alignUp(hi, alignment));
+    }
+    cur->offset = offset;
+    arena = std::max(arena, offset + cur->bytes);
+    placed.push_back(cur);
+  }
+
+  // 3. Record the plan in the IR.
+  Builder b(body.getParentOp()->getContext());
+  DenseMap<Value, int64_t> offsets;
+  for (Interval &i : intervals)
+    offsets[i.value] = i.offset;
+  for (Operation &op : body.without_terminator()) {
+    SmallVector<int64_t> o;
+    for (Value result : op.getResults())
+      o.push_back(offsets.lookup(result));
+    op.setAttr("gptc.offsets", b.getDenseI64ArrayAttr(o));
+  }
+  return alignUp(arena, alignment);
+}
+
 namespace {
 struct GptcPlanBuffersPass final
     : mlir::gptc::impl::GptcPlanBuffersPassBase<GptcPlanBuffersPass> {
@@ -66,66 +130,25 @@ struct GptcPlanBuffersPass final
       return signalPassFailure();
     }
     Block &body = func.getFunctionBody().front();
-
-    // 1. Lifetimes: from the defining op to the last user (the terminator
-    //    keeps returned values alive to the end).
-    DenseMap<Operation *, int64_t> time;
-    int64_t t = 0;
-    for (Operation &op : body)
-      time[&op] = t++;
-    SmallVector<Interval> intervals;
-    for (Operation &op : body.without_terminator())
-      for (Value result : op.getResults()) {
-        int64_t bytes = byteSize(result.getType());
-        if (bytes < 0) {
-          op.emitOpError("has a result the buffer plan cannot size");
+    FailureOr<int64_t> arena = planBlock(body, alignment);
+    if (failed(arena))
+      return signalPassFailure();
+    Builder b(func.getContext());
+    func->setAttr("gptc.arena_bytes", b.getI64IntegerAttr(*arena));
+    // A region that runs once per microbatch (gptc.accumulate) has its own
+    // arena, recorded on its op.
+    for (Operation &op : body) {
+      for (Region &region : op.getRegions()) {
+        if (!llvm::hasSingleElement(region)) {
+          op.emitOpError("gptc-plan-buffers expects single-block regions");
           return signalPassFailure();
         }
-        int64_t end = time[&op];
-        for (Operation *user : result.getUsers())
-          end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
-        intervals.push_back({result, bytes, time[&op], end});
+        FailureOr<int64_t> inner = planBlock(region.front(), alignment);
+        if (failed(inner))
+          return signalPassFailure();
+        op.setAttr("gptc.arena_bytes", b.getI64IntegerAttr(*inner));
       }
-
-    // 2. Largest first, each at the lowest aligned offset that fits between
-    //    the placed values alive at the same time.
-    SmallVector<Interval *> order;
-    for (Interval &i : intervals)
-      order.push_back(&i);
-    llvm::stable_sort(order, [](Interval *a, Interval *b) {
-      return a->bytes > b->bytes;
-    });
-    SmallVector<Interval *> placed;
-    int64_t arena = 0;
-    for (Interval *cur : order) {
-      SmallVector<std::pair<int64_t, int64_t>> busy;
-      for (Interval *p : placed)
-        if (p->begin <= cur->end && cur->begin <= p->end)
-          busy.push_back({p->offset, p->offset + p->bytes});
-      llvm::sort(busy);
-      int64_t offset = 0;
-      for (auto [lo, hi] : busy) {
-        if (offset + cur->bytes <= lo)
-          break;
-        offset = std::max(offset, alignUp(hi, alignment));
-      }
-      cur->offset = offset;
-      arena = std::max(arena, offset + cur->bytes);
-      placed.push_back(cur);
     }
-
-    // 3. Record the plan in the IR.
-    Builder b(func.getContext());
-    DenseMap<Value, int64_t> offsets;
-    for (Interval &i : intervals)
-      offsets[i.value] = i.offset;
-    for (Operation &op : body.without_terminator()) {
-      SmallVector<int64_t> o;
-      for (Value result : op.getResults())
-        o.push_back(offsets.lookup(result));
-      op.setAttr("gptc.offsets", b.getDenseI64ArrayAttr(o));
-    }
-    func->setAttr("gptc.arena_bytes", b.getI64IntegerAttr(alignUp(arena, alignment)));
   }
 };
 } // namespace

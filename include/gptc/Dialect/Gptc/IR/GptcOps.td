@@ -257,17 +257,27 @@ def Gptc_CrossEntropyOp : Gptc_DiffOp<"cross_entropy", [Pure, InferTypeOpAdaptor
     label equals `ignore_index` (when set) count neither in the sum nor in
     the number of positions, which is how padding is excluded.
 
+    With a `normalizer` (a scalar), the sum is divided by it instead of by
+    the number of counted positions. A training step split into
+    microbatches or over data-parallel ranks passes the number of real
+    tokens of the whole step, so that the parts' losses (and gradients) add
+    up to the step's mean, whatever each part holds.
+
     ```mlir
     %loss = gptc.cross_entropy %logits, %labels
         : tensor<4x64x50257xf32>, tensor<4x64xi32> -> tensor<f32>
+    %part = gptc.cross_entropy %logits, %labels over %ntokens ignore -1
+        : tensor<4x64x50257xf32>, tensor<4x64xi32>, tensor<f32> -> tensor<f32>
     ```
   }];
   let arguments = (ins Gptc_FloatTensor:$logits, Gptc_IndexTensor:$labels,
+                       Optional<0DTensorOf<[AnyFloat]>>:$normalizer,
                        OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs StaticShapeTensorOf<[AnyFloat]>:$loss);
   let assemblyFormat = [{
-    $logits `,` $labels (`ignore` $ignore_index^)? attr-dict `:` type($logits)
-    `,` type($labels) `->` type($loss)
+    $logits `,` $labels (`over` $normalizer^)? (`ignore` $ignore_index^)?
+    attr-dict `:` type($logits) `,` type($labels) (`,` type($normalizer)^)?
+    `->` type($loss)
   }];
 }
 
@@ -452,7 +462,8 @@ def Gptc_CrossEntropyGradOp : Gptc_Op<"cross_entropy_grad",
   let summary = "Gradient of the mean cross-entropy with respect to the logits";
   let description = [{
     `grad * (softmax(logits) - onehot(labels)) / n`, where `n` counts the
-    positions whose label is not `ignore_index`; ignored positions get zero.
+    positions whose label is not `ignore_index` (or is the `normalizer`,
+    as in `gptc.cross_entropy`); ignored positions get zero.
 
     ```mlir
     %dlogits = gptc.cross_entropy_grad %logits, %labels, %dloss
@@ -461,11 +472,15 @@ def Gptc_CrossEntropyGradOp : Gptc_Op<"cross_entropy_grad",
     ```
   }];
   let arguments = (ins Gptc_FloatTensor:$logits, Gptc_IndexTensor:$labels,
-                       Gptc_FloatTensor:$grad, OptionalAttr<I64Attr>:$ignore_index);
+                       Gptc_FloatTensor:$grad,
+                       Optional<0DTensorOf<[AnyFloat]>>:$normalizer,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Gptc_FloatTensor:$result);
   let assemblyFormat = [{
-    $logits `,` $labels `,` $grad (`ignore` $ignore_index^)? attr-dict `:`
-    type($logits) `,` type($labels) `,` type($grad) `->` type($result)
+    $logits `,` $labels `,` $grad (`over` $normalizer^)?
+    (`ignore` $ignore_index^)? attr-dict `:`
+    type($logits) `,` type($labels) `,` type($grad) (`,` type($normalizer)^)?
+    `->` type($result)
   }];
 }
 
@@ -492,6 +507,96 @@ def Gptc_GlobalNormOp : Gptc_Op<"global_norm", [Pure]> {
   let results = (outs Gptc_F32Scalar:$result);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
   let hasVerifier = 1;
+}
+
+def Gptc_AccumulateOp : Gptc_Op<"accumulate", [
+    RecursiveMemoryEffects, RecursivelySpeculatable,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "Run a region once per microbatch and sum what it yields";
+  let description = [{
+    Gradient accumulation without unrolling: each input holds
+    `microbatches` microbatches stacked on dimension 0; the region runs
+    once per microbatch, its block arguments bound to that microbatch's
+    slices (dimension 0 divided by `microbatches`), and the op's results
+    are the sums over microbatches of the values the region yields (the
+    loss and the gradients of a training step). The region may use values
+    defined above it (parameters, the step's token count).
+
+    ```mlir
+    %loss, %dw = gptc.accumulate %tokens, %labels microbatches 4
+        : (tensor<32x64xi32>, tensor<32x64xi32>) -> (tensor<f32>, tensor<64x64xf32>) {
+    ^bb0(%t: tensor<8x64xi32>, %l: tensor<8x64xi32>):
+      ...
+      gptc.yield %part_loss, %part_dw : tensor<f32>, tensor<64x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$microbatches);
+  let results = (outs Variadic<Gptc_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $inputs `microbatches` $microbatches attr-dict `:`
+    functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Gptc_YieldOp : Gptc_Op<"yield", [Pure, Terminator,
+                                      HasParent<"AccumulateOp">]> {
+  let summary = "The values one microbatch adds to gptc.accumulate's sums";
+  let arguments = (ins Variadic<Gptc_FloatTensor>:$values);
+  let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Gptc_SumSquaresOp : Gptc_Op<"sum_squares", [Pure]> {
+  let summary = "Sum of the squares of a list of tensors";
+  let description = [{
+    `sum_i sum(x_i^2)`, accumulated in double precision. When gradients are
+    sharded (ZeRO 2 and 3), each rank sums the squares of its shards, an
+    all-reduce adds the ranks' sums, and `gptc.sqrt` gives the global norm.
+
+    ```mlir
+    %s = gptc.sum_squares %g0, %g1 : tensor<8x4xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_FloatTensor>:$inputs);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def Gptc_SqrtOp : Gptc_Op<"sqrt", [Pure]> {
+  let summary = "Square root of a scalar";
+  let description = [{
+    ```mlir
+    %norm = gptc.sqrt %sum_of_squares
+    ```
+  }];
+  let arguments = (ins Gptc_F32Scalar:$input);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = "$input attr-dict";
+}
+
+def Gptc_CountTokensOp : Gptc_Op<"count_tokens", [Pure]> {
+  let summary = "Number of labels that are not ignored";
+  let description = [{
+    Counts the elements of `labels` that differ from `ignore_index` (all of
+    them when it is not set), as an f32 scalar (exact below 2^24 tokens a
+    step). The normalizer of a training step's cross-entropy when the step
+    is split into microbatches or over data-parallel ranks.
+
+    ```mlir
+    %n = gptc.count_tokens %labels ignore -1 : tensor<16x64xi32>
+    ```
+  }];
+  let arguments = (ins Gptc_IndexTensor:$labels,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = [{
+    $labels (`ignore` $ignore_index^)? attr-dict `:` type($labels)
+  }];
 }
 
 def Gptc_ClipScaleOp : Gptc_Op<"clip_scale", [Pure]> {

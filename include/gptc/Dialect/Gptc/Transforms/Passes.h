@@ -10,6 +10,7 @@
 #include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::gptc {

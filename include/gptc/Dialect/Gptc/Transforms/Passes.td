@@ -93,8 +93,67 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
     tables (`gptc.embedding_table`) unless `decay_embeddings` is set; each
     `gptc.adamw` shows the decay it uses. Moments are named
     `gptc.state = "m:<param>"` / `"v:<param>"`.
+
+    Gradient accumulation (`accumulation_steps` = A > 1 in the settings):
+    the data inputs hold A microbatches stacked on dimension 0; the step
+    splits them (`gptc.split`), counts the step's real tokens once
+    (`gptc.count_tokens`), runs the forward-backward computation once per
+    microbatch with that count as the cross-entropy's normalizer, and adds
+    the losses and gradients: the sum is the mean over the whole step's
+    tokens, however the padding falls. Each data input records the step's
+    batch (`gptc.batch = {rows, microbatches}`) for the runtime, which
+    lays out and pads the rows.
   }];
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
+}
+
+def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Shard @train_step's batch over the data axis: weighted gradient all-reduce and ZeRO 1-3";
+  let description = [{
+    Reads the module's `gptc.parallel` (the axis of kind `data` and the
+    ZeRO stage) and the `shard.grid`, and turns the one-device
+    `@train_step` (built by gptc-optimizer) into the program every
+    data-parallel rank runs:
+
+    - the data inputs become this rank's rows of the step's batch
+      (`gptc.batch` gains the grid axes; the runtime distributes rows as
+      evenly as possible and pads with the ignored label);
+    - the step's token count is summed over the data axis
+      (`shard.all_reduce`) and normalizes every rank's cross-entropy, so
+      that each rank's gradient is weighted by its share of the real
+      tokens and the sum of the ranks' gradients is the full-batch
+      gradient, even when ranks hold different numbers of tokens;
+    - the loss is summed over the data axis; gradients are synchronized
+      once per step, after accumulation:
+      - stage 0: `shard.all_reduce` of every gradient;
+      - stage 1: the same, then each rank updates its slice of every
+        parameter (`shard.all_slice` of parameter and gradient, moments
+        held as slices) and `shard.all_gather` rebuilds the parameter;
+      - stage 2: `shard.reduce_scatter` instead of the all-reduce, so
+        that each rank only ever holds its slice of the summed gradient;
+        the gradient norm adds the ranks' sums of squares
+        (`gptc.sum_squares`, `shard.all_reduce`, `gptc.sqrt`);
+      - stage 3: parameters are held as slices as well: an
+        `shard.all_gather` before the forward computation rebuilds each,
+        and the updated slice is the step's result.
+
+    Slices split dimension 0 of a tensor over the data axis; a parameter
+    whose dimension 0 does not divide stays replicated (reported as a
+    remark). Every sharded argument and result records its slicing as
+    `gptc.sharding = {shape, axes}` (global shape, grid axes per
+    dimension). A module without a data axis of size > 1 is unchanged.
+  }];
+  let options = [
+    Option<"tokenWeighting", "token-weighting", "bool", "true",
+           "Weight each rank by its share of the step's real tokens. "
+           "false: the plain mean of the ranks' means (PyTorch DDP's "
+           "average), which differs from the full-batch gradient when "
+           "ranks hold different numbers of tokens; kept to show that "
+           "difference in tests">,
+  ];
+  let dependentDialects = ["::mlir::gptc::GptcDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect"];
 }
 
 def GptcPlanBuffersPass

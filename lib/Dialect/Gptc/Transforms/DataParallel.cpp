@@ -1,0 +1,357 @@
+//===- DataParallel.cpp - Data parallelism and ZeRO for @train_step -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Turns the one-device @train_step into the program each data-parallel rank
+// runs, with every collective an explicit `shard` op. This is gptc's own
+// pass rather than upstream sharding propagation + partition because the
+// semantics it needs are not element-wise shardings of one function:
+// - the loss is a mean over real tokens, so the ranks' parts must be
+//   weighted by a count that is itself all-reduced (upstream knows sums
+//   and maxima of partial values, not weighted means);
+// - ZeRO keeps a parameter replicated for the computation but sharded for
+//   its optimizer state (and, at stage 3, for storage): a choice about where
+//   a value lives between steps, not about how an op is partitioned.
+// See docs/Passes.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "gptc/Analysis/ModelStats.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::gptc {
+#define GEN_PASS_DEF_GPTCDATAPARALLELPASS
+#include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+} // namespace mlir::gptc
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+namespace {
+/// What the pass needs to know about the mesh.
+struct DataAxis {
+  StringRef grid;
+  shard::GridAxis axis = 0;
+  int64_t size = 1;
+  int64_t rank = 0; ///< rank of the grid
+  int zeroStage = 0;
+  bool tokenWeighting = true;
+};
+
+class DataParallelRewriter {
+public:
+  DataParallelRewriter(func::FuncOp step, const DataAxis &data)
+      : step(step), data(data), b(step.getContext()),
+        body(step.getBody().front()) {}
+
+  LogicalResult run();
+
+private:
+  /// `{shape = global, axes = [[data] or [] per dimension]}` for a value
+  /// split on dimension 0.
+  DictionaryAttr shardingAttr(RankedTensorType global) {
+    SmallVector<Attribute> axes;
+    for (int64_t d = 0; d < global.getRank(); ++d)
+      axes.push_back(d == 0 ? b.getDenseI64ArrayAttr({data.axis})
+                            : b.getDenseI64ArrayAttr({}));
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("shape", b.getDenseI64ArrayAttr(global.getShape())),
+         b.getNamedAttr("axes", b.getArrayAttr(axes))});
+  }
+  RankedTensorType sliceType(RankedTensorType t) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] /= data.size;
+    return t.clone(shape);
+  }
+  bool sliceable(Type type) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    return t && t.getRank() >= 1 && t.getDimSize(0) % data.size == 0;
+  }
+  ArrayRef<shard::GridAxis> axes() { return ArrayRef(data.axis); }
+
+  Value allReduce(Location loc, Value v) {
+    return shard::AllReduceOp::create(b, loc, v.getType(), data.grid, axes(),
+                                      v, shard::ReductionKind::Sum);
+  }
+  Value allSlice(Location loc, Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return shard::AllSliceOp::create(b, loc, sliceType(t), data.grid, axes(),
+                                     v, APInt(64, 0));
+  }
+  Value allGather(Location loc, Value v, RankedTensorType full) {
+    return shard::AllGatherOp::create(b, loc, full, data.grid, axes(), v,
+                                      APInt(64, 0));
+  }
+  Value reduceScatter(Location loc, Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return shard::ReduceScatterOp::create(b, loc, sliceType(t), data.grid,
+                                          axes(), v, shard::ReductionKind::Sum,
+                                          APInt(64, 0));
+  }
+  /// Sets the insertion point right after `v` is defined.
+  void after(Value v) {
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(&body);
+  }
+
+  LogicalResult weightByTokens();
+  LogicalResult synchronize();
+
+  func::FuncOp step;
+  DataAxis data;
+  OpBuilder b;
+  Block &body;
+};
+} // namespace
+
+/// Every rank normalizes its cross-entropy by the step's real tokens, summed
+/// over the data axis; the loss is summed over the axis.
+LogicalResult DataParallelRewriter::weightByTokens() {
+  // 1. The data inputs are this rank's rows of the step's batch.
+  for (BlockArgument arg : body.getArguments()) {
+    auto batch = step.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
+                                                       "gptc.batch");
+    if (!batch)
+      continue;
+    NamedAttrList attrs(batch);
+    attrs.set("axes", b.getDenseI64ArrayAttr({data.axis}));
+    step.setArgAttr(arg.getArgNumber(), "gptc.batch",
+                    attrs.getDictionary(step.getContext()));
+  }
+
+  // 2. The token count: the accumulation's, or a new one.
+  CountTokensOp count;
+  body.walk([&](CountTokensOp op) { count = op; });
+  if (!count) {
+    CrossEntropyOp ce;
+    body.walk([&](CrossEntropyOp op) { ce = op; });
+    if (!ce)
+      return step.emitOpError("has no gptc.cross_entropy to weight over "
+                              "data-parallel ranks");
+    if (!isa<BlockArgument>(ce.getLabels()))
+      return ce.emitOpError("must take its labels from an input of "
+                            "@train_step to be data parallel");
+    b.setInsertionPointToStart(&body);
+    count = CountTokensOp::create(
+        b, ce.getLoc(), RankedTensorType::get({}, b.getF32Type()),
+        ce.getLabels(), ce.getIgnoreIndexAttr());
+    body.walk([&](Operation *op) {
+      if (auto c = dyn_cast<CrossEntropyOp>(op))
+        c.getNormalizerMutable().assign(count);
+      else if (auto g = dyn_cast<CrossEntropyGradOp>(op))
+        g.getNormalizerMutable().assign(count);
+    });
+  }
+  b.setInsertionPointAfter(count);
+  if (data.tokenWeighting) {
+    Value total = allReduce(count.getLoc(), count);
+    count.getResult().replaceAllUsesExcept(total, total.getDefiningOp());
+  } else {
+    // The plain mean of the ranks' means: each rank divides by its own
+    // tokens times the number of ranks.
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : count->getUses())
+      uses.push_back(&use);
+    Value scaled = count;
+    for (int64_t i = 1; i < data.size; ++i)
+      scaled = AddOp::create(b, count.getLoc(), scaled, count);
+    for (OpOperand *use : uses)
+      use->set(scaled);
+  }
+
+  // 3. The loss: the sum of the ranks' weighted parts.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    auto role = step.getResultAttrOfType<StringAttr>(i, "gptc.output");
+    if (!role || role.getValue() != "loss")
+      continue;
+    Value loss = ret.getOperand(i);
+    b.setInsertionPoint(ret);
+    ret.setOperand(i, allReduce(loss.getLoc(), loss));
+  }
+  return success();
+}
+
+/// One gradient synchronization per step, and ZeRO's slicing of the
+/// optimizer state, gradients and parameters.
+LogicalResult DataParallelRewriter::synchronize() {
+  SmallVector<AdamWOp> updates;
+  body.walk([&](AdamWOp op) { updates.push_back(op); });
+  GlobalNormOp norm;
+  body.walk([&](GlobalNormOp op) { norm = op; });
+  if (updates.empty() || !norm)
+    return step.emitOpError("has no gptc.adamw / gptc.global_norm: run "
+                            "gptc-optimizer before gptc-data-parallel");
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  int stage = data.zeroStage;
+
+  // Gradients as the norm sees them: whole (all-reduced) or sliced.
+  SmallVector<Value> wholeGrads, slicedGrads;
+  for (AdamWOp update : updates) {
+    Value grad = update.getGrad();
+    auto param = dyn_cast<BlockArgument>(update.getParam());
+    auto m = dyn_cast<BlockArgument>(update.getM());
+    auto v = dyn_cast<BlockArgument>(update.getV());
+    if (!param || !m || !v || param.getOwner() != &body)
+      return update.emitOpError("must update arguments of @train_step");
+    auto fullType = cast<RankedTensorType>(param.getType());
+    bool slice = stage >= 1 && sliceable(fullType);
+    if (stage >= 1 && !slice)
+      update.emitRemark("parameter of shape ")
+          << fullType << " stays replicated: dimension 0 does not divide by "
+          << "the data-parallel size " << data.size;
+
+    // 1. The gradient: summed over ranks, whole or as this rank's slice.
+    after(grad);
+    Value synced = slice && stage >= 2 ? reduceScatter(update.getLoc(), grad)
+                                       : allReduce(update.getLoc(), grad);
+    grad.replaceAllUsesExcept(synced, synced.getDefiningOp());
+    (slice && stage >= 2 ? slicedGrads : wholeGrads).push_back(synced);
+    if (!slice)
+      continue;
+
+    // 2. The update on slices; moments live as slices.
+    b.setInsertionPoint(update);
+    Value gradSlice = stage >= 2 ? synced : allSlice(update.getLoc(), synced);
+    Value paramSlice;
+    if (stage >= 3) {
+      // Parameters live as slices; the computation gathers them first.
+      param.setType(sliceType(fullType));
+      step.setArgAttr(param.getArgNumber(), "gptc.sharding",
+                      shardingAttr(fullType));
+      b.setInsertionPointToStart(&body);
+      Value whole = allGather(param.getLoc(), param, fullType);
+      param.replaceAllUsesExcept(whole, whole.getDefiningOp());
+      update.getParamMutable().assign(param);
+      paramSlice = param;
+      b.setInsertionPoint(update);
+    } else {
+      paramSlice = allSlice(update.getLoc(), param);
+    }
+    for (BlockArgument moment : {m, v}) {
+      moment.setType(sliceType(fullType));
+      step.setArgAttr(moment.getArgNumber(), "gptc.sharding",
+                      shardingAttr(fullType));
+    }
+    auto sliced = AdamWOp::create(
+        b, update.getLoc(), paramSlice, gradSlice, m, v, update.getLr(),
+        update.getStep(), update.getScale(), update.getBeta1Attr(),
+        update.getBeta2Attr(), update.getEpsAttr(),
+        update.getWeightDecayAttr());
+    Value newParam = sliced.getNewParam();
+    if (stage < 3)
+      newParam = allGather(update.getLoc(), newParam, fullType);
+    for (OpOperand &use : llvm::make_early_inc_range(
+             update.getNewParam().getUses())) {
+      use.set(newParam);
+      if (use.getOwner() == ret && stage >= 3)
+        step.setResultAttr(use.getOperandNumber(), "gptc.sharding",
+                           shardingAttr(fullType));
+    }
+    for (auto [old, now] : {std::pair{update.getNewM(), sliced.getNewM()},
+                            std::pair{update.getNewV(), sliced.getNewV()}})
+      for (OpOperand &use : llvm::make_early_inc_range(old.getUses())) {
+        use.set(now);
+        if (use.getOwner() == ret)
+          step.setResultAttr(use.getOperandNumber(), "gptc.sharding",
+                             shardingAttr(fullType));
+      }
+    update.erase();
+  }
+
+  // 3. The norm: with sliced gradients, the ranks' sums of squares add up.
+  if (!slicedGrads.empty()) {
+    b.setInsertionPoint(norm);
+    Location loc = norm.getLoc();
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value squares = allReduce(
+        loc, SumSquaresOp::create(b, loc, scalar, slicedGrads));
+    if (!wholeGrads.empty())
+      squares = AddOp::create(
+          b, loc, squares, SumSquaresOp::create(b, loc, scalar, wholeGrads));
+    Value global = SqrtOp::create(b, loc, scalar, squares);
+    norm.getResult().replaceAllUsesWith(global);
+    norm.erase();
+  }
+
+  // 4. The signature follows the retyped arguments and results.
+  step.setType(FunctionType::get(step.getContext(), body.getArgumentTypes(),
+                                 ret.getOperandTypes()));
+  return success();
+}
+
+LogicalResult DataParallelRewriter::run() {
+  if (failed(weightByTokens()))
+    return failure();
+  return synchronize();
+}
+
+namespace {
+struct GptcDataParallelPass final
+    : mlir::gptc::impl::GptcDataParallelPassBase<GptcDataParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto parallel = module->getAttrOfType<DictionaryAttr>("gptc.parallel");
+    if (!parallel)
+      return; // one device
+    auto kinds = parallel.getAs<ArrayAttr>("kinds");
+    auto stage = parallel.getAs<IntegerAttr>("zero_stage");
+    if (!kinds || !stage) {
+      module.emitError("gptc.parallel needs 'kinds' and 'zero_stage'");
+      return signalPassFailure();
+    }
+    shard::GridOp grid;
+    module.walk([&](shard::GridOp g) {
+      if (!grid)
+        grid = g;
+    });
+    if (!grid || grid.getRank() != static_cast<int64_t>(kinds.size())) {
+      module.emitError("gptc.parallel needs a shard.grid with one dimension "
+                       "per axis kind");
+      return signalPassFailure();
+    }
+    DataAxis data;
+    data.grid = grid.getSymName();
+    data.zeroStage = static_cast<int>(stage.getInt());
+    data.tokenWeighting = tokenWeighting;
+    data.rank = grid.getRank();
+    bool found = false;
+    for (auto [i, kind] : llvm::enumerate(kinds)) {
+      auto name = dyn_cast<StringAttr>(kind);
+      if (name && name.getValue() == "data") {
+        data.axis = static_cast<shard::GridAxis>(i);
+        data.size = grid.getShape()[i];
+        found = true;
+      }
+    }
+    if (!found || data.size == 1)
+      return;
+    if (ShapedType::isDynamic(data.size)) {
+      grid.emitOpError("needs a static data-parallel size");
+      return signalPassFailure();
+    }
+    auto step = SymbolTable(module).lookup<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("gptc-data-parallel needs @train_step (run "
+                       "gptc-optimizer first)");
+      return signalPassFailure();
+    }
+    if (failed(DataParallelRewriter(step, data).run()))
+      return signalPassFailure();
+  }
+};
+} // namespace
