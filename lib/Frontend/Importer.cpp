@@ -147,10 +147,14 @@ void Importer::buildBody(func::FuncOp func) {
       EmbeddingOp::create(b, at("wpe", modelField("context_length")), pos, wpe);
   Value x = AddOp::create(b, at("embed", modelField("model_dim")), tok, posEmb);
 
-  auto linear = [&](Location loc, Value in) -> Value {
+  // `role`: how Megatron tensor parallelism splits the layer (the
+  // strategy gptc-tensor-parallel applies when the mesh has a tensor axis).
+  auto linear = [&](Location loc, Value in, StringRef role) -> Value {
     Value w = param();
     Value bias = m.bias ? param() : Value();
-    return LinearOp::create(b, loc, in, w, bias);
+    auto op = LinearOp::create(b, loc, in, w, bias);
+    op->setAttr(kTensorParallelAttrName, b.getStringAttr(role));
+    return op;
   };
   auto norm = [&](Location loc, Value in) -> Value {
     Value g = param(), beta = param();
@@ -162,17 +166,17 @@ void Importer::buildBody(func::FuncOp func) {
     std::string h = "h." + std::to_string(l) + ".";
     auto heads = modelField("num_heads");
     Value a = norm(at(h + "ln_1", modelField("layer_norm_epsilon")), x);
-    Value q = linear(at(h + "attn.q_proj", heads), a);
-    Value k = linear(at(h + "attn.k_proj", heads), a);
-    Value v = linear(at(h + "attn.v_proj", heads), a);
+    Value q = linear(at(h + "attn.q_proj", heads), a, "column");
+    Value k = linear(at(h + "attn.k_proj", heads), a, "column");
+    Value v = linear(at(h + "attn.v_proj", heads), a, "column");
     Value y = CausalAttentionOp::create(b, at(h + "attn", heads), q, k, v,
                                         b.getI64IntegerAttr(m.numHeads));
-    y = linear(at(h + "attn.c_proj", modelField("model_dim")), y);
+    y = linear(at(h + "attn.c_proj", modelField("model_dim")), y, "row");
     x = AddOp::create(b, at(h + "residual_1", modelField("num_layers")), x, y);
     Value z = norm(at(h + "ln_2", modelField("layer_norm_epsilon")), x);
-    z = linear(at(h + "mlp.c_fc", modelField("mlp_ratio")), z);
+    z = linear(at(h + "mlp.c_fc", modelField("mlp_ratio")), z, "column");
     z = GeluOp::create(b, at(h + "mlp.gelu", modelField("mlp_ratio")), z);
-    z = linear(at(h + "mlp.c_proj", modelField("mlp_ratio")), z);
+    z = linear(at(h + "mlp.c_proj", modelField("mlp_ratio")), z, "row");
     x = AddOp::create(b, at(h + "residual_2", modelField("num_layers")), x, z);
   }
 

@@ -7,6 +7,7 @@
 #include "gptc/InitAll.h"
 
 #include "gptc/Dialect/Gptc/IR/GptcDialect.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Pipelines/Pipelines.h"
 
@@ -23,6 +24,7 @@
 void mlir::gptc::registerAllDialects(DialectRegistry &registry) {
   registry.insert<GptcDialect, arith::ArithDialect, func::FuncDialect,
                   shard::ShardDialect, tensor::TensorDialect>();
+  registerShardAutodiffModels(registry);
 }
 
 void mlir::gptc::registerAllPasses() {

@@ -27,6 +27,7 @@ void mlir::gptc::buildFrontendPipeline(OpPassManager &pm,
 
 void mlir::gptc::buildTrainPipeline(OpPassManager &pm) {
   pm.addPass(createGptcVerifyModelPass());
+  pm.addPass(createGptcTensorParallelPass());
   pm.addPass(createGptcAutodiffPass());
   pm.addPass(createGptcOptimizerPass());
   pm.addPass(createGptcDataParallelPass());

@@ -15,6 +15,7 @@
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
@@ -29,7 +30,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
 #include <fstream>
+#include <thread>
 #include <iostream>
 #include <unistd.h>
 
@@ -137,10 +140,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (failed(desc))
     return 1;
   const ModelConfig &m = desc->getConfig();
-  if (m.tensorParallel > 1 || m.pipelineParallel > 1)
-    return fail("the mesh has a tensor- or pipeline-parallel axis of size > "
-                "1; this build trains data parallel (with ZeRO) only: tensor, "
-                "sequence and pipeline parallelism are not implemented yet");
+  if (m.pipelineParallel > 1)
+    return fail("the mesh has a pipeline-parallel axis of size > 1; "
+                "pipeline parallelism is not implemented yet");
+  if (m.sequenceParallel && m.tensorParallel > 1)
+    return fail("sequence parallelism is not implemented yet");
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));
@@ -181,6 +185,17 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    " devices but " + std::to_string(comm->size()) +
                    " processes run it: use mpirun -np " +
                    std::to_string(devices));
+
+  // Processes on one node share its cores (unless the user chose with
+  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS).
+  if (comm && comm->size() > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
+      !std::getenv("OMP_NUM_THREADS")) {
+    int local = comm->size();
+    if (const char *n = std::getenv("MPI_LOCALNRANKS"))
+      local = std::max(1, std::atoi(n));
+    ::gptc::cpu::setNumThreads(std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / local));
+  }
 
   // 4. Data, options, parameters.
   rt::ByteDataset data;
@@ -224,7 +239,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                  << ".." << opts.steps << "\n";
     if (devices > 1 || m.gradAccumSteps > 1)
       llvm::errs() << "gptc: " << devices << " processes: data parallel "
-                   << m.dataParallel << ", ZeRO stage " << m.zeroStage
+                   << m.dataParallel << ", tensor parallel "
+                   << m.tensorParallel << ", ZeRO stage " << m.zeroStage
                    << ", " << m.gradAccumSteps << " microbatch(es) of "
                    << m.microBatchSize << " sequences per rank\n";
   }

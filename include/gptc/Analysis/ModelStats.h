@@ -25,6 +25,13 @@ inline constexpr llvm::StringLiteral kParamAttrName = "gptc.param";
 inline constexpr llvm::StringLiteral kInputAttrName = "gptc.input";
 /// Argument attribute describing a parameter's initializer.
 inline constexpr llvm::StringLiteral kInitAttrName = "gptc.init";
+/// Discardable attribute of a `gptc.linear`: "column" or "row", how Megatron
+/// tensor parallelism splits it (written by the importer).
+inline constexpr llvm::StringLiteral kTensorParallelAttrName =
+    "gptc.tensor_parallel";
+/// Argument and result attribute: the value is this rank's block of a
+/// tensor of `shape`, dimension d split over the grid axes `axes[d]`.
+inline constexpr llvm::StringLiteral kShardingAttrName = "gptc.sharding";
 /// The label of padding positions (rows added so that a batch splits evenly
 /// over data-parallel ranks and microbatches): the importer's
 /// cross-entropy ignores it, the runtime pads with it.

@@ -660,6 +660,20 @@ void adamw(const T *pIn, const T *gIn, const T *mIn, const T *vIn, int64_t n,
   }
 }
 
+static int threadCount = 0; // 0: every core
+
+void setNumThreads(int threads) {
+  threadCount = std::max(threads, 0);
+  int n = threadCount ? threadCount
+                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  openblas_set_num_threads(n);
+}
+
+int numThreads() {
+  return threadCount ? threadCount
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 void adamwParallel(const float *p, const float *g, const float *m,
                    const float *v, int64_t n, double lr, int64_t step,
                    double scale, double beta1, double beta2, double eps,
@@ -670,7 +684,7 @@ void adamwParallel(const float *p, const float *g, const float *m,
           scale, beta1, beta2, eps, weightDecay, newP + begin, newM + begin,
           newV + begin);
   };
-  int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  int64_t threads = numThreads();
   if (n < minParallel || threads == 1)
     return part(0, n);
   int64_t chunk = (n + threads - 1) / threads;

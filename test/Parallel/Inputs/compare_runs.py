@@ -12,7 +12,9 @@ Checks, and prints one summary line that the lit test matches:
     no entry deviates by more than 10 T of the tensor's largest entry;
   - with --replicas G (ranks grouped G at a time hold the same blocks:
     the data-parallel replicas), the blocks `rank<r>.final.<name>.npy` of
-    ranks that are replicas of each other are bit-identical.
+    ranks that are replicas of each other are bit-identical; with
+    --whole-replicas G, the same for the parameters those ranks hold whole
+    (tensor-parallel ranks).
 Exits 1 when any check fails, naming it.
 """
 import argparse
@@ -36,6 +38,10 @@ def main():
     p.add_argument("ranks", type=int)
     p.add_argument("--replicas", default="",
                    help="groups of ranks that must hold identical blocks, e.g. 0,1 or 0,2:1,3")
+    p.add_argument("--whole-replicas", default="",
+                   help="groups of ranks that must hold identical copies of the "
+                        "parameters they hold whole (tensor-parallel ranks share "
+                        "the norms, embeddings and row-parallel biases)")
     p.add_argument("--tol", type=float, default=1e-5)
     p.add_argument("--noise", default="attn.k_proj.bias",
                    help="parameters whose gradient is zero in exact arithmetic "
@@ -91,9 +97,14 @@ def main():
             print("  %-28s %.3g" % (n, err))
 
     identical = 0
-    for group in filter(None, a.replicas.split(":")):
+    groups = [(g, False) for g in filter(None, a.replicas.split(":"))]
+    groups += [(g, True) for g in filter(None, a.whole_replicas.split(":"))]
+    for group, whole_only in groups:
         ranks = [int(r) for r in group.split(",")]
         for n in names:
+            if whole_only and np.load(os.path.join(a.run, "rank%d.final.%s.npy" % (ranks[0], n))).shape \
+                    != np.load(os.path.join(a.reference, "final.%s.npy" % n)).shape:
+                continue
             blocks = [open(os.path.join(a.run, "rank%d.final.%s.npy" % (r, n)), "rb").read()
                       for r in ranks]
             if any(b != blocks[0] for b in blocks[1:]):

@@ -77,6 +77,11 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t batch, int64_t seq, int64_t width,
                          int64_t heads, T *dq, T *dk, T *dv);
 
+/// Threads the kernels (OpenBLAS and the runtime's own) use; 0: every
+/// core. One process per device sets its share of the node's cores.
+void setNumThreads(int threads);
+int numThreads();
+
 /// Mean over the rows whose label is not `ignoreIndex` (when `hasIgnore`)
 /// of -log softmax(logits[row])[label]; with `normalizer` > 0 the sum is
 /// divided by it instead of the rows counted (< 0: the result is 0).

@@ -13,6 +13,7 @@
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -252,4 +253,44 @@ LogicalResult CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange result
   operandGrads.push_back(
       CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor-parallel collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GradAllReduceOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                            SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(shard::AllReduceOp::create(
+      b, getLoc(), resultGrads[0].getType(), getGrid(), getGridAxes(),
+      resultGrads[0], shard::ReductionKind::Sum));
+  return success();
+}
+
+namespace {
+/// Megatron's "g": a sum all-reduce of partial results (after a
+/// row-parallel layer) whose cotangent is replicated over the group, so the
+/// gradient of each rank's partial result is that cotangent unchanged.
+/// Only this use is differentiated: gptc's passes insert no other
+/// all-reduce before gptc-autodiff.
+struct AllReduceAutodiff
+    : AutodiffOpInterface::ExternalModel<AllReduceAutodiff,
+                                         shard::AllReduceOp> {
+  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &,
+                                           ValueRange resultGrads,
+                                           SmallVectorImpl<Value> &grads) const {
+    auto reduce = cast<shard::AllReduceOp>(op);
+    if (reduce.getReduction() != shard::ReductionKind::Sum)
+      return op->emitOpError("has no gradient rule for this reduction");
+    grads.push_back(resultGrads[0]);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::gptc::registerShardAutodiffModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    shard::AllReduceOp::attachInterface<AllReduceAutodiff>(*ctx);
+  });
 }

@@ -714,6 +714,14 @@ static int64_t squaresFlops(Operation *op) {
 
 LogicalResult GlobalNormOp::verify() { return verifySquares(*this); }
 
+OpFoldResult GradAllReduceOp::fold(FoldAdaptor) {
+  // Only its gradient differs from the identity; once differentiated (the
+  // canonicalizer runs after gptc-autodiff) it is the identity.
+  return getInput();
+}
+
+int64_t GradAllReduceOp::getFlopCount() { return 0; }
+
 LogicalResult AccumulateOp::verify() {
   Block &block = getBody().front();
   int64_t n = getMicrobatches();

@@ -22,6 +22,7 @@
 
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
+#include "gptc/Dialect/Gptc/Transforms/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -57,16 +58,16 @@ public:
   LogicalResult run();
 
 private:
-  /// `{shape = global, axes = [[data] or [] per dimension]}` for a value
-  /// split on dimension 0.
-  DictionaryAttr shardingAttr(RankedTensorType global) {
-    SmallVector<Attribute> axes;
-    for (int64_t d = 0; d < global.getRank(); ++d)
-      axes.push_back(d == 0 ? b.getDenseI64ArrayAttr({data.axis})
-                            : b.getDenseI64ArrayAttr({}));
-    return b.getDictionaryAttr(
-        {b.getNamedAttr("shape", b.getDenseI64ArrayAttr(global.getShape())),
-         b.getNamedAttr("axes", b.getArrayAttr(axes))});
+  /// The layout of `param`'s ZeRO slice: its layout (whole, or its
+  /// tensor-parallel block) with dimension 0 further split over the data
+  /// axis.
+  DictionaryAttr zeroSharding(BlockArgument param, RankedTensorType local) {
+    BlockSharding s = BlockSharding::get(
+        step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(),
+                                              kShardingAttrName),
+        local);
+    s.axes[0].push_back(data.axis);
+    return s.toAttr(b);
   }
   RankedTensorType sliceType(RankedTensorType t) {
     SmallVector<int64_t> shape(t.getShape());
@@ -189,16 +190,19 @@ LogicalResult DataParallelRewriter::weightByTokens() {
 LogicalResult DataParallelRewriter::synchronize() {
   SmallVector<AdamWOp> updates;
   body.walk([&](AdamWOp op) { updates.push_back(op); });
-  GlobalNormOp norm;
-  body.walk([&](GlobalNormOp op) { norm = op; });
-  if (updates.empty() || !norm)
-    return step.emitOpError("has no gptc.adamw / gptc.global_norm: run "
+  ClipScaleOp clip;
+  body.walk([&](ClipScaleOp op) { clip = op; });
+  if (updates.empty() || !clip)
+    return step.emitOpError("has no gptc.adamw / gptc.clip_scale: run "
                             "gptc-optimizer before gptc-data-parallel");
+  Value norm = clip.getNorm();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   int stage = data.zeroStage;
 
-  // Gradients as the norm sees them: whole (all-reduced) or sliced.
-  SmallVector<Value> wholeGrads, slicedGrads;
+  // Gradients as the norm sees them, with the grid axes each is split over
+  // (tensor parallelism's, and the data axis for ZeRO 2 and 3 slices).
+  SmallVector<std::pair<Value, SmallVector<int16_t>>> normParts;
+  bool splitNorm = false;
   for (AdamWOp update : updates) {
     Value grad = update.getGrad();
     auto param = dyn_cast<BlockArgument>(update.getParam());
@@ -208,6 +212,11 @@ LogicalResult DataParallelRewriter::synchronize() {
       return update.emitOpError("must update arguments of @train_step");
     auto fullType = cast<RankedTensorType>(param.getType());
     bool slice = stage >= 1 && sliceable(fullType);
+    BlockSharding base = BlockSharding::get(
+        step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(),
+                                              kShardingAttrName),
+        fullType);
+    DictionaryAttr zattr = slice ? zeroSharding(param, fullType) : nullptr;
     if (stage >= 1 && !slice)
       update.emitRemark("parameter of shape ")
           << fullType << " stays replicated: dimension 0 does not divide by "
@@ -218,7 +227,13 @@ LogicalResult DataParallelRewriter::synchronize() {
     Value synced = slice && stage >= 2 ? reduceScatter(update.getLoc(), grad)
                                        : allReduce(update.getLoc(), grad);
     grad.replaceAllUsesExcept(synced, synced.getDefiningOp());
-    (slice && stage >= 2 ? slicedGrads : wholeGrads).push_back(synced);
+    SmallVector<int16_t> split = base.splitAxes();
+    if (slice && stage >= 2) {
+      split.push_back(data.axis);
+      llvm::sort(split);
+    }
+    splitNorm |= !split.empty();
+    normParts.push_back({synced, split});
     if (!slice)
       continue;
 
@@ -230,7 +245,7 @@ LogicalResult DataParallelRewriter::synchronize() {
       // Parameters live as slices; the computation gathers them first.
       param.setType(sliceType(fullType));
       step.setArgAttr(param.getArgNumber(), "gptc.sharding",
-                      shardingAttr(fullType));
+                      zattr);
       b.setInsertionPointToStart(&body);
       Value whole = allGather(param.getLoc(), param, fullType);
       param.replaceAllUsesExcept(whole, whole.getDefiningOp());
@@ -243,7 +258,7 @@ LogicalResult DataParallelRewriter::synchronize() {
     for (BlockArgument moment : {m, v}) {
       moment.setType(sliceType(fullType));
       step.setArgAttr(moment.getArgNumber(), "gptc.sharding",
-                      shardingAttr(fullType));
+                      zattr);
     }
     auto sliced = AdamWOp::create(
         b, update.getLoc(), paramSlice, gradSlice, m, v, update.getLr(),
@@ -258,7 +273,7 @@ LogicalResult DataParallelRewriter::synchronize() {
       use.set(newParam);
       if (use.getOwner() == ret && stage >= 3)
         step.setResultAttr(use.getOperandNumber(), "gptc.sharding",
-                           shardingAttr(fullType));
+                           zattr);
     }
     for (auto [old, now] : {std::pair{update.getNewM(), sliced.getNewM()},
                             std::pair{update.getNewV(), sliced.getNewV()}})
@@ -266,24 +281,30 @@ LogicalResult DataParallelRewriter::synchronize() {
         use.set(now);
         if (use.getOwner() == ret)
           step.setResultAttr(use.getOperandNumber(), "gptc.sharding",
-                             shardingAttr(fullType));
+                             zattr);
       }
     update.erase();
   }
 
-  // 3. The norm: with sliced gradients, the ranks' sums of squares add up.
-  if (!slicedGrads.empty()) {
-    b.setInsertionPoint(norm);
-    Location loc = norm.getLoc();
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    Value squares = allReduce(
-        loc, SumSquaresOp::create(b, loc, scalar, slicedGrads));
-    if (!wholeGrads.empty())
-      squares = AddOp::create(
-          b, loc, squares, SumSquaresOp::create(b, loc, scalar, wholeGrads));
-    Value global = SqrtOp::create(b, loc, scalar, squares);
-    norm.getResult().replaceAllUsesWith(global);
-    norm.erase();
+  // 3. The norm: the ranks' sums of squares of split gradients add up
+  //    (rebuilt in place of the optimizer's, which is then erased).
+  if (splitNorm) {
+    b.setInsertionPoint(clip);
+    Value global = buildGradNorm(b, norm.getLoc(), data.grid, normParts);
+    norm.replaceAllUsesWith(global);
+    SmallVector<Operation *> dead{norm.getDefiningOp()};
+    SmallPtrSet<Operation *, 8> erased;
+    while (!dead.empty()) {
+      Operation *op = dead.pop_back_val();
+      if (!op || erased.contains(op) || !op->use_empty() ||
+          !isa<GlobalNormOp, SumSquaresOp, SqrtOp, AddOp, shard::AllReduceOp>(
+              op))
+        continue;
+      for (Value operand : op->getOperands())
+        dead.push_back(operand.getDefiningOp());
+      erased.insert(op);
+      op->erase();
+    }
   }
 
   // 4. The signature follows the retyped arguments and results.

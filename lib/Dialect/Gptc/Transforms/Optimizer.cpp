@@ -12,6 +12,9 @@
 
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
+#include "gptc/Dialect/Gptc/Transforms/Sharding.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -100,7 +103,7 @@ static FailureOr<Settings> readSettings(ModuleOp module) {
 
 /// Builds @train_step next to `fb`.
 static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
-                                    SymbolTable &symbols) {
+                                    SymbolTable &symbols, StringRef gridName) {
   MLIRContext *ctx = fb.getContext();
   OpBuilder b(ctx);
   Block &source = fb.getBody().front();
@@ -158,6 +161,13 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     step.setResultAttr(n + i, "gptc.state", b.getStringAttr("m:" + name.str()));
     step.setResultAttr(2 * n + i, "gptc.state",
                        b.getStringAttr("v:" + name.str()));
+    // A split parameter (tensor parallelism) has moments split alike.
+    if (Attribute sharding = fb.getArgAttr(p.getArgNumber(), kShardingAttrName))
+      for (unsigned at : {n + i, 2 * n + i}) {
+        step.setArgAttr(at, kShardingAttrName, sharding);
+        step.setResultAttr(at - n, kShardingAttrName, sharding);
+        step.setResultAttr(at, kShardingAttrName, sharding);
+      }
   }
   step.setArgAttr(3 * n, kInputAttrName, b.getStringAttr("step"));
   for (auto [i, d] : llvm::enumerate(data)) {
@@ -240,7 +250,16 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
 
   // 5. Clipping, schedule and one AdamW update per parameter.
   Value stepArg = body->getArgument(3 * n);
-  Value norm = GlobalNormOp::create(b, loc, scalarF32, grads);
+  // The norm sums the squares of split gradients over their grid axes.
+  SmallVector<std::pair<Value, SmallVector<int16_t>>> normParts;
+  for (auto [i, p] : llvm::enumerate(params))
+    normParts.push_back(
+        {grads[i],
+         BlockSharding::get(fb.getArgAttrOfType<DictionaryAttr>(
+                                p.getArgNumber(), kShardingAttrName),
+                            cast<RankedTensorType>(p.getType()))
+             .splitAxes()});
+  Value norm = buildGradNorm(b, loc, gridName, normParts);
   Value scale = ClipScaleOp::create(b, loc, scalarF32, norm,
                                     b.getF64FloatAttr(s.gradClip));
   Value lr = LearningRateOp::create(
@@ -291,7 +310,13 @@ struct GptcOptimizerPass final
       return signalPassFailure();
     }
     FailureOr<Settings> settings = readSettings(module);
-    if (failed(settings) || failed(buildTrainStep(fb, *settings, symbols)))
+    StringRef gridName;
+    module.walk([&](shard::GridOp g) {
+      if (gridName.empty())
+        gridName = g.getSymName();
+    });
+    if (failed(settings) ||
+        failed(buildTrainStep(fb, *settings, symbols, gridName)))
       return signalPassFailure();
   }
 };

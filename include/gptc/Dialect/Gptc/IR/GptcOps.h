@@ -20,4 +20,13 @@
 #define GET_OP_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcOps.h.inc"
 
+namespace mlir {
+class DialectRegistry;
+namespace gptc {
+/// Attaches gptc's vector-Jacobian rule to upstream `shard.all_reduce`
+/// (sum), which tensor parallelism puts in the forward graph.
+void registerShardAutodiffModels(DialectRegistry &registry);
+} // namespace gptc
+} // namespace mlir
+
 #endif // GPTC_DIALECT_GPTC_IR_GPTCOPS_H

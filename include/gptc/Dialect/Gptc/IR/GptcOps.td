@@ -550,6 +550,31 @@ def Gptc_YieldOp : Gptc_Op<"yield", [Pure, Terminator,
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
+def Gptc_GradAllReduceOp : Gptc_DiffOp<"grad_all_reduce", [Pure,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "Identity whose gradient is all-reduced over grid axes";
+  let description = [{
+    Megatron's "f": the input of a column-parallel layer is replicated over
+    the tensor-parallel ranks, but each rank's use of it contributes only
+    part of its gradient, so the gradient is summed over `grid_axes`. The
+    forward value passes through unchanged (the op folds away once the
+    gradient is built); its partner "g", the all-reduce after a
+    row-parallel layer, is `shard.all_reduce`, whose gradient is the
+    identity.
+
+    ```mlir
+    %x1 = gptc.grad_all_reduce %x on @mesh grid_axes = [1] : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+  }];
+  let hasFolder = 1;
+}
+
 def Gptc_SumSquaresOp : Gptc_Op<"sum_squares", [Pure]> {
   let summary = "Sum of the squares of a list of tensors";
   let description = [{

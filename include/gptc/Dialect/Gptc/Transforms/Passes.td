@@ -107,6 +107,37 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
 }
 
+def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron tensor parallelism of @forward's transformer blocks";
+  let description = [{
+    Reads the module's `gptc.parallel` (the axis of kind `tensor`) and
+    `shard.grid`, and rewrites `@forward` (before gptc-autodiff) into the
+    computation of one tensor-parallel rank, following the importer's
+    `gptc.tensor_parallel` annotation on each `gptc.linear`:
+
+    - **column** (query, key, value, MLP up-projection): the weight and bias
+      are this rank's rows (`gptc.sharding` on the arguments, dimension 0
+      split over the tensor axis), so the output holds this rank's heads or
+      hidden units; the input passes through `gptc.grad_all_reduce`
+      (Megatron's "f": identity forward, all-reduce of the gradient);
+    - between them, `gptc.causal_attention` runs this rank's heads
+      (`heads / P`) and `gptc.gelu` its units;
+    - **row** (attention and MLP output projections): the weight is this
+      rank's columns (dimension 1 split), the partial products are summed
+      by `shard.all_reduce` (Megatron's "g": its gradient is the identity),
+      and the replicated bias is added after the sum.
+
+    One all-reduce forward and one backward per column/row pair. Embeddings,
+    norms and the language-model head stay replicated (vocabulary-parallel
+    embedding and loss, and sequence parallelism, are not implemented yet).
+    Sizes that do not divide are an error at the layer. A module without a
+    tensor axis of size > 1 is unchanged.
+  }];
+  let dependentDialects = ["::mlir::gptc::GptcDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect"];
+}
+
 def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
   let summary = "Shard @train_step's batch over the data axis: weighted gradient all-reduce and ZeRO 1-3";
   let description = [{

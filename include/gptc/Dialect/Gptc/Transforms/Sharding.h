@@ -1,0 +1,48 @@
+//===- Sharding.h - Shared helpers of gptc's sharding passes ---*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The `gptc.sharding = {shape, axes}` attribute (a value is this rank's
+// block of a tensor of `shape`; dimension d is split over the grid axes
+// `axes[d]`, major first) and the gradient norm over gradients split over
+// different grid axes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_DIALECT_GPTC_TRANSFORMS_SHARDING_H
+#define GPTC_DIALECT_GPTC_TRANSFORMS_SHARDING_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace mlir::gptc {
+
+/// A block layout: the whole tensor's shape and the grid axes splitting
+/// each dimension.
+struct BlockSharding {
+  SmallVector<int64_t> shape;
+  SmallVector<SmallVector<int64_t>> axes;
+
+  /// Not split: `type`'s shape, no axes.
+  static BlockSharding whole(RankedTensorType type);
+  /// Reads `gptc.sharding`; null attribute: whole(type).
+  static BlockSharding get(DictionaryAttr attr, RankedTensorType type);
+  DictionaryAttr toAttr(Builder &b) const;
+  bool isSplit() const;
+  /// Every grid axis that splits some dimension, sorted.
+  SmallVector<int16_t> splitAxes() const;
+};
+
+/// The global norm of `grads`, each split over the grid axes given with it
+/// (empty: replicated, counted once). Without split gradients, one
+/// gptc.global_norm; otherwise per set of axes a gptc.sum_squares,
+/// all-reduced over those axes, added, and gptc.sqrt.
+Value buildGradNorm(OpBuilder &b, Location loc, StringRef grid,
+                    ArrayRef<std::pair<Value, SmallVector<int16_t>>> grads);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_DIALECT_GPTC_TRANSFORMS_SHARDING_H

@@ -1,0 +1,235 @@
+//===- TensorParallel.cpp - Megatron tensor parallelism --------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Rewrites @forward into one tensor-parallel rank's computation: column- and
+// row-parallel linear layers as the importer annotated them, with
+// gptc.grad_all_reduce ("f") and shard.all_reduce ("g") around each pair.
+// gptc-autodiff then differentiates the sharded graph, so the backward
+// collectives follow from the rules of those two ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "gptc/Analysis/ModelStats.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+#include "gptc/Dialect/Gptc/Transforms/Sharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::gptc {
+#define GEN_PASS_DEF_GPTCTENSORPARALLELPASS
+#include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+} // namespace mlir::gptc
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+namespace {
+class TensorParallelRewriter {
+public:
+  TensorParallelRewriter(func::FuncOp func, StringRef grid, int16_t axis,
+                         int64_t size)
+      : func(func), grid(grid), axis(axis), size(size), b(func.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  /// Splits dimension `dim` of parameter `arg` over the tensor axis.
+  LogicalResult splitParam(Value value, int64_t dim, Operation *user);
+  LogicalResult column(LinearOp op);
+  LogicalResult row(LinearOp op);
+
+  func::FuncOp func;
+  StringRef grid;
+  int16_t axis;
+  int64_t size;
+  OpBuilder b;
+  /// Activations that hold this rank's part (heads or hidden units).
+  DenseSet<Value> sharded;
+  /// Inputs of column-parallel layers and their "f".
+  DenseMap<Value, Value> entered;
+};
+} // namespace
+
+LogicalResult TensorParallelRewriter::splitParam(Value value, int64_t dim,
+                                                 Operation *user) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg || arg.getOwner() != &func.getBody().front() ||
+      !func.getArgAttr(arg.getArgNumber(), kParamAttrName))
+    return user->emitOpError("tensor parallelism needs the layer's weights "
+                             "to be parameters of the function");
+  auto type = cast<RankedTensorType>(arg.getType());
+  if (func.getArgAttr(arg.getArgNumber(), kShardingAttrName))
+    return user->emitOpError("shares a parameter with another "
+                             "tensor-parallel layer");
+  if (type.getDimSize(dim) % size != 0)
+    return user->emitOpError("cannot split dimension ")
+           << dim << " of " << type << " over " << size
+           << " tensor-parallel ranks";
+  BlockSharding s = BlockSharding::whole(type);
+  s.axes[dim].push_back(axis);
+  func.setArgAttr(arg.getArgNumber(), kShardingAttrName, s.toAttr(b));
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] /= size;
+  arg.setType(type.clone(shape));
+  return success();
+}
+
+LogicalResult TensorParallelRewriter::column(LinearOp op) {
+  if (sharded.contains(op.getInput()))
+    return op.emitOpError("column-parallel layer on an already split input");
+  if (failed(splitParam(op.getWeight(), 0, op)) ||
+      (op.getBias() && failed(splitParam(op.getBias(), 0, op))))
+    return failure();
+  // "f": the replicated input, whose gradient sums the ranks' parts.
+  Value &in = entered[op.getInput()];
+  if (!in) {
+    b.setInsertionPointAfterValue(op.getInput());
+    in = GradAllReduceOp::create(b, op.getLoc(), op.getInput(), grid,
+                                 ArrayRef<int16_t>{axis});
+  }
+  b.setInsertionPoint(op);
+  auto local = LinearOp::create(b, op.getLoc(), in, op.getWeight(),
+                                op.getBias());
+  local->setAttrs(op->getAttrDictionary());
+  op.getResult().replaceAllUsesWith(local.getResult());
+  op.erase();
+  sharded.insert(local.getResult());
+  return success();
+}
+
+LogicalResult TensorParallelRewriter::row(LinearOp op) {
+  if (!sharded.contains(op.getInput()))
+    return op.emitOpError("row-parallel layer on an input that is not split "
+                          "(no column-parallel layer before it)");
+  if (failed(splitParam(op.getWeight(), 1, op)))
+    return failure();
+  b.setInsertionPoint(op);
+  Location loc = op.getLoc();
+  auto partial = LinearOp::create(b, loc, op.getInput(), op.getWeight(),
+                                  Value());
+  partial->setAttrs(op->getAttrDictionary());
+  // "g": the ranks' partial products summed; the bias once, after the sum.
+  Value sum = shard::AllReduceOp::create(b, loc, partial.getType(), grid,
+                                         ArrayRef<int16_t>{axis}, partial,
+                                         shard::ReductionKind::Sum);
+  if (Value bias = op.getBias()) {
+    auto type = cast<RankedTensorType>(sum.getType());
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+      dims.push_back(d);
+    Value wide = BroadcastOp::create(b, loc, type, bias,
+                                     b.getDenseI64ArrayAttr(dims));
+    sum = AddOp::create(b, loc, sum, wide);
+  }
+  op.getResult().replaceAllUsesWith(sum);
+  op.erase();
+  return success();
+}
+
+LogicalResult TensorParallelRewriter::run() {
+  Block &body = func.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      auto role = linear->getAttrOfType<StringAttr>(kTensorParallelAttrName);
+      if (role && role.getValue() == "column") {
+        if (failed(column(linear)))
+          return failure();
+        continue;
+      }
+      if (role && role.getValue() == "row") {
+        if (failed(row(linear)))
+          return failure();
+        continue;
+      }
+    }
+    bool split = llvm::any_of(op.getOperands(), [&](Value v) {
+      return sharded.contains(v);
+    });
+    if (!split)
+      continue;
+    // Between a column- and a row-parallel layer: each rank's heads or
+    // units.
+    if (auto attention = dyn_cast<CausalAttentionOp>(op)) {
+      if (!llvm::all_of(op.getOperands(),
+                        [&](Value v) { return sharded.contains(v); }))
+        return op.emitOpError("needs query, key and value all split by heads");
+      int64_t heads = attention.getNumHeads();
+      if (heads % size != 0)
+        return op.emitOpError("cannot split ")
+               << heads << " heads over " << size << " tensor-parallel ranks";
+      b.setInsertionPoint(&op);
+      auto local = CausalAttentionOp::create(
+          b, op.getLoc(), attention.getQuery(), attention.getKey(),
+          attention.getValue(), b.getI64IntegerAttr(heads / size));
+      attention.getResult().replaceAllUsesWith(local.getResult());
+      attention.erase();
+      sharded.insert(local.getResult());
+      continue;
+    }
+    if (auto gelu = dyn_cast<GeluOp>(op)) {
+      b.setInsertionPoint(&op);
+      auto local = GeluOp::create(b, op.getLoc(), gelu.getInput());
+      gelu.getResult().replaceAllUsesWith(local.getResult());
+      gelu.erase();
+      sharded.insert(local.getResult());
+      continue;
+    }
+    return op.emitOpError("tensor parallelism does not know how to run this "
+                          "op on a rank's part of the heads or units");
+  }
+  func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
+                                 func.getResultTypes()));
+  return success();
+}
+
+namespace {
+struct GptcTensorParallelPass final
+    : mlir::gptc::impl::GptcTensorParallelPassBase<GptcTensorParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto parallel = module->getAttrOfType<DictionaryAttr>("gptc.parallel");
+    if (!parallel)
+      return;
+    auto kinds = parallel.getAs<ArrayAttr>("kinds");
+    shard::GridOp grid;
+    module.walk([&](shard::GridOp g) {
+      if (!grid)
+        grid = g;
+    });
+    if (!kinds || !grid ||
+        grid.getRank() != static_cast<int64_t>(kinds.size())) {
+      module.emitError("gptc.parallel needs 'kinds' and a shard.grid with "
+                       "one dimension per axis kind");
+      return signalPassFailure();
+    }
+    for (auto [i, kind] : llvm::enumerate(kinds)) {
+      auto name = dyn_cast<StringAttr>(kind);
+      if (!name || name.getValue() != "tensor")
+        continue;
+      int64_t size = grid.getShape()[i];
+      if (size == 1)
+        return;
+      auto forward = SymbolTable(module).lookup<func::FuncOp>("forward");
+      if (!forward) {
+        module.emitError("gptc-tensor-parallel needs @forward");
+        return signalPassFailure();
+      }
+      if (failed(TensorParallelRewriter(forward, grid.getSymName(),
+                                        static_cast<int16_t>(i), size)
+                     .run()))
+        return signalPassFailure();
+      return;
+    }
+  }
+};
+} // namespace
