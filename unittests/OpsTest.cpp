@@ -77,7 +77,7 @@ TEST_F(OpsTest, AttentionFlopsCountTheFullSquare) {
 TEST_F(OpsTest, EmbeddingAndLoss) {
   Value ids = value({4, 8}, b.getI32Type());
   Value table = value({100, 16});
-  auto emb = EmbeddingOp::create(b, b.getUnknownLoc(), ids, table);
+  auto emb = EmbeddingOp::create(b, b.getUnknownLoc(), ids, table, Value());
   EXPECT_EQ(emb.getType(), RankedTensorType::get({4, 8, 16}, b.getF32Type()));
   Value logits = value({4, 8, 100});
   auto loss = CrossEntropyOp::create(b, b.getUnknownLoc(), logits, ids,

@@ -63,7 +63,10 @@ mlir::gptc::collectCollectives(func::FuncOp func) {
     };
     return llvm::TypeSwitch<Operation *, WalkResult>(op)
         .Case([&](shard::AllReduceOp o) {
-          return record("all_reduce", o.getGridAttr(), o.getGridAxes(),
+          return record(o.getReduction() == shard::ReductionKind::Max
+                            ? "all_reduce_max"
+                            : "all_reduce",
+                        o.getGridAttr(), o.getGridAxes(),
                         o.getResult().getType(), 2.0);
         })
         .Case([&](shard::ReduceScatterOp o) {
@@ -125,7 +128,7 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
     int64_t count = 0, bytes = 0;
     double volume = 0;
   };
-  llvm::MapVector<StringRef, Total> byKind;
+  std::vector<std::pair<std::string, Total>> byKind;
   Total total;
   for (auto [i, c] : llvm::enumerate(*all)) {
     std::string axes = "[";
@@ -141,7 +144,10 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
                        typeString(shown).c_str(),
                        static_cast<long long>(c.bytes), c.volume,
                        purpose(c.op).c_str());
-    Total &t = byKind[c.op->getName().stripDialect()];
+    auto it = llvm::find_if(byKind, [&](auto &e) { return e.first == c.kind; });
+    if (it == byKind.end())
+      it = byKind.insert(byKind.end(), {c.kind, Total()});
+    Total &t = it->second;
     for (Total *x : {&t, &total}) {
       ++x->count;
       x->bytes += c.bytes;
@@ -151,7 +157,7 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
   for (auto &[kind, t] : byKind)
     os << llvm::format("%-15s %4lld collectives %14lld G bytes %14.0f sent "
                        "bytes\n",
-                       kind.str().c_str(), static_cast<long long>(t.count),
+                       kind.c_str(), static_cast<long long>(t.count),
                        static_cast<long long>(t.bytes), t.volume);
   os << llvm::format("%-15s %4lld collectives %14lld G bytes %14.0f sent "
                      "bytes\n",

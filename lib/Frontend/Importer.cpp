@@ -139,12 +139,15 @@ void Importer::buildBody(func::FuncOp func) {
 
   // 1. Token and position embeddings.
   Value wte = param(), wpe = param();
-  Value tok = EmbeddingOp::create(b, at("wte", modelField("vocab_size")),
-                                  tokens, wte);
+  auto tokOp = EmbeddingOp::create(b, at("wte", modelField("vocab_size")),
+                                   tokens, wte, Value());
+  tokOp->setAttr(kTensorParallelAttrName, b.getStringAttr("vocab"));
+  Value tok = tokOp;
   Value pos = IotaOp::create(b, at("wpe", modelField("context_length")),
                              idsType, b.getI64IntegerAttr(1));
   Value posEmb =
-      EmbeddingOp::create(b, at("wpe", modelField("context_length")), pos, wpe);
+      EmbeddingOp::create(b, at("wpe", modelField("context_length")), pos, wpe,
+                          Value());
   Value x = AddOp::create(b, at("embed", modelField("model_dim")), tok, posEmb);
 
   // `role`: how Megatron tensor parallelism splits the layer (the
@@ -183,8 +186,10 @@ void Importer::buildBody(func::FuncOp func) {
   // 3. Final norm, language-model head and loss.
   x = norm(at("ln_f", modelField("layer_norm_epsilon")), x);
   Value head = m.tiedEmbeddings ? wte : param();
-  Value logits = LinearOp::create(
+  auto headOp = LinearOp::create(
       b, at("lm_head", modelField("tied_embeddings")), x, head, Value());
+  headOp->setAttr(kTensorParallelAttrName, b.getStringAttr("vocab"));
+  Value logits = headOp;
   if (logitsBatch) {
     func::ReturnOp::create(b, at("lm_head", modelField("tied_embeddings")),
                            logits);

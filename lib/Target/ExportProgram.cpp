@@ -422,14 +422,50 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             return success();
           })
           .Case([&](shard::AllReduceOp o) -> LogicalResult {
-            if (o.getReduction() != shard::ReductionKind::Sum)
+            if (o.getReduction() != shard::ReductionKind::Sum &&
+                o.getReduction() != shard::ReductionKind::Max)
               return o.emitOpError("has no CPU kernel for this reduction "
-                                   "(only sum)");
+                                   "(only sum and max)");
             if (failed(useGrid(o, o.getGridAttr())))
               return failure();
-            kernel.set_op(pg::ALL_REDUCE);
+            kernel.set_op(o.getReduction() == shard::ReductionKind::Sum
+                              ? pg::ALL_REDUCE
+                              : pg::ALL_REDUCE_MAX);
             for (int16_t axis : o.getGridAxes())
               kernel.add_ints(axis);
+            return success();
+          })
+          .Case([&](ShardOffsetOp o) -> LogicalResult {
+            if (failed(useGrid(o, o.getGridAttr())))
+              return failure();
+            kernel.set_op(pg::SHARD_OFFSET);
+            kernel.add_ints(o.getBlock());
+            for (int16_t a : o.getGridAxes())
+              kernel.add_ints(a);
+            return success();
+          })
+          .Case([&](RowMaxOp) { kernel.set_op(pg::ROW_MAX); return success(); })
+          .Case([&](VocabParallelPartialsOp) {
+            kernel.set_op(pg::VOCAB_PARTIALS);
+            return success();
+          })
+          .Case([&](VocabParallelPartialsGradOp) {
+            kernel.set_op(pg::VOCAB_PARTIALS_GRAD);
+            return success();
+          })
+          .Case([&](VocabParallelLossOp o) {
+            kernel.set_op(pg::VOCAB_LOSS);
+            ignore(o.getIgnoreIndex());
+            return success();
+          })
+          .Case([&](VocabParallelLossGradOp o) {
+            kernel.set_op(pg::VOCAB_LOSS_GRAD);
+            ignore(o.getIgnoreIndex());
+            return success();
+          })
+          .Case([&](GradAllReduceOp) {
+            // The identity once differentiated (canonicalization folds it).
+            kernel.set_op(pg::RESHAPE);
             return success();
           })
           .Case([&](SumSquaresOp) {

@@ -61,8 +61,8 @@
 // An op without a CPU kernel is an error at the op.
 // RUN: not gptc-run %S/Inputs/no-kernel.mlir 2>&1 | FileCheck %s --check-prefix=NOKERNEL
 // NOKERNEL: no-kernel.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'shard.all_to_all' op has no CPU kernel
-// RUN: not gptc-run %S/Inputs/max-reduce.mlir 2>&1 | FileCheck %s --check-prefix=MAX
-// MAX: max-reduce.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'shard.all_reduce' op has no CPU kernel for this reduction (only sum)
+// RUN: not gptc-run %S/Inputs/min-reduce.mlir 2>&1 | FileCheck %s --check-prefix=MIN
+// MIN: min-reduce.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'shard.all_reduce' op has no CPU kernel for this reduction (only sum and max)
 
 // A sum all-reduce lowers to ALL_REDUCE over its grid axes, and the
 // function records the grid.

@@ -40,6 +40,11 @@ public:
                             const std::vector<int64_t> &grid,
                             const std::vector<int64_t> &axes,
                             std::string &error) = 0;
+  /// The same with the maximum instead of the sum.
+  virtual bool allReduceMax(void *data, int64_t count, program::DType dtype,
+                            const std::vector<int64_t> &grid,
+                            const std::vector<int64_t> &axes,
+                            std::string &error) = 0;
 
   /// Concatenates the `count` elements at `in` of every rank of the group
   /// over `axes` (in group order, see groupIndex) into `out`.

@@ -138,6 +138,7 @@ static bool arityOf(OpKind op, Arity &arity) {
   switch (op) {
   case program::CONSTANT:
   case program::IOTA:
+  case program::SHARD_OFFSET:
     arity = {0, 0, 1};
     return true;
   case program::GELU:
@@ -150,21 +151,33 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {1, 1, 1};
     return true;
   case program::CROSS_ENTROPY:
+  case program::EMBEDDING:
     arity = {2, 3, 1};
     return true;
   case program::CROSS_ENTROPY_GRAD:
     arity = {3, 4, 1};
     return true;
-  case program::EMBEDDING:
   case program::ADD:
   case program::MATMUL:
-  case program::EMBEDDING_GRAD:
   case program::GELU_GRAD:
   case program::SOFTMAX_GRAD:
     arity = {2, 2, 1};
     return true;
   case program::LINEAR:
+  case program::EMBEDDING_GRAD:
     arity = {2, 3, 1};
+    return true;
+  case program::VOCAB_PARTIALS:
+    arity = {4, 4, 2};
+    return true;
+  case program::VOCAB_PARTIALS_GRAD:
+    arity = {6, 6, 1};
+    return true;
+  case program::VOCAB_LOSS:
+    arity = {4, 5, 1};
+    return true;
+  case program::VOCAB_LOSS_GRAD:
+    arity = {3, 4, 2};
     return true;
   case program::LAYER_NORM:
     arity = {3, 3, 1};
@@ -192,6 +205,8 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {7, 7, 3};
     return true;
   case program::ALL_REDUCE:
+  case program::ALL_REDUCE_MAX:
+  case program::ROW_MAX:
   case program::ALL_GATHER:
   case program::REDUCE_SCATTER:
   case program::ALL_SLICE:
@@ -343,6 +358,8 @@ template <typename T> bool runFloat(Call &c) {
   // The cross-entropy's normalizer (a token count) may be of any float type.
   size_t typed = k.op() == program::CROSS_ENTROPY        ? 2
                  : k.op() == program::CROSS_ENTROPY_GRAD ? 3
+                 : k.op() == program::VOCAB_LOSS         ? 4
+                 : k.op() == program::VOCAB_LOSS_GRAD    ? 3
                                                          : in.size();
   for (size_t i = 0; i < std::min(typed, in.size()); ++i)
     if (in[i]->dtype != program::I32 && !isType<T>(*in[i]))
@@ -355,9 +372,15 @@ template <typename T> bool runFloat(Call &c) {
                           ids.numElements() * table.shape[1],
                   "operand shapes do not match"))
       return false;
+    bool block = in.size() > 2;
+    if (block && !c.expect(in[2]->dtype == program::I32 &&
+                               in[2]->numElements() == 1,
+                           "expects an i32 offset"))
+      return false;
     int64_t bad = embedding(ids.data<int32_t>(), ids.numElements(),
                             table.data<T>(), table.shape[0], table.shape[1],
-                            out[0]->data<T>());
+                            out[0]->data<T>(), block,
+                            block ? in[2]->data<int32_t>()[0] : 0);
     if (bad >= 0)
       return c.fail("token id " + std::to_string(ids.data<int32_t>()[bad]) +
                     " at position " + std::to_string(bad) +
@@ -372,12 +395,83 @@ template <typename T> bool runFloat(Call &c) {
                       grad.numElements() == ids.numElements() * table.shape[1],
                   "operand shapes do not match"))
       return false;
+    bool block = in.size() > 2;
+    if (block && !c.expect(in[2]->dtype == program::I32 &&
+                               in[2]->numElements() == 1,
+                           "expects an i32 offset"))
+      return false;
     int64_t bad = embeddingGrad(ids.data<int32_t>(), ids.numElements(),
                                 grad.data<T>(), table.shape[0], table.shape[1],
-                                table.data<T>());
+                                table.data<T>(), block,
+                                block ? in[2]->data<int32_t>()[0] : 0);
     if (bad >= 0)
       return c.fail("token id outside the vocabulary at position " +
                     std::to_string(bad));
+    return true;
+  }
+  case program::ROW_MAX: {
+    int64_t vocab = c.lastDim(*in[0]);
+    if (!c.expect(vocab > 0 && out[0]->numElements() * vocab ==
+                                   in[0]->numElements(),
+                  "operand shapes do not match"))
+      return false;
+    rowMax(in[0]->data<T>(), out[0]->numElements(), vocab, out[0]->data<T>());
+    return true;
+  }
+  case program::VOCAB_PARTIALS:
+  case program::VOCAB_PARTIALS_GRAD: {
+    const Tensor &logits = *in[0], &max = *in[1], &labels = *in[2],
+                 &offset = *in[3];
+    int64_t vocab = c.lastDim(logits), rows = max.numElements();
+    bool grad = k.op() == program::VOCAB_PARTIALS_GRAD;
+    if (!c.expect(vocab > 0 && rows * vocab == logits.numElements() &&
+                      labels.dtype == program::I32 &&
+                      labels.numElements() == rows &&
+                      offset.dtype == program::I32 &&
+                      offset.numElements() == 1 &&
+                      (!grad || (in[4]->numElements() == rows &&
+                                 in[5]->numElements() == rows)),
+                  "operand shapes do not match"))
+      return false;
+    if (grad)
+      vocabPartialsGrad(logits.data<T>(), max.data<T>(),
+                        labels.data<int32_t>(), rows, vocab,
+                        offset.data<int32_t>()[0], in[4]->data<T>(),
+                        in[5]->data<T>(), out[0]->data<T>());
+    else
+      vocabPartials(logits.data<T>(), max.data<T>(), labels.data<int32_t>(),
+                    rows, vocab, offset.data<int32_t>()[0], out[0]->data<T>(),
+                    out[1]->data<T>());
+    return true;
+  }
+  case program::VOCAB_LOSS:
+  case program::VOCAB_LOSS_GRAD: {
+    bool grad = k.op() == program::VOCAB_LOSS_GRAD;
+    const Tensor &sum = grad ? *in[0] : *in[1];
+    const Tensor &labels = grad ? *in[1] : *in[3];
+    size_t plain = grad ? 3 : 4;
+    int64_t rows = sum.numElements();
+    if (!c.expect(labels.dtype == program::I32 &&
+                      labels.numElements() == rows && k.ints_size() == 2,
+                  "operand shapes do not match"))
+      return false;
+    double normalizer = 0;
+    if (in.size() > plain) {
+      const Tensor &n = *in[plain];
+      normalizer = n.dtype == program::F32 ? n.data<float>()[0]
+                                           : n.data<double>()[0];
+      if (!(normalizer > 0))
+        normalizer = -1;
+    }
+    if (grad)
+      vocabLossGrad(sum.data<T>(), labels.data<int32_t>(), rows,
+                    k.ints(0) != 0, k.ints(1), normalizer, in[2]->data<T>()[0],
+                    out[0]->data<T>(), out[1]->data<T>());
+    else
+      out[0]->data<T>()[0] =
+          vocabLoss(in[0]->data<T>(), sum.data<T>(), in[2]->data<T>(),
+                    labels.data<int32_t>(), rows, k.ints(0) != 0, k.ints(1),
+                    normalizer);
     return true;
   }
   case program::LINEAR: {
@@ -683,12 +777,29 @@ bool runtime::gatherBlocks(const Tensor &block, const BlockLayout &layout,
 
 bool Executor::runCollective(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
+  std::vector<int64_t> grid(function.grid_shape().begin(),
+                            function.grid_shape().end());
+  if (k.op() == program::SHARD_OFFSET) {
+    Tensor &y = values[k.outputs(0)];
+    std::vector<int64_t> axes(k.ints().begin() + 1, k.ints().end());
+    for (int64_t a : axes)
+      if (a < 0 || a >= static_cast<int64_t>(grid.size()))
+        return c.fail("grid axis out of range");
+    int64_t ranks = groupSize(grid, axes);
+    if (y.dtype != program::I32 || y.numElements() != 1 || k.ints_size() < 1)
+      return c.fail("expects a block and an i32 scalar result");
+    if (ranks > 1 && !communicator)
+      return c.fail("runs over " + std::to_string(ranks) +
+                    " devices and needs a communicator: run under mpirun");
+    int64_t me = ranks > 1 ? groupIndex(grid, axes, communicator->rank()) : 0;
+    y.data<int32_t>()[0] = static_cast<int32_t>(me * k.ints(0));
+    return true;
+  }
   const Tensor &x = *(bound[k.inputs(0)] ? bound[k.inputs(0)]
                                          : &values[k.inputs(0)]);
   Tensor &y = values[k.outputs(0)];
-  std::vector<int64_t> grid(function.grid_shape().begin(),
-                            function.grid_shape().end());
-  bool reduce = k.op() == program::ALL_REDUCE;
+  bool reduce = k.op() == program::ALL_REDUCE ||
+                k.op() == program::ALL_REDUCE_MAX;
   if (!reduce && k.ints_size() < 1)
     return c.fail("needs a tensor axis");
   std::vector<int64_t> axes(k.ints().begin() + (reduce ? 0 : 1),
@@ -709,9 +820,12 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
       return c.fail("sums over " + std::to_string(ranks) +
                     " devices and needs a communicator: run under mpirun");
     std::string why;
-    return communicator->allReduceSum(y.raw(), y.numElements(), y.dtype, grid,
-                                      axes, why) ||
-           c.fail(why);
+    bool ok = k.op() == program::ALL_REDUCE
+                  ? communicator->allReduceSum(y.raw(), y.numElements(),
+                                               y.dtype, grid, axes, why)
+                  : communicator->allReduceMax(y.raw(), y.numElements(),
+                                               y.dtype, grid, axes, why);
+    return ok || c.fail(why);
   }
 
   // Gather, scatter and slice move blocks along `axis` of the whole tensor.
@@ -864,7 +978,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
   if (k.op() == program::ACCUMULATE)
     return runAccumulate(k, error);
-  if (k.op() == program::ALL_REDUCE || k.op() == program::ALL_GATHER ||
+  if (k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX ||
+      k.op() == program::SHARD_OFFSET || k.op() == program::ALL_GATHER ||
       k.op() == program::REDUCE_SCATTER || k.op() == program::ALL_SLICE)
     return runCollective(k, error);
   for (int32_t id : k.inputs())

@@ -49,11 +49,15 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 
 template <typename T>
 int64_t embedding(const int32_t *ids, int64_t n, const T *table, int64_t vocab,
-                  int64_t width, T *out) {
+                  int64_t width, T *out, bool block, int64_t offset) {
   for (int64_t i = 0; i < n; ++i) {
-    int64_t id = ids[i];
-    if (id < 0 || id >= vocab)
-      return i;
+    int64_t id = ids[i] - offset;
+    if (id < 0 || id >= vocab) {
+      if (!block)
+        return i;
+      std::fill(out + i * width, out + (i + 1) * width, T(0));
+      continue;
+    }
     std::memcpy(out + i * width, table + id * width, width * sizeof(T));
   }
   return -1;
@@ -61,12 +65,16 @@ int64_t embedding(const int32_t *ids, int64_t n, const T *table, int64_t vocab,
 
 template <typename T>
 int64_t embeddingGrad(const int32_t *ids, int64_t n, const T *dout,
-                      int64_t vocab, int64_t width, T *dtable) {
+                      int64_t vocab, int64_t width, T *dtable, bool block,
+                      int64_t offset) {
   std::fill(dtable, dtable + vocab * width, T(0));
   for (int64_t i = 0; i < n; ++i) {
-    int64_t id = ids[i];
-    if (id < 0 || id >= vocab)
+    int64_t id = ids[i] - offset;
+    if (id < 0 || id >= vocab) {
+      if (block)
+        continue;
       return i;
+    }
     T *row = dtable + id * width;
     const T *g = dout + i * width;
     for (int64_t c = 0; c < width; ++c)
@@ -455,6 +463,77 @@ void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
   }
 }
 
+template <typename T>
+void rowMax(const T *x, int64_t rows, int64_t vocab, T *max) {
+  for (int64_t r = 0; r < rows; ++r)
+    max[r] = rowMax(x + r * vocab, vocab);
+}
+
+template <typename T>
+void vocabPartials(const T *logits, const T *max, const int32_t *labels,
+                   int64_t rows, int64_t vocab, int64_t offset, T *sumExp,
+                   T *target) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = logits + r * vocab;
+    T m = max[r], s = 0;
+    for (int64_t j = 0; j < vocab; ++j)
+      s += fastExp(row[j] - m);
+    sumExp[r] = s;
+    int64_t local = int64_t(labels[r]) - offset;
+    target[r] = local >= 0 && local < vocab ? row[local] : T(0);
+  }
+}
+
+template <typename T>
+void vocabPartialsGrad(const T *logits, const T *max, const int32_t *labels,
+                       int64_t rows, int64_t vocab, int64_t offset,
+                       const T *dSumExp, const T *dTarget, T *dlogits) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = logits + r * vocab;
+    T *drow = dlogits + r * vocab;
+    T m = max[r], ds = dSumExp[r];
+    for (int64_t j = 0; j < vocab; ++j)
+      drow[j] = fastExp(row[j] - m) * ds;
+    int64_t local = int64_t(labels[r]) - offset;
+    if (local >= 0 && local < vocab)
+      drow[local] += dTarget[r];
+  }
+}
+
+template <typename T>
+T vocabLoss(const T *max, const T *sumExp, const T *target,
+            const int32_t *labels, int64_t rows, bool hasIgnore,
+            int64_t ignoreIndex, double normalizer) {
+  T total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (hasIgnore && labels[r] == ignoreIndex)
+      continue;
+    total += std::log(sumExp[r]) + max[r] - target[r];
+    ++count;
+  }
+  if (normalizer != 0)
+    return normalizer > 0 ? T(total / normalizer) : T(0);
+  return count ? total / T(count) : T(0);
+}
+
+template <typename T>
+void vocabLossGrad(const T *sumExp, const int32_t *labels, int64_t rows,
+                   bool hasIgnore, int64_t ignoreIndex, double normalizer,
+                   T dloss, T *dSumExp, T *dTarget) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    count += !(hasIgnore && labels[r] == ignoreIndex);
+  T scale = normalizer != 0 ? (normalizer > 0 ? T(dloss / normalizer) : T(0))
+            : count         ? dloss / T(count)
+                            : T(0);
+  for (int64_t r = 0; r < rows; ++r) {
+    bool kept = !(hasIgnore && labels[r] == ignoreIndex);
+    dSumExp[r] = kept ? scale / sumExp[r] : T(0);
+    dTarget[r] = kept ? -scale : T(0);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions, broadcasts and data movement
 //===----------------------------------------------------------------------===//
@@ -703,9 +782,19 @@ void adamwParallel(const float *p, const float *g, const float *m,
 
 #define GPTC_INSTANTIATE(T)                                                    \
   template int64_t embedding<T>(const int32_t *, int64_t, const T *, int64_t,  \
-                                int64_t, T *);                                 \
+                                int64_t, T *, bool, int64_t);                  \
   template int64_t embeddingGrad<T>(const int32_t *, int64_t, const T *,       \
-                                    int64_t, int64_t, T *);                    \
+                                    int64_t, int64_t, T *, bool, int64_t);     \
+  template void rowMax<T>(const T *, int64_t, int64_t, T *);                   \
+  template void vocabPartials<T>(const T *, const T *, const int32_t *,        \
+                                 int64_t, int64_t, int64_t, T *, T *);         \
+  template void vocabPartialsGrad<T>(const T *, const T *, const int32_t *,    \
+                                     int64_t, int64_t, int64_t, const T *,     \
+                                     const T *, T *);                          \
+  template T vocabLoss<T>(const T *, const T *, const T *, const int32_t *,    \
+                          int64_t, bool, int64_t, double);                     \
+  template void vocabLossGrad<T>(const T *, const int32_t *, int64_t, bool,    \
+                                 int64_t, double, T, T *, T *);                \
   template void linear<T>(const T *, const T *, const T *, int64_t, int64_t,   \
                           int64_t, T *);                                       \
   template void matmul<T>(const T *, const T *, int64_t, int64_t, int64_t,     \

@@ -124,6 +124,19 @@ public:
                  "MPI_Allreduce", error);
   }
 
+  bool allReduceMax(void *data, int64_t count, program::DType dtype,
+                    const std::vector<int64_t> &grid,
+                    const std::vector<int64_t> &axes,
+                    std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count, dtype, grid, axes, comm, type, error))
+      return false;
+    return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                               type, MPI_MAX, comm),
+                 "MPI_Allreduce", error);
+  }
+
   bool allGather(const void *in, void *out, int64_t count,
                  program::DType dtype, const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes,

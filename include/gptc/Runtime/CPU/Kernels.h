@@ -22,15 +22,43 @@
 namespace gptc::cpu {
 
 /// out[i, :] = table[ids[i], :]. Returns the index of the first id outside
-/// [0, vocab), or -1.
+/// [0, vocab), or -1. With `block` (vocabulary parallelism), the table holds
+/// ids [offset, offset + vocab): others give zero rows.
 template <typename T>
 int64_t embedding(const int32_t *ids, int64_t n, const T *table, int64_t vocab,
-                  int64_t width, T *out);
+                  int64_t width, T *out, bool block = false,
+                  int64_t offset = 0);
 
-/// dtable = 0; dtable[ids[i], :] += dout[i, :].
+/// dtable = 0; dtable[ids[i], :] += dout[i, :] (rows ids - offset of a
+/// block).
 template <typename T>
 int64_t embeddingGrad(const int32_t *ids, int64_t n, const T *dout,
-                      int64_t vocab, int64_t width, T *dtable);
+                      int64_t vocab, int64_t width, T *dtable,
+                      bool block = false, int64_t offset = 0);
+
+/// Vocabulary-parallel cross-entropy, per row r of `rows` x `vocab` logits
+/// holding ids [offset, offset + vocab): max[r] (row maximum), sumExp[r] =
+/// sum exp(l - max[r]), target[r] = l[label - offset] or 0.
+template <typename T>
+void rowMax(const T *x, int64_t rows, int64_t vocab, T *max);
+template <typename T>
+void vocabPartials(const T *logits, const T *max, const int32_t *labels,
+                   int64_t rows, int64_t vocab, int64_t offset, T *sumExp,
+                   T *target);
+template <typename T>
+void vocabPartialsGrad(const T *logits, const T *max, const int32_t *labels,
+                       int64_t rows, int64_t vocab, int64_t offset,
+                       const T *dSumExp, const T *dTarget, T *dlogits);
+/// Mean (or sum / normalizer) over kept rows of log sumExp + max - target;
+/// returns the index of a row whose sum is not positive in `bad`, or -1.
+template <typename T>
+T vocabLoss(const T *max, const T *sumExp, const T *target,
+            const int32_t *labels, int64_t rows, bool hasIgnore,
+            int64_t ignoreIndex, double normalizer);
+template <typename T>
+void vocabLossGrad(const T *sumExp, const int32_t *labels, int64_t rows,
+                   bool hasIgnore, int64_t ignoreIndex, double normalizer,
+                   T dloss, T *dSumExp, T *dTarget);
 
 /// out has `shape`; out[...] = index along `dim`.
 void iota(int32_t *out, const std::vector<int64_t> &shape, int64_t dim);

@@ -73,8 +73,10 @@ LogicalResult
 EmbeddingOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
   Value table = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
-                                        getIds(), resultGrads[0]);
+                                        getIds(), resultGrads[0], getOffset());
   operandGrads.append({Value(), table});
+  if (getOffset())
+    operandGrads.push_back(Value());
   return success();
 }
 
@@ -252,6 +254,38 @@ LogicalResult CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange result
                                                  SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
       CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+LogicalResult VocabParallelPartialsOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &operandGrads) {
+  auto rows = cast<RankedTensorType>(getMax().getType());
+  Value dSum = resultGrads[0] ? resultGrads[0] : zeros(b, getLoc(), rows);
+  Value dTarget = resultGrads[1] ? resultGrads[1] : zeros(b, getLoc(), rows);
+  Value dLogits = VocabParallelPartialsGradOp::create(
+      b, getLoc(), getLogits(), getMax(), getLabels(), getOffset(), dSum,
+      dTarget);
+  // The maxima only shift the exponentials: the loss does not depend on
+  // them, so they get no gradient.
+  operandGrads.append({dLogits, Value(), Value(), Value()});
+  return success();
+}
+
+LogicalResult
+VocabParallelLossOp::buildVectorJacobianProduct(OpBuilder &b,
+                                                ValueRange resultGrads,
+                                                SmallVectorImpl<Value> &grads) {
+  Type rows = getSumExp().getType();
+  auto g = VocabParallelLossGradOp::create(
+      b, getLoc(), rows, rows, getSumExp(), getLabels(), resultGrads[0],
+      getNormalizer(), getIgnoreIndexAttr());
+  grads.append({Value(), g.getDSumExp(), g.getDTarget(), Value()});
+  if (getNormalizer())
+    grads.push_back(Value());
   return success();
 }
 

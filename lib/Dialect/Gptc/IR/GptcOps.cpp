@@ -714,6 +714,111 @@ static int64_t squaresFlops(Operation *op) {
 
 LogicalResult GlobalNormOp::verify() { return verifySquares(*this); }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary parallelism
+//===----------------------------------------------------------------------===//
+
+int64_t ShardOffsetOp::getFlopCount() { return 0; }
+
+/// The rows of `logits` (all dimensions but the last), for the row-wise
+/// vocabulary-parallel ops.
+static LogicalResult rowsOf(std::optional<Location> loc, StringRef op,
+                            RankedTensorType logits, RankedTensorType &rows) {
+  if (!logits || logits.getRank() < 1)
+    return shapeError(loc, op, "expects logits of rank >= 1");
+  rows = RankedTensorType::get(logits.getShape().drop_back(),
+                               logits.getElementType());
+  return success();
+}
+
+LogicalResult RowMaxOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  RankedTensorType rows;
+  if (failed(rowsOf(loc, "row_max", rankedType(adaptor.getInput()), rows)))
+    return failure();
+  inferred.push_back(rows);
+  return success();
+}
+
+int64_t RowMaxOp::getFlopCount() { return numElements(getInput().getType()); }
+
+/// Checks max and labels (and more row-shaped operands) against the rows
+/// of the logits.
+static LogicalResult checkRows(std::optional<Location> loc, StringRef op,
+                               RankedTensorType logits,
+                               ArrayRef<Value> rowOperands, Value labels,
+                               RankedTensorType &rows) {
+  if (failed(rowsOf(loc, op, logits, rows)))
+    return failure();
+  for (Value v : rowOperands)
+    if (rankedType(v) != rows)
+      return shapeError(loc, op,
+                        "expects row operands shaped like the logits without "
+                        "their last (vocabulary) dimension");
+  RankedTensorType l = rankedType(labels);
+  if (!l || l.getShape() != rows.getShape())
+    return shapeError(loc, op, "expects labels shaped like the rows");
+  return success();
+}
+
+LogicalResult VocabParallelPartialsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType rows;
+  if (failed(checkRows(loc, "vocab_parallel_partials",
+                       rankedType(adaptor.getLogits()), {adaptor.getMax()},
+                       adaptor.getLabels(), rows)))
+    return failure();
+  inferred.append({rows, rows});
+  return success();
+}
+
+int64_t VocabParallelPartialsOp::getFlopCount() {
+  return mulSat(3, numElements(getLogits().getType()));
+}
+
+LogicalResult VocabParallelPartialsGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType rows;
+  if (failed(checkRows(loc, "vocab_parallel_partials_grad",
+                       rankedType(adaptor.getLogits()),
+                       {adaptor.getMax(), adaptor.getDSumExp(),
+                        adaptor.getDTarget()},
+                       adaptor.getLabels(), rows)))
+    return failure();
+  inferred.push_back(rankedType(adaptor.getLogits()));
+  return success();
+}
+
+int64_t VocabParallelPartialsGradOp::getFlopCount() {
+  return mulSat(4, numElements(getLogits().getType()));
+}
+
+LogicalResult VocabParallelLossOp::verify() {
+  for (Value v : {getSumExp(), getTarget()})
+    if (v.getType() != getMax().getType())
+      return emitOpError("expects max, sum_exp and target of one type");
+  if (cast<RankedTensorType>(getLabels().getType()).getShape() !=
+      getMax().getType().getShape())
+    return emitOpError("expects labels shaped like the rows");
+  if (getLoss().getType().getRank() != 0 ||
+      getLoss().getType().getElementType() !=
+          getMax().getType().getElementType())
+    return emitOpError("expects a scalar loss of the rows' element type");
+  return success();
+}
+
+int64_t VocabParallelLossOp::getFlopCount() {
+  return mulSat(4, numElements(getMax().getType()));
+}
+
+int64_t VocabParallelLossGradOp::getFlopCount() {
+  return mulSat(3, numElements(getSumExp().getType()));
+}
+
 OpFoldResult GradAllReduceOp::fold(FoldAdaptor) {
   // Only its gradient differs from the identity; once differentiated (the
   // canonicalizer runs after gptc-autodiff) it is the identity.

@@ -136,24 +136,18 @@ LogicalResult DataParallelRewriter::weightByTokens() {
   CountTokensOp count;
   body.walk([&](CountTokensOp op) { count = op; });
   if (!count) {
-    CrossEntropyOp ce;
-    body.walk([&](CrossEntropyOp op) { ce = op; });
+    Operation *ce = findLoss(step.getBody());
     if (!ce)
       return step.emitOpError("has no gptc.cross_entropy to weight over "
                               "data-parallel ranks");
-    if (!isa<BlockArgument>(ce.getLabels()))
-      return ce.emitOpError("must take its labels from an input of "
-                            "@train_step to be data parallel");
+    if (!isa<BlockArgument>(lossLabels(ce)))
+      return ce->emitOpError("must take its labels from an input of "
+                             "@train_step to be data parallel");
     b.setInsertionPointToStart(&body);
     count = CountTokensOp::create(
-        b, ce.getLoc(), RankedTensorType::get({}, b.getF32Type()),
-        ce.getLabels(), ce.getIgnoreIndexAttr());
-    body.walk([&](Operation *op) {
-      if (auto c = dyn_cast<CrossEntropyOp>(op))
-        c.getNormalizerMutable().assign(count);
-      else if (auto g = dyn_cast<CrossEntropyGradOp>(op))
-        g.getNormalizerMutable().assign(count);
-    });
+        b, ce->getLoc(), RankedTensorType::get({}, b.getF32Type()),
+        lossLabels(ce), lossIgnoreIndex(ce));
+    setLossNormalizers(step.getBody(), count);
   }
   b.setInsertionPointAfter(count);
   if (data.tokenWeighting) {

@@ -206,22 +206,21 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
       grads.push_back(map.lookup(g));
   } else {
     // The step's real tokens normalize every microbatch's cross-entropy.
-    CrossEntropyOp ce;
-    source.walk([&](CrossEntropyOp op) { ce = op; });
+    Operation *ce = findLoss(fb.getBody());
     if (!ce)
       return fb.emitOpError("has no gptc.cross_entropy to accumulate over");
     Value labels;
     SmallVector<Value> stacked;
     for (auto [i, d] : llvm::enumerate(data)) {
       stacked.push_back(body->getArgument(3 * n + 1 + i));
-      if (d == ce.getLabels())
+      if (d == lossLabels(ce))
         labels = stacked.back();
     }
     if (!labels)
-      return ce.emitOpError("must take its labels from an input of the "
-                            "function to accumulate over microbatches");
-    Value count = CountTokensOp::create(b, ce.getLoc(), scalarF32, labels,
-                                        ce.getIgnoreIndexAttr());
+      return ce->emitOpError("must take its labels from an input of the "
+                             "function to accumulate over microbatches");
+    Value count = CountTokensOp::create(b, ce->getLoc(), scalarF32, labels,
+                                        lossIgnoreIndex(ce));
     SmallVector<Type> sums;
     for (Value v : ret.getOperands())
       sums.push_back(v.getType());
@@ -232,13 +231,9 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     for (BlockArgument d : data)
       map.map(d, micro->addArgument(d.getType(), d.getLoc()));
     OpBuilder inner = OpBuilder::atBlockEnd(micro);
-    for (Operation &op : source.without_terminator()) {
-      Operation *copy = inner.clone(op, map);
-      if (auto c = dyn_cast<CrossEntropyOp>(copy))
-        c.getNormalizerMutable().assign(count);
-      else if (auto g = dyn_cast<CrossEntropyGradOp>(copy))
-        g.getNormalizerMutable().assign(count);
-    }
+    for (Operation &op : source.without_terminator())
+      inner.clone(op, map);
+    setLossNormalizers(acc.getBody(), count);
     SmallVector<Value> yielded;
     for (Value v : ret.getOperands())
       yielded.push_back(map.lookup(v));

@@ -63,6 +63,40 @@ SmallVector<int16_t> BlockSharding::splitAxes() const {
   return out;
 }
 
+Operation *mlir::gptc::findLoss(Region &region) {
+  Operation *found = nullptr;
+  region.walk([&](Operation *op) {
+    if (isa<CrossEntropyOp, VocabParallelLossOp>(op))
+      found = op;
+  });
+  return found;
+}
+
+Value mlir::gptc::lossLabels(Operation *loss) {
+  if (auto ce = dyn_cast<CrossEntropyOp>(loss))
+    return ce.getLabels();
+  return cast<VocabParallelLossOp>(loss).getLabels();
+}
+
+IntegerAttr mlir::gptc::lossIgnoreIndex(Operation *loss) {
+  if (auto ce = dyn_cast<CrossEntropyOp>(loss))
+    return ce.getIgnoreIndexAttr();
+  return cast<VocabParallelLossOp>(loss).getIgnoreIndexAttr();
+}
+
+void mlir::gptc::setLossNormalizers(Region &region, Value normalizer) {
+  region.walk([&](Operation *op) {
+    if (auto c = dyn_cast<CrossEntropyOp>(op))
+      c.getNormalizerMutable().assign(normalizer);
+    else if (auto g = dyn_cast<CrossEntropyGradOp>(op))
+      g.getNormalizerMutable().assign(normalizer);
+    else if (auto l = dyn_cast<VocabParallelLossOp>(op))
+      l.getNormalizerMutable().assign(normalizer);
+    else if (auto lg = dyn_cast<VocabParallelLossGradOp>(op))
+      lg.getNormalizerMutable().assign(normalizer);
+  });
+}
+
 Value mlir::gptc::buildGradNorm(
     OpBuilder &b, Location loc, StringRef grid,
     ArrayRef<std::pair<Value, SmallVector<int16_t>>> grads) {

@@ -45,6 +45,11 @@ private:
   LogicalResult splitParam(Value value, int64_t dim, Operation *user);
   LogicalResult column(LinearOp op);
   LogicalResult row(LinearOp op);
+  LogicalResult vocabEmbedding(EmbeddingOp op);
+  LogicalResult vocabHead(LinearOp op);
+  LogicalResult vocabLoss(CrossEntropyOp op);
+  /// The first vocabulary id of this rank's block (made once).
+  Value vocabOffset(int64_t block);
 
   func::FuncOp func;
   StringRef grid;
@@ -55,6 +60,10 @@ private:
   DenseSet<Value> sharded;
   /// Inputs of column-parallel layers and their "f".
   DenseMap<Value, Value> entered;
+  /// Logits that hold this rank's block of the vocabulary.
+  DenseSet<Value> vocabSharded;
+  Value offset;
+  int64_t offsetBlock = 0;
 };
 } // namespace
 
@@ -66,9 +75,15 @@ LogicalResult TensorParallelRewriter::splitParam(Value value, int64_t dim,
     return user->emitOpError("tensor parallelism needs the layer's weights "
                              "to be parameters of the function");
   auto type = cast<RankedTensorType>(arg.getType());
-  if (func.getArgAttr(arg.getArgNumber(), kShardingAttrName))
-    return user->emitOpError("shares a parameter with another "
-                             "tensor-parallel layer");
+  if (auto existing = func.getArgAttrOfType<DictionaryAttr>(
+          arg.getArgNumber(), kShardingAttrName)) {
+    // A tied table (embedding and language-model head) is split once.
+    BlockSharding s = BlockSharding::get(existing, type);
+    if (s.axes[dim] == SmallVector<int64_t>{axis})
+      return success();
+    return user->emitOpError("shares a parameter with a tensor-parallel "
+                             "layer that splits it differently");
+  }
   if (type.getDimSize(dim) % size != 0)
     return user->emitOpError("cannot split dimension ")
            << dim << " of " << type << " over " << size
@@ -134,6 +149,100 @@ LogicalResult TensorParallelRewriter::row(LinearOp op) {
   return success();
 }
 
+Value TensorParallelRewriter::vocabOffset(int64_t block) {
+  if (!offset) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&func.getBody().front());
+    offset = ShardOffsetOp::create(
+        b, func.getLoc(), RankedTensorType::get({}, b.getI32Type()), grid,
+        ArrayRef<int16_t>{axis}, block);
+    offsetBlock = block;
+  }
+  return offset;
+}
+
+/// Each rank looks up the ids its block of the table holds (zeros for the
+/// others); an all-reduce ("g") completes the rows.
+LogicalResult TensorParallelRewriter::vocabEmbedding(EmbeddingOp op) {
+  auto table = cast<RankedTensorType>(op.getTable().getType());
+  int64_t vocab = table.getDimSize(0);
+  if (vocab % size != 0)
+    return op.emitOpError("cannot split the vocabulary of ")
+           << vocab << " over " << size
+           << " tensor-parallel ranks (make vocab_size a multiple of the "
+              "tensor-parallel size)";
+  if (failed(splitParam(op.getTable(), 0, op)))
+    return failure();
+  Value first = vocabOffset(vocab / size);
+  if (offsetBlock != vocab / size)
+    return op.emitOpError("splits a vocabulary of another size");
+  b.setInsertionPoint(op);
+  auto part = EmbeddingOp::create(b, op.getLoc(), op.getIds(), op.getTable(),
+                                  first);
+  Value rows = shard::AllReduceOp::create(
+      b, op.getLoc(), part.getType(), grid, ArrayRef<int16_t>{axis}, part,
+      shard::ReductionKind::Sum);
+  op.getResult().replaceAllUsesWith(rows);
+  op.erase();
+  return success();
+}
+
+/// The language-model head: this rank's block of the logits, from the
+/// replicated hidden state ("f").
+LogicalResult TensorParallelRewriter::vocabHead(LinearOp op) {
+  auto weight = cast<RankedTensorType>(op.getWeight().getType());
+  int64_t vocab = weight.getDimSize(0);
+  if (op.getBias())
+    return op.emitOpError("vocabulary-parallel head with a bias");
+  if (vocab % size != 0)
+    return op.emitOpError("cannot split the vocabulary of ")
+           << vocab << " over " << size << " tensor-parallel ranks";
+  if (failed(splitParam(op.getWeight(), 0, op)))
+    return failure();
+  Value first = vocabOffset(vocab / size);
+  (void)first;
+  Value &in = entered[op.getInput()];
+  if (!in) {
+    b.setInsertionPointAfterValue(op.getInput());
+    in = GradAllReduceOp::create(b, op.getLoc(), op.getInput(), grid,
+                                 ArrayRef<int16_t>{axis});
+  }
+  b.setInsertionPoint(op);
+  auto local = LinearOp::create(b, op.getLoc(), in, op.getWeight(), Value());
+  local->setAttrs(op->getAttrDictionary());
+  op.getResult().replaceAllUsesWith(local.getResult());
+  op.erase();
+  vocabSharded.insert(local.getResult());
+  return success();
+}
+
+/// Megatron's vocabulary-parallel cross-entropy: the maxima (max
+/// all-reduce), then the sums of exponentials and the target logits (sum
+/// all-reduces), combined into the loss.
+LogicalResult TensorParallelRewriter::vocabLoss(CrossEntropyOp op) {
+  Location loc = op.getLoc();
+  b.setInsertionPoint(op);
+  ArrayRef<int16_t> i16(axis); // refers to the member
+  Value localMax = RowMaxOp::create(b, loc, op.getLogits());
+  Value max = shard::AllReduceOp::create(b, loc, localMax.getType(), grid,
+                                         i16, localMax,
+                                         shard::ReductionKind::Max);
+  auto parts = VocabParallelPartialsOp::create(
+      b, loc, op.getLogits(), max, op.getLabels(), offset);
+  Value sum = shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
+                                         parts.getSumExp(),
+                                         shard::ReductionKind::Sum);
+  Value target = shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
+                                            parts.getTarget(),
+                                            shard::ReductionKind::Sum);
+  auto loss = VocabParallelLossOp::create(
+      b, loc, op.getLoss().getType(), max, sum, target, op.getLabels(),
+      op.getNormalizer(), op.getIgnoreIndexAttr());
+  op.getLoss().replaceAllUsesWith(loss.getLoss());
+  op.erase();
+  return success();
+}
+
 LogicalResult TensorParallelRewriter::run() {
   Block &body = func.getBody().front();
   for (Operation &op : llvm::make_early_inc_range(body)) {
@@ -149,7 +258,32 @@ LogicalResult TensorParallelRewriter::run() {
           return failure();
         continue;
       }
+      if (role && role.getValue() == "vocab") {
+        if (failed(vocabHead(linear)))
+          return failure();
+        continue;
+      }
     }
+    if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+      auto role =
+          embedding->getAttrOfType<StringAttr>(kTensorParallelAttrName);
+      if (role && role.getValue() == "vocab") {
+        if (failed(vocabEmbedding(embedding)))
+          return failure();
+        continue;
+      }
+    }
+    if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+      if (vocabSharded.contains(ce.getLogits())) {
+        if (failed(vocabLoss(ce)))
+          return failure();
+        continue;
+      }
+    }
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return vocabSharded.contains(v); }))
+      return op.emitOpError("tensor parallelism does not know how to run "
+                            "this op on a block of the vocabulary");
     bool split = llvm::any_of(op.getOperands(), [&](Value v) {
       return sharded.contains(v);
     });

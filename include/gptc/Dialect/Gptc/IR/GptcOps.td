@@ -80,15 +80,24 @@ def Gptc_EmbeddingOp : Gptc_DiffOp<"embedding", [Pure, InferTypeOpAdaptor]> {
     (`wpe`) embedding; its vector-Jacobian product is a scatter-add into the
     table.
 
+    With an `offset` (vocabulary parallelism), the table holds the rows of
+    ids `[offset, offset + V)` of a larger table: those ids gather their
+    row, every other id gives zeros (another rank holds it), and an
+    all-reduce over the ranks completes the lookup.
+
     ```mlir
     %x = gptc.embedding %ids, %wte
         : tensor<4x64xi32>, tensor<50257x768xf32> -> tensor<4x64x768xf32>
+    %part = gptc.embedding %ids, %wte_block offset %first
+        : tensor<4x64xi32>, tensor<25152x768xf32> -> tensor<4x64x768xf32>
     ```
   }];
-  let arguments = (ins Gptc_IndexTensor:$ids, Gptc_FloatTensor:$table);
+  let arguments = (ins Gptc_IndexTensor:$ids, Gptc_FloatTensor:$table,
+                       Optional<Gptc_I32Scalar>:$offset);
   let results = (outs Gptc_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $table attr-dict `:` type($ids) `,` type($table) `->` type($result)
+    $ids `,` $table (`offset` $offset^)? attr-dict `:` type($ids) `,`
+    type($table) `->` type($result)
   }];
 }
 
@@ -357,17 +366,20 @@ def Gptc_EmbeddingGradOp : Gptc_Op<"embedding_grad", [Pure]> {
   let summary = "Gradient of an embedding table: scatter-add of row gradients";
   let description = [{
     Adds `grad[i...]` (the gradient of `embedding(ids, table)`) into row
-    `ids[i...]` of a zero table of the result's shape `V x C`.
+    `ids[i...]` of a zero table of the result's shape `V x C`; with an
+    `offset`, into row `ids[i...] - offset` for the ids the block holds.
 
     ```mlir
     %dwte = gptc.embedding_grad %ids, %dx
         : tensor<4x64xi32>, tensor<4x64x768xf32> -> tensor<50257x768xf32>
     ```
   }];
-  let arguments = (ins Gptc_IndexTensor:$ids, Gptc_FloatTensor:$grad);
+  let arguments = (ins Gptc_IndexTensor:$ids, Gptc_FloatTensor:$grad,
+                       Optional<Gptc_I32Scalar>:$offset);
   let results = (outs Gptc_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
+    $ids `,` $grad (`offset` $offset^)? attr-dict `:` type($ids) `,`
+    type($grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -573,6 +585,145 @@ def Gptc_GradAllReduceOp : Gptc_DiffOp<"grad_all_reduce", [Pure,
     $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
   }];
   let hasFolder = 1;
+}
+
+def Gptc_ShardOffsetOp : Gptc_Op<"shard_offset", [Pure]> {
+  let summary = "This rank's first index of a dimension split in blocks";
+  let description = [{
+    `block` times this rank's index in its group over `grid_axes` (the
+    order of `shard` collectives): the first vocabulary id of a rank's
+    block of a vocabulary-parallel embedding table.
+
+    ```mlir
+    %first = gptc.shard_offset on @mesh grid_axes = [1] block 128 : tensor<i32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$block);
+  let results = (outs Gptc_I32Scalar:$result);
+  let assemblyFormat = [{
+    `on` $grid `grid_axes` `=` $grid_axes `block` $block attr-dict `:`
+    type($result)
+  }];
+}
+
+def Gptc_RowMaxOp : Gptc_Op<"row_max", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Maximum over the last dimension";
+  let description = [{
+    The per-position maximum of this rank's logits; a max all-reduce makes
+    it the maximum over the whole vocabulary, the shift that keeps a
+    vocabulary-parallel cross-entropy's exponentials finite. The loss does
+    not depend on the shift, so nothing differentiates through it.
+
+    ```mlir
+    %m = gptc.row_max %logits : tensor<4x64x25152xf32> -> tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Gptc_VocabParallelPartialsOp : Gptc_DiffOp<"vocab_parallel_partials",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "A vocabulary block's parts of the softmax sum and the target logit";
+  let description = [{
+    For this rank's logits `B x T x Vb` (vocabulary ids `[offset, offset +
+    Vb)`), the global row maxima `max` (`B x T`) and the labels: `sum_exp`
+    = `sum_j exp(logits[..., j] - max)` and `target` = the logit of the
+    label when this block holds it, else 0. Sum all-reduces over the
+    vocabulary ranks complete both; `gptc.vocab_parallel_loss` combines
+    them.
+
+    ```mlir
+    %s, %t = gptc.vocab_parallel_partials %logits, %max, %labels offset %first
+        : tensor<4x64x25152xf32>, tensor<4x64xf32>, tensor<4x64xi32>
+        -> tensor<4x64xf32>, tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$logits, Gptc_FloatTensor:$max,
+                       Gptc_IndexTensor:$labels, Gptc_I32Scalar:$offset);
+  let results = (outs Gptc_FloatTensor:$sum_exp, Gptc_FloatTensor:$target);
+  let assemblyFormat = [{
+    $logits `,` $max `,` $labels `offset` $offset attr-dict `:` type($logits)
+    `,` type($max) `,` type($labels) `->` type($sum_exp) `,` type($target)
+  }];
+}
+
+def Gptc_VocabParallelPartialsGradOp : Gptc_Op<"vocab_parallel_partials_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradient of the logits from those of the partial sums";
+  let description = [{
+    `exp(logits - max) * d_sum_exp + onehot(labels - offset) * d_target`,
+    rows broadcast over the vocabulary block.
+
+    ```mlir
+    %dl = gptc.vocab_parallel_partials_grad %logits, %max, %labels offset %first, %ds, %dt
+        : tensor<4x64x25152xf32>, tensor<4x64xf32>, tensor<4x64xi32>,
+          tensor<4x64xf32>, tensor<4x64xf32> -> tensor<4x64x25152xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$logits, Gptc_FloatTensor:$max,
+                       Gptc_IndexTensor:$labels, Gptc_I32Scalar:$offset,
+                       Gptc_FloatTensor:$d_sum_exp, Gptc_FloatTensor:$d_target);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $max `,` $labels `offset` $offset `,` $d_sum_exp `,` $d_target
+    attr-dict `:` type($logits) `,` type($max) `,` type($labels) `,`
+    type($d_sum_exp) `,` type($d_target) `->` type($result)
+  }];
+}
+
+def Gptc_VocabParallelLossOp : Gptc_DiffOp<"vocab_parallel_loss", [Pure,
+    AllTypesMatch<["max", "sum_exp", "target"]>]> {
+  let summary = "Cross-entropy from the vocabulary-wide maxima, sums and targets";
+  let description = [{
+    `sum over kept positions of (log sum_exp + max - target)`, divided by
+    the number of kept positions (labels other than `ignore_index`) or by
+    `normalizer`, as `gptc.cross_entropy`, which it equals when the
+    operands cover the whole vocabulary.
+
+    ```mlir
+    %loss = gptc.vocab_parallel_loss %max, %sum, %target, %labels ignore -1
+        : tensor<4x64xf32>, tensor<4x64xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$max, Gptc_FloatTensor:$sum_exp,
+                       Gptc_FloatTensor:$target, Gptc_IndexTensor:$labels,
+                       Optional<0DTensorOf<[AnyFloat]>>:$normalizer,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs StaticShapeTensorOf<[AnyFloat]>:$loss);
+  let assemblyFormat = [{
+    $max `,` $sum_exp `,` $target `,` $labels (`over` $normalizer^)?
+    (`ignore` $ignore_index^)? attr-dict `:` type($max) `,` type($labels)
+    (`,` type($normalizer)^)? `->` type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gptc_VocabParallelLossGradOp : Gptc_Op<"vocab_parallel_loss_grad", [Pure,
+    AllTypesMatch<["sum_exp", "d_sum_exp", "d_target"]>]> {
+  let summary = "Gradients of the vocabulary-parallel loss's sums and targets";
+  let description = [{
+    For each kept position, `d_sum_exp = grad / (n * sum_exp)` and
+    `d_target = -grad / n` (`n` as in `gptc.vocab_parallel_loss`); zero at
+    ignored positions.
+
+    ```mlir
+    %ds, %dt = gptc.vocab_parallel_loss_grad %sum, %labels, %dloss ignore -1
+        : tensor<4x64xf32>, tensor<4x64xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$sum_exp, Gptc_IndexTensor:$labels,
+                       Gptc_FloatTensor:$grad,
+                       Optional<0DTensorOf<[AnyFloat]>>:$normalizer,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Gptc_FloatTensor:$d_sum_exp, Gptc_FloatTensor:$d_target);
+  let assemblyFormat = [{
+    $sum_exp `,` $labels `,` $grad (`over` $normalizer^)?
+    (`ignore` $ignore_index^)? attr-dict `:` type($sum_exp) `,` type($labels)
+    `,` type($grad) (`,` type($normalizer)^)?
+  }];
 }
 
 def Gptc_SumSquaresOp : Gptc_Op<"sum_squares", [Pure]> {

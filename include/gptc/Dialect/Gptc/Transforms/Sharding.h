@@ -36,6 +36,15 @@ struct BlockSharding {
   SmallVector<int16_t> splitAxes() const;
 };
 
+/// The loss op of a training step (gptc.cross_entropy or
+/// gptc.vocab_parallel_loss) in `region`, or null.
+Operation *findLoss(Region &region);
+/// Its labels and ignored label.
+Value lossLabels(Operation *loss);
+IntegerAttr lossIgnoreIndex(Operation *loss);
+/// Sets the normalizer of every loss op and loss-gradient op in `region`.
+void setLossNormalizers(Region &region, Value normalizer);
+
 /// The global norm of `grads`, each split over the grid axes given with it
 /// (empty: replicated, counted once). Without split gradients, one
 /// gptc.global_norm; otherwise per set of axes a gptc.sum_squares,
