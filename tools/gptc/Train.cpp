@@ -143,8 +143,6 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (m.pipelineParallel > 1)
     return fail("the mesh has a pipeline-parallel axis of size > 1; "
                 "pipeline parallelism is not implemented yet");
-  if (m.sequenceParallel && m.tensorParallel > 1)
-    return fail("sequence parallelism is not implemented yet");
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));
@@ -240,7 +238,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     if (devices > 1 || m.gradAccumSteps > 1)
       llvm::errs() << "gptc: " << devices << " processes: data parallel "
                    << m.dataParallel << ", tensor parallel "
-                   << m.tensorParallel << ", ZeRO stage " << m.zeroStage
+                   << m.tensorParallel
+                   << (m.sequenceParallel ? " (sequence parallel)" : "")
+                   << ", ZeRO stage " << m.zeroStage
                    << ", " << m.gradAccumSteps << " microbatch(es) of "
                    << m.microBatchSize << " sequences per rank\n";
   }

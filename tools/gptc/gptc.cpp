@@ -94,6 +94,11 @@ static cl::opt<int64_t>
                           "optimizer step)"),
                  cl::init(-1), cl::cat(parallelCategory));
 
+static cl::opt<bool> sequenceParallelOpt(
+    "sequence-parallel",
+    cl::desc("Megatron sequence parallelism on the tensor axis"),
+    cl::init(false), cl::cat(parallelCategory));
+
 FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
   ParallelOverrides o;
   if (meshOpt.getNumOccurrences()) {
@@ -107,6 +112,8 @@ FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
     o.zeroStage = zeroStageOpt;
   if (gradAccumOpt.getNumOccurrences())
     o.accumulation = gradAccumOpt;
+  if (sequenceParallelOpt.getNumOccurrences())
+    o.sequenceParallel = sequenceParallelOpt;
   return o;
 }
 

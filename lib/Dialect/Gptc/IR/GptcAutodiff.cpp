@@ -323,8 +323,67 @@ struct AllReduceAutodiff
 };
 } // namespace
 
+namespace {
+/// Sequence parallelism's "f": gathering the sequence shards of a
+/// replicated-to-be activation; each rank's use of the whole sequence
+/// contributes part of every shard's gradient, so the gradient is summed
+/// over the group and scattered back (reduce-scatter).
+struct AllGatherAutodiff
+    : AutodiffOpInterface::ExternalModel<AllGatherAutodiff,
+                                         shard::AllGatherOp> {
+  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                                           ValueRange resultGrads,
+                                           SmallVectorImpl<Value> &grads) const {
+    auto gather = cast<shard::AllGatherOp>(op);
+    grads.push_back(shard::ReduceScatterOp::create(
+        b, op->getLoc(), gather.getInput().getType(), gather.getGrid(),
+        gather.getGridAxes(), resultGrads[0], shard::ReductionKind::Sum,
+        gather.getGatherAxis()));
+    return success();
+  }
+};
+
+/// Sequence parallelism's "g": the partial products summed and scattered
+/// by sequence; the gradient of each shard is needed whole on every rank
+/// (all-gather).
+struct ReduceScatterAutodiff
+    : AutodiffOpInterface::ExternalModel<ReduceScatterAutodiff,
+                                         shard::ReduceScatterOp> {
+  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                                           ValueRange resultGrads,
+                                           SmallVectorImpl<Value> &grads) const {
+    auto scatter = cast<shard::ReduceScatterOp>(op);
+    if (scatter.getReduction() != shard::ReductionKind::Sum)
+      return op->emitOpError("has no gradient rule for this reduction");
+    grads.push_back(shard::AllGatherOp::create(
+        b, op->getLoc(), scatter.getInput().getType(), scatter.getGrid(),
+        scatter.getGridAxes(), resultGrads[0], scatter.getScatterAxis()));
+    return success();
+  }
+};
+
+/// A replicated value cut into its shards: every rank holds the whole
+/// value, whose gradient gathers the shards' gradients.
+struct AllSliceAutodiff
+    : AutodiffOpInterface::ExternalModel<AllSliceAutodiff,
+                                         shard::AllSliceOp> {
+  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                                           ValueRange resultGrads,
+                                           SmallVectorImpl<Value> &grads) const {
+    auto slice = cast<shard::AllSliceOp>(op);
+    grads.push_back(shard::AllGatherOp::create(
+        b, op->getLoc(), slice.getInput().getType(), slice.getGrid(),
+        slice.getGridAxes(), resultGrads[0], slice.getSliceAxis()));
+    return success();
+  }
+};
+} // namespace
+
 void mlir::gptc::registerShardAutodiffModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllReduceOp::attachInterface<AllReduceAutodiff>(*ctx);
+    shard::AllGatherOp::attachInterface<AllGatherAutodiff>(*ctx);
+    shard::ReduceScatterOp::attachInterface<ReduceScatterAutodiff>(*ctx);
+    shard::AllSliceOp::attachInterface<AllSliceAutodiff>(*ctx);
   });
 }

@@ -35,8 +35,9 @@ namespace {
 class TensorParallelRewriter {
 public:
   TensorParallelRewriter(func::FuncOp func, StringRef grid, int16_t axis,
-                         int64_t size)
-      : func(func), grid(grid), axis(axis), size(size), b(func.getContext()) {}
+                         int64_t size, bool sequenceParallel)
+      : func(func), grid(grid), axis(axis), size(size),
+        sequenceParallel(sequenceParallel), b(func.getContext()) {}
 
   LogicalResult run();
 
@@ -50,12 +51,27 @@ private:
   LogicalResult vocabLoss(CrossEntropyOp op);
   /// The first vocabulary id of this rank's block (made once).
   Value vocabOffset(int64_t block);
+  /// The replicated input of a column-parallel layer (or the head) from
+  /// `x`: "f" (gptc.grad_all_reduce), or with sequence parallelism the
+  /// all-gather of the sequence shards (made once per value).
+  Value enter(Value x, Location loc);
+  /// The sum of the ranks' partial results: "g" (all-reduce), or with
+  /// sequence parallelism a reduce-scatter into sequence shards.
+  Value leave(Value partial, Location loc);
+  /// A replicated parameter used on sequence shards: its gradient is
+  /// summed over the tensor axis.
+  Value partialGrad(Value param, Location loc);
+  /// Ops on sequence shards between the tensor-parallel regions.
+  LogicalResult sequenceOp(Operation &op);
 
   func::FuncOp func;
   StringRef grid;
   int16_t axis;
   int64_t size;
+  bool sequenceParallel;
   OpBuilder b;
+  /// Activations split by sequence (dimension 1) with sequence parallelism.
+  DenseSet<Value> seqSharded;
   /// Activations that hold this rank's part (heads or hidden units).
   DenseSet<Value> sharded;
   /// Inputs of column-parallel layers and their "f".
@@ -103,13 +119,7 @@ LogicalResult TensorParallelRewriter::column(LinearOp op) {
   if (failed(splitParam(op.getWeight(), 0, op)) ||
       (op.getBias() && failed(splitParam(op.getBias(), 0, op))))
     return failure();
-  // "f": the replicated input, whose gradient sums the ranks' parts.
-  Value &in = entered[op.getInput()];
-  if (!in) {
-    b.setInsertionPointAfterValue(op.getInput());
-    in = GradAllReduceOp::create(b, op.getLoc(), op.getInput(), grid,
-                                 ArrayRef<int16_t>{axis});
-  }
+  Value in = enter(op.getInput(), op.getLoc());
   b.setInsertionPoint(op);
   auto local = LinearOp::create(b, op.getLoc(), in, op.getWeight(),
                                 op.getBias());
@@ -132,17 +142,19 @@ LogicalResult TensorParallelRewriter::row(LinearOp op) {
                                   Value());
   partial->setAttrs(op->getAttrDictionary());
   // "g": the ranks' partial products summed; the bias once, after the sum.
-  Value sum = shard::AllReduceOp::create(b, loc, partial.getType(), grid,
-                                         ArrayRef<int16_t>{axis}, partial,
-                                         shard::ReductionKind::Sum);
+  Value sum = leave(partial, loc);
   if (Value bias = op.getBias()) {
     auto type = cast<RankedTensorType>(sum.getType());
     SmallVector<int64_t> dims;
     for (int64_t d = 0; d + 1 < type.getRank(); ++d)
       dims.push_back(d);
+    if (sequenceParallel)
+      bias = partialGrad(bias, loc);
     Value wide = BroadcastOp::create(b, loc, type, bias,
                                      b.getDenseI64ArrayAttr(dims));
     sum = AddOp::create(b, loc, sum, wide);
+    if (sequenceParallel)
+      seqSharded.insert(sum);
   }
   op.getResult().replaceAllUsesWith(sum);
   op.erase();
@@ -179,9 +191,7 @@ LogicalResult TensorParallelRewriter::vocabEmbedding(EmbeddingOp op) {
   b.setInsertionPoint(op);
   auto part = EmbeddingOp::create(b, op.getLoc(), op.getIds(), op.getTable(),
                                   first);
-  Value rows = shard::AllReduceOp::create(
-      b, op.getLoc(), part.getType(), grid, ArrayRef<int16_t>{axis}, part,
-      shard::ReductionKind::Sum);
+  Value rows = leave(part, op.getLoc());
   op.getResult().replaceAllUsesWith(rows);
   op.erase();
   return success();
@@ -201,12 +211,7 @@ LogicalResult TensorParallelRewriter::vocabHead(LinearOp op) {
     return failure();
   Value first = vocabOffset(vocab / size);
   (void)first;
-  Value &in = entered[op.getInput()];
-  if (!in) {
-    b.setInsertionPointAfterValue(op.getInput());
-    in = GradAllReduceOp::create(b, op.getLoc(), op.getInput(), grid,
-                                 ArrayRef<int16_t>{axis});
-  }
+  Value in = enter(op.getInput(), op.getLoc());
   b.setInsertionPoint(op);
   auto local = LinearOp::create(b, op.getLoc(), in, op.getWeight(), Value());
   local->setAttrs(op->getAttrDictionary());
@@ -241,6 +246,91 @@ LogicalResult TensorParallelRewriter::vocabLoss(CrossEntropyOp op) {
   op.getLoss().replaceAllUsesWith(loss.getLoss());
   op.erase();
   return success();
+}
+
+Value TensorParallelRewriter::enter(Value x, Location loc) {
+  Value &in = entered[x];
+  if (in)
+    return in;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfterValue(x);
+  if (sequenceParallel && seqSharded.contains(x)) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[1] *= size;
+    in = shard::AllGatherOp::create(b, loc, type.clone(shape), grid,
+                                    ArrayRef<int16_t>{axis}, x, APInt(64, 1));
+  } else {
+    in = GradAllReduceOp::create(b, loc, x, grid, ArrayRef<int16_t>{axis});
+  }
+  return in;
+}
+
+Value TensorParallelRewriter::leave(Value partial, Location loc) {
+  auto type = cast<RankedTensorType>(partial.getType());
+  if (!sequenceParallel)
+    return shard::AllReduceOp::create(b, loc, type, grid,
+                                      ArrayRef<int16_t>{axis}, partial,
+                                      shard::ReductionKind::Sum);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] /= size;
+  Value shards = shard::ReduceScatterOp::create(
+      b, loc, type.clone(shape), grid, ArrayRef<int16_t>{axis}, partial,
+      shard::ReductionKind::Sum, APInt(64, 1));
+  seqSharded.insert(shards);
+  return shards;
+}
+
+Value TensorParallelRewriter::partialGrad(Value param, Location loc) {
+  Value &wrapped = entered[param];
+  if (!wrapped) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(param);
+    wrapped = GradAllReduceOp::create(b, loc, param, grid,
+                                      ArrayRef<int16_t>{axis});
+  }
+  return wrapped;
+}
+
+LogicalResult TensorParallelRewriter::sequenceOp(Operation &op) {
+  b.setInsertionPoint(&op);
+  Location loc = op.getLoc();
+  if (auto add = dyn_cast<AddOp>(op)) {
+    // A replicated operand (the position embedding) is cut into this
+    // rank's sequence shard.
+    SmallVector<Value> operands;
+    for (Value v : add->getOperands()) {
+      if (!seqSharded.contains(v)) {
+        auto type = cast<RankedTensorType>(v.getType());
+        if (type.getRank() < 2 || type.getDimSize(1) % size != 0)
+          return add.emitOpError("cannot cut an operand into sequence shards");
+        SmallVector<int64_t> shape(type.getShape());
+        shape[1] /= size;
+        v = shard::AllSliceOp::create(b, loc, type.clone(shape), grid,
+                                      ArrayRef<int16_t>{axis}, v,
+                                      APInt(64, 1));
+      }
+      operands.push_back(v);
+    }
+    auto local = AddOp::create(b, loc, operands[0], operands[1]);
+    add.getResult().replaceAllUsesWith(local.getResult());
+    add.erase();
+    seqSharded.insert(local.getResult());
+    return success();
+  }
+  if (auto norm = dyn_cast<LayerNormOp>(op)) {
+    if (!seqSharded.contains(norm.getInput()))
+      return norm.emitOpError("normalizes a split weight");
+    auto local = LayerNormOp::create(
+        b, loc, norm.getInput(), partialGrad(norm.getGamma(), loc),
+        partialGrad(norm.getBeta(), loc), norm.getEpsilonAttr());
+    norm.getResult().replaceAllUsesWith(local.getResult());
+    norm.erase();
+    seqSharded.insert(local.getResult());
+    return success();
+  }
+  return op.emitOpError("sequence parallelism does not know how to run this "
+                        "op on sequence shards");
 }
 
 LogicalResult TensorParallelRewriter::run() {
@@ -284,6 +374,12 @@ LogicalResult TensorParallelRewriter::run() {
                      [&](Value v) { return vocabSharded.contains(v); }))
       return op.emitOpError("tensor parallelism does not know how to run "
                             "this op on a block of the vocabulary");
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return seqSharded.contains(v); })) {
+      if (failed(sequenceOp(op)))
+        return failure();
+      continue;
+    }
     bool split = llvm::any_of(op.getOperands(), [&](Value v) {
       return sharded.contains(v);
     });
@@ -358,8 +454,10 @@ struct GptcTensorParallelPass final
         module.emitError("gptc-tensor-parallel needs @forward");
         return signalPassFailure();
       }
+      auto sp = parallel.getAs<BoolAttr>("sequence_parallel");
       if (failed(TensorParallelRewriter(forward, grid.getSymName(),
-                                        static_cast<int16_t>(i), size)
+                                        static_cast<int16_t>(i), size,
+                                        sp && sp.getValue())
                      .run()))
         return signalPassFailure();
       return;
