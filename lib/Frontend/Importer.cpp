@@ -41,6 +41,8 @@ struct Param {
   enum class Init { Normal, Zeros, Ones } init;
   double std = 0;
   Location loc;
+  /// > 0: only the first rows are drawn, the rest (padding) are zero.
+  int64_t initRows = 0;
 };
 
 class Importer {
@@ -58,6 +60,13 @@ private:
   /// The location of an op: its module path, at the field that sizes it.
   Location at(const Twine &name, ArrayRef<FieldRef> field) {
     return NameLoc::get(StringAttr::get(ctx, name), desc.locate(field));
+  }
+  /// The vocabulary rounded up to a multiple of the tensor-parallel size,
+  /// so that it splits evenly; the padding ids are never tokens or labels,
+  /// and the vocabulary-parallel loss leaves their logits out.
+  int64_t paddedVocab() const {
+    int64_t t = std::max<int64_t>(m.tensorParallel, 1);
+    return (m.vocabSize + t - 1) / t * t;
   }
   RankedTensorType f32(ArrayRef<int64_t> shape) {
     return RankedTensorType::get(shape, b.getF32Type());
@@ -92,7 +101,10 @@ void Importer::declareParams() {
       m.scaleResidualInit ? std / std::sqrt(2.0 * m.numLayers) : std;
   auto N = Param::Init::Normal, Z = Param::Init::Zeros, O = Param::Init::Ones;
 
-  declare("wte", {m.vocabSize, C}, N, std, at("wte", modelField("vocab_size")));
+  int64_t V = paddedVocab();
+  declare("wte", {V, C}, N, std, at("wte", modelField("vocab_size")));
+  if (V != m.vocabSize)
+    params.back().initRows = m.vocabSize;
   declare("wpe", {m.contextLength, C}, N, std,
           at("wpe", modelField("context_length")));
   for (int64_t l = 0; l < m.numLayers; ++l) {
@@ -121,9 +133,12 @@ void Importer::declareParams() {
   Location lnf = at("ln_f", modelField("layer_norm_epsilon"));
   declare("ln_f.weight", {C}, O, 0, lnf);
   declare("ln_f.bias", {C}, Z, 0, lnf);
-  if (!m.tiedEmbeddings)
-    declare("lm_head.weight", {m.vocabSize, C}, N, std,
+  if (!m.tiedEmbeddings) {
+    declare("lm_head.weight", {V, C}, N, std,
             at("lm_head", modelField("tied_embeddings")));
+    if (V != m.vocabSize)
+      params.back().initRows = m.vocabSize;
+  }
 }
 
 void Importer::buildBody(func::FuncOp func) {
@@ -189,6 +204,8 @@ void Importer::buildBody(func::FuncOp func) {
   auto headOp = LinearOp::create(
       b, at("lm_head", modelField("tied_embeddings")), x, head, Value());
   headOp->setAttr(kTensorParallelAttrName, b.getStringAttr("vocab"));
+  if (paddedVocab() != m.vocabSize)
+    headOp->setAttr("gptc.vocab_size", b.getI64IntegerAttr(m.vocabSize));
   Value logits = headOp;
   if (logitsBatch) {
     func::ReturnOp::create(b, at("lm_head", modelField("tied_embeddings")),
@@ -292,6 +309,8 @@ OwningOpRef<ModuleOp> Importer::run() {
                                                                : "ones"))};
     if (p.init == Param::Init::Normal)
       init.push_back(b.getNamedAttr("std", b.getF64FloatAttr(p.std)));
+    if (p.initRows > 0)
+      init.push_back(b.getNamedAttr("rows", b.getI64IntegerAttr(p.initRows)));
     func.setArgAttr(i, kInitAttrName, b.getDictionaryAttr(init));
     if (p.name == "wte" || p.name == "wpe")
       func.setArgAttr(i, "gptc.embedding_table", b.getUnitAttr());

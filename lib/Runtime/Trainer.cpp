@@ -241,8 +241,14 @@ void Trainer::initialize() {
     int64_t count = whole.numElements();
     const program::ParamInit &init = inits[i];
     std::normal_distribution<double> normal(0.0, init.std());
+    // Padding rows (init.rows > 0) stay zero and draw nothing, so a padded
+    // table starts as the unpadded one does.
+    int64_t drawn = count;
+    if (init.rows() > 0 && !layouts[i].shape.empty() && layouts[i].shape[0] > 0)
+      drawn = std::min(count, init.rows() * (count / layouts[i].shape[0]));
     for (int64_t j = 0; j < count; ++j) {
-      double x = init.kind() == program::ParamInit::NORMAL ? normal(rng)
+      double x = j >= drawn ? 0.0
+                 : init.kind() == program::ParamInit::NORMAL ? normal(rng)
                  : init.kind() == program::ParamInit::ONES ? 1.0
                                                            : 0.0;
       if (whole.dtype == program::F64)

@@ -234,6 +234,8 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
                                                  : pg::ParamInit::ZEROS);
       if (auto std = init.getAs<FloatAttr>("std"))
         pi->set_std(std.getValueAsDouble());
+      if (auto rows = init.getAs<IntegerAttr>("rows"))
+        pi->set_rows(rows.getInt());
     }
   }
 
@@ -445,12 +447,14 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             return success();
           })
           .Case([&](RowMaxOp) { kernel.set_op(pg::ROW_MAX); return success(); })
-          .Case([&](VocabParallelPartialsOp) {
+          .Case([&](VocabParallelPartialsOp o) {
             kernel.set_op(pg::VOCAB_PARTIALS);
+            ints({o.getVocabSize().value_or(-1)});
             return success();
           })
-          .Case([&](VocabParallelPartialsGradOp) {
+          .Case([&](VocabParallelPartialsGradOp o) {
             kernel.set_op(pg::VOCAB_PARTIALS_GRAD);
+            ints({o.getVocabSize().value_or(-1)});
             return success();
           })
           .Case([&](VocabParallelLossOp o) {

@@ -79,7 +79,15 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
                           : std::to_string(size->headParams))
      << "\n";
   os << "parameters in the IR: " << ir.numParams << " in "
-     << ir.numParamTensors << " tensors\n";
+     << ir.numParamTensors << " tensors";
+  // Tensor parallelism pads the vocabulary to a multiple of its size.
+  int64_t t = std::max<int64_t>(m.tensorParallel, 1);
+  int64_t padRows = (m.vocabSize + t - 1) / t * t - m.vocabSize;
+  if (padRows > 0)
+    os << " (with " << padRows * m.modelDim * (m.tiedEmbeddings ? 1 : 2)
+       << " of vocabulary padding: " << m.vocabSize << " rounded up to "
+       << m.vocabSize + padRows << " for tensor parallel " << t << ")";
+  os << "\n";
   os << "training FLOPs per token: " << size->flopsPerToken << " ("
      << human(size->flopsPerToken, "FLOP") << "; 6N + 12 L T C)\n";
   if (ir.tokens > 0)

@@ -433,14 +433,17 @@ template <typename T> bool runFloat(Call &c) {
                                  in[5]->numElements() == rows)),
                   "operand shapes do not match"))
       return false;
+    int64_t first = offset.data<int32_t>()[0];
+    int64_t limit = k.ints_size() > 0 ? k.ints(0) : -1;
+    int64_t valid =
+        limit < 0 ? vocab : std::clamp<int64_t>(limit - first, 0, vocab);
     if (grad)
       vocabPartialsGrad(logits.data<T>(), max.data<T>(),
-                        labels.data<int32_t>(), rows, vocab,
-                        offset.data<int32_t>()[0], in[4]->data<T>(),
-                        in[5]->data<T>(), out[0]->data<T>());
+                        labels.data<int32_t>(), rows, vocab, first, valid,
+                        in[4]->data<T>(), in[5]->data<T>(), out[0]->data<T>());
     else
       vocabPartials(logits.data<T>(), max.data<T>(), labels.data<int32_t>(),
-                    rows, vocab, offset.data<int32_t>()[0], out[0]->data<T>(),
+                    rows, vocab, first, valid, out[0]->data<T>(),
                     out[1]->data<T>());
     return true;
   }

@@ -471,12 +471,12 @@ void rowMax(const T *x, int64_t rows, int64_t vocab, T *max) {
 
 template <typename T>
 void vocabPartials(const T *logits, const T *max, const int32_t *labels,
-                   int64_t rows, int64_t vocab, int64_t offset, T *sumExp,
-                   T *target) {
+                   int64_t rows, int64_t vocab, int64_t offset, int64_t valid,
+                   T *sumExp, T *target) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *row = logits + r * vocab;
     T m = max[r], s = 0;
-    for (int64_t j = 0; j < vocab; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       s += fastExp(row[j] - m);
     sumExp[r] = s;
     int64_t local = int64_t(labels[r]) - offset;
@@ -487,13 +487,15 @@ void vocabPartials(const T *logits, const T *max, const int32_t *labels,
 template <typename T>
 void vocabPartialsGrad(const T *logits, const T *max, const int32_t *labels,
                        int64_t rows, int64_t vocab, int64_t offset,
-                       const T *dSumExp, const T *dTarget, T *dlogits) {
+                       int64_t valid, const T *dSumExp, const T *dTarget,
+                       T *dlogits) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *row = logits + r * vocab;
     T *drow = dlogits + r * vocab;
     T m = max[r], ds = dSumExp[r];
-    for (int64_t j = 0; j < vocab; ++j)
+    for (int64_t j = 0; j < valid; ++j)
       drow[j] = fastExp(row[j] - m) * ds;
+    std::fill(drow + valid, drow + vocab, T(0));
     int64_t local = int64_t(labels[r]) - offset;
     if (local >= 0 && local < vocab)
       drow[local] += dTarget[r];
@@ -787,10 +789,11 @@ void adamwParallel(const float *p, const float *g, const float *m,
                                     int64_t, int64_t, T *, bool, int64_t);     \
   template void rowMax<T>(const T *, int64_t, int64_t, T *);                   \
   template void vocabPartials<T>(const T *, const T *, const int32_t *,        \
-                                 int64_t, int64_t, int64_t, T *, T *);         \
+                                 int64_t, int64_t, int64_t, int64_t, T *,      \
+                                 T *);                                         \
   template void vocabPartialsGrad<T>(const T *, const T *, const int32_t *,    \
-                                     int64_t, int64_t, int64_t, const T *,     \
-                                     const T *, T *);                          \
+                                     int64_t, int64_t, int64_t, int64_t,       \
+                                     const T *, const T *, T *);               \
   template T vocabLoss<T>(const T *, const T *, const T *, const int32_t *,    \
                           int64_t, bool, int64_t, double);                     \
   template void vocabLossGrad<T>(const T *, const int32_t *, int64_t, bool,    \

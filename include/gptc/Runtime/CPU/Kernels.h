@@ -41,14 +41,16 @@ int64_t embeddingGrad(const int32_t *ids, int64_t n, const T *dout,
 /// sum exp(l - max[r]), target[r] = l[label - offset] or 0.
 template <typename T>
 void rowMax(const T *x, int64_t rows, int64_t vocab, T *max);
+/// `valid`: columns [0, valid) of the block are real ids (the rest padding).
 template <typename T>
 void vocabPartials(const T *logits, const T *max, const int32_t *labels,
-                   int64_t rows, int64_t vocab, int64_t offset, T *sumExp,
-                   T *target);
+                   int64_t rows, int64_t vocab, int64_t offset, int64_t valid,
+                   T *sumExp, T *target);
 template <typename T>
 void vocabPartialsGrad(const T *logits, const T *max, const int32_t *labels,
                        int64_t rows, int64_t vocab, int64_t offset,
-                       const T *dSumExp, const T *dTarget, T *dlogits);
+                       int64_t valid, const T *dSumExp, const T *dTarget,
+                       T *dlogits);
 /// Mean (or sum / normalizer) over kept rows of log sumExp + max - target;
 /// returns the index of a row whose sum is not positive in `bad`, or -1.
 template <typename T>

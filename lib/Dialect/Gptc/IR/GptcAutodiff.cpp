@@ -268,7 +268,7 @@ LogicalResult VocabParallelPartialsOp::buildVectorJacobianProduct(
   Value dTarget = resultGrads[1] ? resultGrads[1] : zeros(b, getLoc(), rows);
   Value dLogits = VocabParallelPartialsGradOp::create(
       b, getLoc(), getLogits(), getMax(), getLabels(), getOffset(), dSum,
-      dTarget);
+      dTarget, getVocabSizeAttr());
   // The maxima only shift the exponentials: the loss does not depend on
   // them, so they get no gradient.
   operandGrads.append({dLogits, Value(), Value(), Value()});

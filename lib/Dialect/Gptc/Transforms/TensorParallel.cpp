@@ -200,17 +200,20 @@ LogicalResult TensorParallelRewriter::vocabEmbedding(EmbeddingOp op) {
 /// The language-model head: this rank's block of the logits, from the
 /// replicated hidden state ("f").
 LogicalResult TensorParallelRewriter::vocabHead(LinearOp op) {
-  auto weight = cast<RankedTensorType>(op.getWeight().getType());
-  int64_t vocab = weight.getDimSize(0);
   if (op.getBias())
     return op.emitOpError("vocabulary-parallel head with a bias");
-  if (vocab % size != 0)
-    return op.emitOpError("cannot split the vocabulary of ")
-           << vocab << " over " << size << " tensor-parallel ranks";
   if (failed(splitParam(op.getWeight(), 0, op)))
     return failure();
-  Value first = vocabOffset(vocab / size);
-  (void)first;
+  // The whole vocabulary (the table may be the embedding's, already split).
+  auto arg = cast<BlockArgument>(op.getWeight());
+  int64_t vocab =
+      BlockSharding::get(func.getArgAttrOfType<DictionaryAttr>(
+                             arg.getArgNumber(), kShardingAttrName),
+                         cast<RankedTensorType>(arg.getType()))
+          .shape[0];
+  (void)vocabOffset(vocab / size);
+  if (offsetBlock != vocab / size)
+    return op.emitOpError("splits a vocabulary of another size");
   Value in = enter(op.getInput(), op.getLoc());
   b.setInsertionPoint(op);
   auto local = LinearOp::create(b, op.getLoc(), in, op.getWeight(), Value());
@@ -232,8 +235,13 @@ LogicalResult TensorParallelRewriter::vocabLoss(CrossEntropyOp op) {
   Value max = shard::AllReduceOp::create(b, loc, localMax.getType(), grid,
                                          i16, localMax,
                                          shard::ReductionKind::Max);
+  // A padded vocabulary (the importer's gptc.vocab_size on the head): the
+  // padding ids' logits count in no sum.
+  IntegerAttr real;
+  if (Operation *head = op.getLogits().getDefiningOp())
+    real = head->getAttrOfType<IntegerAttr>("gptc.vocab_size");
   auto parts = VocabParallelPartialsOp::create(
-      b, loc, op.getLogits(), max, op.getLabels(), offset);
+      b, loc, op.getLogits(), max, op.getLabels(), offset, real);
   Value sum = shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
                                          parts.getSumExp(),
                                          shard::ReductionKind::Sum);

@@ -633,7 +633,9 @@ def Gptc_VocabParallelPartialsOp : Gptc_DiffOp<"vocab_parallel_partials",
     = `sum_j exp(logits[..., j] - max)` and `target` = the logit of the
     label when this block holds it, else 0. Sum all-reduces over the
     vocabulary ranks complete both; `gptc.vocab_parallel_loss` combines
-    them.
+    them. With `vocab_size`, ids from it on are padding (the table was
+    padded to a multiple of the tensor-parallel size): their logits count
+    in neither sum.
 
     ```mlir
     %s, %t = gptc.vocab_parallel_partials %logits, %max, %labels offset %first
@@ -642,10 +644,12 @@ def Gptc_VocabParallelPartialsOp : Gptc_DiffOp<"vocab_parallel_partials",
     ```
   }];
   let arguments = (ins Gptc_FloatTensor:$logits, Gptc_FloatTensor:$max,
-                       Gptc_IndexTensor:$labels, Gptc_I32Scalar:$offset);
+                       Gptc_IndexTensor:$labels, Gptc_I32Scalar:$offset,
+                       OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Gptc_FloatTensor:$sum_exp, Gptc_FloatTensor:$target);
   let assemblyFormat = [{
-    $logits `,` $max `,` $labels `offset` $offset attr-dict `:` type($logits)
+    $logits `,` $max `,` $labels `offset` $offset (`vocab` $vocab_size^)?
+    attr-dict `:` type($logits)
     `,` type($max) `,` type($labels) `->` type($sum_exp) `,` type($target)
   }];
 }
@@ -655,7 +659,8 @@ def Gptc_VocabParallelPartialsGradOp : Gptc_Op<"vocab_parallel_partials_grad",
   let summary = "Gradient of the logits from those of the partial sums";
   let description = [{
     `exp(logits - max) * d_sum_exp + onehot(labels - offset) * d_target`,
-    rows broadcast over the vocabulary block.
+    rows broadcast over the vocabulary block; zero for padding ids (from
+    `vocab_size` on).
 
     ```mlir
     %dl = gptc.vocab_parallel_partials_grad %logits, %max, %labels offset %first, %ds, %dt
@@ -665,11 +670,12 @@ def Gptc_VocabParallelPartialsGradOp : Gptc_Op<"vocab_parallel_partials_grad",
   }];
   let arguments = (ins Gptc_FloatTensor:$logits, Gptc_FloatTensor:$max,
                        Gptc_IndexTensor:$labels, Gptc_I32Scalar:$offset,
-                       Gptc_FloatTensor:$d_sum_exp, Gptc_FloatTensor:$d_target);
+                       Gptc_FloatTensor:$d_sum_exp, Gptc_FloatTensor:$d_target,
+                       OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Gptc_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $max `,` $labels `offset` $offset `,` $d_sum_exp `,` $d_target
-    attr-dict `:` type($logits) `,` type($max) `,` type($labels) `,`
+    (`vocab` $vocab_size^)? attr-dict `:` type($logits) `,` type($max) `,` type($labels) `,`
     type($d_sum_exp) `,` type($d_target) `->` type($result)
   }];
 }
