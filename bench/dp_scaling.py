@@ -2,7 +2,9 @@
 """Data-parallel scaling on the CPU: tokens/s of gptc with 1 and N MPI ranks
 against PyTorch DistributedDataParallel (gloo) with 1 and N processes, same
 model, global batch, optimizer and cores, in one run; and the share of
-gptc's step spent in collectives (from `gptc train --profile`).
+gptc's step spent in collectives (from `gptc train --profile`). Also gptc's
+tensor parallelism (with and without sequence parallelism) over the same N
+ranks, which has no peer here.
 
     bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build]
 
@@ -26,7 +28,7 @@ REPEATS = 3
 COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_SLICE")
 
 
-def gptc_rate(build, mpirun, model, steps, ranks, extra=()):
+def gptc_rate(build, mpirun, model, steps, ranks, extra=(), mesh=None):
     """(best tok/s after the first step, collective share of kernel time)."""
     best, share = 0.0, 0.0
     for _ in range(REPEATS):
@@ -35,7 +37,7 @@ def gptc_rate(build, mpirun, model, steps, ranks, extra=()):
                    "--steps", str(steps + 1), "--eval-interval", "0", "--profile",
                    "--checkpoint", os.path.join(tmp, "c.ckpt")] + list(extra)
             if ranks > 1:
-                cmd = [mpirun, "-np", str(ranks)] + cmd + ["--mesh", "dp=%d" % ranks]
+                cmd = [mpirun, "-np", str(ranks)] + cmd + ["--mesh", mesh or "dp=%d" % ranks]
             env = dict(os.environ)
             env.pop("OPENBLAS_NUM_THREADS", None)
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -125,6 +127,12 @@ def main():
             t = ddp_rate(model, steps, n, max(1, cores // n))
             row["gptc_%d" % n], row["comm_share_%d" % n], row["ddp_%d" % n] = g, share, t
         n = args.ranks
+        # Tensor parallelism (and sequence parallelism) over the same ranks;
+        # PyTorch has no peer in this script.
+        for name, extra in (("tp", ()), ("tp_sp", ("--sequence-parallel",))):
+            g, share = gptc_rate(args.build, args.mpirun, model, steps, n, extra,
+                                 mesh="tp=%d" % n)
+            row["gptc_%s_%d" % (name, n)], row["comm_share_%s_%d" % (name, n)] = g, share
         row["gptc_scaling"] = row["gptc_%d" % n] / row["gptc_1"]
         row["ddp_scaling"] = row["ddp_%d" % n] / row["ddp_1"]
         row["gptc_vs_ddp"] = row["gptc_%d" % n] / row["ddp_%d" % n]
@@ -134,6 +142,10 @@ def main():
               % (row["model"], row["gptc_1"], row["ddp_1"], n, row["gptc_%d" % n],
                  row["gptc_scaling"], row["comm_share_%d" % n], row["ddp_%d" % n],
                  row["ddp_scaling"], row["gptc_vs_ddp"]))
+        print("%-24s %d ranks tensor parallel: gptc %8.0f tok/s (%.1f%% in collectives); "
+              "with sequence parallelism %8.0f tok/s (%.1f%%)"
+              % (row["model"], n, row["gptc_tp_%d" % n], row["comm_share_tp_%d" % n],
+                 row["gptc_tp_sp_%d" % n], row["comm_share_tp_sp_%d" % n]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
