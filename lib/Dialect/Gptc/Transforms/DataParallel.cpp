@@ -29,6 +29,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::gptc {
 #define GEN_PASS_DEF_GPTCDATAPARALLELPASS
@@ -107,6 +108,13 @@ private:
       b.setInsertionPointToStart(&body);
   }
 
+  /// ZeRO 3: gathers the whole parameter where the computation uses the
+  /// slice `param`: once before the forward uses and again before the
+  /// backward ones (after the loss), in the block that holds them (the
+  /// step, or gptc.accumulate's region: once per microbatch), so that the
+  /// whole copy is released between them.
+  void gatherForUses(BlockArgument param, RankedTensorType whole,
+                     Operation *except);
   LogicalResult weightByTokens();
   LogicalResult synchronize();
 
@@ -116,6 +124,48 @@ private:
   Block &body;
 };
 } // namespace
+
+void DataParallelRewriter::gatherForUses(BlockArgument param,
+                                         RankedTensorType whole,
+                                         Operation *except) {
+  // Uses by block, in order.
+  llvm::MapVector<Block *, SmallVector<OpOperand *>> byBlock;
+  for (OpOperand &use : param.getUses())
+    if (use.getOwner() != except)
+      byBlock[use.getOwner()->getBlock()].push_back(&use);
+  for (auto &[block, uses] : byBlock) {
+    Operation *loss = nullptr;
+    for (Operation &op : *block)
+      if (isa<CrossEntropyOp, VocabParallelLossOp>(op))
+        loss = &op;
+    Value forward, backward;
+    for (OpOperand *use : uses) {
+      Operation *user = use->getOwner();
+      bool after = loss && loss->isBeforeInBlock(user);
+      Value &copy = after ? backward : forward;
+      if (!copy) {
+        if (after) {
+          // Before the first backward use (uses are not ordered).
+          Operation *first = user;
+          for (OpOperand *other : uses)
+            if (loss->isBeforeInBlock(other->getOwner()) &&
+                other->getOwner()->isBeforeInBlock(first))
+              first = other->getOwner();
+          b.setInsertionPoint(first);
+        } else {
+          b.setInsertionPointToStart(block);
+        }
+        copy = allGather(param.getLoc(), param, whole);
+        // Marked so that CSE keeps it apart from the forward gather: the
+        // point is to hold the whole parameter twice briefly, not once
+        // throughout.
+        if (after)
+          copy.getDefiningOp()->setAttr("gptc.rematerialize", b.getUnitAttr());
+      }
+      use->set(copy);
+    }
+  }
+}
 
 /// Every rank normalizes its cross-entropy by the step's real tokens, summed
 /// over the data axis; the loss is summed over the axis.
@@ -240,10 +290,7 @@ LogicalResult DataParallelRewriter::synchronize() {
       param.setType(sliceType(fullType));
       step.setArgAttr(param.getArgNumber(), "gptc.sharding",
                       zattr);
-      b.setInsertionPointToStart(&body);
-      Value whole = allGather(param.getLoc(), param, fullType);
-      param.replaceAllUsesExcept(whole, whole.getDefiningOp());
-      update.getParamMutable().assign(param);
+      gatherForUses(param, fullType, update);
       paramSlice = param;
       b.setInsertionPoint(update);
     } else {

@@ -166,7 +166,9 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
         (`gptc.sum_squares`, `shard.all_reduce`, `gptc.sqrt`);
       - stage 3: parameters are held as slices as well: an
         `shard.all_gather` before the forward computation rebuilds each,
-        and the updated slice is the step's result.
+        and another (marked `gptc.rematerialize`) before its backward uses,
+        so the whole copy is released in between; the updated slice is the
+        step's result.
 
     Slices split dimension 0 of a tensor over the data axis; a parameter
     whose dimension 0 does not divide stays replicated (reported as a
