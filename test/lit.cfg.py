@@ -68,5 +68,8 @@ if nvsmi:
         out = subprocess.run([nvsmi, "-L"], capture_output=True, text=True, timeout=20)
         if out.returncode == 0 and "GPU" in out.stdout:
             config.available_features.add("cuda-device")
+            # Multi-rank NCCL needs a GPU per rank.
+            if out.stdout.count("GPU ") >= 2:
+                config.available_features.add("cuda-devices-2")
     except (OSError, subprocess.SubprocessError):
         pass

@@ -16,6 +16,9 @@
 
 #include "gptc/InitAll.h"
 #include "gptc/Runtime/Communicator.h"
+#ifdef GPTC_HAVE_NCCL
+#include "gptc/Runtime/CUDA/NcclCommunicator.h"
+#endif
 #include "gptc/Runtime/Executor.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Target/ExportProgram.h"
@@ -58,13 +61,20 @@ static cl::opt<bool> useMpi(
              "...); '%r' in --input and --output-dir becomes the rank"),
     cl::init(false), cl::cat(category));
 
+static cl::opt<bool> useNccl(
+    "nccl",
+    cl::desc("With --mpi: run the collectives over NCCL on this rank's GPU "
+             "(MPI only bootstraps); needs a build with NCCL"),
+    cl::init(false), cl::cat(category));
+
 static cl::opt<bool> printProgram(
     "print-program",
     cl::desc("Print the compiled artifact in protobuf text format and exit"),
     cl::init(false), cl::cat(category));
 
 static int fail(const std::string &message) {
-  llvm::errs() << "gptc-run: " << message << "\n";
+  // One write, so that the lines of several ranks do not interleave.
+  llvm::errs() << ("gptc-run: " + message + "\n");
   return 1;
 }
 
@@ -126,10 +136,23 @@ int main(int argc, char **argv) {
     return fail(error);
   std::unique_ptr<::gptc::runtime::Communicator> comm;
   int rank = 0;
+  std::unique_ptr<::gptc::runtime::Communicator> nccl;
+  if (useNccl && !useMpi)
+    return fail("--nccl needs --mpi (MPI bootstraps the NCCL groups)");
   if (useMpi) {
     comm = ::gptc::runtime::createMpiCommunicator(&argc, &argv);
     rank = comm->rank();
     exec->setCommunicator(comm.get());
+  }
+  if (useNccl) {
+#ifdef GPTC_HAVE_NCCL
+    nccl = ::gptc::runtime::createNcclCommunicator(*comm, error);
+    if (!nccl)
+      return fail(error);
+    exec->setCommunicator(nccl.get());
+#else
+    return fail("--nccl: this gptc-run was built without NCCL");
+#endif
   }
   std::string outDir = withRank(outputDir, rank);
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))

@@ -167,22 +167,35 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (devices > 1 || rt::launchedByMpi())
     comm = rt::createMpiCommunicator(nullptr, nullptr);
   bool leader = !comm || comm->rank() == 0;
-  auto failAll = [&](const std::string &message) {
-    llvm::errs() << "gptc: error: "
-                 << (comm && comm->size() > 1
-                         ? "rank " + std::to_string(comm->rank()) + ": "
-                         : std::string())
-                 << message << "\n";
-    llvm::errs().flush();
-    if (comm && comm->size() > 1)
+  // An error on one rank ends every rank (MPI_Abort), so that none waits
+  // in a collective; the message is one write, so ranks' lines do not
+  // interleave. An error every rank finds (`everyRank`) is printed once,
+  // by rank 0, before all abort together.
+  auto failAll = [&](const std::string &message, bool everyRank = false) {
+    bool many = comm && comm->size() > 1;
+    if (!everyRank || !many || comm->rank() == 0)
+      llvm::errs() << ("gptc: error: " +
+                       (many && !everyRank
+                            ? "rank " + std::to_string(comm->rank()) + ": "
+                            : std::string()) +
+                       message + "\n");
+    if (many) {
+      if (everyRank) {
+        // Rank 0 has printed before anyone aborts.
+        char done = 0;
+        std::string ignored;
+        (void)comm->broadcast(&done, 1, {comm->size()}, {0}, ignored);
+      }
       comm->abort(1);
+    }
     return 1;
   };
   if (comm && comm->size() != devices)
-    return failAll("the mesh has " + std::to_string(devices) +
-                   " devices but " + std::to_string(comm->size()) +
-                   " processes run it: use mpirun -np " +
-                   std::to_string(devices));
+    return failAll(
+        "the mesh has " + std::to_string(devices) + " devices but " +
+            std::to_string(comm->size()) +
+            " processes run it: use mpirun -np " + std::to_string(devices),
+        /*everyRank=*/true);
 
   // Processes on one node share its cores (unless the user chose with
   // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS).

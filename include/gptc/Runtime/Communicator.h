@@ -53,6 +53,14 @@ public:
                          const std::vector<int64_t> &axes,
                          std::string &error) = 0;
 
+  /// Copies `bytes` bytes at `data` from the group's first rank (group
+  /// index 0) to every rank of its group over `axes` (the NCCL
+  /// communicator bootstraps its groups with it).
+  virtual bool broadcast(void *data, int64_t bytes,
+                         const std::vector<int64_t> &grid,
+                         const std::vector<int64_t> &axes,
+                         std::string &error) = 0;
+
   /// Sums `in` (group size x `count` elements) over the group over `axes`
   /// and writes this rank's block of `count` elements to `out`.
   virtual bool reduceScatterSum(const void *in, void *out, int64_t count,
@@ -67,6 +75,10 @@ public:
 /// major one). Blocks of a tensor split over `axes` are in this order.
 int64_t groupIndex(const std::vector<int64_t> &grid,
                    const std::vector<int64_t> &axes, int64_t rank);
+/// A key naming the groups over `axes` of `grid` (communicators cache one
+/// sub-communicator per key).
+std::vector<int64_t> groupKey(const std::vector<int64_t> &grid,
+                              const std::vector<int64_t> &axes);
 /// The number of ranks in a group over `axes` of `grid`.
 int64_t groupSize(const std::vector<int64_t> &grid,
                   const std::vector<int64_t> &axes);

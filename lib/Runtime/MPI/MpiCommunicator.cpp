@@ -61,6 +61,14 @@ int64_t runtime::groupIndex(const std::vector<int64_t> &grid,
   return index;
 }
 
+std::vector<int64_t> runtime::groupKey(const std::vector<int64_t> &grid,
+                                       const std::vector<int64_t> &axes) {
+  std::vector<int64_t> key(axes);
+  key.insert(key.end(), grid.begin(), grid.end());
+  key.push_back(static_cast<int64_t>(axes.size()));
+  return key;
+}
+
 int64_t runtime::groupSize(const std::vector<int64_t> &grid,
                            const std::vector<int64_t> &axes) {
   int64_t n = 1;
@@ -137,6 +145,17 @@ public:
                  "MPI_Allreduce", error);
   }
 
+  bool broadcast(void *data, int64_t bytes, const std::vector<int64_t> &grid,
+                 const std::vector<int64_t> &axes,
+                 std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(bytes, program::I32, grid, axes, comm, type, error))
+      return false;
+    return check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm),
+                 "MPI_Bcast", error);
+  }
+
   bool allGather(const void *in, void *out, int64_t count,
                  program::DType dtype, const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes,
@@ -190,9 +209,7 @@ private:
       error = "collectives of this element type or size are not supported";
       return false;
     }
-    std::vector<int64_t> key(axes);
-    key.insert(key.end(), grid.begin(), grid.end());
-    key.push_back(static_cast<int64_t>(axes.size()));
+    std::vector<int64_t> key = groupKey(grid, axes);
     auto it = groups.find(key);
     if (it == groups.end()) {
       std::vector<int64_t> c = coordinates(grid, myRank);
