@@ -168,6 +168,12 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
       fp << d << "x";
     fp << dtypeName(v.type().dtype()) << ";";
   }
+  if (fwd->inputs_size() != n + 2) {
+    error = "@forward does not take the parameters, tokens and labels";
+    return nullptr;
+  }
+  for (int i = 0; i < n; ++i)
+    t->forwardLayouts.push_back(layoutOf(fwd->values(fwd->inputs(i))));
   t->layouts.resize(3 * n);
   for (int group = 0; group < 3; ++group)
     for (int i = 0; i < n; ++i)
@@ -383,13 +389,34 @@ bool Trainer::evaluate(const ByteDataset &data, double &loss,
                        std::string &error) {
   Tensor tokens(program::I32, {options.batch, options.seqLen});
   Tensor labels(program::I32, {options.batch, options.seqLen});
-  // @forward computes on whole parameters (every rank the same batches).
-  std::vector<Tensor> whole;
-  if (!wholeParameters(whole, error))
-    return false;
+  // @forward computes on its own blocks of the parameters (whole ones, or
+  // a tensor-parallel rank's): gather what the step holds more finely
+  // (ZeRO's slices over the data axis). Every rank runs the same batches.
+  std::vector<Tensor> gathered(params.size());
   std::vector<const Tensor *> in;
-  for (const Tensor &p : whole)
-    in.push_back(&p);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const BlockLayout &have = layouts[i], &want = forwardLayouts[i];
+    BlockLayout extra;
+    extra.shape = want.shape;
+    bool needed = false;
+    for (size_t d = 0; d < have.axes.size(); ++d) {
+      std::vector<int64_t> axes;
+      for (int64_t a : have.axes[d])
+        if (d >= want.axes.size() ||
+            std::find(want.axes[d].begin(), want.axes[d].end(), a) ==
+                want.axes[d].end())
+          axes.push_back(a);
+      needed |= !axes.empty();
+      extra.axes.push_back(axes);
+    }
+    if (!needed) {
+      in.push_back(&params[i]);
+      continue;
+    }
+    if (!gatherBlocks(params[i], extra, grid, comm, gathered[i], error))
+      return false;
+    in.push_back(&gathered[i]);
+  }
   in.push_back(&tokens);
   in.push_back(&labels);
   double sum = 0;

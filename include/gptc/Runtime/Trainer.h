@@ -125,6 +125,8 @@ private:
   std::vector<program::ParamInit> inits;
   /// How params, m and v (3 x n, in that order) are split over the grid.
   std::vector<BlockLayout> layouts;
+  /// How @forward takes the parameters (whole, or tensor-parallel blocks).
+  std::vector<BlockLayout> forwardLayouts;
   /// The data inputs of @train_step after `step`: name and batch layout.
   struct DataInput {
     std::string name;
