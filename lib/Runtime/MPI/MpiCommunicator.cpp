@@ -13,6 +13,9 @@
 
 #include "gptc/Runtime/Communicator.h"
 
+// The C API only (MPICH's C++ bindings warn under -Wcast-qual).
+#define MPICH_SKIP_MPICXX 1
+#define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <algorithm>
@@ -37,18 +40,16 @@ static std::vector<int64_t> coordinates(const std::vector<int64_t> &grid,
   return c;
 }
 
-/// The row-major index of `c` restricted to the axes not in `axes` (the
-/// group's color), or of `c` on `axes` only (the rank within the group).
-static int64_t project(const std::vector<int64_t> &grid,
-                       const std::vector<int64_t> &c,
-                       const std::vector<int64_t> &axes, bool onAxes) {
+/// The row-major index of `c` restricted to the axes not in `axes`: the
+/// group's color (the rank within the group is groupIndex).
+static int64_t color(const std::vector<int64_t> &grid,
+                     const std::vector<int64_t> &c,
+                     const std::vector<int64_t> &axes) {
   int64_t index = 0;
-  for (size_t d = 0; d < grid.size(); ++d) {
-    bool reduced = std::find(axes.begin(), axes.end(),
-                             static_cast<int64_t>(d)) != axes.end();
-    if (reduced == onAxes)
+  for (size_t d = 0; d < grid.size(); ++d)
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) ==
+        axes.end())
       index = index * grid[d] + c[d];
-  }
   return index;
 }
 
@@ -83,10 +84,10 @@ std::vector<int> runtime::reductionGroup(const std::vector<int64_t> &grid,
   int64_t total = 1;
   for (int64_t d : grid)
     total *= d;
-  int64_t color = project(grid, coordinates(grid, rank), axes, false);
+  int64_t mine = color(grid, coordinates(grid, rank), axes);
   std::vector<int> group;
   for (int64_t r = 0; r < total; ++r)
-    if (project(grid, coordinates(grid, r), axes, false) == color)
+    if (color(grid, coordinates(grid, r), axes) == mine)
       group.push_back(static_cast<int>(r));
   return group;
 }
@@ -215,7 +216,7 @@ private:
       std::vector<int64_t> c = coordinates(grid, myRank);
       MPI_Comm sub;
       MPI_Comm_split(MPI_COMM_WORLD,
-                     static_cast<int>(project(grid, c, axes, false)),
+                     static_cast<int>(color(grid, c, axes)),
                      static_cast<int>(groupIndex(grid, axes, myRank)), &sub);
       it = groups.emplace(key, sub).first;
     }

@@ -45,7 +45,6 @@ struct DataAxis {
   StringRef grid;
   shard::GridAxis axis = 0;
   int64_t size = 1;
-  int64_t rank = 0; ///< rank of the grid
   int zeroStage = 0;
   bool tokenWeighting = true;
 };
@@ -390,7 +389,6 @@ struct GptcDataParallelPass final
     data.grid = grid.getSymName();
     data.zeroStage = static_cast<int>(stage.getInt());
     data.tokenWeighting = tokenWeighting;
-    data.rank = grid.getRank();
     bool found = false;
     for (auto [i, kind] : llvm::enumerate(kinds)) {
       auto name = dyn_cast<StringAttr>(kind);
