@@ -345,6 +345,23 @@ struct Call {
   }
 };
 
+/// The normalizer input of a loss kernel (a scalar float): its value, -1
+/// when it is not positive (no real token anywhere), 0 without one.
+static bool readNormalizer(Call &c, const Tensor *n, double &normalizer) {
+  normalizer = 0;
+  if (!n)
+    return true;
+  if (!c.expect(n->numElements() == 1 &&
+                    (n->dtype == program::F32 || n->dtype == program::F64),
+                "expects a scalar float normalizer"))
+    return false;
+  normalizer = n->dtype == program::F32 ? n->data<float>()[0]
+                                        : n->data<double>()[0];
+  if (!(normalizer > 0))
+    normalizer = -1;
+  return true;
+}
+
 template <typename T> bool isType(const Tensor &t) {
   return t.dtype == (std::is_same_v<T, float> ? program::F32 : program::F64);
 }
@@ -458,14 +475,10 @@ template <typename T> bool runFloat(Call &c) {
                       labels.numElements() == rows && k.ints_size() == 2,
                   "operand shapes do not match"))
       return false;
-    double normalizer = 0;
-    if (in.size() > plain) {
-      const Tensor &n = *in[plain];
-      normalizer = n.dtype == program::F32 ? n.data<float>()[0]
-                                           : n.data<double>()[0];
-      if (!(normalizer > 0))
-        normalizer = -1;
-    }
+    double normalizer;
+    if (!readNormalizer(c, in.size() > plain ? in[plain] : nullptr,
+                        normalizer))
+      return false;
     if (grad)
       vocabLossGrad(sum.data<T>(), labels.data<int32_t>(), rows,
                     k.ints(0) != 0, k.ints(1), normalizer, in[2]->data<T>()[0],
@@ -611,18 +624,10 @@ template <typename T> bool runFloat(Call &c) {
                   "operand shapes do not match"))
       return false;
     // The normalizer, when given: divide by it instead of the count.
-    double normalizer = 0;
-    if (in.size() == (grad ? 4u : 3u)) {
-      const Tensor &n = *in.back();
-      if (!c.expect(n.numElements() == 1 && (n.dtype == program::F32 ||
-                                             n.dtype == program::F64),
-                    "expects a scalar float normalizer"))
-        return false;
-      normalizer = n.dtype == program::F32 ? n.data<float>()[0]
-                                           : n.data<double>()[0];
-      if (!(normalizer > 0))
-        normalizer = -1; // no real token anywhere: no loss, no gradient
-    }
+    double normalizer;
+    if (!readNormalizer(c, in.size() == (grad ? 4u : 3u) ? in.back() : nullptr,
+                        normalizer))
+      return false;
     if (!grad) {
       int64_t bad;
       T loss = crossEntropy(logits.data<T>(), labels.data<int32_t>(),

@@ -413,6 +413,33 @@ template <typename T> static T logSumExp(const T *row, int64_t n) {
   return m + std::log(sum);
 }
 
+/// The loss of a step part: the kept rows' sum over `normalizer` when one
+/// is given (> 0; < 0 means no real token anywhere: 0), else their mean
+/// (0 when every row is ignored, rather than 0/0).
+template <typename T>
+static T normalizedLoss(T total, int64_t count, double normalizer) {
+  if (normalizer != 0)
+    return normalizer > 0 ? T(total / normalizer) : T(0);
+  return count ? total / T(count) : T(0);
+}
+
+/// The gradient of that loss with respect to each kept row's term.
+template <typename T>
+static T lossGradScale(T dloss, int64_t count, double normalizer) {
+  if (normalizer != 0)
+    return normalizer > 0 ? T(dloss / normalizer) : T(0);
+  return count ? dloss / T(count) : T(0);
+}
+
+/// Rows whose label is kept.
+static int64_t keptRows(const int32_t *labels, int64_t rows, bool hasIgnore,
+                        int64_t ignoreIndex) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    count += !(hasIgnore && labels[r] == ignoreIndex);
+  return count;
+}
+
 template <typename T>
 T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
                int64_t vocab, bool hasIgnore, int64_t ignoreIndex,
@@ -432,22 +459,15 @@ T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
     total += logSumExp(row, vocab) - row[label];
     ++count;
   }
-  if (normalizer != 0)
-    return normalizer > 0 ? T(total / normalizer) : T(0);
-  // Every position ignored: no loss and no gradient, rather than 0/0.
-  return count ? total / T(count) : T(0);
+  return normalizedLoss(total, count, normalizer);
 }
 
 template <typename T>
 void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
                       int64_t rows, int64_t vocab, bool hasIgnore,
                       int64_t ignoreIndex, double normalizer, T *dlogits) {
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    count += !(hasIgnore && labels[r] == ignoreIndex);
-  T scale = normalizer != 0 ? (normalizer > 0 ? T(dloss / normalizer) : T(0))
-            : count         ? dloss / T(count)
-                            : T(0);
+  T scale = lossGradScale(
+      dloss, keptRows(labels, rows, hasIgnore, ignoreIndex), normalizer);
   for (int64_t r = 0; r < rows; ++r) {
     T *drow = dlogits + r * vocab;
     int64_t label = labels[r];
@@ -514,21 +534,15 @@ T vocabLoss(const T *max, const T *sumExp, const T *target,
     total += std::log(sumExp[r]) + max[r] - target[r];
     ++count;
   }
-  if (normalizer != 0)
-    return normalizer > 0 ? T(total / normalizer) : T(0);
-  return count ? total / T(count) : T(0);
+  return normalizedLoss(total, count, normalizer);
 }
 
 template <typename T>
 void vocabLossGrad(const T *sumExp, const int32_t *labels, int64_t rows,
                    bool hasIgnore, int64_t ignoreIndex, double normalizer,
                    T dloss, T *dSumExp, T *dTarget) {
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    count += !(hasIgnore && labels[r] == ignoreIndex);
-  T scale = normalizer != 0 ? (normalizer > 0 ? T(dloss / normalizer) : T(0))
-            : count         ? dloss / T(count)
-                            : T(0);
+  T scale = lossGradScale(
+      dloss, keptRows(labels, rows, hasIgnore, ignoreIndex), normalizer);
   for (int64_t r = 0; r < rows; ++r) {
     bool kept = !(hasIgnore && labels[r] == ignoreIndex);
     dSumExp[r] = kept ? scale / sumExp[r] : T(0);

@@ -124,26 +124,14 @@ public:
                     const std::vector<int64_t> &grid,
                     const std::vector<int64_t> &axes,
                     std::string &error) override {
-    MPI_Comm comm;
-    MPI_Datatype type;
-    if (!prepare(count, dtype, grid, axes, comm, type, error))
-      return false;
-    return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                               type, MPI_SUM, comm),
-                 "MPI_Allreduce", error);
+    return allReduce(data, count, dtype, grid, axes, MPI_SUM, error);
   }
 
   bool allReduceMax(void *data, int64_t count, program::DType dtype,
                     const std::vector<int64_t> &grid,
                     const std::vector<int64_t> &axes,
                     std::string &error) override {
-    MPI_Comm comm;
-    MPI_Datatype type;
-    if (!prepare(count, dtype, grid, axes, comm, type, error))
-      return false;
-    return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
-                               type, MPI_MAX, comm),
-                 "MPI_Allreduce", error);
+    return allReduce(data, count, dtype, grid, axes, MPI_MAX, error);
   }
 
   bool broadcast(void *data, int64_t bytes, const std::vector<int64_t> &grid,
@@ -186,6 +174,19 @@ public:
   }
 
 private:
+  bool allReduce(void *data, int64_t count, program::DType dtype,
+                 const std::vector<int64_t> &grid,
+                 const std::vector<int64_t> &axes, MPI_Op op,
+                 std::string &error) {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count, dtype, grid, axes, comm, type, error))
+      return false;
+    return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                               type, op, comm),
+                 "MPI_Allreduce", error);
+  }
+
   /// Checks the grid against the processes and finds (or makes) the
   /// sub-communicator over `axes`, whose ranks are in groupIndex order.
   bool prepare(int64_t count, program::DType dtype,

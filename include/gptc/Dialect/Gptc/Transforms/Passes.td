@@ -127,11 +127,27 @@ def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
       by `shard.all_reduce` (Megatron's "g": its gradient is the identity),
       and the replicated bias is added after the sum.
 
-    One all-reduce forward and one backward per column/row pair. Embeddings,
-    norms and the language-model head stay replicated (vocabulary-parallel
-    embedding and loss, and sequence parallelism, are not implemented yet).
-    Sizes that do not divide are an error at the layer. A module without a
-    tensor axis of size > 1 is unchanged.
+    One all-reduce forward and one backward per column/row pair.
+
+    - **vocab** (the token embedding and the language-model head): the
+      table holds a block of the vocabulary (padded by the importer to a
+      multiple of P); the embedding looks up the ids of its block
+      (`offset` from `gptc.shard_offset`, zeros for other ranks' ids) and an
+      all-reduce completes the rows; the head computes the block's logits
+      from the replicated hidden state ("f"); the cross-entropy becomes
+      `gptc.row_max` + a max all-reduce, `gptc.vocab_parallel_partials` +
+      two sum all-reduces, and `gptc.vocab_parallel_loss`.
+    - **sequence parallelism** (`sequence_parallel`): between the
+      tensor-parallel regions the residual stream is this rank's shard of
+      the sequence; each "g" becomes `shard.reduce_scatter` along the
+      sequence and each "f" `shard.all_gather`, the position embedding is
+      cut by `shard.all_slice`, and norm weights and row-parallel biases
+      pass through `gptc.grad_all_reduce` (each rank sees one shard).
+
+    Norms and the position embedding stay replicated. An op it cannot run
+    on a split activation is an error at the op; heads, units or a
+    sequence that do not divide are reported earlier, by the description's
+    validation. A module without a tensor axis of size > 1 is unchanged.
   }];
   let dependentDialects = ["::mlir::gptc::GptcDialect",
                            "::mlir::func::FuncDialect",
