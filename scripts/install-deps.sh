@@ -9,7 +9,7 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libprotobuf-dev protobuf-compiler
   libgtest-dev
-  libopenblas-dev
+  libdnnl-dev
   mpich libmpich-dev
   python3-numpy python3-torch
 )

@@ -198,9 +198,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
         /*everyRank=*/true);
 
   // Processes on one node share its cores (unless the user chose with
-  // OPENBLAS_NUM_THREADS / OMP_NUM_THREADS).
-  if (comm && comm->size() > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
-      !std::getenv("OMP_NUM_THREADS")) {
+  // OMP_NUM_THREADS).
+  if (comm && comm->size() > 1 && !std::getenv("OMP_NUM_THREADS")) {
     int local = comm->size();
     if (const char *n = std::getenv("MPI_LOCALNRANKS"))
       local = std::max(1, std::atoi(n));

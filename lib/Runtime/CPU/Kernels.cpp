@@ -13,7 +13,9 @@
 
 #include "gptc/Runtime/CPU/Kernels.h"
 
-#include <cblas.h>
+#include "gptc/Runtime/CPU/Gemm.h"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -23,25 +25,9 @@
 
 namespace gptc::cpu {
 
-//===----------------------------------------------------------------------===//
-// GEMM
-//===----------------------------------------------------------------------===//
-
-static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                 const float *a, int64_t lda, const float *b, int64_t ldb,
-                 float beta, float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
-              beta, c, ldc);
-}
-
-static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                 const double *a, int64_t lda, const double *b, int64_t ldb,
-                 double beta, double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb,
-              beta, c, ldc);
-}
+/// Loops over fewer elements than this run on one thread: forking the
+/// pool costs more than the work.
+static constexpr int64_t kParallelElements = 16384;
 
 //===----------------------------------------------------------------------===//
 // Embedding
@@ -103,19 +89,31 @@ void iota(int32_t *out, const std::vector<int64_t> &shape, int64_t dim) {
 template <typename T>
 void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n,
             int64_t k, T *y) {
-  if (b) {
-    for (int64_t r = 0; r < m; ++r)
-      std::memcpy(y + r * n, b, n * sizeof(T));
-  }
-  gemm(false, true, m, n, k, x, k, w, k, b ? T(1) : T(0), y, n);
+  // y = x W^T + b: the bias is the GEMM's epilogue, not a separate pass.
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {0, 0, k, 1};
+  p.b = {0, 0, 1, k};
+  p.c = {0, 0, n, 1};
+  p.bias = b != nullptr;
+  gemm(p, x, w, y, b);
 }
 
 template <typename T>
 void matmul(const T *a, const T *b, int64_t batch, int64_t m, int64_t n,
             int64_t k, bool ta, bool tb, T *c) {
-  for (int64_t i = 0; i < batch; ++i)
-    gemm(ta, tb, m, n, k, a + i * m * k, ta ? m : k, b + i * k * n,
-         tb ? k : n, T(0), c + i * m * n, n);
+  // One batched product, each operand's transposition a stride.
+  GemmProblem p;
+  p.batch1 = batch;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = ta ? MatrixStrides{0, m * k, 1, m} : MatrixStrides{0, m * k, k, 1};
+  p.b = tb ? MatrixStrides{0, k * n, 1, k} : MatrixStrides{0, k * n, n, 1};
+  p.c = {0, m * n, n, 1};
+  gemm(p, a, b, c);
 }
 
 //===----------------------------------------------------------------------===//
@@ -143,6 +141,7 @@ static void rowStats(const T *x, int64_t cols, double eps, T &mean, T &rstd) {
 template <typename T>
 void layerNorm(const T *x, const T *gamma, const T *beta, int64_t rows,
                int64_t cols, double eps, T *y) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * cols;
     T *yr = y + r * cols;
@@ -156,13 +155,17 @@ void layerNorm(const T *x, const T *gamma, const T *beta, int64_t rows,
 template <typename T>
 void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
                    int64_t cols, double eps, T *dx, T *dgamma, T *dbeta) {
-  std::fill(dgamma, dgamma + cols, T(0));
-  std::fill(dbeta, dbeta + cols, T(0));
+  // 1. dx, row by row (rows in parallel), keeping each row's statistics.
+  std::vector<T> means(rows), rstds(rows);
+  bool parallel = rows * cols >= kParallelElements;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * cols, *dyr = dy + r * cols;
     T *dxr = dx + r * cols;
     T mean, rstd;
     rowStats(xr, cols, eps, mean, rstd);
+    means[r] = mean;
+    rstds[r] = rstd;
     // dx = rstd (dn - mean(dn) - n mean(dn n)), dn = dy gamma.
     T meanDn = 0, meanDnN = 0;
     for (int64_t c = 0; c < cols; ++c) {
@@ -170,14 +173,33 @@ void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
       T dn = dyr[c] * gamma[c];
       meanDn += dn;
       meanDnN += dn * n;
-      dbeta[c] += dyr[c];
-      dgamma[c] += dyr[c] * n;
     }
     meanDn /= T(cols);
     meanDnN /= T(cols);
     for (int64_t c = 0; c < cols; ++c) {
       T n = (xr[c] - mean) * rstd;
       dxr[c] = rstd * (dyr[c] * gamma[c] - meanDn - n * meanDnN);
+    }
+  }
+  // 2. dgamma and dbeta, summed over rows in order by column blocks, so
+  // the sums do not depend on the number of threads.
+  constexpr int64_t block = 16;
+  int64_t blocks = (cols + block - 1) / block;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t cb = 0; cb < blocks; ++cb) {
+    int64_t c0 = cb * block, c1 = std::min(cols, c0 + block);
+    T g[block] = {}, bsum[block] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = x + r * cols, *dyr = dy + r * cols;
+      for (int64_t c = c0; c < c1; ++c) {
+        T n = (xr[c] - means[r]) * rstds[r];
+        g[c - c0] += dyr[c] * n;
+        bsum[c - c0] += dyr[c];
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      dgamma[c] = g[c - c0];
+      dbeta[c] = bsum[c - c0];
     }
   }
 }
@@ -247,6 +269,7 @@ float expForSoftmax(float x) { return fastExp(x); }
 template <typename T> void gelu(const T *xIn, int64_t n, T *yOut) {
   const T *__restrict x = xIn;
   T *__restrict y = yOut;
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     T v = x[i];
     T u = geluScale<T>() * (v + T(0.044715) * v * v * v);
@@ -258,6 +281,7 @@ template <typename T>
 void geluGrad(const T *xIn, const T *dyIn, int64_t n, T *dxOut) {
   const T *__restrict x = xIn, *__restrict dy = dyIn;
   T *__restrict dx = dxOut;
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     T v = x[i];
     T u = geluScale<T>() * (v + T(0.044715) * v * v * v);
@@ -278,6 +302,7 @@ template <typename T> static T rowMax(const T *row, int64_t n) {
 
 template <typename T>
 void softmax(const T *x, int64_t rows, int64_t cols, T *y) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * cols;
     T *yr = y + r * cols;
@@ -293,6 +318,7 @@ void softmax(const T *x, int64_t rows, int64_t cols, T *y) {
 
 template <typename T>
 void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T *yr = y + r * cols, *dyr = dy + r * cols;
     T dot = 0;
@@ -304,6 +330,7 @@ void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx) {
 }
 
 template <typename T> void add(const T *a, const T *b, int64_t n, T *y) {
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i)
     y[i] = a[i] + b[i];
 }
@@ -312,91 +339,132 @@ template <typename T> void add(const T *a, const T *b, int64_t n, T *y) {
 // Causal attention
 //===----------------------------------------------------------------------===//
 
-/// Turns the scores `s` (T x T, row-major) of one head into causal
-/// probabilities in place: row t is softmax(scale * s[t, 0..t]), zero after.
+/// Turns row t of one head's scores (T wide) into causal probabilities in
+/// place: softmax(scale * s[t, 0..t]), zero after.
 template <typename T>
-static void causalSoftmax(T *s, int64_t seq, T scale) {
-  for (int64_t t = 0; t < seq; ++t) {
-    T *row = s + t * seq;
-    T m = -std::numeric_limits<T>::infinity();
+static void causalSoftmaxRow(T *row, int64_t t, int64_t seq, T scale) {
+  T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] *= scale;
-      m = row[j] > m ? row[j] : m;
-    }
-    T sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j <= t; ++j)
-      sum += row[j] = fastExp(row[j] - m);
-    T inv = T(1) / sum;
-    for (int64_t j = 0; j <= t; ++j)
-      row[j] *= inv;
-    std::fill(row + t + 1, row + seq, T(0));
+  for (int64_t j = 0; j <= t; ++j) {
+    row[j] *= scale;
+    m = row[j] > m ? row[j] : m;
   }
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j <= t; ++j)
+    sum += row[j] = fastExp(row[j] - m);
+  T inv = T(1) / sum;
+  for (int64_t j = 0; j <= t; ++j)
+    row[j] *= inv;
+  std::fill(row + t + 1, row + seq, T(0));
 }
 
-// Per batch and head, the head's columns of Q, K, V (B x T x C) are a
-// T x D matrix with row stride C, which BLAS takes as is: no copies.
+// The heads' columns of Q, K, V (B x T x C) are B x H matrices of T x D
+// with row stride C, head stride D and batch stride T C: one batched
+// product covers a chunk of batch elements and every head, without
+// copies. The scores of one chunk (chunk x H x T x T) live in scratch.
 
-/// P = causal softmax(Q K^T / sqrt(D)) of the head at `off`, into `p`.
+namespace {
+/// The strided views of a chunk of batch elements' heads.
+struct HeadViews {
+  int64_t chunk, seq, width, heads, d;
+  HeadViews(int64_t batch, int64_t seq, int64_t width, int64_t heads)
+      : seq(seq), width(width), heads(heads), d(width / heads) {
+    // Scratch of about 8 MiB of scores at most, whole batch elements.
+    int64_t perElement = heads * seq * seq * 8;
+    chunk = std::clamp<int64_t>((int64_t(8) << 20) / perElement, 1, batch);
+  }
+  /// Q, K, V, O and their gradients: (T x D), row stride C.
+  MatrixStrides act() const { return {seq * width, d, width, 1}; }
+  /// The same, transposed (D x T).
+  MatrixStrides actT() const { return {seq * width, d, 1, width}; }
+  /// Scores and probabilities: (T x T), contiguous, and transposed.
+  MatrixStrides scores() const {
+    return {heads * seq * seq, seq * seq, seq, 1};
+  }
+  MatrixStrides scoresT() const {
+    return {heads * seq * seq, seq * seq, 1, seq};
+  }
+  int64_t scratch() const { return chunk * heads * seq * seq; }
+  GemmProblem product(int64_t batch, int64_t m, int64_t n, int64_t k,
+                      MatrixStrides a, MatrixStrides b,
+                      MatrixStrides c) const {
+    GemmProblem p;
+    p.batch0 = batch;
+    p.batch1 = heads;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.a = a;
+    p.b = b;
+    p.c = c;
+    return p;
+  }
+};
+} // namespace
+
+/// P = causal softmax(Q K^T / sqrt(D)) of every head of `n` batch elements.
 template <typename T>
-static void headProbabilities(const T *q, const T *k, int64_t off,
-                              int64_t seq, int64_t width, int64_t d, T scale,
-                              T *p) {
-  gemm(false, true, seq, seq, d, q + off, width, k + off, width, T(0), p, seq);
-  causalSoftmax(p, seq, scale);
+static void headProbabilities(const HeadViews &h, int64_t n, const T *q,
+                              const T *k, T scale, T *p) {
+  gemm(h.product(n, h.seq, h.seq, h.d, h.act(), h.actT(), h.scores()), q, k,
+       p);
+  int64_t rows = n * h.heads * h.seq;
+#pragma omp parallel for schedule(static) if (rows * h.seq > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    causalSoftmaxRow(p + r * h.seq, r % h.seq, h.seq, scale);
 }
 
 template <typename T>
 void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
                      int64_t seq, int64_t width, int64_t heads, T *out) {
-  int64_t d = width / heads;
-  T scale = T(1) / std::sqrt(T(d));
-  std::vector<T> p(seq * seq);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      int64_t off = b * seq * width + h * d;
-      // P = causal softmax(Q K^T / sqrt(D)); O = P V.
-      headProbabilities(q, k, off, seq, width, d, scale, p.data());
-      gemm(false, false, seq, d, seq, p.data(), seq, v + off, width, T(0),
-           out + off, width);
-    }
+  HeadViews h(batch, seq, width, heads);
+  T scale = T(1) / std::sqrt(T(h.d));
+  std::vector<T> p(h.scratch());
+  for (int64_t b = 0; b < batch; b += h.chunk) {
+    int64_t n = std::min(h.chunk, batch - b), off = b * seq * width;
+    // P = causal softmax(Q K^T / sqrt(D)); O = P V.
+    headProbabilities(h, n, q + off, k + off, scale, p.data());
+    gemm(h.product(n, seq, h.d, seq, h.scores(), h.act(), h.act()), p.data(),
+         v + off, out + off);
+  }
 }
 
 template <typename T>
 void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t batch, int64_t seq, int64_t width,
                          int64_t heads, T *dq, T *dk, T *dv) {
-  int64_t d = width / heads;
-  T scale = T(1) / std::sqrt(T(d));
-  std::vector<T> p(seq * seq), dp(seq * seq);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      int64_t off = b * seq * width + h * d;
-      // Recompute P, as flash attention's backward pass does.
-      headProbabilities(q, k, off, seq, width, d, scale, p.data());
-      // dP = dO V^T;  dV = P^T dO.
-      gemm(false, true, seq, seq, d, dout + off, width, v + off, width, T(0),
-           dp.data(), seq);
-      gemm(true, false, seq, d, seq, p.data(), seq, dout + off, width, T(0),
-           dv + off, width);
-      // dS = P (dP - rowsum(P dP)) / sqrt(D), zero above the diagonal
-      // (P is).
-      for (int64_t t = 0; t < seq; ++t) {
-        T *pr = p.data() + t * seq, *dpr = dp.data() + t * seq;
-        T dot = 0;
+  HeadViews h(batch, seq, width, heads);
+  T scale = T(1) / std::sqrt(T(h.d));
+  std::vector<T> p(h.scratch()), dp(h.scratch());
+  for (int64_t b = 0; b < batch; b += h.chunk) {
+    int64_t n = std::min(h.chunk, batch - b), off = b * seq * width;
+    // Recompute P, as flash attention's backward pass does.
+    headProbabilities(h, n, q + off, k + off, scale, p.data());
+    // dP = dO V^T;  dV = P^T dO.
+    gemm(h.product(n, seq, seq, h.d, h.act(), h.actT(), h.scores()),
+         dout + off, v + off, dp.data());
+    gemm(h.product(n, seq, h.d, seq, h.scoresT(), h.act(), h.act()), p.data(),
+         dout + off, dv + off);
+    // dS = P (dP - rowsum(P dP)) / sqrt(D), zero above the diagonal (P is).
+    int64_t rows = n * heads * seq;
+#pragma omp parallel for schedule(static) if (rows * seq > 16384)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t t = r % seq;
+      T *pr = p.data() + r * seq, *dpr = dp.data() + r * seq;
+      T dot = 0;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t j = 0; j <= t; ++j)
-          dot += pr[j] * dpr[j];
-        for (int64_t j = 0; j < seq; ++j)
-          dpr[j] = pr[j] * (dpr[j] - dot) * scale;
-      }
-      // dQ = dS K;  dK = dS^T Q.
-      gemm(false, false, seq, d, seq, dp.data(), seq, k + off, width, T(0),
-           dq + off, width);
-      gemm(true, false, seq, d, seq, dp.data(), seq, q + off, width, T(0),
-           dk + off, width);
+      for (int64_t j = 0; j <= t; ++j)
+        dot += pr[j] * dpr[j];
+      for (int64_t j = 0; j < seq; ++j)
+        dpr[j] = pr[j] * (dpr[j] - dot) * scale;
     }
+    // dQ = dS K;  dK = dS^T Q.
+    gemm(h.product(n, seq, h.d, seq, h.scores(), h.act(), h.act()), dp.data(),
+         k + off, dq + off);
+    gemm(h.product(n, seq, h.d, seq, h.scoresT(), h.act(), h.act()),
+         dp.data(), q + off, dk + off);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -445,21 +513,29 @@ T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
                int64_t vocab, bool hasIgnore, int64_t ignoreIndex,
                double normalizer, int64_t &badLabel) {
   badLabel = -1;
-  T total = 0;
-  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = labels[r];
+    if (!(hasIgnore && label == ignoreIndex) && (label < 0 || label >= vocab)) {
+      badLabel = r;
+      return T(0);
+    }
+  }
+  // Each row's term in parallel, then their sum in row order, so the loss
+  // does not depend on the number of threads.
+  std::vector<T> terms(rows, T(0));
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t label = labels[r];
     if (hasIgnore && label == ignoreIndex)
       continue;
-    if (label < 0 || label >= vocab) {
-      badLabel = r;
-      return T(0);
-    }
     const T *row = logits + r * vocab;
-    total += logSumExp(row, vocab) - row[label];
-    ++count;
+    terms[r] = logSumExp(row, vocab) - row[label];
   }
-  return normalizedLoss(total, count, normalizer);
+  T total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += terms[r];
+  return normalizedLoss(total, keptRows(labels, rows, hasIgnore, ignoreIndex),
+                        normalizer);
 }
 
 template <typename T>
@@ -468,6 +544,7 @@ void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
                       int64_t ignoreIndex, double normalizer, T *dlogits) {
   T scale = lossGradScale(
       dloss, keptRows(labels, rows, hasIgnore, ignoreIndex), normalizer);
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     T *drow = dlogits + r * vocab;
     int64_t label = labels[r];
@@ -493,6 +570,7 @@ template <typename T>
 void vocabPartials(const T *logits, const T *max, const int32_t *labels,
                    int64_t rows, int64_t vocab, int64_t offset, int64_t valid,
                    T *sumExp, T *target) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T *row = logits + r * vocab;
     T m = max[r], s = 0;
@@ -509,6 +587,7 @@ void vocabPartialsGrad(const T *logits, const T *max, const int32_t *labels,
                        int64_t rows, int64_t vocab, int64_t offset,
                        int64_t valid, const T *dSumExp, const T *dTarget,
                        T *dlogits) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T *row = logits + r * vocab;
     T *drow = dlogits + r * vocab;
@@ -757,11 +836,10 @@ void adamw(const T *pIn, const T *gIn, const T *mIn, const T *vIn, int64_t n,
 
 static int threadCount = 0; // 0: every core
 
+// One OpenMP pool runs oneDNN's GEMMs and the runtime's own loops.
 void setNumThreads(int threads) {
   threadCount = std::max(threads, 0);
-  int n = threadCount ? threadCount
-                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  openblas_set_num_threads(n);
+  omp_set_num_threads(numThreads());
 }
 
 int numThreads() {
@@ -774,22 +852,17 @@ void adamwParallel(const float *p, const float *g, const float *m,
                    double scale, double beta1, double beta2, double eps,
                    double weightDecay, float *newP, float *newM, float *newV,
                    int64_t minParallel) {
-  auto part = [&](int64_t begin, int64_t end) {
+  // Contiguous chunks, one per thread: elementwise, so the result does not
+  // depend on the split.
+#pragma omp parallel if (n >= minParallel)
+  {
+    int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+    int64_t chunk = (n + threads - 1) / threads;
+    int64_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
     adamw(p + begin, g + begin, m + begin, v + begin, end - begin, lr, step,
           scale, beta1, beta2, eps, weightDecay, newP + begin, newM + begin,
           newV + begin);
-  };
-  int64_t threads = numThreads();
-  if (n < minParallel || threads == 1)
-    return part(0, n);
-  int64_t chunk = (n + threads - 1) / threads;
-  std::vector<std::thread> workers;
-  for (int64_t w = 1; w < threads; ++w)
-    workers.emplace_back(part, std::min(n, w * chunk),
-                         std::min(n, (w + 1) * chunk));
-  part(0, std::min(n, chunk));
-  for (std::thread &w : workers)
-    w.join();
+  }
 }
 
 //===----------------------------------------------------------------------===//

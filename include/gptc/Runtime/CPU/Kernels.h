@@ -169,7 +169,7 @@ void adamwParallel(const float *p, const float *g, const float *m,
                    const float *v, int64_t n, double lr, int64_t step,
                    double scale, double beta1, double beta2, double eps,
                    double weightDecay, float *newP, float *newM, float *newV,
-                   int64_t minParallel = int64_t(1) << 20);
+                   int64_t minParallel = int64_t(1) << 16);
 
 } // namespace gptc::cpu
 

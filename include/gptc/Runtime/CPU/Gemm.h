@@ -1,0 +1,75 @@
+//===- Gemm.h - Matrix products of gptc's CPU runtime ----------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Every matrix product of the CPU runtime goes through here. float runs on
+// oneDNN's matmul primitive, which detects the CPU's ISA itself (AVX-512,
+// AVX512-BF16, AMX) and so needs no environment variable to be fast; a
+// primitive is built once per problem shape and cached. double (used only
+// by the finite-difference checks) runs on plain loops.
+//
+// A problem is a batch of `batch0 x batch1` products C = A B of M x K by
+// K x N matrices, each operand a strided view: transposition and the
+// per-head columns of a [B, T, C] activation are strides, not copies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_CPU_GEMM_H
+#define GPTC_RUNTIME_CPU_GEMM_H
+
+#include <cstdint>
+#include <string>
+
+namespace gptc::cpu {
+
+/// Element strides of a batch of matrices: between batches (two batch
+/// dimensions, outer first), rows and columns.
+struct MatrixStrides {
+  int64_t batch0 = 0, batch1 = 0, row = 0, col = 1;
+};
+
+/// C[b0, b1] (+)= A[b0, b1] B[b0, b1] (+ bias broadcast over rows).
+struct GemmProblem {
+  int64_t batch0 = 1, batch1 = 1;
+  int64_t m = 0, n = 0, k = 0;
+  MatrixStrides a, b, c;
+  /// Adds the product to C instead of overwriting it.
+  bool accumulate = false;
+  /// A bias of N elements is added to every row of the product.
+  bool bias = false;
+};
+
+void gemm(const GemmProblem &problem, const float *a, const float *b, float *c,
+          const float *bias = nullptr);
+void gemm(const GemmProblem &problem, const double *a, const double *b,
+          double *c, const double *bias = nullptr);
+
+/// Row-major C[M, N] = beta C + op(A) op(B) with leading dimensions, as
+/// BLAS's gemm (beta is 0 or 1).
+template <typename T>
+void gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
+          const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+          int64_t ldc) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = transposeA ? MatrixStrides{0, 0, 1, lda} : MatrixStrides{0, 0, lda, 1};
+  p.b = transposeB ? MatrixStrides{0, 0, 1, ldb} : MatrixStrides{0, 0, ldb, 1};
+  p.c = MatrixStrides{0, 0, ldc, 1};
+  p.accumulate = beta != T(0);
+  gemm(p, a, b, c);
+}
+
+/// The oneDNN implementation that runs `problem` (float), e.g.
+/// "brg:avx512_core"; builds its primitive if needed.
+std::string gemmImplementation(const GemmProblem &problem);
+
+/// The number of oneDNN primitives built so far (one per distinct shape).
+int64_t gemmPrimitivesBuilt();
+
+} // namespace gptc::cpu
+
+#endif // GPTC_RUNTIME_CPU_GEMM_H

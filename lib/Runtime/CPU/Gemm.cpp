@@ -1,0 +1,159 @@
+//===- Gemm.cpp - Matrix products of gptc's CPU runtime --------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// float products run on oneDNN's matmul primitive. Building a primitive
+// costs far more than running a small one, so each distinct problem (its
+// shape, strides, accumulation and bias) builds one on first use and keeps
+// it. oneDNN threads with OpenMP, the same pool the runtime's own loops
+// use, so the two never oversubscribe the cores.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/CPU/Gemm.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <array>
+#include <unordered_map>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace gptc::cpu {
+
+namespace {
+using Key = std::array<int64_t, 19>;
+
+Key keyOf(const GemmProblem &p) {
+  return {p.batch0,     p.batch1,     p.m,         p.n,          p.k,
+          p.a.batch0,   p.a.batch1,   p.a.row,     p.a.col,      p.b.batch0,
+          p.b.batch1,   p.b.row,      p.b.col,     p.c.batch0,   p.c.batch1,
+          p.c.row,      p.c.col,      p.accumulate, p.bias};
+}
+
+/// The engine, the stream and the primitives built so far.
+struct Library {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::mutex mutex;
+  struct Entry {
+    dnnl::matmul primitive;
+    dnnl::memory::desc a, b, c, bias;
+    std::string implementation;
+  };
+  std::map<Key, Entry> primitives;
+
+  static Library &get() {
+    static Library library;
+    return library;
+  }
+
+  Entry &lookup(const GemmProblem &p) {
+    std::lock_guard<std::mutex> lock(mutex);
+    Key key = keyOf(p);
+    auto it = primitives.find(key);
+    if (it != primitives.end())
+      return it->second;
+    using md = dnnl::memory::desc;
+    using dt = dnnl::memory::data_type;
+    auto view = [](int64_t b0, int64_t b1, int64_t rows, int64_t cols,
+                   MatrixStrides s) {
+      // A batch dimension of extent 1 gets the stride a dense layout
+      // would give it: oneDNN takes only its plain and transposed layouts
+      // to its fast kernels, and a zero stride is neither.
+      int64_t span = std::max(rows * s.row, cols * s.col);
+      if (b1 == 1)
+        s.batch1 = span;
+      if (b0 == 1)
+        s.batch0 = std::max(span, b1 * s.batch1);
+      return md({b0, b1, rows, cols}, dt::f32,
+                {s.batch0, s.batch1, s.row, s.col});
+    };
+    Entry e;
+    e.a = view(p.batch0, p.batch1, p.m, p.k, p.a);
+    e.b = view(p.batch0, p.batch1, p.k, p.n, p.b);
+    e.c = view(p.batch0, p.batch1, p.m, p.n, p.c);
+    if (p.bias)
+      e.bias = md({1, 1, 1, p.n}, dt::f32, {p.n, p.n, p.n, 1});
+    dnnl::primitive_attr attr;
+    if (p.accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::desc desc = p.bias
+                                  ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c)
+                                  : dnnl::matmul::desc(e.a, e.b, e.c);
+    dnnl::matmul::primitive_desc pd(desc, attr, engine);
+    e.implementation = pd.impl_info_str();
+    e.primitive = dnnl::matmul(pd);
+    return primitives.emplace(key, std::move(e)).first->second;
+  }
+};
+} // namespace
+
+void gemm(const GemmProblem &p, const float *a, const float *b, float *c,
+          const float *bias) {
+  if (p.m == 0 || p.n == 0 || p.batch0 == 0 || p.batch1 == 0)
+    return;
+  if (p.k == 0) {
+    // oneDNN rejects empty reductions; the product is zero.
+    if (!p.accumulate)
+      for (int64_t i = 0; i < p.batch0; ++i)
+        for (int64_t j = 0; j < p.batch1; ++j)
+          for (int64_t r = 0; r < p.m; ++r)
+            for (int64_t q = 0; q < p.n; ++q)
+              c[i * p.c.batch0 + j * p.c.batch1 + r * p.c.row +
+                q * p.c.col] = p.bias ? bias[q] : 0.0f;
+    return;
+  }
+  Library &lib = Library::get();
+  Library::Entry &e = lib.lookup(p);
+  auto mem = [&](const dnnl::memory::desc &d, const float *ptr) {
+    return dnnl::memory(d, lib.engine, const_cast<float *>(ptr));
+  };
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, mem(e.a, a)},
+      {DNNL_ARG_WEIGHTS, mem(e.b, b)},
+      {DNNL_ARG_DST, mem(e.c, c)}};
+  if (p.bias)
+    args.emplace(DNNL_ARG_BIAS, mem(e.bias, bias));
+  e.primitive.execute(lib.stream, args);
+  lib.stream.wait();
+}
+
+void gemm(const GemmProblem &p, const double *a, const double *b, double *c,
+          const double *bias) {
+  // The reference path: plain loops, accumulated in double.
+  for (int64_t i = 0; i < p.batch0; ++i)
+    for (int64_t j = 0; j < p.batch1; ++j) {
+      const double *ab = a + i * p.a.batch0 + j * p.a.batch1;
+      const double *bb = b + i * p.b.batch0 + j * p.b.batch1;
+      double *cb = c + i * p.c.batch0 + j * p.c.batch1;
+      for (int64_t r = 0; r < p.m; ++r)
+        for (int64_t q = 0; q < p.n; ++q) {
+          double sum = p.bias ? bias[q] : 0.0;
+          for (int64_t x = 0; x < p.k; ++x)
+            sum += ab[r * p.a.row + x * p.a.col] * bb[x * p.b.row + q * p.b.col];
+          double &out = cb[r * p.c.row + q * p.c.col];
+          out = p.accumulate ? out + sum : sum;
+        }
+    }
+}
+
+std::string gemmImplementation(const GemmProblem &problem) {
+  return Library::get().lookup(problem).implementation;
+}
+
+int64_t gemmPrimitivesBuilt() {
+  Library &lib = Library::get();
+  std::lock_guard<std::mutex> lock(lib.mutex);
+  return static_cast<int64_t>(lib.primitives.size());
+}
+
+} // namespace gptc::cpu
