@@ -13,6 +13,7 @@
 
 #include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/ModelStats.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Frontend/ModelSpec.h"
 
 #include "gptc/Pipelines/Pipelines.h"
@@ -158,6 +159,9 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
     if (auto train = step->lookupSymbol<func::FuncOp>("train_step")) {
       int64_t values = 0;
       train.walk([&](Operation *op) {
+        // A reshape is a view of its operand's buffer, not a new value.
+        if (isa<ReshapeOp>(op))
+          return;
         for (Type t : op->getResultTypes())
           if (auto tensor = dyn_cast<RankedTensorType>(t))
             values += tensor.getNumElements() *

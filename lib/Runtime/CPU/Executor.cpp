@@ -1012,7 +1012,9 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   case program::RESHAPE:
     if (c.in[0]->byteSize() != out.byteSize())
       return c.fail("operand sizes do not match");
-    std::memcpy(out.raw(), c.in[0]->raw(), out.byteSize());
+    // The buffer plan stores a reshape where its operand is: a view.
+    if (out.raw() != c.in[0]->raw())
+      std::memcpy(out.raw(), c.in[0]->raw(), out.byteSize());
     return true;
   case program::TRANSPOSE: {
     std::vector<int64_t> perm = c.ints();

@@ -37,3 +37,24 @@ func.func @long_lived(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<32x8xf32>) {
   %t = gptc.add %s, %x : tensor<8xf32>
   return %t, %big : tensor<8xf32>, tensor<32x8xf32>
 }
+
+// -----
+
+// A reshape is a view: it shares its operand's offset, and that buffer
+// stays alive until the reshape's last use (%b cannot take offset 0 while
+// %v is read). A reshape of an argument (not in the arena) gets its own.
+// CHECK-LABEL: func.func @reshape_view
+// CHECK-SAME: attributes {gptc.arena_bytes = 384 : i64}
+// CHECK: gptc.gelu %{{.*}} {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.reshape %{{.*}} {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.gelu %{{.*}} {gptc.offsets = array<i64: 128>}
+// CHECK: gptc.reshape %{{.*}} {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.reshape %[[X:.*]] {gptc.offsets = array<i64: 256>}
+func.func @reshape_view(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<32xf32>) {
+  %a = gptc.gelu %x : tensor<4x8xf32>
+  %v = gptc.reshape %a : tensor<4x8xf32> -> tensor<32xf32>
+  %b = gptc.gelu %x : tensor<4x8xf32>
+  %w = gptc.reshape %v : tensor<32xf32> -> tensor<8x4xf32>
+  %y = gptc.reshape %x : tensor<4x8xf32> -> tensor<32xf32>
+  return %v, %b, %w, %y : tensor<32xf32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<32xf32>
+}

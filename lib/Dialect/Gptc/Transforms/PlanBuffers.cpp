@@ -9,9 +9,15 @@
 // heuristic for this interval-packing problem (TFLite's and XLA's
 // heap simulators use variants of it).
 //
+// A reshape is a view: its result shares its operand's bytes (row-major
+// data does not move), so the two are planned as one value alive over
+// both lifetimes, and the runtime's reshape finds nothing to copy.
+//
 //===----------------------------------------------------------------------===//
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -57,7 +63,15 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
   int64_t t = 0;
   for (Operation &op : body)
     time[&op] = t++;
+  // A reshape's result is stored where the value it views is (its root);
+  // only roots get intervals, spanning every view's lifetime.
+  DenseMap<Value, Value> rootOf;
+  auto root = [&](Value v) {
+    auto it = rootOf.find(v);
+    return it == rootOf.end() ? v : it->second;
+  };
   SmallVector<Interval> intervals;
+  DenseMap<Value, size_t> intervalOf;
   for (Operation &op : body.without_terminator())
     for (Value result : op.getResults()) {
       int64_t bytes = byteSize(result.getType());
@@ -68,6 +82,16 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
       int64_t end = time[&op];
       for (Operation *user : result.getUsers())
         end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
+      auto reshape = dyn_cast<ReshapeOp>(op);
+      if (reshape && reshape.getInput().getDefiningOp() &&
+          reshape.getInput().getParentBlock() == &body) {
+        Value source = root(reshape.getInput());
+        rootOf[result] = source;
+        Interval &whole = intervals[intervalOf.lookup(source)];
+        whole.end = std::max(whole.end, end);
+        continue;
+      }
+      intervalOf[result] = intervals.size();
       intervals.push_back({result, bytes, time[&op], end});
     }
 
@@ -106,7 +130,7 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
   for (Operation &op : body.without_terminator()) {
     SmallVector<int64_t> o;
     for (Value result : op.getResults())
-      o.push_back(offsets.lookup(result));
+      o.push_back(offsets.lookup(root(result)));
     op.setAttr("gptc.offsets", b.getDenseI64ArrayAttr(o));
   }
   return alignUp(arena, alignment);
