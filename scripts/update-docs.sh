@@ -6,5 +6,7 @@ build_dir="${BUILD_DIR:-build}"
 cmake --build "$build_dir" --target gptc-doc
 mkdir -p docs/Dialects
 cp "$build_dir/docs/Dialects/GptcDialect.md" docs/Dialects/GptcDialect.md
-cp "$build_dir/docs/GptcPasses.md" docs/GptcPasses.md
-echo "docs/Dialects/GptcDialect.md and docs/GptcPasses.md updated"
+for f in GptcPasses GptcConversionPasses GptcCPUPasses; do
+  cp "$build_dir/docs/$f.md" "docs/$f.md"
+done
+echo "docs/Dialects/GptcDialect.md and docs/Gptc{,Conversion,CPU}Passes.md updated"

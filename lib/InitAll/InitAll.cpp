@@ -6,12 +6,26 @@
 
 #include "gptc/InitAll.h"
 
+#include "gptc/Conversion/Passes.h"
 #include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Target/CPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
@@ -24,12 +38,22 @@
 void mlir::gptc::registerAllDialects(DialectRegistry &registry) {
   registry.insert<GptcDialect, arith::ArithDialect, func::FuncDialect,
                   shard::ShardDialect, tensor::TensorDialect>();
+  // What the CPU target lowers kernels through.
+  registry.insert<linalg::LinalgDialect, math::MathDialect,
+                  bufferization::BufferizationDialect, memref::MemRefDialect,
+                  scf::SCFDialect, cf::ControlFlowDialect,
+                  LLVM::LLVMDialect>();
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  linalg::registerBufferizableOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
   registerShardAutodiffModels(registry);
 }
 
 void mlir::gptc::registerAllPasses() {
   // gptc's own passes and pipelines.
   registerGptcPasses();
+  registerGptcConversionPasses();
+  registerGptcCPUPasses();
   registerPipelines();
   // The upstream passes gptc's pipelines use; nothing else, so that
   // `gptc-opt --help` stays readable.
@@ -37,6 +61,7 @@ void mlir::gptc::registerAllPasses() {
   registerCSEPass();
   registerInlinerPass();
   registerSymbolDCEPass();
+  bufferization::registerOneShotBufferizePass();
   shard::registerShardingPropagation();
   shard::registerPartition();
 }

@@ -7,6 +7,7 @@
 #include "gptc/Pipelines/Pipelines.h"
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
+#include "gptc/Target/CPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -25,7 +26,8 @@ void mlir::gptc::buildFrontendPipeline(OpPassManager &pm,
   func.addPass(createCSEPass());
 }
 
-void mlir::gptc::buildTrainPipeline(OpPassManager &pm) {
+void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
+                                    const TrainPipelineOptions &options) {
   pm.addPass(createGptcVerifyModelPass());
   pm.addPass(createGptcTensorParallelPass());
   pm.addPass(createGptcAutodiffPass());
@@ -34,14 +36,21 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm) {
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
+  if (options.kernels)
+    func.addPass(createGptcFormKernelsPass());
   func.addPass(createGptcPlanBuffersPass());
 }
 
 void mlir::gptc::registerPipelines() {
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<TrainPipelineOptions>(
       "gptc-train-pipeline",
       "Build @forward_backward and @train_step from an imported model",
       buildTrainPipeline);
+  PassPipelineRegistration<>(
+      "gptc-kernel-lowering-pipeline",
+      "Lower a module of kernel functions to LLVM dialect with the CPU "
+      "runtime's entry points",
+      buildKernelLoweringPipeline);
   PassPipelineRegistration<FrontendPipelineOptions>(
       "gptc-frontend-pipeline",
       "Check and clean up an imported gptc forward graph",

@@ -134,8 +134,13 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
             std::to_string(devices);
     return nullptr;
   }
-  t->trainStep = Executor::create(*step, error);
-  t->forward = Executor::create(*fwd, error);
+  if (!program.kernel_library().empty()) {
+    t->kernels = KernelLibrary::load(program.kernel_library(), error);
+    if (!t->kernels)
+      return nullptr;
+  }
+  t->trainStep = Executor::create(*step, error, t->kernels.get());
+  t->forward = Executor::create(*fwd, error, t->kernels.get());
   if (!t->trainStep || !t->forward)
     return nullptr;
   t->trainStep->setCommunicator(comm);

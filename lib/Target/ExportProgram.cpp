@@ -6,6 +6,7 @@
 
 #include "gptc/Target/ExportProgram.h"
 
+#include "gptc/Analysis/KernelReport.h"
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
@@ -42,24 +43,9 @@ static FailureOr<pg::DType> dtypeOf(Type element) {
   return failure();
 }
 
-/// "file:line:col (h.0.attn)" for a NameLoc around a FileLineColLoc.
-static std::string describe(Location loc) {
-  std::string name;
-  if (auto named = dyn_cast<NameLoc>(loc)) {
-    name = named.getName().str();
-    loc = named.getChildLoc();
-  }
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
-       << file.getColumn();
-  else if (name.empty())
-    loc.print(os);
-  if (!name.empty())
-    os << (out.empty() ? "" : " ") << "(" << name << ")";
-  return out;
-}
+/// "file:line:col (h.0.attn)" for a NameLoc around a FileLineColLoc; the
+/// parts of a fused location (a kernel's ops) joined by " + ".
+static std::string describe(Location loc) { return describeLocation(loc); }
 
 /// Appends the elements of a dense constant, little-endian, to `data`.
 static LogicalResult appendElements(DenseElementsAttr attr, std::string &data) {
@@ -505,6 +491,18 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.add_ints(axis);
             for (int16_t a : o.getGridAxes())
               kernel.add_ints(a);
+            return success();
+          })
+          .Case([&](KernelOp o) -> LogicalResult {
+            // Generated code: the CPU target compiles the region into the
+            // program's kernel library under the kernel's name.
+            kernel.set_op(pg::COMPILED);
+            kernel.set_symbol(o.getName().str());
+            auto first = dyn_cast<RankedTensorType>(o.getResult(0).getType());
+            if (!first || first.getRank() == 0)
+              return o.emitOpError("needs results with a dimension 0 to be "
+                                   "split over threads");
+            ints({first.getDimSize(0)});
             return success();
           })
           .Case([&](AccumulateOp o) -> LogicalResult {

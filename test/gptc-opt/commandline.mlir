@@ -26,7 +26,7 @@
 // CURATED-NOT: --x86-
 
 // RUN: gptc-opt --show-dialects | FileCheck %s --check-prefix=DIALECTS
-// DIALECTS: Available Dialects: arith,builtin,func,gptc,shard,tensor
+// DIALECTS: Available Dialects: arith,bufferization,builtin,cf,func,gptc,linalg,llvm,math,memref,scf,shard,tensor
 
 // RUN: gptc-opt --list-passes | FileCheck %s --check-prefix=LIST
 // LIST: gptc-autodiff

@@ -19,8 +19,10 @@
 #ifdef GPTC_HAVE_NCCL
 #include "gptc/Runtime/CUDA/NcclCommunicator.h"
 #endif
+#include "gptc/Runtime/CPU/KernelLibrary.h"
 #include "gptc/Runtime/Executor.h"
 #include "gptc/Runtime/Npy.h"
+#include "gptc/Target/CPU/CompileProgram.h"
 #include "gptc/Target/ExportProgram.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -106,7 +108,7 @@ int main(int argc, char **argv) {
     return 1;
 
   ::gptc::program::Program program;
-  if (failed(mlir::gptc::exportProgram(*module, {}, program)))
+  if (failed(mlir::gptc::compileProgram(*module, {}, program)))
     return 1;
   if (!emitProgram.empty()) {
     auto out = openOutputFile(emitProgram, &error);
@@ -131,7 +133,15 @@ int main(int argc, char **argv) {
       function = &f;
   if (!function)
     return fail("no function '" + functionName + "'");
-  auto exec = ::gptc::runtime::Executor::create(*function, error);
+  std::unique_ptr<::gptc::runtime::KernelLibrary> kernels;
+  if (!program.kernel_library().empty()) {
+    kernels = ::gptc::runtime::KernelLibrary::load(program.kernel_library(),
+                                                   error);
+    if (!kernels)
+      return fail(error);
+  }
+  auto exec =
+      ::gptc::runtime::Executor::create(*function, error, kernels.get());
   if (!exec)
     return fail(error);
   std::unique_ptr<::gptc::runtime::Communicator> comm;

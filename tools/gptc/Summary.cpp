@@ -160,14 +160,16 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   if (succeeded(pm.run(*step))) {
     if (auto train = step->lookupSymbol<func::FuncOp>("train_step")) {
       int64_t values = 0;
-      train.walk([&](Operation *op) {
+      train.walk<WalkOrder::PreOrder>([&](Operation *op) {
         // A reshape is a view of its operand's buffer, not a new value.
         if (isa<ReshapeOp>(op))
-          return;
+          return WalkResult::advance();
         for (Type t : op->getResultTypes())
           if (auto tensor = dyn_cast<RankedTensorType>(t))
             values += tensor.getNumElements() *
                       ((tensor.getElementTypeBitWidth() + 7) / 8);
+        // The values inside a generated kernel never reach memory.
+        return isa<KernelOp>(op) ? WalkResult::skip() : WalkResult::advance();
       });
       auto arena = train->getAttrOfType<IntegerAttr>("gptc.arena_bytes");
       if (arena && values > 0)

@@ -19,6 +19,7 @@
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
+#include "gptc/Target/CPU/CompileProgram.h"
 #include "gptc/Target/ExportProgram.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -77,6 +78,12 @@ static cl::opt<int64_t> logIntervalOpt("log-interval",
 static cl::opt<bool> profileOpt("profile",
                                 cl::desc("Print the time spent per kernel kind"),
                                 cl::init(false), cl::cat(trainCategory));
+static cl::opt<bool> codegenOpt(
+    "codegen",
+    cl::desc("Compile the ops code generation lowers into fused kernels "
+             "(default); =false runs every op as the runtime's reference "
+             "kernel"),
+    cl::init(true), cl::cat(trainCategory));
 static cl::opt<std::string>
     dumpDirOpt("dump-dir",
                cl::desc("Write the initial parameters, each batch and the "
@@ -114,7 +121,7 @@ static LogicalResult compile(ModuleOp module,
   pipeline(pm);
   if (failed(pm.run(module)))
     return failure();
-  return exportProgram(module, names, program);
+  return compileProgram(module, names, program);
 }
 
 int mlir::gptc::runTrain(const std::string &modelPath,
@@ -155,8 +162,12 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     desc->setSteps(stepsOpt);
   OwningOpRef<ModuleOp> module = importModel(*desc, &context);
   ::gptc::program::Program program;
-  if (failed(compile(*module, buildTrainPipeline, {"forward", "train_step"},
-                     program)))
+  TrainPipelineOptions pipelineOptions;
+  pipelineOptions.kernels = codegenOpt;
+  auto pipeline = [&](OpPassManager &pm) {
+    buildTrainPipeline(pm, pipelineOptions);
+  };
+  if (failed(compile(*module, pipeline, {"forward", "train_step"}, program)))
     return 1;
 
   // 3. One process per device: MPI when the mesh has several devices or an

@@ -21,6 +21,7 @@
 #include "Train.h"
 
 #include "gptc/Analysis/CommReport.h"
+#include "gptc/Analysis/KernelReport.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/InitAll.h"
@@ -58,7 +59,7 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output filename"),
                                            cl::cat(gptcCategory));
 
 namespace {
-enum class Emit { MLIR, Train, Program, Summary, Comm };
+enum class Emit { MLIR, Train, Program, Summary, Comm, Kernels };
 } // namespace
 
 static cl::opt<Emit> emitAction(
@@ -74,7 +75,10 @@ static cl::opt<Emit> emitAction(
                           "Parameters, FLOPs and per-device model state"),
                clEnumValN(Emit::Comm, "comm",
                           "The training step's collectives: bytes and "
-                          "volume sent per rank")),
+                          "volume sent per rank"),
+               clEnumValN(Emit::Kernels, "kernels",
+                          "The training step's generated kernels: the ops "
+                          "each fuses, FLOPs and bytes")),
     cl::cat(gptcCategory));
 
 static cl::OptionCategory parallelCategory(
@@ -153,7 +157,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
   bool training = emitAction == Emit::Train || emitAction == Emit::Program ||
-                  emitAction == Emit::Comm;
+                  emitAction == Emit::Comm || emitAction == Emit::Kernels;
   if (training)
     buildTrainPipeline(pm);
   else
@@ -179,6 +183,12 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   }
   case Emit::Summary:
     return printSummary(*desc, *module, os);
+  case Emit::Kernels: {
+    for (StringRef name : {"forward", "train_step"})
+      if (auto func = module->lookupSymbol<func::FuncOp>(name))
+        printKernelReport(func, os);
+    return success();
+  }
   case Emit::Comm: {
     auto step = module->lookupSymbol<func::FuncOp>("train_step");
     if (!step)

@@ -36,9 +36,21 @@ struct FrontendPipelineOptions
 void buildFrontendPipeline(OpPassManager &pm,
                            const FrontendPipelineOptions &options);
 
+/// Options of the training pipeline.
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
+  PassOptions::Option<bool> kernels{
+      *this, "kernels",
+      llvm::cl::desc("Group the ops code generation lowers into gptc.kernel "
+                     "regions (gptc-form-kernels); off, every op runs as "
+                     "its reference kernel in the runtime"),
+      llvm::cl::init(true)};
+};
+
 /// Builds the training step from an imported model: gptc-verify-model,
-/// gptc-autodiff, gptc-optimizer, canonicalize, cse, gptc-plan-buffers.
-void buildTrainPipeline(OpPassManager &pm);
+/// gptc-tensor-parallel, gptc-autodiff, gptc-optimizer, gptc-data-parallel,
+/// canonicalize, cse, gptc-form-kernels, gptc-plan-buffers.
+void buildTrainPipeline(OpPassManager &pm,
+                        const TrainPipelineOptions &options = {});
 
 /// Registers the named pipelines with the global pass registry.
 void registerPipelines();

@@ -25,6 +25,7 @@
 namespace gptc::runtime {
 
 class Communicator;
+class KernelLibrary;
 
 /// A host tensor: dtype, shape and its bytes, either owned or a view into
 /// memory someone else owns (an executor's arena). Copying always makes an
@@ -71,8 +72,11 @@ class Executor {
 public:
   /// Checks `function` (value ids, types, kernel arities) and allocates its
   /// values. Returns null with `error` set on a malformed function.
+  /// COMPILED kernels are looked up in `kernels` (the program's
+  /// kernel_library, loaded), which must outlive the executor.
   static std::unique_ptr<Executor> create(const program::Function &function,
-                                          std::string &error);
+                                          std::string &error,
+                                          const KernelLibrary *kernels = nullptr);
 
   /// Runs the function on `inputs` (in the function's input order, with
   /// the declared types) and returns its outputs. On a runtime error (an
@@ -103,6 +107,8 @@ private:
   bool runCollective(const program::Kernel &kernel, std::string &error);
   /// ACCUMULATE: the body once per microbatch, outputs summed.
   bool runAccumulate(const program::Kernel &kernel, std::string &error);
+  /// COMPILED: a generated kernel, its rows split over the threads.
+  bool runCompiled(const program::Kernel &kernel, std::string &error);
 
   program::Function function;
   /// Every value, by id: a view into `arena` when the program planned it,
@@ -114,6 +120,9 @@ private:
   std::vector<const Tensor *> bound;
   bool profiling = false;
   Communicator *communicator = nullptr;
+  /// The entry points of COMPILED kernels.
+  std::map<const program::Kernel *, void (*)(void **, int64_t, int64_t)>
+      entries;
   /// The executors of ACCUMULATE kernels' bodies.
   std::map<const program::Kernel *, std::unique_ptr<Executor>> bodies;
   /// Seconds and calls per program::OpKind.

@@ -14,6 +14,7 @@
 #define GPTC_RUNTIME_TRAINER_H
 
 #include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/CPU/KernelLibrary.h"
 #include "gptc/Runtime/Executor.h"
 
 #include <cstdint>
@@ -119,6 +120,9 @@ private:
   Trainer() = default;
 
   TrainOptions options;
+  /// The program's generated kernels (before the executors that call
+  /// them, so that it is destroyed after them).
+  std::unique_ptr<KernelLibrary> kernels;
   std::unique_ptr<Executor> trainStep, forward;
   std::vector<std::string> names;
   std::vector<Tensor> params, m, v;

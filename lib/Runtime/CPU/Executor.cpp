@@ -13,6 +13,7 @@
 
 #include "gptc/Runtime/Executor.h"
 
+#include "gptc/Runtime/CPU/KernelLibrary.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <omp.h>
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -223,6 +225,9 @@ static bool arityOf(OpKind op, Arity &arity) {
   case program::CONCAT:
     arity = {1, -1, 1};
     return true;
+  case program::COMPILED:
+    arity = {0, -1, -1};
+    return true;
   default:
     return false;
   }
@@ -231,7 +236,8 @@ static bool arityOf(OpKind op, Arity &arity) {
 Executor::Executor(const program::Function &function) : function(function) {}
 
 std::unique_ptr<Executor> Executor::create(const program::Function &function,
-                                           std::string &error) {
+                                           std::string &error,
+                                           const KernelLibrary *kernels) {
   auto fail = [&](const std::string &message) {
     error = "function '" + function.name() + "': " + message;
     return nullptr;
@@ -300,6 +306,26 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
         return fail("kernel at " + k.location() + " writes value " +
                     std::to_string(id) + " out of range");
   }
+  // The entry points of generated kernels, checked against the values.
+  for (const Kernel &k : exec->function.kernels()) {
+    if (k.op() != program::COMPILED)
+      continue;
+    if (!kernels)
+      return fail("kernel '" + k.symbol() + "' at " + k.location() +
+                  " is generated code, but the program has no kernel library");
+    auto entry = kernels->lookup(k.symbol());
+    if (!entry)
+      return fail("the kernel library has no kernel '" + k.symbol() + "'");
+    if (k.ints_size() != 1 || k.ints(0) < 1)
+      return fail("kernel '" + k.symbol() + "' has no parallel extent");
+    for (int32_t id : k.outputs()) {
+      const Tensor &t = exec->values[id];
+      if (t.shape.empty() || t.shape[0] != k.ints(0))
+        return fail("kernel '" + k.symbol() + "' writes a value whose "
+                    "dimension 0 is not its parallel extent");
+    }
+    exec->entries[&k] = entry;
+  }
   // The functions ACCUMULATE runs per microbatch.
   for (const Kernel &k : exec->function.kernels()) {
     if (k.op() != program::ACCUMULATE)
@@ -309,7 +335,7 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
         k.body().inputs_size() != k.inputs_size() ||
         k.body().outputs_size() != k.outputs_size())
       return fail("ACCUMULATE at " + k.location() + " is malformed");
-    std::unique_ptr<Executor> body = create(k.body(), error);
+    std::unique_ptr<Executor> body = create(k.body(), error, kernels);
     if (!body)
       return nullptr;
     exec->bodies[&k] = std::move(body);
@@ -982,10 +1008,44 @@ void Executor::enableProfiling() {
     body->enableProfiling();
 }
 
+bool Executor::runCompiled(const Kernel &k, std::string &error) {
+  // Buffers: the inputs', then the outputs'; the kernel's shapes are
+  // compiled in and were checked when the executor was created.
+  std::vector<void *> buffers;
+  int64_t bytes = 0;
+  for (int32_t id : k.inputs()) {
+    const Tensor &t = bound[id] ? *bound[id] : values[id];
+    buffers.push_back(const_cast<std::byte *>(t.raw()));
+    bytes += t.byteSize();
+  }
+  for (int32_t id : k.outputs()) {
+    buffers.push_back(values[id].raw());
+    bytes += values[id].byteSize();
+  }
+  auto entry = entries.at(&k);
+  int64_t extent = k.ints(0);
+  // Contiguous blocks of rows, one per thread, when the kernel moves
+  // enough bytes to pay for waking the pool.
+  bool parallel = extent > 1 && bytes >= (int64_t(1) << 17);
+#pragma omp parallel if (parallel)
+  {
+    int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
+    int64_t chunk = (extent + threads - 1) / threads;
+    int64_t begin = std::min(extent, id * chunk);
+    int64_t end = std::min(extent, begin + chunk);
+    if (begin < end)
+      entry(buffers.data(), begin, end);
+  }
+  (void)error;
+  return true;
+}
+
 bool Executor::runKernel(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
   if (k.op() == program::ACCUMULATE)
     return runAccumulate(k, error);
+  if (k.op() == program::COMPILED)
+    return runCompiled(k, error);
   if (k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX ||
       k.op() == program::SHARD_OFFSET || k.op() == program::ALL_GATHER ||
       k.op() == program::REDUCE_SCATTER || k.op() == program::ALL_SLICE)

@@ -685,7 +685,7 @@ func.func @accumulate_yield_types(%t: tensor<4x8xi32>, %g: tensor<3xf32>) {
 // -----
 
 func.func @yield_outside_accumulate(%g: tensor<3xf32>) {
-  // expected-error@+1 {{expects parent op 'gptc.accumulate'}}
+  // expected-error@+1 {{expects parent op to be one of 'gptc.accumulate, gptc.kernel'}}
   gptc.yield %g : tensor<3xf32>
 }
 
@@ -695,4 +695,38 @@ func.func @count_tokens_float(%l: tensor<4xf32>) {
   // expected-error@+1 {{operand #0 must be statically shaped tensor of signless integer values}}
   %0 = "gptc.count_tokens"(%l) : (tensor<4xf32>) -> tensor<f32>
   return
+}
+
+// -----
+
+func.func @kernel_block_arguments(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{expects one block argument of each input's type}}
+  %r = gptc.kernel "k" (%a) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<8xf32>):
+    %g = gptc.gelu %x : tensor<8xf32>
+    gptc.yield %g : tensor<8xf32>
+  }
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @kernel_yield_types(%a: tensor<4xf32>) -> tensor<4xf64> {
+  // expected-error@+1 {{expects the region to yield the result types}}
+  %r = gptc.kernel "k" (%a) : (tensor<4xf32>) -> tensor<4xf64> {
+  ^bb0(%x: tensor<4xf32>):
+    gptc.yield %x : tensor<4xf32>
+  }
+  return %r : tensor<4xf64>
+}
+
+// -----
+
+func.func @kernel_name(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{expects a kernel name}}
+  %r = gptc.kernel "" (%a) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    gptc.yield %x : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
 }

@@ -164,3 +164,18 @@ func.func @step_ops(%l: tensor<4x8x100xf32>, %ids: tensor<4x8xi32>, %g: tensor<4
   }
   return %loss, %norm, %sum#0, %sum#1 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<4x3xf32>
 }
+
+// A generated kernel: operands as block arguments, results yielded.
+// CHECK-LABEL: func.func @kernel
+//       CHECK: %[[K:.*]]:2 = gptc.kernel "kernel_k0"(%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+//       CHECK: ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4x8xf32>):
+//       CHECK:   %[[S:.*]] = gptc.add %[[X]], %[[Y]]
+//       CHECK:   gptc.yield %[[S]], %[[S]] : tensor<4x8xf32>, tensor<4x8xf32>
+func.func @kernel(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %r:2 = gptc.kernel "kernel_k0" (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
+    %s = gptc.add %x, %y : tensor<4x8xf32>
+    gptc.yield %s, %s : tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  return %r#0, %r#1 : tensor<4x8xf32>, tensor<4x8xf32>
+}

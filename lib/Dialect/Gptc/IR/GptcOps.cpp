@@ -861,6 +861,27 @@ int64_t AccumulateOp::getFlopCount() {
   return mulSat(n, getMicrobatches() - 1);
 }
 
+LogicalResult KernelOp::verify() {
+  Block &block = getBody().front();
+  if (block.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("expects one block argument of each input's type");
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("expects the region to yield the result types");
+  if (getName().empty())
+    return emitOpError("expects a kernel name");
+  return success();
+}
+
+int64_t KernelOp::getFlopCount() {
+  // The FLOPs of the ops it fuses.
+  int64_t n = 0;
+  getBody().walk([&](CostModelOpInterface op) {
+    n = addSat(n, op.getFlopCount());
+  });
+  return n;
+}
+
 int64_t YieldOp::getFlopCount() { return 0; }
 
 LogicalResult SumSquaresOp::verify() { return verifySquares(*this); }

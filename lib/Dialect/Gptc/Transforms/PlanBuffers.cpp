@@ -162,6 +162,9 @@ struct GptcPlanBuffersPass final
     // A region that runs once per microbatch (gptc.accumulate) has its own
     // arena, recorded on its op.
     for (Operation &op : body) {
+      // A kernel's values stay inside the generated code.
+      if (isa<KernelOp>(op))
+        continue;
       for (Region &region : op.getRegions()) {
         if (!llvm::hasSingleElement(region)) {
           op.emitOpError("gptc-plan-buffers expects single-block regions");

@@ -554,9 +554,44 @@ def Gptc_AccumulateOp : Gptc_Op<"accumulate", [
   let hasVerifier = 1;
 }
 
+def Gptc_KernelOp : Gptc_Op<"kernel", [
+    IsolatedFromAbove, RecursiveMemoryEffects, RecursivelySpeculatable,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "A group of ops that runs as one generated kernel";
+  let description = [{
+    The unit of code generation, like IREE's dispatch regions: the ops of
+    the region run as one fused, compiled kernel, so the values they pass
+    to each other never reach memory. `gptc-form-kernels` groups ops into
+    kernels; the CPU target (`gptc-outline-kernels`, then
+    `gptc-kernel-lowering-pipeline`) lowers each region through `linalg`
+    to a machine-code function named `name`, and the runtime launches it
+    with the buffers of its operands and results. The region takes the
+    operands as block arguments (it is isolated from above) and yields the
+    results.
+
+    ```mlir
+    %y = gptc.kernel "train_step_k0" (%x, %r)
+        : (tensor<16x64x256xf32>, tensor<16x64x256xf32>) -> tensor<16x64x256xf32> {
+    ^bb0(%a: tensor<16x64x256xf32>, %b: tensor<16x64x256xf32>):
+      %s = gptc.add %a, %b : tensor<16x64x256xf32>
+      %g = gptc.gelu %s : tensor<16x64x256xf32>
+      gptc.yield %g : tensor<16x64x256xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs, StrAttr:$name);
+  let results = (outs Variadic<Gptc_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $name `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasVerifier = 1;
+}
+
 def Gptc_YieldOp : Gptc_Op<"yield", [Pure, Terminator,
-                                      HasParent<"AccumulateOp">]> {
-  let summary = "The values one microbatch adds to gptc.accumulate's sums";
+                                      ParentOneOf<["AccumulateOp", "KernelOp"]>]> {
+  let summary = "The values a gptc.accumulate or gptc.kernel region yields";
   let arguments = (ins Variadic<Gptc_FloatTensor>:$values);
   let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";

@@ -216,6 +216,8 @@ def GptcPlanBuffersPass
     the IR: each op gets `gptc.offsets` (one byte offset per result) and the
     function `gptc.arena_bytes`; the exporter copies both into the runtime
     artifact. Function arguments are bound by the caller and not planned.
+    A reshape is a view: its result shares its operand's offset. The
+    values inside a `gptc.kernel` never reach memory and are not planned.
 
     ```mlir
     %0 = gptc.gelu %x {gptc.offsets = array<i64: 0>} : tensor<4x8xf32>
@@ -226,6 +228,47 @@ def GptcPlanBuffersPass
     Option<"alignment", "alignment", "int64_t", "64",
            "Byte alignment of every offset">
   ];
+}
+
+def GptcFormKernelsPass
+    : InterfacePass<"gptc-form-kernels", "mlir::FunctionOpInterface"> {
+  let summary = "Group the ops code generation lowers into gptc.kernel regions";
+  let description = [{
+    Every op with a lowering to linalg (`hasLinalgLowering`: today the
+    elementwise family add, gelu, gelu_grad and cast) goes into a
+    `gptc.kernel`; an op joins the kernel of one of its producers when
+    that keeps the program acyclic (every use of the kernel's values
+    outside it comes after the op), so producer-consumer chains become one
+    kernel whose intermediate values never reach memory. Kernels are
+    named `<function>_k<N>_<ops>`; blocks of `gptc.accumulate` regions
+    are grouped as well. GEMMs, attention, the row reductions, the
+    optimizer and collectives stay library calls of the runtime.
+
+    ```mlir
+    %s = gptc.add %a, %b : tensor<8x64xf32>
+    %g = gptc.gelu %s : tensor<8x64xf32>
+    // becomes
+    %g = gptc.kernel "f_k0_add_gelu" (%a, %b) : (...) -> tensor<8x64xf32> {
+    ^bb0(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>):
+      %0 = gptc.add %x, %y : tensor<8x64xf32>
+      %1 = gptc.gelu %0 : tensor<8x64xf32>
+      gptc.yield %1 : tensor<8x64xf32>
+    }
+    ```
+  }];
+}
+
+def GptcOutlineKernelsPass : Pass<"gptc-outline-kernels", "mlir::ModuleOp"> {
+  let summary = "Copy each gptc.kernel region into a function of a kernel module";
+  let description = [{
+    Appends `builtin.module @gptc_kernels` holding one `func.func` per
+    `gptc.kernel` of the module, named after the kernel, whose arguments
+    are the kernel's operands and whose results are what its region
+    yields. That module is what the CPU target compiles
+    (`gptc-kernel-lowering-pipeline`); the kernels in the program are left
+    as they are, so the program still says what every kernel computes.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
 #endif // GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,119 @@
+//===- KernelReport.cpp - The generated kernels of a step ------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Analysis/KernelReport.h"
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+static int64_t tensorBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() *
+         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+std::string mlir::gptc::describeLocation(Location loc) {
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    std::string out;
+    for (Location part : fused.getLocations())
+      out += (out.empty() ? "" : " + ") + describeLocation(part);
+    return out;
+  }
+  std::string name;
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    name = named.getName().str();
+    loc = named.getChildLoc();
+  }
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+  else if (name.empty())
+    loc.print(os);
+  if (!name.empty())
+    os << (out.empty() ? "" : " ") << "(" << name << ")";
+  return out;
+}
+
+/// The block index in a `h.<i>.` location name, or -1.
+static int64_t layerOf(Location loc) {
+  int64_t layer = -1;
+  loc->walk([&](Location l) {
+    if (auto named = dyn_cast<NameLoc>(l)) {
+      StringRef n = named.getName().getValue();
+      if (n.consume_front("h.")) {
+        int64_t i;
+        if (!n.consumeInteger(10, i))
+          layer = i;
+      }
+    }
+    return layer >= 0 ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return layer;
+}
+
+std::vector<KernelInfo> mlir::gptc::collectKernels(func::FuncOp func) {
+  std::vector<KernelInfo> out;
+  func.walk([&](KernelOp kernel) {
+    KernelInfo k;
+    k.name = kernel.getName().str();
+    k.flops = kernel.getFlopCount();
+    for (Value v : kernel.getInputs())
+      k.bytes += tensorBytes(v.getType());
+    for (Value v : kernel.getResults())
+      k.bytes += tensorBytes(v.getType());
+    Block &body = kernel.getBody().front();
+    for (Operation &op : body.without_terminator()) {
+      k.ops.push_back(op.getName().stripDialect().str() + " @ " +
+                      describeLocation(op.getLoc()));
+      if (k.layer < 0)
+        k.layer = layerOf(op.getLoc());
+      // A value that never leaves the kernel.
+      for (Value r : op.getResults())
+        if (llvm::none_of(r.getUsers(),
+                          [](Operation *u) { return isa<YieldOp>(u); }))
+          k.internalBytes += tensorBytes(r.getType());
+    }
+    out.push_back(std::move(k));
+  });
+  return out;
+}
+
+void mlir::gptc::printKernelReport(func::FuncOp func, raw_ostream &os) {
+  std::vector<KernelInfo> kernels = collectKernels(func);
+  os << "@" << func.getSymName() << ": " << kernels.size()
+     << " generated kernels\n";
+  int64_t ops = 0, bytes = 0, internal = 0;
+  llvm::MapVector<int64_t, int64_t> perLayer;
+  for (const KernelInfo &k : kernels) {
+    os << "  " << k.name << ": " << k.ops.size() << " ops, " << k.flops
+       << " FLOPs, " << k.bytes << " bytes moved";
+    if (k.internalBytes)
+      os << ", " << k.internalBytes << " bytes kept in registers";
+    os << "\n";
+    for (const std::string &op : k.ops)
+      os << "    " << op << "\n";
+    ops += k.ops.size();
+    bytes += k.bytes;
+    internal += k.internalBytes;
+    ++perLayer[k.layer];
+  }
+  os << "  total: " << ops << " ops in " << kernels.size() << " kernels, "
+     << bytes << " bytes moved, " << internal
+     << " bytes of intermediate values never stored\n";
+  for (auto [layer, n] : perLayer)
+    if (layer >= 0)
+      os << "  block " << layer << ": " << n << " kernels\n";
+}

@@ -1,0 +1,208 @@
+//===- ElementwiseToLinalg.cpp - gptc elementwise ops to linalg -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The elementwise family: add, gelu, gelu_grad and cast become one
+// linalg.generic each, with identity indexing maps over every dimension
+// and the scalar formula in its body. linalg's elementwise fusion then
+// merges chains of them into one loop nest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Conversion/Passes.h"
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+//===----------------------------------------------------------------------===//
+// Scalar formulas
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds scalar arithmetic of one float type at one location.
+struct Scalar {
+  OpBuilder &b;
+  Location loc;
+  FloatType type;
+
+  Value c(double v) {
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) {
+    return arith::MinimumFOp::create(b, loc, x, y);
+  }
+  Value max(Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y);
+  }
+
+  /// tanh. In f32, the runtime's [13/6] rational approximation (Eigen's):
+  /// selects and polynomials only, so the loop around it vectorizes, and
+  /// the generated kernel computes what the reference kernel does. Other
+  /// types use math.tanh.
+  Value tanh(Value x) {
+    if (!type.isF32())
+      return math::TanhOp::create(b, loc, x);
+    const double clamp = 7.90531110763549805;
+    x = max(min(x, c(clamp)), c(-clamp));
+    Value x2 = mul(x, x);
+    Value p = c(-2.76076847742355e-16);
+    for (double k : {2.00018790482477e-13, -8.60467152213735e-11,
+                     5.12229709037114e-08, 1.48572235717979e-05,
+                     6.37261928875436e-04, 4.89352455891786e-03})
+      p = add(mul(p, x2), c(k));
+    p = mul(p, x);
+    Value q = c(1.19825839466702e-06);
+    for (double k :
+         {1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03})
+      q = add(mul(q, x2), c(k));
+    return div(p, q);
+  }
+
+  /// sqrt(2 / pi) (x + 0.044715 x^3), the argument of GELU's tanh.
+  Value geluArgument(Value x) {
+    Value x3 = mul(mul(x, x), x);
+    return mul(c(0.7978845608028654), add(x, mul(c(0.044715), x3)));
+  }
+
+  /// 0.5 x (1 + tanh(u)).
+  Value gelu(Value x) {
+    return mul(mul(c(0.5), x), add(c(1.0), tanh(geluArgument(x))));
+  }
+
+  /// dy (0.5 (1 + t) + 0.5 x (1 - t^2) du/dx), du/dx = sqrt(2/pi) (1 +
+  /// 3 0.044715 x^2), as the runtime's kernel computes it.
+  Value geluGrad(Value x, Value dy) {
+    Value t = tanh(geluArgument(x));
+    Value du = mul(c(0.7978845608028654),
+                   add(c(1.0), mul(c(3 * 0.044715), mul(x, x))));
+    Value left = mul(c(0.5), add(c(1.0), t));
+    Value right = mul(mul(mul(c(0.5), x), sub(c(1.0), mul(t, t))), du);
+    return mul(dy, add(left, right));
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+/// Replaces `op` (one result, every operand of the result's shape) by a
+/// linalg.generic whose body is `body(builder, loc, operand elements)`.
+static LogicalResult
+lowerElementwise(Operation *op, PatternRewriter &rewriter,
+                 function_ref<Value(Scalar &, ValueRange)> body) {
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || !type.hasStaticShape())
+    return rewriter.notifyMatchFailure(op, "needs a static shape");
+  for (Value operand : op->getOperands()) {
+    auto t = dyn_cast<RankedTensorType>(operand.getType());
+    if (!t || t.getShape() != type.getShape())
+      return rewriter.notifyMatchFailure(op, "operand shapes differ");
+  }
+  Location loc = op->getLoc();
+  int64_t rank = type.getRank();
+  Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                       type.getElementType());
+  SmallVector<AffineMap> maps(op->getNumOperands() + 1,
+                              rewriter.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, TypeRange{type}, op->getOperands(), ValueRange{init},
+      maps, iterators,
+      [&](OpBuilder &b, Location nested, ValueRange args) {
+        auto element = cast<FloatType>(type.getElementType());
+        Scalar s{b, nested, element};
+        Value result = body(s, args.drop_back());
+        linalg::YieldOp::create(b, nested, result);
+      });
+  rewriter.replaceOp(op, generic.getResults());
+  return success();
+}
+
+static Value addFormula(Scalar &s, ValueRange x) { return s.add(x[0], x[1]); }
+static Value geluFormula(Scalar &s, ValueRange x) { return s.gelu(x[0]); }
+static Value geluGradFormula(Scalar &s, ValueRange x) {
+  return s.geluGrad(x[0], x[1]);
+}
+
+namespace {
+/// An elementwise gptc op -> one linalg.generic whose body is `Formula`
+/// of the operands' elements (add: x + y; gelu; gelu_grad: dy gelu'(x)).
+template <typename OpTy, Value (*Formula)(Scalar &, ValueRange)>
+struct ElementwiseToLinalg final : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    return lowerElementwise(op, rewriter, Formula);
+  }
+};
+
+/// gptc.cast -> linalg.generic { arith.extf / arith.truncf } (round to
+/// nearest even).
+struct CastToLinalg final : OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CastOp op,
+                                PatternRewriter &rewriter) const override {
+    auto from = cast<FloatType>(op.getInput().getType().getElementType());
+    auto to = cast<FloatType>(op.getType().getElementType());
+    auto type = op.getType();
+    Location loc = op.getLoc();
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, type.getShape(), to);
+    int64_t rank = type.getRank();
+    SmallVector<AffineMap> maps(2, rewriter.getMultiDimIdentityMap(rank));
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{type}, ValueRange{op.getInput()},
+        ValueRange{init}, maps, iterators,
+        [&](OpBuilder &b, Location nested, ValueRange args) {
+          Value v = args[0];
+          if (from.getWidth() < to.getWidth())
+            v = arith::ExtFOp::create(b, nested, to, v);
+          else if (from.getWidth() > to.getWidth())
+            v = arith::TruncFOp::create(b, nested, to, v);
+          else if (from != to)
+            v = arith::TruncFOp::create(
+                b, nested, to, arith::ExtFOp::create(b, nested, b.getF32Type(), v));
+          linalg::YieldOp::create(b, nested, v);
+        });
+    rewriter.replaceOp(op, generic.getResults());
+    return success();
+  }
+};
+} // namespace
+
+void mlir::gptc::populateGptcElementwiseToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<ElementwiseToLinalg<AddOp, addFormula>,
+               ElementwiseToLinalg<GeluOp, geluFormula>,
+               ElementwiseToLinalg<GeluGradOp, geluGradFormula>, CastToLinalg>(
+      patterns.getContext());
+}
+
+bool mlir::gptc::hasLinalgLowering(Operation *op) {
+  if (!isa<AddOp, GeluOp, GeluGradOp, CastOp>(op))
+    return false;
+  // Static float tensors of one shape (which these ops' verifiers imply),
+  // with a dimension 0 for the runtime to split over threads: scalars stay
+  // with the runtime.
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return type && type.hasStaticShape() && type.getRank() >= 1 &&
+         isa<FloatType>(type.getElementType());
+}
