@@ -94,10 +94,21 @@ private:
                                "collectives run on one grid");
     if (!gridOp) {
       gridOp = grid;
-      for (int64_t d : grid.getShape()) {
+      // A gptc.accumulate body exported first may have recorded the grid
+      // already (its collectives come first); it is the same grid.
+      bool recorded = out.grid_shape_size() > 0;
+      if (recorded && static_cast<int64_t>(out.grid_shape_size()) !=
+                          static_cast<int64_t>(grid.getShape().size()))
+        return user->emitOpError("uses a second grid; a function's "
+                                 "collectives run on one grid");
+      for (auto [i, d] : llvm::enumerate(grid.getShape())) {
         if (d <= 0)
           return grid.emitOpError("needs a static shape to be exported");
-        out.add_grid_shape(d);
+        if (!recorded)
+          out.add_grid_shape(d);
+        else if (out.grid_shape(i) != d)
+          return user->emitOpError("uses a second grid; a function's "
+                                   "collectives run on one grid");
       }
     }
     return success();
