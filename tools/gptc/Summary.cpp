@@ -57,9 +57,10 @@ static std::string bytes(int64_t value) {
 
 LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
                                        ModuleOp module, raw_ostream &os) {
-  // The figures describe what gptc runs: mixed precision is not
-  // implemented yet, so a BF16/FP16 description trains (and is sized) in
-  // fp32; the requested precision is named as such.
+  // The figures describe what gptc runs. bf16 mixed precision keeps fp32
+  // master weights, gradients and AdamW state (its bf16 weight copies and
+  // activations are step buffers), so the state is sized as fp32's; fp16
+  // (loss scaling) is not implemented yet and trains in fp32.
   ModelConfig m = desc.getConfig();
   Precision requested = m.precision;
   m.precision = Precision::FP32;
@@ -132,12 +133,17 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
        << " rows for tensor parallelism\n";
 
   // Model state.
-  os << "precision: fp32";
-  if (requested != Precision::FP32)
-    os << " (" << (requested == Precision::BF16 ? "bf16" : "fp16")
-       << " mixed precision requested; not implemented yet)";
-  os << " (AdamW: 4 param + 4 grad + 4 m + 4 v = " << size->bytesPerParam
-     << " bytes/param)\n";
+  if (requested == Precision::BF16)
+    os << "precision: bf16 mixed (GEMMs in bf16 with fp32 accumulation; "
+          "AdamW: 4 master param + 4 grad + 4 m + 4 v = "
+       << size->bytesPerParam << " bytes/param in fp32)\n";
+  else
+    os << "precision: fp32"
+       << (requested == Precision::FP16
+               ? " (fp16 mixed precision requested; not implemented yet)"
+               : "")
+       << " (AdamW: 4 param + 4 grad + 4 m + 4 v = " << size->bytesPerParam
+       << " bytes/param)\n";
   os << "parameters per device: " << size->paramsPerDevice << " ("
      << human(size->paramsPerDevice) << ")\n";
   os << "model state per device: " << size->stateBytesPerDevice << " bytes ("

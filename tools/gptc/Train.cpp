@@ -153,9 +153,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));
-  if (m.precision != Precision::FP32)
-    llvm::errs() << "gptc: warning: mixed precision is not implemented yet; "
-                    "training in fp32\n";
+  if (m.precision == Precision::FP16)
+    llvm::errs() << "gptc: warning: fp16 mixed precision (which needs loss "
+                    "scaling) is not implemented yet; training in fp32\n";
 
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
   if (stepsOpt >= 0)

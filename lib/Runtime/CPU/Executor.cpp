@@ -13,6 +13,7 @@
 
 #include "gptc/Runtime/Executor.h"
 
+#include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/KernelLibrary.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
@@ -392,6 +393,83 @@ template <typename T> bool isType(const Tensor &t) {
   return t.dtype == (std::is_same_v<T, float> ? program::F32 : program::F64);
 }
 
+/// LINEAR and MATMUL for element type T (float, double or bf16).
+template <typename T> static bool runGemm(Call &c) {
+  using namespace gptc::cpu;
+  auto &in = c.in;
+  auto &out = c.out;
+  if (c.kernel.op() == program::LINEAR) {
+    const Tensor &x = *in[0], &w = *in[1];
+    const Tensor *b = in.size() > 2 ? in[2] : nullptr;
+    int64_t kk = c.lastDim(x);
+    if (!c.expect(w.shape.size() == 2 && w.shape[1] == kk && kk > 0 &&
+                      (!b || b->numElements() == w.shape[0]) &&
+                      out[0]->numElements() ==
+                          x.numElements() / kk * w.shape[0],
+                  "operand shapes do not match"))
+      return false;
+    linear(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr,
+           x.numElements() / kk, w.shape[0], kk, out[0]->data<T>());
+    return true;
+  }
+  const Tensor &a = *in[0], &b = *in[1];
+  std::vector<int64_t> flags = c.ints();
+  size_t r = a.shape.size();
+  if (!c.expect(flags.size() == 2 && r >= 2 && b.shape.size() == r,
+                "operand shapes do not match"))
+    return false;
+  bool ta = flags[0], tb = flags[1];
+  int64_t m = ta ? a.shape[r - 1] : a.shape[r - 2];
+  int64_t kk = ta ? a.shape[r - 2] : a.shape[r - 1];
+  int64_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
+  int64_t batch = m * kk != 0 ? a.numElements() / (m * kk) : 0;
+  if (!c.expect(b.numElements() == batch * kk * n &&
+                    out[0]->numElements() == batch * m * n,
+                "operand shapes do not match"))
+    return false;
+  matmul(a.data<T>(), b.data<T>(), batch, m, n, kk, ta, tb,
+         out[0]->data<T>());
+  return true;
+}
+
+/// The bf16 kernels of mixed precision: the GEMMs (bf16 operands, fp32
+/// accumulation) and the bias gradient's row sum (accumulated in float).
+static bool runBFloat16(Call &c) {
+  using cpu::BFloat16;
+  for (const Tensor *t : c.in)
+    if (t->dtype != program::BF16)
+      return c.fail("mixes element types");
+  switch (c.kernel.op()) {
+  case program::LINEAR:
+  case program::MATMUL:
+    return runGemm<BFloat16>(c);
+  case program::REDUCE_SUM: {
+    const Tensor &x = *c.in[0];
+    Tensor &y = *c.out[0];
+    std::vector<int64_t> dims = c.ints();
+    int64_t n = x.numElements();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(x.shape.size()) ||
+          (i && dims[i] <= dims[i - 1]))
+        return c.fail("invalid dimensions");
+      n = x.shape[dims[i]] ? n / x.shape[dims[i]] : 0;
+    }
+    if (!c.expect(n == y.numElements(), "operand shapes do not match"))
+      return false;
+    std::vector<float> wide(x.numElements()), sum(y.numElements());
+    for (int64_t i = 0, e = x.numElements(); i < e; ++i)
+      wide[i] = cpu::toFloat(x.data<BFloat16>()[i]);
+    cpu::reduceSum(wide.data(), x.shape, dims, sum.data());
+    for (int64_t i = 0, e = y.numElements(); i < e; ++i)
+      y.data<BFloat16>()[i] = cpu::toBFloat16(sum[i]);
+    return true;
+  }
+  default:
+    return c.fail("has no bf16 kernel (mixed precision runs only GEMMs and "
+                  "their bias sums in bf16)");
+  }
+}
+
 /// Runs the floating-point kernels for element type T.
 template <typename T> bool runFloat(Call &c) {
   using namespace gptc::cpu;
@@ -516,40 +594,9 @@ template <typename T> bool runFloat(Call &c) {
                     normalizer);
     return true;
   }
-  case program::LINEAR: {
-    const Tensor &x = *in[0], &w = *in[1];
-    const Tensor *b = in.size() > 2 ? in[2] : nullptr;
-    int64_t kk = c.lastDim(x);
-    if (!c.expect(w.shape.size() == 2 && w.shape[1] == kk && kk > 0 &&
-                      (!b || b->numElements() == w.shape[0]) &&
-                      out[0]->numElements() ==
-                          x.numElements() / kk * w.shape[0],
-                  "operand shapes do not match"))
-      return false;
-    linear(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr,
-           x.numElements() / kk, w.shape[0], kk, out[0]->data<T>());
-    return true;
-  }
-  case program::MATMUL: {
-    const Tensor &a = *in[0], &b = *in[1];
-    std::vector<int64_t> flags = c.ints();
-    size_t r = a.shape.size();
-    if (!c.expect(flags.size() == 2 && r >= 2 && b.shape.size() == r,
-                  "operand shapes do not match"))
-      return false;
-    bool ta = flags[0], tb = flags[1];
-    int64_t m = ta ? a.shape[r - 1] : a.shape[r - 2];
-    int64_t kk = ta ? a.shape[r - 2] : a.shape[r - 1];
-    int64_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
-    int64_t batch = m * kk != 0 ? a.numElements() / (m * kk) : 0;
-    if (!c.expect(b.numElements() == batch * kk * n &&
-                      out[0]->numElements() == batch * m * n,
-                  "operand shapes do not match"))
-      return false;
-    matmul(a.data<T>(), b.data<T>(), batch, m, n, kk, ta, tb,
-           out[0]->data<T>());
-    return true;
-  }
+  case program::LINEAR:
+  case program::MATMUL:
+    return runGemm<T>(c);
   case program::LAYER_NORM: {
     const Tensor &x = *in[0];
     int64_t cols = c.lastDim(x);
@@ -1232,6 +1279,16 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       convert<float, double>(x, out);
     } else if (x.dtype == program::F64 && out.dtype == program::F32) {
       convert<double, float>(x, out);
+    } else if (x.dtype == program::F32 && out.dtype == program::BF16) {
+      const float *src = x.data<float>();
+      auto *dst = out.data<cpu::BFloat16>();
+      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+        dst[i] = cpu::toBFloat16(src[i]);
+    } else if (x.dtype == program::BF16 && out.dtype == program::F32) {
+      const auto *src = x.data<cpu::BFloat16>();
+      float *dst = out.data<float>();
+      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+        dst[i] = cpu::toFloat(src[i]);
     } else {
       return c.fail(std::string("no cast from ") + dtypeName(x.dtype) +
                     " to " + dtypeName(out.dtype) + " on the CPU yet");
@@ -1247,6 +1304,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     return runFloat<float>(c);
   if (out.dtype == program::F64)
     return runFloat<double>(c);
+  if (out.dtype == program::BF16)
+    return runBFloat16(c);
   return c.fail(std::string("no CPU kernel for ") + dtypeName(out.dtype));
 }
 

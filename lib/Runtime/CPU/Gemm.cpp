@@ -27,13 +27,14 @@
 namespace gptc::cpu {
 
 namespace {
-using Key = std::array<int64_t, 19>;
+using Key = std::array<int64_t, 20>;
 
 Key keyOf(const GemmProblem &p) {
   return {p.batch0,     p.batch1,     p.m,         p.n,          p.k,
           p.a.batch0,   p.a.batch1,   p.a.row,     p.a.col,      p.b.batch0,
           p.b.batch1,   p.b.row,      p.b.col,     p.c.batch0,   p.c.batch1,
-          p.c.row,      p.c.col,      p.accumulate, p.bias};
+          p.c.row,      p.c.col,      p.accumulate, p.bias,
+          p.bf16};
 }
 
 /// The engine, the stream and the primitives built so far.
@@ -61,8 +62,9 @@ struct Library {
       return it->second;
     using md = dnnl::memory::desc;
     using dt = dnnl::memory::data_type;
-    auto view = [](int64_t b0, int64_t b1, int64_t rows, int64_t cols,
-                   MatrixStrides s) {
+    dt type = p.bf16 ? dt::bf16 : dt::f32;
+    auto view = [type](int64_t b0, int64_t b1, int64_t rows, int64_t cols,
+                       MatrixStrides s) {
       // A batch dimension of extent 1 gets the stride a dense layout
       // would give it: oneDNN takes only its plain and transposed layouts
       // to its fast kernels, and a zero stride is neither.
@@ -71,7 +73,7 @@ struct Library {
         s.batch1 = span;
       if (b0 == 1)
         s.batch0 = std::max(span, b1 * s.batch1);
-      return md({b0, b1, rows, cols}, dt::f32,
+      return md({b0, b1, rows, cols}, type,
                 {s.batch0, s.batch1, s.row, s.col});
     };
     Entry e;
@@ -79,7 +81,7 @@ struct Library {
     e.b = view(p.batch0, p.batch1, p.k, p.n, p.b);
     e.c = view(p.batch0, p.batch1, p.m, p.n, p.c);
     if (p.bias)
-      e.bias = md({1, 1, 1, p.n}, dt::f32, {p.n, p.n, p.n, 1});
+      e.bias = md({1, 1, 1, p.n}, type, {p.n, p.n, p.n, 1});
     dnnl::primitive_attr attr;
     if (p.accumulate) {
       dnnl::post_ops ops;
@@ -97,8 +99,10 @@ struct Library {
 };
 } // namespace
 
-void gemm(const GemmProblem &p, const float *a, const float *b, float *c,
-          const float *bias) {
+/// Runs `p` on oneDNN; `Element` is float or BFloat16.
+template <typename Element>
+static void runPrimitive(const GemmProblem &p, const Element *a,
+                         const Element *b, Element *c, const Element *bias) {
   if (p.m == 0 || p.n == 0 || p.batch0 == 0 || p.batch1 == 0)
     return;
   if (p.k == 0) {
@@ -109,13 +113,13 @@ void gemm(const GemmProblem &p, const float *a, const float *b, float *c,
           for (int64_t r = 0; r < p.m; ++r)
             for (int64_t q = 0; q < p.n; ++q)
               c[i * p.c.batch0 + j * p.c.batch1 + r * p.c.row +
-                q * p.c.col] = p.bias ? bias[q] : 0.0f;
+                q * p.c.col] = p.bias ? bias[q] : Element{};
     return;
   }
   Library &lib = Library::get();
   Library::Entry &e = lib.lookup(p);
-  auto mem = [&](const dnnl::memory::desc &d, const float *ptr) {
-    return dnnl::memory(d, lib.engine, const_cast<float *>(ptr));
+  auto mem = [&](const dnnl::memory::desc &d, const Element *ptr) {
+    return dnnl::memory(d, lib.engine, const_cast<Element *>(ptr));
   };
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, mem(e.a, a)},
@@ -125,6 +129,20 @@ void gemm(const GemmProblem &p, const float *a, const float *b, float *c,
     args.emplace(DNNL_ARG_BIAS, mem(e.bias, bias));
   e.primitive.execute(lib.stream, args);
   lib.stream.wait();
+}
+
+void gemm(const GemmProblem &p, const float *a, const float *b, float *c,
+          const float *bias) {
+  GemmProblem q = p;
+  q.bf16 = false;
+  runPrimitive(q, a, b, c, bias);
+}
+
+void gemm(const GemmProblem &p, const BFloat16 *a, const BFloat16 *b,
+          BFloat16 *c, const BFloat16 *bias) {
+  GemmProblem q = p;
+  q.bf16 = true;
+  runPrimitive(q, a, b, c, bias);
 }
 
 void gemm(const GemmProblem &p, const double *a, const double *b, double *c,

@@ -920,4 +920,12 @@ void adamwParallel(const float *p, const float *g, const float *m,
 GPTC_INSTANTIATE(float)
 GPTC_INSTANTIATE(double)
 
+// Mixed precision's bf16 GEMMs.
+template void linear<BFloat16>(const BFloat16 *, const BFloat16 *,
+                               const BFloat16 *, int64_t, int64_t, int64_t,
+                               BFloat16 *);
+template void matmul<BFloat16>(const BFloat16 *, const BFloat16 *, int64_t,
+                               int64_t, int64_t, int64_t, bool, bool,
+                               BFloat16 *);
+
 } // namespace gptc::cpu

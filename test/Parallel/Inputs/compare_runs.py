@@ -1,12 +1,13 @@
 """Compares a sharded `gptc train --dump-dir` run with the one-device run.
 
-usage: compare_runs.py REFERENCE_DIR RUN_DIR RANKS [--replicas G] [--tol T]
+usage: compare_runs.py REFERENCE_DIR RUN_DIR RANKS [--replicas G] [--tol T] [--loss-tol L]
 
 Steps are matched by number, so a run resumed from a checkpoint compares
 the steps it ran.
 
 Checks, and prints one summary line that the lit test matches:
-  - every step's loss equals the reference's to T relative (default 1e-5);
+  - every step's loss equals the reference's to T relative (default 1e-5,
+    or L with --loss-tol);
   - every final parameter (gathered, `final.<name>.npy`) equals the
     reference's to T relative (norm of the difference over the norm), and
     no entry deviates by more than 10 T of the tensor's largest entry;
@@ -43,6 +44,9 @@ def main():
                         "parameters they hold whole (tensor-parallel ranks share "
                         "the norms, embeddings and row-parallel biases)")
     p.add_argument("--tol", type=float, default=1e-5)
+    p.add_argument("--loss-tol", type=float, default=None,
+                   help="the losses' tolerance, when tighter than --tol "
+                        "(bf16 runs: losses average every position)")
     p.add_argument("--noise", default="attn.k_proj.bias",
                    help="parameters whose gradient is zero in exact arithmetic "
                         "(softmax ignores a shift of the scores, so the key "
@@ -60,7 +64,7 @@ def main():
         loss_err = float("inf")
     else:
         loss_err = max(abs(run[k][0] - ref[k][0]) / abs(ref[k][0]) for k in run)
-        if loss_err > a.tol:
+        if loss_err > (a.tol if a.loss_tol is None else a.loss_tol):
             failures.append("loss differs by %.3g relative" % loss_err)
 
     names = sorted(os.path.basename(f)[len("final."):-len(".npy")]

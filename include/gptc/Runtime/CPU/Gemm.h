@@ -39,12 +39,40 @@ struct GemmProblem {
   bool accumulate = false;
   /// A bias of N elements is added to every row of the product.
   bool bias = false;
+  /// bf16 operands, bias and result (fp32 accumulation, the result
+  /// rounded to nearest even); float otherwise.
+  bool bf16 = false;
 };
+
+/// A bfloat16 number: the high half of a float's bits.
+struct BFloat16 {
+  uint16_t bits;
+};
+
+/// float -> bfloat16, round to nearest even (NaN stays NaN).
+inline BFloat16 toBFloat16(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return {static_cast<uint16_t>((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<uint16_t>(u >> 16)};
+}
+inline float toFloat(BFloat16 h) {
+  uint32_t u = static_cast<uint32_t>(h.bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
 
 void gemm(const GemmProblem &problem, const float *a, const float *b, float *c,
           const float *bias = nullptr);
 void gemm(const GemmProblem &problem, const double *a, const double *b,
           double *c, const double *bias = nullptr);
+/// bf16 products through oneDNN (`problem.bf16` must be set): AMX or
+/// AVX512-BF16 where the CPU has them.
+void gemm(const GemmProblem &problem, const BFloat16 *a, const BFloat16 *b,
+          BFloat16 *c, const BFloat16 *bias = nullptr);
 
 /// Row-major C[M, N] = beta C + op(A) op(B) with leading dimensions, as
 /// BLAS's gemm (beta is 0 or 1).

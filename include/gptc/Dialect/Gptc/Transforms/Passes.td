@@ -230,6 +230,37 @@ def GptcPlanBuffersPass
   ];
 }
 
+def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Run the forward graph's GEMMs in bf16 with fp32 everywhere else";
+  let description = [{
+    Driven by the module's `gptc.precision` (the description's
+    `precision`): with `bf16`, every f32 `gptc.linear` and `gptc.matmul`
+    of `@forward` takes bf16 copies of its operands (weights included)
+    and gives a bf16 result that is cast back to f32; the GEMM accumulates
+    in fp32 (oneDNN on the CPU). Everything else (embeddings, layer norm,
+    attention, softmax, the loss, residual adds) stays fp32, and the
+    parameters stay fp32 master weights. Runs before `gptc-autodiff`, so
+    the backward GEMMs are bf16 too (the cast's gradient is a cast back)
+    and every parameter's gradient, the clipping and AdamW are fp32: the
+    update is on the master copy. With `fp32` (or `fp16`, which needs loss
+    scaling and is not implemented yet) the module is unchanged.
+
+    ```mlir
+    %y = gptc.linear %x, %w, %b : ... -> tensor<8x64xf32>
+    // becomes
+    %xh = gptc.cast %x : tensor<8x32xf32> -> tensor<8x32xbf16>
+    %wh = gptc.cast %w : tensor<64x32xf32> -> tensor<64x32xbf16>
+    %bh = gptc.cast %b : tensor<64xf32> -> tensor<64xbf16>
+    %yh = gptc.linear %xh, %wh, %bh : ... -> tensor<8x64xbf16>
+    %y = gptc.cast %yh : tensor<8x64xbf16> -> tensor<8x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "The function whose GEMMs run in bf16">
+  ];
+}
+
 def GptcFormKernelsPass
     : InterfacePass<"gptc-form-kernels", "mlir::FunctionOpInterface"> {
   let summary = "Group the ops code generation lowers into gptc.kernel regions";

@@ -1,0 +1,46 @@
+// RUN: gptc-opt %s --split-input-file --gptc-mixed-precision | FileCheck %s
+// RUN: gptc-opt %s --split-input-file --gptc-mixed-precision --gptc-autodiff | FileCheck %s --check-prefix=GRAD
+
+// bf16: the linear layer's input, weight and bias are cast to bf16, its
+// bf16 result back to f32; the rest of the graph is unchanged.
+// CHECK-LABEL: func.func @forward
+//  CHECK-SAME: (%[[W:.*]]: tensor<8x4xf32> {gptc.param = "w"}, %[[B:.*]]: tensor<8xf32> {gptc.param = "b"}, %[[X:.*]]: tensor<2x4xf32>
+//       CHECK: %[[XH:.*]] = gptc.cast %[[X]] : tensor<2x4xf32> -> tensor<2x4xbf16>
+//       CHECK: %[[WH:.*]] = gptc.cast %[[W]] : tensor<8x4xf32> -> tensor<8x4xbf16>
+//       CHECK: %[[BH:.*]] = gptc.cast %[[B]] : tensor<8xf32> -> tensor<8xbf16>
+//       CHECK: %[[YH:.*]] = gptc.linear %[[XH]], %[[WH]], %[[BH]] : tensor<2x4xbf16>, tensor<8x4xbf16>, tensor<8xbf16> -> tensor<2x8xbf16>
+//       CHECK: %[[Y:.*]] = gptc.cast %[[YH]] : tensor<2x8xbf16> -> tensor<2x8xf32>
+//       CHECK: gptc.cross_entropy %[[Y]]
+
+// The backward GEMMs are bf16 too; each gradient is cast back, so the
+// parameters' gradients (and the update) are fp32.
+// GRAD-LABEL: func.func @forward_backward
+//       GRAD: %[[DYH:.*]] = gptc.cast %{{.*}} : tensor<2x8xf32> -> tensor<2x8xbf16>
+//   GRAD-DAG: gptc.matmul %[[DYH]], %{{.*}} : tensor<2x8xbf16>, tensor<8x4xbf16> -> tensor<2x4xbf16>
+//   GRAD-DAG: %[[DWH:.*]] = gptc.matmul %[[DYH]], %{{.*}} transpose_lhs : tensor<2x8xbf16>, tensor<2x4xbf16> -> tensor<8x4xbf16>
+//   GRAD-DAG: %[[DBH:.*]] = gptc.reduce_sum %[[DYH]] [0] : tensor<2x8xbf16> -> tensor<8xbf16>
+//   GRAD-DAG: %[[DW:.*]] = gptc.cast %[[DWH]] : tensor<8x4xbf16> -> tensor<8x4xf32>
+//   GRAD-DAG: %[[DB:.*]] = gptc.cast %[[DBH]] : tensor<8xbf16> -> tensor<8xf32>
+//       GRAD: return %{{.*}}, %[[DW]], %[[DB]] : tensor<f32>, tensor<8x4xf32>, tensor<8xf32>
+module attributes {gptc.precision = "bf16"} {
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %b: tensor<8xf32> {gptc.param = "b"},
+                     %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
+    %y = gptc.linear %x, %w, %b : tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32> -> tensor<2x8xf32>
+    %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// fp32 (and fp16, not implemented yet) leave the module as it is.
+// CHECK-LABEL: func.func @forward
+//   CHECK-NOT: gptc.cast
+//       CHECK: gptc.linear %{{.*}} : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
+module attributes {gptc.precision = "fp32"} {
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
+    %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
+    %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
