@@ -109,6 +109,15 @@ static BlockLayout layoutOf(const program::Value &v) {
   return l;
 }
 
+int64_t runtime::peakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::atoll(line.c_str() + 6) * 1024;
+  return -1;
+}
+
 std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                          const TrainOptions &options,
                                          std::string &error,
@@ -297,41 +306,63 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   ck.set_val_loss(haveValLoss ? lastValLoss : NAN);
   // The whole state, gathered from the ranks' blocks: a checkpoint fits
   // any mesh. Every rank takes part in the gathers; rank 0 writes.
-  std::vector<Tensor> wp, wm, wv;
-  if (!gather(params, 0, wp, error) ||
-      !gather(m, static_cast<int>(params.size()), wm, error) ||
-      !gather(v, static_cast<int>(2 * params.size()), wv, error))
-    return false;
-  if (rank() != 0)
-    return true;
-  auto add = [&](const std::string &name, const Tensor &t) {
-    checkpoint::Tensor *out = ck.add_tensors();
-    out->set_name(name);
-    out->set_dtype(t.dtype);
-    for (int64_t d : t.shape)
-      out->add_shape(d);
-    out->set_data(reinterpret_cast<const char *>(t.raw()),
-                  t.byteSize());
-  };
-  for (size_t i = 0; i < params.size(); ++i) {
-    add(names[i], wp[i]);
-    add("m:" + names[i], wm[i]);
-    add("v:" + names[i], wv[i]);
-  }
+  //
+  // Written one tensor at a time: the header, then per tensor a message
+  // holding only that tensor. Concatenated protobuf messages parse as
+  // their merge (repeated fields append), so the file is one Checkpoint,
+  // and writing it holds one extra tensor in memory, not the whole state
+  // twice.
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  std::ofstream out;
+  if (rank() == 0) {
+    out.open(tmp, std::ios::binary | std::ios::trunc);
     if (!out || !ck.SerializeToOstream(&out)) {
       error = "cannot write the checkpoint '" + tmp + "'";
       std::remove(tmp.c_str());
       return false;
     }
-    out.flush();
-    if (!out) {
+  }
+  auto write = [&](const std::string &name, const Tensor &block, int layout) {
+    // The whole tensor: the block itself unless it is split over ranks.
+    Tensor whole;
+    const Tensor *t = &block;
+    if (layouts[layout].isSplit()) {
+      if (!gatherBlocks(block, layouts[layout], grid, comm, whole, error))
+        return false;
+      t = &whole;
+    }
+    if (rank() != 0)
+      return true;
+    checkpoint::Checkpoint one;
+    checkpoint::Tensor *entry = one.add_tensors();
+    entry->set_name(name);
+    entry->set_dtype(t->dtype);
+    for (int64_t d : t->shape)
+      entry->add_shape(d);
+    entry->set_data(reinterpret_cast<const char *>(t->raw()), t->byteSize());
+    if (!one.SerializeToOstream(&out)) {
       error = "cannot write the checkpoint '" + tmp + "'";
-      std::remove(tmp.c_str());
       return false;
     }
+    return true;
+  };
+  int n = static_cast<int>(params.size());
+  for (int i = 0; i < n; ++i)
+    if (!write(names[i], params[i], i) ||
+        !write("m:" + names[i], m[i], n + i) ||
+        !write("v:" + names[i], v[i], 2 * n + i)) {
+      if (rank() == 0)
+        std::remove(tmp.c_str());
+      return false;
+    }
+  if (rank() != 0)
+    return true;
+  out.flush();
+  out.close();
+  if (!out) {
+    error = "cannot write the checkpoint '" + tmp + "'";
+    std::remove(tmp.c_str());
+    return false;
   }
   // The rename replaces the previous checkpoint only once the new one is
   // complete.
@@ -538,7 +569,30 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
   // is measured from the end of it.
   auto afterFirst = start;
   std::vector<const Tensor *> in;
-  std::vector<Tensor> out;
+  // The outputs' buffers. A state tensor (parameter, moment) the step may
+  // update in place (Executor::canOverwriteInput: its old value is read
+  // only before the update) is written into its own buffer: `out` holds a
+  // view of it. The others are double-buffered: `out` holds the state of
+  // two steps ago, whose buffers receive this step's (no copies).
+  const program::Function &stepFn = trainStep->getFunction();
+  std::vector<Tensor> out(stepFn.outputs_size());
+  std::vector<bool> inPlace(3 * n, false);
+  for (int64_t j = 0; j < stepFn.outputs_size(); ++j) {
+    const program::Value &value =
+        stepFn.values(stepFn.outputs(static_cast<int>(j)));
+    std::vector<int64_t> shape(value.type().shape().begin(),
+                               value.type().shape().end());
+    if (j < 3 * n && trainStep->canOverwriteInput(static_cast<int>(j),
+                                                  static_cast<int>(j))) {
+      Tensor &state = j < n ? params[j] : j < 2 * n ? m[j - n] : v[j - 2 * n];
+      if (state.dtype == value.type().dtype() && state.shape == shape) {
+        inPlace[j] = true;
+        out[j] = Tensor::view(state.dtype, state.shape, state.raw());
+        continue;
+      }
+    }
+    out[j] = Tensor(value.type().dtype(), shape);
+  }
   for (; step < stop; ++step) {
     std::mt19937_64 rng(options.dataSeed * 1000003 + step);
     data.sampleTrain(rng, stepRows, T, tokens.data<int32_t>(),
@@ -562,16 +616,17 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
     in.push_back(&stepT);
     for (const Tensor &t : local)
       in.push_back(&t);
-    // `out` holds the state of two steps ago: its buffers receive this
-    // step's (double buffering, no copies).
     if (!trainStep->run(in, out, error))
       return false;
     if (step == first)
       afterFirst = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < n; ++i) {
-      std::swap(params[i], out[i]);
-      std::swap(m[i], out[n + i]);
-      std::swap(v[i], out[2 * n + i]);
+      if (!inPlace[i])
+        std::swap(params[i], out[i]);
+      if (!inPlace[n + i])
+        std::swap(m[i], out[n + i]);
+      if (!inPlace[2 * n + i])
+        std::swap(v[i], out[2 * n + i]);
     }
     double loss = scalar(out[3 * n]), norm = scalar(out[3 * n + 1]),
            lr = scalar(out[3 * n + 2]);

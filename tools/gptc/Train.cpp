@@ -27,6 +27,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -279,9 +280,14 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     return failAll(error);
   if (!trainer->saveCheckpoint(opts.checkpointPath, error))
     return failAll(error);
-  if (leader)
+  if (leader) {
     llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
                  << trainer->getStep() << ")\n";
+    // The whole run's peak: compilation, training and the checkpoint.
+    if (int64_t peak = rt::peakResidentBytes(); peak > 0)
+      llvm::errs() << "gptc: peak resident memory " << peak << " bytes ("
+                   << llvm::format("%.1f", peak / 1048576.0) << " MiB)\n";
+  }
   return 0;
 }
 

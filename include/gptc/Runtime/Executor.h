@@ -91,6 +91,13 @@ public:
 
   const program::Function &getFunction() const { return function; }
 
+  /// Whether output `output` may be computed in the buffer of input
+  /// `input` (the caller passing one buffer as both): every kernel that
+  /// reads the input runs before the kernel that writes the output, or is
+  /// that kernel and updates elementwise (AdamW). A training loop updates
+  /// its state in place this way instead of double-buffering it.
+  bool canOverwriteInput(int output, int input) const;
+
   /// The processes collectives run over; without one, a collective over
   /// more than one device is an error.
   void setCommunicator(Communicator *c);

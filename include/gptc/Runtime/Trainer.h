@@ -79,6 +79,11 @@ struct TrainOptions {
   std::string dumpDir;
 };
 
+/// This process's peak resident memory in bytes (VmHWM: the high-water
+/// mark since exec, compiler and runtime included), or -1 where the
+/// system does not say.
+int64_t peakResidentBytes();
+
 class Trainer {
 public:
   /// Checks that `program` has @train_step and @forward of the expected

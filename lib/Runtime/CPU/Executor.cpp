@@ -278,7 +278,12 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
       exec->values[i] = Tensor::view(v.type().dtype(), std::move(shape),
                                      exec->arena.get() + v.offset());
     } else {
-      exec->values[i] = Tensor(v.type().dtype(), std::move(shape));
+      // Unplanned: the function's inputs (bound by the caller at run
+      // time) and outputs (usually written into the caller's buffers)
+      // get storage only when a run needs it, so that a training step's
+      // state is not held twice.
+      exec->values[i] = Tensor::view(v.type().dtype(), std::move(shape),
+                                     nullptr);
     }
   }
   auto validId = [&](int32_t id) { return id >= 0 && id < count; };
@@ -1309,6 +1314,33 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   return c.fail(std::string("no CPU kernel for ") + dtypeName(out.dtype));
 }
 
+bool Executor::canOverwriteInput(int output, int input) const {
+  if (output < 0 || output >= function.outputs_size() || input < 0 ||
+      input >= function.inputs_size())
+    return false;
+  int32_t in = function.inputs(input), out = function.outputs(output);
+  if (in == out)
+    return false;
+  int writer = -1, lastRead = -1;
+  for (int i = 0; i < function.kernels_size(); ++i) {
+    const Kernel &k = function.kernels(i);
+    for (int32_t id : k.outputs())
+      if (id == out)
+        writer = i;
+    for (int32_t id : k.inputs())
+      if (id == in)
+        lastRead = i;
+  }
+  if (writer < 0)
+    return false;
+  if (lastRead < writer)
+    return true;
+  // The writer reads the input itself: safe when it reads each element
+  // before writing it at the same index.
+  return lastRead == writer &&
+         function.kernels(writer).op() == program::ADAMW;
+}
+
 bool Executor::run(const std::vector<const Tensor *> &inputs,
                    std::vector<Tensor> &outputs, std::string &error) {
   if (static_cast<int>(inputs.size()) != function.inputs_size()) {
@@ -1361,6 +1393,11 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
       if (inPlace[i])
         values[function.outputs(i)] = std::move(saved[i]);
   };
+  // Storage for the unplanned values this run writes itself (kept for
+  // the next runs).
+  for (size_t id = 0; id < values.size(); ++id)
+    if (!values[id].raw() && !bound[id] && values[id].byteSize() > 0)
+      values[id] = Tensor(values[id].dtype, values[id].shape);
   if (!profiling) {
     for (const Kernel &k : function.kernels())
       if (!runKernel(k, error)) {
