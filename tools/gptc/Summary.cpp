@@ -184,6 +184,15 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
            << " bytes of intermediate values, reused by liveness ("
            << llvm::format("%.1f", double(values) / arena.getInt())
            << "x)\n";
+      // What gptc train holds at its peak: the parameters and moments it
+      // keeps between steps (updated in place) and the step's buffers,
+      // which hold the gradients. The process's code (the compiler and
+      // its libraries, about 150 MB) comes on top.
+      if (arena) {
+        int64_t peak = size->weightBytes + size->optimizerBytes + arena.getInt();
+        os << "training memory per device: " << peak << " bytes ("
+           << bytes(peak) << ": parameters and moments + step buffers)\n";
+      }
     }
   }
   return success();
