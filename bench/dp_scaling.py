@@ -55,7 +55,8 @@ def gptc_rate(build, mpirun, model, steps, ranks, extra=(), mesh=None):
 WORKER = r'''
 import os, sys, time, torch, torch.distributed as dist
 sys.path.insert(0, %(bench)r)
-from train_throughput import GPT, description
+from gpt_torch import GPT
+from train_throughput import description
 torch.set_num_threads(%(threads)d)
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()

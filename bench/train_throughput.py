@@ -1,19 +1,28 @@
 #!/usr/bin/env python3
-"""Training throughput on the CPU: gptc against PyTorch eager and
-torch.compile, same model, batch, optimizer and thread count, in one run.
+"""Training throughput and memory on the CPU: gptc against PyTorch eager,
+torch.compile and eager with autocast bf16, same model, batch, optimizer
+(AdamW + clipping) and thread count, in one run.
 
-    bench/.venv/bin/python bench/train_throughput.py [--build build]
+    bench/.venv/bin/python bench/train_throughput.py [--build build] [--json out.json]
 
-Prints, per model, tokens/s of each (the best of 3 windows: this machine's
-timings swing by +-20% between identical runs) and the ratios, plus achieved
-FLOP/s against the large-GEMM rate of the peer's BLAS measured in the same
-run.
-PyTorch comes from PyPI (bench/.venv, optimized BLAS): Debian's build uses
-a generic BLAS and is no fair peer. See docs/performance.md.
+This machine's speed swings by up to 2x within a minute, so the contenders
+run in alternating short windows (gptc, eager, compile, autocast, gptc,
+...) and each keeps its best window. Each contender is its own process, so
+its peak resident memory (ru_maxrss) is its own: PyTorch's run in a
+persistent worker process per contender (started once: torch.compile
+compiles once), gptc as one `gptc train` per window (its tok/s is after the
+first step, which includes loading the compiled kernels).
+
+Also reported, measured in the same run: oneDNN's large-GEMM ceiling in
+fp32 and bf16 (build/bin/gptc-gemm-ceiling) and gptc's achieved FLOP/s
+against the fp32 one, and gptc's own memory prediction (--emit=summary:
+parameters and moments + training-step buffers).
+
+Nothing here sets an environment variable: the figures are those of the
+environment a user has. PyTorch comes from PyPI (bench/.venv).
 """
 import argparse
 import json
-import math
 import os
 import re
 import subprocess
@@ -21,44 +30,11 @@ import sys
 import tempfile
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class Block(nn.Module):
-    def __init__(self, c, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln_1, self.ln_2 = nn.LayerNorm(c), nn.LayerNorm(c)
-        self.q, self.k, self.v, self.proj = (nn.Linear(c, c) for _ in range(4))
-        self.fc, self.fc_proj = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        a = self.ln_1(x)
-        q, k, v = (m(a).view(b, t, self.heads, c // self.heads).transpose(1, 2)
-                   for m in (self.q, self.k, self.v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.fc_proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, ctx, layers, heads, c):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, c), nn.Embedding(ctx, c)
-        self.h = nn.ModuleList(Block(c, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(c)
-
-    def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-        for block in self.h:
-            x = block(x)
-        logits = F.linear(self.ln_f(x), self.wte.weight)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+MODELS = [("models/tiny.pbtxt", 40),
+          ("bench/models/mid-4x256.pbtxt", 8),
+          ("bench/models/gpt2-small-ctx64.pbtxt", 2)]
+TORCH = ["eager", "compile", "autocast"]
 
 
 def description(path):
@@ -70,109 +46,208 @@ def description(path):
                 seq=get("seq_len"))
 
 
-REPEATS = 3
-
-
-def torch_rate(d, steps, compiled):
-    """Best of REPEATS windows of `steps` steps, after two warm-up steps
-    (which include torch.compile's compilation)."""
-    model = GPT(d["vocab"], d["ctx"], d["layers"], d["heads"], d["width"])
-    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
-    step_fn = model
-    if compiled:
-        step_fn = torch.compile(model)
-    data = open("/usr/share/common-licenses/GPL-3", "rb").read()
-    g = torch.Generator().manual_seed(0)
-
-    def step():
-        starts = torch.randint(0, len(data) - d["seq"] - 1, (d["batch"],), generator=g)
-        rows = [list(data[s:s + d["seq"] + 1]) for s in starts.tolist()]
-        t = torch.tensor(rows, dtype=torch.long)
-        opt.zero_grad(set_to_none=True)
-        loss = step_fn(t[:, :-1], t[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    for _ in range(2):
-        step()
-    best = 0.0
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        best = max(best, steps * d["batch"] * d["seq"] / (time.perf_counter() - start))
-    return best
-
-
-def gptc_rate(build, model, steps):
-    """Best of REPEATS runs of `steps` steps after the first."""
-    best = 0.0
-    for _ in range(REPEATS):
-        with tempfile.TemporaryDirectory() as tmp:
-            p = subprocess.run([os.path.join(build, "bin", "gptc"), "train", model,
-                                "--steps", str(steps + 1), "--eval-interval", "0",
-                                "--checkpoint", os.path.join(tmp, "c.ckpt")],
-                               capture_output=True, text=True)
-        if p.returncode:
-            sys.exit("gptc train failed:\n" + p.stderr)
-        best = max(best, float(re.search(r"([0-9.]+) tok/s after the first step",
-                                         p.stderr).group(1)))
-    return best
-
-
-def gemm_peak():
-    """The best of 7 timings of 3 fp32 2048^3 products: a ceiling, so the
-    best, not the mean (this machine's timings vary by 2x under load)."""
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    for _ in range(2):
-        a @ b
-    best = 0.0
-    for _ in range(7):
-        start = time.perf_counter()
-        for _ in range(3):
-            a @ b
-        best = max(best, 3 * 2 * 2048 ** 3 / (time.perf_counter() - start))
-    return best
-
-
 def flops_per_token(d):
     c, L, V, T = d["width"], d["layers"], d["vocab"], d["seq"]
     n = V * c + d["ctx"] * c + L * (12 * c * c + 13 * c) + 2 * c
     return 6 * n + 12 * L * T * c
 
 
+#===-------------------------------------------------------------------===#
+# PyTorch worker (a process of its own per contender)
+#===-------------------------------------------------------------------===#
+
+def worker(model_path, kind, threads):
+    import torch
+    from gpt_torch import GPT
+    torch.set_num_threads(threads)
+
+    d = description(model_path)
+    model = GPT(d["vocab"], d["ctx"], d["layers"], d["heads"], d["width"])
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
+    fn = torch.compile(model) if kind == "compile" else model
+    data = open("/usr/share/common-licenses/GPL-3", "rb").read()
+    g = torch.Generator().manual_seed(0)
+
+    def step():
+        starts = torch.randint(0, len(data) - d["seq"] - 1, (d["batch"],), generator=g)
+        t = torch.tensor([list(data[s:s + d["seq"] + 1]) for s in starts.tolist()],
+                         dtype=torch.long)
+        opt.zero_grad(set_to_none=True)
+        if kind == "autocast":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = fn(t[:, :-1], t[:, 1:])
+        else:
+            loss = fn(t[:, :-1], t[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    for _ in range(2):  # warm-up, torch.compile's compilation included
+        step()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[0] == "quit":
+            break
+        steps = int(cmd[1])
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        rate = steps * d["batch"] * d["seq"] / (time.perf_counter() - start)
+        print("rate %f" % rate, flush=True)
+    print("maxrss %d" % peak_resident_bytes(), flush=True)
+
+
+def peak_resident_bytes():
+    """VmHWM: this process's peak resident memory since exec (ru_maxrss
+    would include the parent's image at fork)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return -1
+
+
+class TorchContender:
+    def __init__(self, model, kind, threads):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--worker", kind,
+             "--model", model, "--threads", str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            raise RuntimeError("%s worker failed to start" % kind)
+
+    def window(self, steps):
+        self.proc.stdin.write("run %d\n" % steps)
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline().split()[1])
+
+    def finish(self):
+        """Peak resident memory in bytes."""
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        rss = int(self.proc.stdout.readline().split()[1])
+        self.proc.wait()
+        return rss
+
+
+class GptcContender:
+    def __init__(self, build, model, bf16=False):
+        self.gptc = os.path.join(build, "bin", "gptc")
+        self.model = model
+        self.rss = 0
+        if bf16:
+            # The same description with `precision: BF16`.
+            fd, self.model = tempfile.mkstemp(suffix=".pbtxt")
+            with os.fdopen(fd, "w") as f:
+                text = re.sub(r"\bprecision:\s*\w+", "", open(model).read())
+                f.write(re.sub(r"training \{", "training {\n  precision: BF16",
+                               text, count=1))
+
+    def window(self, steps):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "log")
+            with open(log, "w") as err:
+                proc = subprocess.Popen(
+                    [self.gptc, "train", self.model, "--steps", str(steps + 1),
+                     "--eval-interval", "0", "--log-interval", "0",
+                     "--checkpoint", os.path.join(tmp, "c.ckpt")],
+                    stdout=subprocess.DEVNULL, stderr=err)
+                status = proc.wait()
+            text = open(log).read()
+        if status:
+            sys.exit("gptc train failed:\n" + text)
+        # gptc reports its own peak (VmHWM), which a parent's rusage would
+        # inflate with its own image at fork.
+        self.rss = max(self.rss, int(re.search(r"peak resident memory (\d+) bytes",
+                                               text).group(1)))
+        return float(re.search(r"([0-9.]+) tok/s after the first step", text).group(1))
+
+    def finish(self):
+        return self.rss
+
+
+def predicted_bytes(build, model):
+    """--emit=summary's training memory (parameters, moments, step buffers)."""
+    out = subprocess.run([os.path.join(build, "bin", "gptc"), model, "--emit=summary"],
+                         capture_output=True, text=True).stdout
+    return int(re.search(r"training memory per device: (\d+) bytes", out).group(1))
+
+
+def gemm_ceilings(build):
+    out = subprocess.run([os.path.join(build, "bin", "gptc-gemm-ceiling")],
+                         capture_output=True, text=True, check=True).stdout
+    got = {}
+    for line in out.splitlines():
+        kind, rate, impl = line.split(maxsplit=2)
+        got[kind] = (float(rate), impl)
+    return got
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--models", default="", help="comma-separated subset (file stems)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--worker", default="")
+    ap.add_argument("--model", default="")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-    peak = gemm_peak()
-    print("threads %d; PyTorch %s; large-GEMM (2048^3 fp32, torch) %.1f GFLOP/s"
-          % (args.threads, torch.__version__, peak / 1e9))
+    if args.worker:
+        return worker(args.model, args.worker, args.threads)
+
+    version = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    ceil = gemm_ceilings(args.build)
+    print("threads %d; PyTorch %s; oneDNN large-GEMM ceiling: fp32 %.1f GFLOP/s (%s), "
+          "bf16 %.1f GFLOP/s (%s)" % (args.threads, version, ceil["fp32"][0],
+                                      ceil["fp32"][1], ceil["bf16"][0], ceil["bf16"][1]))
     results = []
-    for model, steps in ((os.path.join(ROOT, "models", "tiny.pbtxt"), 100),
-                         (os.path.join(ROOT, "bench", "models", "gpt2-small-ctx64.pbtxt"), 3)):
+    for rel, steps in MODELS:
+        model = os.path.join(ROOT, rel)
+        stem = os.path.basename(rel).replace(".pbtxt", "")
+        if args.models and stem not in args.models.split(","):
+            continue
         d = description(model)
-        g = gptc_rate(args.build, model, steps)
-        e = torch_rate(d, steps, compiled=False)
-        try:
-            c = torch_rate(d, steps, compiled=True)
-        except Exception as ex:  # torch.compile needs a working toolchain
-            print("torch.compile failed: %s" % str(ex).splitlines()[0])
-            c = float("nan")
+        contenders = {"gptc": GptcContender(args.build, model),
+                      "gptc-bf16": GptcContender(args.build, model, bf16=True)}
+        for kind in TORCH:
+            try:
+                contenders[kind] = TorchContender(model, kind, args.threads)
+            except RuntimeError as ex:
+                print("%s: %s" % (stem, ex))
+        best = {k: 0.0 for k in contenders}
+        for _ in range(args.rounds):
+            for k, c in contenders.items():
+                best[k] = max(best[k], c.window(steps))
+        rss = {k: c.finish() for k, c in contenders.items()}
+        predicted = predicted_bytes(args.build, model)
         fpt = flops_per_token(d)
-        row = dict(model=os.path.basename(model), gptc=g, eager=e, compiled=c,
-                   gptc_vs_eager=g / e, gptc_vs_compiled=g / c,
-                   gptc_gflops=g * fpt / 1e9, gemm_peak_gflops=peak / 1e9)
+        row = dict(model=stem, tok_s=best, peak_rss=rss,
+                   predicted_bytes=predicted,
+                   gptc_gflops=best["gptc"] * fpt / 1e9,
+                   gemm_ceiling_fp32=ceil["fp32"][0], gemm_ceiling_bf16=ceil["bf16"][0])
         results.append(row)
-        print("%-24s gptc %9.0f tok/s | eager %9.0f | compile %9.0f | gptc/eager %.2f"
-              " | gptc/compile %.2f | gptc %.1f GFLOP/s = %.0f%% of GEMM peak"
-              % (row["model"], g, e, c, g / e, g / c, row["gptc_gflops"],
-                 100 * row["gptc_gflops"] / row["gemm_peak_gflops"]))
+        g = best["gptc"]
+        ratio = lambda k: g / best[k] if best.get(k) else float("nan")
+        h = best["gptc-bf16"]
+        row["gptc_bf16_gflops"] = h * fpt / 1e9
+        print("%-18s tok/s: gptc %8.0f | gptc-bf16 %8.0f | eager %8.0f | compile %8.0f"
+              " | autocast-bf16 %8.0f" % (stem, g, h, best.get("eager", 0),
+                                          best.get("compile", 0), best.get("autocast", 0)))
+        print("%-18s gptc/eager %.2f | gptc/compile %.2f | gptc-bf16/autocast %.2f"
+              " | gptc %.1f GFLOP/s = %.0f%% of fp32 ceiling | gptc-bf16 %.1f GFLOP/s"
+              " = %.0f%% of bf16 ceiling"
+              % (stem, ratio("eager"), ratio("compile"),
+                 h / best["autocast"] if best.get("autocast") else float("nan"),
+                 row["gptc_gflops"], 100 * row["gptc_gflops"] / ceil["fp32"][0],
+                 row["gptc_bf16_gflops"], 100 * row["gptc_bf16_gflops"] / ceil["bf16"][0]))
+        print("%-18s peak RSS MB: gptc %7.1f (predicted %.1f) | gptc-bf16 %7.1f | eager %7.1f"
+              " | compile %7.1f | autocast %7.1f"
+              % (stem, rss["gptc"] / 1e6, row["predicted_bytes"] / 1e6,
+                 rss["gptc-bf16"] / 1e6, rss.get("eager", 0) / 1e6,
+                 rss.get("compile", 0) / 1e6, rss.get("autocast", 0) / 1e6), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
