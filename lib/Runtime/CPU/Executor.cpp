@@ -461,6 +461,29 @@ static bool runBFloat16(Call &c) {
     }
     if (!c.expect(n == y.numElements(), "operand shapes do not match"))
       return false;
+    // The bias gradient's case, a sum over the leading dimensions: rows
+    // in order, blocks of columns across the threads, in float.
+    bool leading = true;
+    for (size_t i = 0; i < dims.size(); ++i)
+      leading &= dims[i] == static_cast<int64_t>(i);
+    if (leading && n > 0) {
+      int64_t rows = x.numElements() / n;
+      const BFloat16 *in = x.data<BFloat16>();
+      BFloat16 *res = y.data<BFloat16>();
+      constexpr int64_t block = 64;
+      int64_t blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (x.numElements() >= 65536)
+      for (int64_t b = 0; b < blocks; ++b) {
+        int64_t c0 = b * block, c1 = std::min(n, c0 + block);
+        float acc[block] = {};
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t col = c0; col < c1; ++col)
+            acc[col - c0] += cpu::toFloat(in[r * n + col]);
+        for (int64_t col = c0; col < c1; ++col)
+          res[col] = cpu::toBFloat16(acc[col - c0]);
+      }
+      return true;
+    }
     std::vector<float> wide(x.numElements()), sum(y.numElements());
     for (int64_t i = 0, e = x.numElements(); i < e; ++i)
       wide[i] = cpu::toFloat(x.data<BFloat16>()[i]);
