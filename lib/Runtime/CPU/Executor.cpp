@@ -398,6 +398,22 @@ template <typename T> bool isType(const Tensor &t) {
   return t.dtype == (std::is_same_v<T, float> ? program::F32 : program::F64);
 }
 
+/// Checks that `dims` are increasing dimensions of `full` and that
+/// `reduced` has the elements left once they are summed; sets `n` to that
+/// count.
+static bool reducedElements(Call &c, const Tensor &full,
+                            const std::vector<int64_t> &dims,
+                            const Tensor &reduced, int64_t &n) {
+  n = full.numElements();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(full.shape.size()) ||
+        (i && dims[i] <= dims[i - 1]))
+      return c.fail("invalid dimensions");
+    n = full.shape[dims[i]] ? n / full.shape[dims[i]] : 0;
+  }
+  return c.expect(n == reduced.numElements(), "operand shapes do not match");
+}
+
 /// LINEAR and MATMUL for element type T (float, double or bf16).
 template <typename T> static bool runGemm(Call &c) {
   using namespace gptc::cpu;
@@ -452,14 +468,8 @@ static bool runBFloat16(Call &c) {
     const Tensor &x = *c.in[0];
     Tensor &y = *c.out[0];
     std::vector<int64_t> dims = c.ints();
-    int64_t n = x.numElements();
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(x.shape.size()) ||
-          (i && dims[i] <= dims[i - 1]))
-        return c.fail("invalid dimensions");
-      n = x.shape[dims[i]] ? n / x.shape[dims[i]] : 0;
-    }
-    if (!c.expect(n == y.numElements(), "operand shapes do not match"))
+    int64_t n;
+    if (!reducedElements(c, x, dims, y, n))
       return false;
     // The bias gradient's case, a sum over the leading dimensions: rows
     // in order, blocks of columns across the threads, in float.
@@ -752,14 +762,8 @@ template <typename T> bool runFloat(Call &c) {
     std::vector<int64_t> dims = c.ints();
     const Tensor &full = k.op() == program::REDUCE_SUM ? *in[0] : *out[0];
     const Tensor &reduced = k.op() == program::REDUCE_SUM ? *out[0] : *in[0];
-    int64_t n = full.numElements();
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(full.shape.size()) ||
-          (i && dims[i] <= dims[i - 1]))
-        return c.fail("invalid dimensions");
-      n = full.shape[dims[i]] ? n / full.shape[dims[i]] : 0;
-    }
-    if (!c.expect(n == reduced.numElements(), "operand shapes do not match"))
+    int64_t n;
+    if (!reducedElements(c, full, dims, reduced, n))
       return false;
     if (k.op() == program::REDUCE_SUM)
       reduceSum(in[0]->data<T>(), in[0]->shape, dims, out[0]->data<T>());
