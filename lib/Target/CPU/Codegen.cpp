@@ -221,8 +221,9 @@ mlir::gptc::compileKernelsToSharedObject(ModuleOp kernels,
   if (!driver)
     driver = llvm::sys::findProgramByName("gcc");
   if (!driver)
-    return fail("no C compiler driver (cc) to link the kernels with; "
-                "install gcc");
+    return fail("no C compiler driver (cc) to link the generated kernels "
+                "with: install gcc, or run without generated kernels "
+                "(gptc train --codegen=false)");
   llvm::SmallVector<llvm::StringRef> args = {
       *driver, "-shared", "-o", libraryPath, objectPath, "-lm"};
   std::string message;
