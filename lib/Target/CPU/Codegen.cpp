@@ -205,8 +205,8 @@ mlir::gptc::compileKernelsToSharedObject(ModuleOp kernels,
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("gptc-kernels", dir))
     return fail("cannot create a temporary directory: " + ec.message());
-  auto cleanup = llvm::make_scope_exit(
-      [&] { llvm::sys::fs::remove_directories(dir); });
+  auto removeDir = [&] { llvm::sys::fs::remove_directories(dir); };
+  llvm::scope_exit<decltype(removeDir)> cleanup(std::move(removeDir));
   llvm::SmallString<128> objectPath(dir), libraryPath(dir);
   llvm::sys::path::append(objectPath, "kernels.o");
   llvm::sys::path::append(libraryPath, "kernels.so");
