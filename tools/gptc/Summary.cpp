@@ -12,6 +12,7 @@
 #include "Summary.h"
 
 #include "gptc/Analysis/ModelSize.h"
+#include "gptc/Analysis/KernelReport.h"
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -184,6 +185,18 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
            << " bytes of intermediate values, reused by liveness ("
            << llvm::format("%.1f", double(values) / arena.getInt())
            << "x)\n";
+      // The generated kernels (gptc --emit=kernels lists them).
+      std::vector<KernelInfo> kernels = collectKernels(train);
+      if (!kernels.empty()) {
+        int64_t ops = 0, inLayer0 = 0;
+        for (const KernelInfo &k : kernels) {
+          ops += static_cast<int64_t>(k.ops.size());
+          inLayer0 += k.layer == 0;
+        }
+        os << "generated kernels: " << kernels.size() << " in the training "
+           << "step (" << ops << " ops), " << inLayer0
+           << " per transformer block\n";
+      }
       // What gptc train holds at its peak: the parameters and moments it
       // keeps between steps (updated in place) and the step's buffers,
       // which hold the gradients. The process's code (the compiler and
