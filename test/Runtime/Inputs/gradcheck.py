@@ -10,7 +10,12 @@ parameter, then compares, for each parameter p and a random direction u,
 computed by running the compiled @forward. Every kernel and every
 vector-Jacobian rule is exercised this way. Usage:
 
-    gradcheck.py GPTC_OPT GPTC_RUN [--model MODEL.mlir]
+    gradcheck.py GPTC_OPT GPTC_RUN [--model MODEL.mlir] [--kernels]
+
+With --kernels the compiled functions group their elementwise ops into
+generated kernels (gptc-form-kernels), so the check covers the code the
+CPU target generates (in float64) instead of the runtime's reference
+kernels.
 """
 import os
 import re
@@ -149,7 +154,8 @@ def check(name, text, opt, runner, tmp, rng, vocab_hint=None, scale_params=False
     with open(fb, "w") as f:
         # The buffer plan is on: a value placed over one still alive would
         # show up as a wrong gradient.
-        f.write(run([opt, path, "-p", "builtin.module(gptc-autodiff,func.func(canonicalize,cse,gptc-plan-buffers))"]))
+        kernels = "gptc-form-kernels," if KERNELS else ""
+        f.write(run([opt, path, "-p", "builtin.module(gptc-autodiff,func.func(canonicalize,cse,%sgptc-plan-buffers))" % kernels]))
     args = signature(text)
     values = []
     for (arg, shape, dtype, is_param, role) in args:
@@ -219,6 +225,9 @@ def check(name, text, opt, runner, tmp, rng, vocab_hint=None, scale_params=False
             return False
     print("PASS %s: %d parameters, worst relative error %.1e" % (name, len(params), worst))
     return True
+
+
+KERNELS = "--kernels" in sys.argv
 
 
 def main():
