@@ -82,6 +82,12 @@ case("add_fanout", f'%x: {T2} {{gptc.param = "x"}}, %z: {T2} {{gptc.param = "z"}
 case("causal_attention", '%q: tensor<2x5x6xf64> {gptc.param = "q"}, %k: tensor<2x5x6xf64> {gptc.param = "k"}, %v: tensor<2x5x6xf64> {gptc.param = "v"}',
      "  %y = gptc.causal_attention %q, %k, %v heads 3 : tensor<2x5x6xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64> -> tensor<2x5x6xf64>",
      "tensor<2x5x6xf64>", 6)
+# A sequence long enough (T >= 128) for the kernel's causal query blocks,
+# with a partial last block (130 = 4 x 32 + 2).
+TA = "tensor<1x130x4xf64>"
+case("causal_attention_blocks", f'%q: {TA} {{gptc.param = "q"}}, %k: {TA} {{gptc.param = "k"}}, %v: {TA} {{gptc.param = "v"}}',
+     f"  %y = gptc.causal_attention %q, %k, %v heads 2 : {TA}, {TA}, {TA} -> {TA}",
+     TA, 4)
 case("reshape_transpose", f'%x: {T2} {{gptc.param = "x"}}',
      f"""  %rs = gptc.reshape %x : {T2} -> tensor<6x4xf64>
   %t = gptc.transpose %rs [1, 0] : tensor<6x4xf64> -> tensor<4x6xf64>
