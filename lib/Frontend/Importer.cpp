@@ -222,7 +222,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   Location fileLoc = desc.locate({});
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc, desc.getName());
   b.setInsertionPointToEnd(module->getBody());
-  (*module)->setAttr("gptc.precision",
+  (*module)->setAttr(kPrecisionAttrName,
                   b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
                                   : m.precision == Precision::BF16 ? "bf16"
                                                                    : "fp16"));

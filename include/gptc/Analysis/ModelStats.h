@@ -29,6 +29,9 @@ inline constexpr llvm::StringLiteral kInitAttrName = "gptc.init";
 /// tensor parallelism splits it (written by the importer).
 inline constexpr llvm::StringLiteral kTensorParallelAttrName =
     "gptc.tensor_parallel";
+/// Module attribute: the description's precision, "fp32", "bf16" or
+/// "fp16" (written by the importer, read by gptc-mixed-precision).
+inline constexpr llvm::StringLiteral kPrecisionAttrName = "gptc.precision";
 /// Argument and result attribute: the value is this rank's block of a
 /// tensor of `shape`, dimension d split over the grid axes `axes[d]`.
 inline constexpr llvm::StringLiteral kShardingAttrName = "gptc.sharding";

@@ -14,6 +14,7 @@
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 
+#include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -41,7 +42,7 @@ struct GptcMixedPrecisionPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto precision = module->getAttrOfType<StringAttr>("gptc.precision");
+    auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
     if (!precision || precision.getValue() != "bf16")
       return;
     auto func = module.lookupSymbol<func::FuncOp>(function);
