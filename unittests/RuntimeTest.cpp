@@ -6,6 +6,7 @@
 
 #include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/KernelLibrary.h"
+#include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Executor.h"
 
 #include <gtest/gtest.h>
@@ -107,4 +108,138 @@ TEST(Executor, CompiledKernelNeedsALibrary) {
                        "code, but the program has no kernel library"),
             std::string::npos)
       << error;
+}
+
+/// fp16 conversions: every half survives float and back; float -> half
+/// rounds to nearest even, overflows to infinity from 65520 on, and keeps
+/// subnormals.
+TEST(Half, RoundTripsAndRoundsToNearestEven) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    Half h{static_cast<uint16_t>(bits)};
+    float f = toFloat(h);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(toFloat(toHalf(f)))) << bits;
+      continue;
+    }
+    EXPECT_EQ(toHalf(f).bits, bits) << bits;
+  }
+  EXPECT_EQ(toHalf(1.0f).bits, 0x3c00);
+  EXPECT_EQ(toHalf(65504.0f).bits, 0x7bff); // the largest half
+  EXPECT_EQ(toHalf(65519.0f).bits, 0x7bff); // below the midpoint
+  EXPECT_EQ(toHalf(65520.0f).bits, 0x7c00); // the midpoint: to even, inf
+  EXPECT_EQ(toHalf(-1e6f).bits, 0xfc00);
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1).
+  EXPECT_EQ(toHalf(1.00048828125f).bits, 0x3c00);
+  // 1 + 3 * 2^-11: halfway between 1 + 2^-10 and 1 + 2^-9: to even.
+  EXPECT_EQ(toHalf(1.00146484375f).bits, 0x3c02);
+  // The smallest subnormal is 2^-24; half of it ties to even (zero), a
+  // little more rounds up.
+  EXPECT_EQ(toHalf(5.9604644775390625e-08f).bits, 0x0001);
+  EXPECT_EQ(toHalf(2.98023223876953125e-08f).bits, 0x0000);
+  EXPECT_EQ(toHalf(3.0e-08f).bits, 0x0001);
+  // Every float between two halves goes to the nearer one: against a
+  // double-precision search over a sweep of magnitudes.
+  for (float x = 1e-7f; x < 7e4f; x *= 1.0137f) {
+    Half h = toHalf(x);
+    double err = std::abs(double(toFloat(h)) - x);
+    for (int d : {-1, 1}) {
+      Half n{static_cast<uint16_t>(h.bits + d)};
+      if (std::isfinite(toFloat(n)) && std::isfinite(toFloat(h)))
+        EXPECT_LE(err, std::abs(double(toFloat(n)) - x)) << x;
+    }
+  }
+}
+
+/// PyTorch GradScaler's state machine: an overflow halves the scale and
+/// does not count the update; the interval-th good step in a row doubles
+/// it (unless that overflows f32).
+TEST(Kernels, LossScaleUpdateFollowsGradScaler) {
+  LossScaleState s{1024.0f, 0, 0};
+  s = updateLossScale(s, /*found=*/true, 2.0, 0.5, 3);
+  EXPECT_EQ(s.scale, 512.0f);
+  EXPECT_EQ(s.good, 0);
+  EXPECT_EQ(s.updates, 0);
+  s = updateLossScale(s, false, 2.0, 0.5, 3);
+  s = updateLossScale(s, false, 2.0, 0.5, 3);
+  EXPECT_EQ(s.scale, 512.0f);
+  EXPECT_EQ(s.good, 2);
+  EXPECT_EQ(s.updates, 2);
+  s = updateLossScale(s, false, 2.0, 0.5, 3);
+  EXPECT_EQ(s.scale, 1024.0f);
+  EXPECT_EQ(s.good, 0);
+  EXPECT_EQ(s.updates, 3);
+  LossScaleState top{3.0e38f, 0, 7};
+  top = updateLossScale(top, false, 2.0, 0.5, 1);
+  EXPECT_EQ(top.scale, 3.0e38f);
+  EXPECT_EQ(top.good, 0);
+  EXPECT_EQ(top.updates, 8);
+}
+
+/// A skipped AdamW (fp16 overflow) returns its state unchanged, gradient
+/// infinities and all.
+TEST(Executor, AdamWSkipKeepsTheState) {
+  program::Function f;
+  f.set_name("f");
+  // 0 p, 1 g, 2 m, 3 v, 4 lr, 5 step, 6 scale, 7 skip -> 8 p', 9 m', 10 v'.
+  auto value = [&](int id, program::DType dtype, bool vector) {
+    program::Value *v = f.add_values();
+    v->set_id(id);
+    v->set_offset(-1);
+    v->mutable_type()->set_dtype(dtype);
+    if (vector)
+      v->mutable_type()->add_shape(3);
+  };
+  for (int id = 0; id < 4; ++id)
+    value(id, program::F32, true);
+  value(4, program::F32, false);
+  value(5, program::I32, false);
+  value(6, program::F32, false);
+  value(7, program::F32, false);
+  for (int id = 8; id < 11; ++id)
+    value(id, program::F32, true);
+  for (int id = 0; id < 8; ++id)
+    f.add_inputs(id);
+  program::Kernel *k = f.add_kernels();
+  k->set_op(program::ADAMW);
+  for (int id = 0; id < 8; ++id)
+    k->add_inputs(id);
+  for (int id = 8; id < 11; ++id) {
+    k->add_outputs(id);
+    f.add_outputs(id);
+  }
+  for (double x : {0.9, 0.95, 1e-8, 0.1})
+    k->add_floats(x);
+  std::string error;
+  auto exec = runtime::Executor::create(f, error);
+  ASSERT_NE(exec, nullptr) << error;
+  using runtime::Tensor;
+  std::vector<Tensor> in;
+  for (int i = 0; i < 4; ++i) {
+    in.emplace_back(program::F32, std::vector<int64_t>{3});
+    for (int j = 0; j < 3; ++j)
+      in.back().data<float>()[j] = 0.5f * (i + 1) + j;
+  }
+  in[1].data<float>()[1] = INFINITY;
+  in.emplace_back(program::F32, std::vector<int64_t>{});
+  in.back().data<float>()[0] = 1e-3f;
+  in.emplace_back(program::I32, std::vector<int64_t>{});
+  in.back().data<int32_t>()[0] = 4;
+  in.emplace_back(program::F32, std::vector<int64_t>{});
+  in.back().data<float>()[0] = 1.0f;
+  in.emplace_back(program::F32, std::vector<int64_t>{});
+  in.back().data<float>()[0] = 1.0f; // skip
+  std::vector<const Tensor *> args;
+  for (const Tensor &t : in)
+    args.push_back(&t);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(exec->run(args, out, error)) << error;
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(out[0].data<float>()[j], in[0].data<float>()[j]);
+    EXPECT_EQ(out[1].data<float>()[j], in[2].data<float>()[j]);
+    EXPECT_EQ(out[2].data<float>()[j], in[3].data<float>()[j]);
+  }
+  // Without the skip the same step updates (and the infinity spreads).
+  in[7].data<float>()[0] = 0.0f;
+  ASSERT_TRUE(exec->run(args, out, error)) << error;
+  EXPECT_NE(out[0].data<float>()[0], in[0].data<float>()[0]);
 }

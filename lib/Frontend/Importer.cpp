@@ -255,25 +255,31 @@ OwningOpRef<ModuleOp> Importer::run() {
 
   // The training settings the optimizer pass turns into ops.
   const OptimizerConfig &opt = m.optimizer;
-  (*module)->setAttr(
-      "gptc.optimizer",
-      b.getDictionaryAttr({
-          b.getNamedAttr("lr", b.getF64FloatAttr(opt.lr)),
-          b.getNamedAttr("min_lr", b.getF64FloatAttr(opt.lr * opt.minLrRatio)),
-          b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(opt.warmupSteps)),
-          b.getNamedAttr("total_steps", b.getI64IntegerAttr(m.steps)),
-          b.getNamedAttr("decay", b.getStringAttr(opt.decay)),
-          b.getNamedAttr("beta1", b.getF64FloatAttr(opt.beta1)),
-          b.getNamedAttr("beta2", b.getF64FloatAttr(opt.beta2)),
-          b.getNamedAttr("eps", b.getF64FloatAttr(opt.eps)),
-          b.getNamedAttr("weight_decay", b.getF64FloatAttr(opt.weightDecay)),
-          b.getNamedAttr("decay_embeddings",
-                         b.getBoolAttr(opt.decayEmbeddings)),
-          b.getNamedAttr("grad_clip", b.getF64FloatAttr(opt.gradClip)),
-          b.getNamedAttr("accumulation_steps",
-                         b.getI64IntegerAttr(m.gradAccumSteps)),
-          b.getNamedAttr("batch_size", b.getI64IntegerAttr(m.batchSize)),
-      }));
+  SmallVector<NamedAttribute> settings{
+      b.getNamedAttr("lr", b.getF64FloatAttr(opt.lr)),
+      b.getNamedAttr("min_lr", b.getF64FloatAttr(opt.lr * opt.minLrRatio)),
+      b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(opt.warmupSteps)),
+      b.getNamedAttr("total_steps", b.getI64IntegerAttr(m.steps)),
+      b.getNamedAttr("decay", b.getStringAttr(opt.decay)),
+      b.getNamedAttr("beta1", b.getF64FloatAttr(opt.beta1)),
+      b.getNamedAttr("beta2", b.getF64FloatAttr(opt.beta2)),
+      b.getNamedAttr("eps", b.getF64FloatAttr(opt.eps)),
+      b.getNamedAttr("weight_decay", b.getF64FloatAttr(opt.weightDecay)),
+      b.getNamedAttr("decay_embeddings", b.getBoolAttr(opt.decayEmbeddings)),
+      b.getNamedAttr("grad_clip", b.getF64FloatAttr(opt.gradClip)),
+      b.getNamedAttr("accumulation_steps",
+                     b.getI64IntegerAttr(m.gradAccumSteps)),
+      b.getNamedAttr("batch_size", b.getI64IntegerAttr(m.batchSize)),
+  };
+  // fp16's dynamic loss scaling.
+  if (m.precision == Precision::FP16) {
+    settings.push_back(b.getNamedAttr("initial_loss_scale",
+                                      b.getF64FloatAttr(m.initialLossScale)));
+    settings.push_back(
+        b.getNamedAttr("loss_scale_growth_interval",
+                       b.getI64IntegerAttr(m.lossScaleGrowthInterval)));
+  }
+  (*module)->setAttr("gptc.optimizer", b.getDictionaryAttr(settings));
 
   // 2. The signature: parameters, then the data inputs.
   declareParams();

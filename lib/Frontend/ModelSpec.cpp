@@ -450,6 +450,22 @@ LogicalResult ModelDescription::validate() {
     OptimizerConfig &opt = m.optimizer;
     opt.gradClip =
         v.real(t, {{"training"}, {"grad_clip"}}, 1.0, 0, INFINITY, false);
+    if (t.has_loss_scaling()) {
+      const auto &ls = t.loss_scaling();
+      if (m.precision != Precision::FP16)
+        v.error({{"training"}, {"loss_scaling"}})
+            << "loss_scaling applies to precision FP16 only";
+      m.initialLossScale =
+          v.real(ls, {{"training"}, {"loss_scaling"}, {"initial_scale"}},
+                 65536.0, 0, INFINITY, false, /*openBelow=*/true);
+      if (ls.has_growth_interval()) {
+        m.lossScaleGrowthInterval = ls.growth_interval();
+        if (m.lossScaleGrowthInterval <= 0)
+          v.error({{"training"}, {"loss_scaling"}, {"growth_interval"}})
+              << "'growth_interval' must be positive, got "
+              << m.lossScaleGrowthInterval;
+      }
+    }
     m.evalInterval = t.has_eval_interval() ? t.eval_interval() : 100;
     m.checkpointInterval = t.checkpoint_interval();
     m.dataSeed = t.seed();

@@ -154,13 +154,52 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
     return nullptr;
   t->trainStep->setCommunicator(comm);
   t->forward->setCommunicator(comm);
-  // @train_step(params..., m..., v..., step, data...).
+  // @train_step(params..., m..., v..., step, [scalar state...], data...)
+  //   -> (params'..., m'..., v'..., loss, grad_norm, lr, [state'...,
+  //       overflow]), the roles read from the values' names.
   int nin = step->inputs_size();
   int nout = step->outputs_size();
-  int n = (nout - 3) / 3;
-  if (nout < 6 || (nout - 3) % 3 != 0 || nin < 3 * n + 2) {
+  int stepAt = -1;
+  for (int i = 0; i < nin && stepAt < 0; ++i)
+    if (step->values(step->inputs(i)).name() == "step")
+      stepAt = i;
+  int n = stepAt / 3;
+  if (stepAt < 0 || stepAt % 3 != 0 || nout < 3 * n + 3) {
     error = "@train_step does not have the training-step signature";
     return nullptr;
+  }
+  std::map<std::string, int> outputByName;
+  for (int j = 3 * n; j < nout; ++j)
+    outputByName[step->values(step->outputs(j)).name()] = j;
+  auto outputNamed = [&](const std::string &name) {
+    auto it = outputByName.find(name);
+    return it == outputByName.end() ? -1 : it->second;
+  };
+  t->lossOut = outputNamed("loss");
+  t->normOut = outputNamed("grad_norm");
+  t->lrOut = outputNamed("lr");
+  t->overflowOut = outputNamed("overflow");
+  if (t->lossOut < 0 || t->normOut < 0 || t->lrOut < 0) {
+    error = "@train_step does not return its loss, gradient norm and "
+            "learning rate";
+    return nullptr;
+  }
+  int firstData = stepAt + 1;
+  for (; firstData < nin; ++firstData) {
+    const program::Value &v = step->values(step->inputs(firstData));
+    if (v.type().shape_size() != 0)
+      break;
+    ScalarState state;
+    state.name = v.name();
+    state.value = Tensor(v.type().dtype(), {});
+    state.init = v.init();
+    state.output = outputNamed("new:" + v.name());
+    if (state.output < 0) {
+      error = "@train_step takes the state '" + v.name() +
+              "' but does not return its next value";
+      return nullptr;
+    }
+    t->scalars.push_back(std::move(state));
   }
   std::ostringstream fp;
   for (int i = 0; i < n; ++i) {
@@ -193,7 +232,7 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
     for (int i = 0; i < n; ++i)
       t->layouts[group * n + i] =
           layoutOf(step->values(step->inputs(group * n + i)));
-  for (int i = 3 * n + 1; i < nin; ++i) {
+  for (int i = firstData; i < nin; ++i) {
     const program::Value &v = step->values(step->inputs(i));
     DataInput in;
     in.name = v.name();
@@ -281,7 +320,24 @@ void Trainer::initialize() {
     std::fill(m[i].raw(), m[i].raw() + m[i].byteSize(), std::byte{0});
     std::fill(v[i].raw(), v[i].raw() + v[i].byteSize(), std::byte{0});
   }
+  initializeScalars();
   step = 0;
+}
+
+void Trainer::initializeScalars() {
+  for (ScalarState &s : scalars) {
+    double x = s.init.kind() == program::ParamInit::CONSTANT ? s.init.value()
+               : s.init.kind() == program::ParamInit::ONES   ? 1.0
+                                                             : 0.0;
+    if (s.value.dtype == program::F32)
+      s.value.data<float>()[0] = static_cast<float>(x);
+    else if (s.value.dtype == program::F64)
+      s.value.data<double>()[0] = x;
+    else if (s.value.dtype == program::I32)
+      s.value.data<int32_t>()[0] = static_cast<int32_t>(x);
+    else if (s.value.dtype == program::I64)
+      s.value.data<int64_t>()[0] = static_cast<int64_t>(x);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -322,12 +378,13 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
       return false;
     }
   }
-  auto write = [&](const std::string &name, const Tensor &block, int layout) {
+  auto write = [&](const std::string &name, const Tensor &block,
+                   const BlockLayout &layout) {
     // The whole tensor: the block itself unless it is split over ranks.
     Tensor whole;
     const Tensor *t = &block;
-    if (layouts[layout].isSplit()) {
-      if (!gatherBlocks(block, layouts[layout], grid, comm, whole, error))
+    if (layout.isSplit()) {
+      if (!gatherBlocks(block, layout, grid, comm, whole, error))
         return false;
       t = &whole;
     }
@@ -348,9 +405,16 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   };
   int n = static_cast<int>(params.size());
   for (int i = 0; i < n; ++i)
-    if (!write(names[i], params[i], i) ||
-        !write("m:" + names[i], m[i], n + i) ||
-        !write("v:" + names[i], v[i], 2 * n + i)) {
+    if (!write(names[i], params[i], layouts[i]) ||
+        !write("m:" + names[i], m[i], layouts[n + i]) ||
+        !write("v:" + names[i], v[i], layouts[2 * n + i])) {
+      if (rank() == 0)
+        std::remove(tmp.c_str());
+      return false;
+    }
+  // The scalar state is the same on every rank.
+  for (const ScalarState &s : scalars)
+    if (!write(s.name, s.value, BlockLayout{})) {
       if (rank() == 0)
         std::remove(tmp.c_str());
       return false;
@@ -411,6 +475,12 @@ bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
     if (!fill(names[i], params[i], layouts[i]) ||
         !fill("m:" + names[i], m[i], layouts[n + i]) ||
         !fill("v:" + names[i], v[i], layouts[2 * n + i]))
+      return false;
+  // The scalar state (fp16's loss scaler) resumes where it was; a
+  // checkpoint of a run without it (fp32 or bf16) starts it afresh.
+  initializeScalars();
+  for (ScalarState &s : scalars)
+    if (byName.count(s.name) && !fill(s.name, s.value, BlockLayout{}))
       return false;
   step = ck.step();
   lastLoss = ck.train_loss();
@@ -555,7 +625,9 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
                       whole[i], error))
           return false;
       tsv.open(options.dumpDir + "/steps.tsv");
-      tsv << "step\tloss\tgrad_norm\tlr\n" << std::setprecision(9);
+      tsv << "step\tloss\tgrad_norm\tlr"
+          << (overflowOut >= 0 ? "\tskipped\tloss_scale" : "") << "\n"
+          << std::setprecision(9);
     }
   }
 
@@ -614,10 +686,25 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       for (const Tensor &t : *group)
         in.push_back(&t);
     in.push_back(&stepT);
+    for (const ScalarState &s : scalars)
+      in.push_back(&s.value);
     for (const Tensor &t : local)
       in.push_back(&t);
+    if (step == options.injectOverflowStep &&
+        rank() == options.injectOverflowRank) {
+      // A gradient overflows on this rank: the norm's first input.
+      bool poisonable = trainStep->injectInfinityBefore(program::GLOBAL_NORM) ||
+                        trainStep->injectInfinityBefore(program::SUM_SQUARES);
+      if (!poisonable) {
+        error = "cannot inject an overflow: @train_step takes no gradient "
+                "norm";
+        return false;
+      }
+    }
     if (!trainStep->run(in, out, error))
       return false;
+    for (ScalarState &s : scalars)
+      std::swap(s.value, out[s.output]);
     if (step == first)
       afterFirst = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < n; ++i) {
@@ -628,8 +715,9 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       if (!inPlace[2 * n + i])
         std::swap(v[i], out[2 * n + i]);
     }
-    double loss = scalar(out[3 * n]), norm = scalar(out[3 * n + 1]),
-           lr = scalar(out[3 * n + 2]);
+    double loss = scalar(out[lossOut]), norm = scalar(out[normOut]),
+           lr = scalar(out[lrOut]);
+    bool skipped = overflowOut >= 0 && scalar(out[overflowOut]) != 0;
     lastLoss = loss;
     if (!std::isfinite(loss)) {
       error = "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
@@ -638,8 +726,17 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
               ", learning rate " + std::to_string(lr) + ")";
       return false;
     }
-    if (tsv.is_open())
-      tsv << step << "\t" << loss << "\t" << norm << "\t" << lr << "\n";
+    const Tensor *lossScale = nullptr;
+    for (const ScalarState &s : scalars)
+      if (s.name == "loss_scale")
+        lossScale = &s.value;
+    if (tsv.is_open()) {
+      tsv << step << "\t" << loss << "\t" << norm << "\t" << lr;
+      if (overflowOut >= 0)
+        tsv << "\t" << skipped << "\t"
+            << (lossScale ? scalar(*lossScale) : 0.0);
+      tsv << "\n";
+    }
 
     // Progress: tokens/s over this run, ETA for the rest.
     double elapsed = std::chrono::duration<double>(
@@ -654,10 +751,18 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
          << std::scientific << std::setprecision(2) << lr << " | norm "
          << std::fixed << std::setprecision(2) << norm << " | "
          << std::setprecision(0) << tps << " tok/s | ETA " << clock(eta);
+    // fp16: a skipped step says so; the scale shown is the next step's.
+    if (skipped)
+      line << " | overflow: step skipped";
+    if (lossScale && (skipped || overflowOut >= 0))
+      line << " | loss scale " << std::defaultfloat << std::setprecision(6)
+           << scalar(*lossScale);
+    bool logSkip = skipped;
     bool final = step + 1 == stop;
-    bool logNow = options.logInterval > 0 &&
-                  ((step + 1) % options.logInterval == 0 || final ||
-                   step == first);
+    bool logNow =
+        (options.logInterval > 0 &&
+         ((step + 1) % options.logInterval == 0 || final || step == first)) ||
+        logSkip;
     if (!writer)
       ;
     else if (options.liveProgress)

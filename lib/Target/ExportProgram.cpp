@@ -225,12 +225,15 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
                                                           kInitAttrName)) {
       pg::ParamInit *pi = out.mutable_values(*id)->mutable_init();
       StringAttr kind = init.getAs<StringAttr>("kind");
-      pi->set_kind(!kind                        ? pg::ParamInit::NONE
-                   : kind.getValue() == "normal" ? pg::ParamInit::NORMAL
-                   : kind.getValue() == "ones"   ? pg::ParamInit::ONES
-                                                 : pg::ParamInit::ZEROS);
+      pi->set_kind(!kind                           ? pg::ParamInit::NONE
+                   : kind.getValue() == "normal"   ? pg::ParamInit::NORMAL
+                   : kind.getValue() == "ones"     ? pg::ParamInit::ONES
+                   : kind.getValue() == "constant" ? pg::ParamInit::CONSTANT
+                                                   : pg::ParamInit::ZEROS);
       if (auto std = init.getAs<FloatAttr>("std"))
         pi->set_std(std.getValueAsDouble());
+      if (auto value = init.getAs<FloatAttr>("value"))
+        pi->set_value(value.getValueAsDouble());
       if (auto rows = init.getAs<IntegerAttr>("rows"))
         pi->set_rows(rows.getInt());
     }
@@ -319,8 +322,14 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             ints({static_cast<int64_t>(o.getDimension())});
             return success();
           })
-          .Case([&](EmbeddingOp) { kernel.set_op(pg::EMBEDDING); return success(); })
-          .Case([&](LinearOp) { kernel.set_op(pg::LINEAR); return success(); })
+          .Case([&](EmbeddingOp) {
+            kernel.set_op(pg::EMBEDDING);
+            return success();
+          })
+          .Case([&](LinearOp) {
+            kernel.set_op(pg::LINEAR);
+            return success();
+          })
           .Case([&](MatmulOp o) {
             kernel.set_op(pg::MATMUL);
             ints({o.getTransposeLhs(), o.getTransposeRhs()});
@@ -331,9 +340,18 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.add_floats(o.getEpsilon().convertToDouble());
             return success();
           })
-          .Case([&](GeluOp) { kernel.set_op(pg::GELU); return success(); })
-          .Case([&](SoftmaxOp) { kernel.set_op(pg::SOFTMAX); return success(); })
-          .Case([&](AddOp) { kernel.set_op(pg::ADD); return success(); })
+          .Case([&](GeluOp) {
+            kernel.set_op(pg::GELU);
+            return success();
+          })
+          .Case([&](SoftmaxOp) {
+            kernel.set_op(pg::SOFTMAX);
+            return success();
+          })
+          .Case([&](AddOp) {
+            kernel.set_op(pg::ADD);
+            return success();
+          })
           .Case([&](CausalAttentionOp o) {
             kernel.set_op(pg::CAUSAL_ATTENTION);
             ints({o.getNumHeads()});
@@ -344,7 +362,10 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             ignore(o.getIgnoreIndex());
             return success();
           })
-          .Case([&](ReshapeOp) { kernel.set_op(pg::RESHAPE); return success(); })
+          .Case([&](ReshapeOp) {
+            kernel.set_op(pg::RESHAPE);
+            return success();
+          })
           .Case([&](TransposeOp o) {
             kernel.set_op(pg::TRANSPOSE);
             ints(o.getPermutation());
@@ -360,7 +381,10 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             ints({static_cast<int64_t>(o.getAxis())});
             return success();
           })
-          .Case([&](CastOp) { kernel.set_op(pg::CAST); return success(); })
+          .Case([&](CastOp) {
+            kernel.set_op(pg::CAST);
+            return success();
+          })
           .Case([&](ReduceSumOp o) {
             kernel.set_op(pg::REDUCE_SUM);
             ints(o.getDimensions());
@@ -380,7 +404,10 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.add_floats(o.getEpsilon().convertToDouble());
             return success();
           })
-          .Case([&](GeluGradOp) { kernel.set_op(pg::GELU_GRAD); return success(); })
+          .Case([&](GeluGradOp) {
+            kernel.set_op(pg::GELU_GRAD);
+            return success();
+          })
           .Case([&](SoftmaxGradOp) {
             kernel.set_op(pg::SOFTMAX_GRAD);
             return success();
@@ -443,7 +470,10 @@ LogicalResult FunctionExporter::lower(Operation *op) {
               kernel.add_ints(a);
             return success();
           })
-          .Case([&](RowMaxOp) { kernel.set_op(pg::ROW_MAX); return success(); })
+          .Case([&](RowMaxOp) {
+            kernel.set_op(pg::ROW_MAX);
+            return success();
+          })
           .Case([&](VocabParallelPartialsOp o) {
             kernel.set_op(pg::VOCAB_PARTIALS);
             ints({o.getVocabSize().value_or(-1)});
@@ -473,7 +503,25 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.set_op(pg::SUM_SQUARES);
             return success();
           })
-          .Case([&](SqrtOp) { kernel.set_op(pg::SQRT); return success(); })
+          .Case([&](SqrtOp) {
+            kernel.set_op(pg::SQRT);
+            return success();
+          })
+          .Case([&](DivOp) {
+            kernel.set_op(pg::DIV);
+            return success();
+          })
+          .Case([&](FoundInfOp) {
+            kernel.set_op(pg::FOUND_INF);
+            return success();
+          })
+          .Case([&](LossScaleUpdateOp o) {
+            kernel.set_op(pg::LOSS_SCALE_UPDATE);
+            kernel.add_floats(o.getGrowth().convertToDouble());
+            kernel.add_floats(o.getBackoff().convertToDouble());
+            kernel.add_ints(o.getInterval());
+            return success();
+          })
           .Case([&](CountTokensOp o) {
             kernel.set_op(pg::COUNT_TOKENS);
             ignore(o.getIgnoreIndex());

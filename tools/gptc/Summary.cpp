@@ -58,10 +58,10 @@ static std::string bytes(int64_t value) {
 
 LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
                                        ModuleOp module, raw_ostream &os) {
-  // The figures describe what gptc runs. bf16 mixed precision keeps fp32
-  // master weights, gradients and AdamW state (its bf16 weight copies and
-  // activations are step buffers), so the state is sized as fp32's; fp16
-  // (loss scaling) is not implemented yet and trains in fp32.
+  // The figures describe what gptc runs. bf16 and fp16 mixed precision
+  // keep fp32 master weights, gradients and AdamW state (their 16-bit
+  // weight copies and activations are step buffers), so the state is sized
+  // as fp32's.
   ModelConfig m = desc.getConfig();
   Precision requested = m.precision;
   m.precision = Precision::FP32;
@@ -138,13 +138,16 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
     os << "precision: bf16 mixed (GEMMs in bf16 with fp32 accumulation; "
           "AdamW: 4 master param + 4 grad + 4 m + 4 v = "
        << size->bytesPerParam << " bytes/param in fp32)\n";
+  else if (requested == Precision::FP16)
+    os << "precision: fp16 mixed (GEMMs in fp16 with fp32 accumulation; "
+          "dynamic loss scaling from "
+       << llvm::format("%g", m.initialLossScale) << ", doubled after "
+       << m.lossScaleGrowthInterval
+       << " good steps; AdamW: 4 master param + 4 grad + 4 m + 4 v = "
+       << size->bytesPerParam << " bytes/param in fp32)\n";
   else
-    os << "precision: fp32"
-       << (requested == Precision::FP16
-               ? " (fp16 mixed precision requested; not implemented yet)"
-               : "")
-       << " (AdamW: 4 param + 4 grad + 4 m + 4 v = " << size->bytesPerParam
-       << " bytes/param)\n";
+    os << "precision: fp32 (AdamW: 4 param + 4 grad + 4 m + 4 v = "
+       << size->bytesPerParam << " bytes/param)\n";
   os << "parameters per device: " << size->paramsPerDevice << " ("
      << human(size->paramsPerDevice) << ")\n";
   os << "model state per device: " << size->stateBytesPerDevice << " bytes ("

@@ -90,6 +90,11 @@ static cl::opt<std::string>
                cl::desc("Write the initial parameters, each batch and the "
                         "losses here (.npy/.tsv) for reference checks"),
                cl::init(""), cl::cat(trainCategory));
+static cl::opt<std::string> injectOverflowOpt(
+    "inject-overflow",
+    cl::desc("Testing fp16 loss scaling: STEP[:RANK] makes a gradient "
+             "infinite at that 1-based step on that rank (default 0)"),
+    cl::init(""), cl::cat(trainCategory), cl::Hidden);
 
 static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
                                   cl::init(300), cl::cat(sampleCategory));
@@ -154,9 +159,20 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));
-  if (m.precision == Precision::FP16)
-    llvm::errs() << "gptc: warning: fp16 mixed precision (which needs loss "
-                    "scaling) is not implemented yet; training in fp32\n";
+  int64_t injectStep = -1, injectRank = 0;
+  if (!injectOverflowOpt.empty()) {
+    StringRef spec = injectOverflowOpt;
+    auto [stepText, rankText] = spec.split(':');
+    if (stepText.getAsInteger(10, injectStep) || injectStep < 1 ||
+        (!rankText.empty() && rankText.getAsInteger(10, injectRank)) ||
+        injectRank < 0)
+      return fail("--inject-overflow takes STEP[:RANK] (a step from 1, a "
+                  "rank from 0), got '" +
+                  spec.str() + "'");
+    if (m.precision != Precision::FP16)
+      return fail("--inject-overflow tests fp16's loss scaling; the "
+                  "description's precision is not FP16");
+  }
 
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
   if (stepsOpt >= 0)
@@ -242,6 +258,12 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
   opts.profile = profileOpt;
+  opts.injectOverflowStep = injectStep - 1;
+  opts.injectOverflowRank = static_cast<int>(injectRank);
+  if (injectStep > 0 && injectRank >= (comm ? comm->size() : 1))
+    return failAll("--inject-overflow names rank " +
+                   std::to_string(injectRank) + " of a run of " +
+                   std::to_string(comm ? comm->size() : 1) + " processes");
   auto trainer = rt::Trainer::create(program, opts, error, comm.get());
   if (!trainer)
     return failAll(error);

@@ -48,6 +48,10 @@ struct ModelConfig {
   /// Sequences per rank per micro-step: ceil(batch / (dp * accum)).
   int64_t microBatchSize = 0;
   Precision precision = Precision::FP32;
+  /// FP16's dynamic loss scaling: the first scale, and the good steps in a
+  /// row that double it.
+  double initialLossScale = 65536.0;
+  int64_t lossScaleGrowthInterval = 2000;
   OptimizerConfig optimizer;
   int64_t evalInterval = 100, checkpointInterval = 0;
   uint64_t dataSeed = 0;

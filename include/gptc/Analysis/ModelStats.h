@@ -32,6 +32,13 @@ inline constexpr llvm::StringLiteral kTensorParallelAttrName =
 /// Module attribute: the description's precision, "fp32", "bf16" or
 /// "fp16" (written by the importer, read by gptc-mixed-precision).
 inline constexpr llvm::StringLiteral kPrecisionAttrName = "gptc.precision";
+/// The input of fp16's @forward_backward that seeds the backward (the
+/// loss scale), and the training step's state of dynamic loss scaling:
+/// the scale, the good steps since it last changed and the optimizer
+/// updates applied (gptc.state names; gptc.loss_scale_update).
+inline constexpr llvm::StringLiteral kLossScaleName = "loss_scale";
+inline constexpr llvm::StringLiteral kGoodStepsName = "loss_scale_good_steps";
+inline constexpr llvm::StringLiteral kUpdatesName = "optimizer_updates";
 /// Argument and result attribute: the value is this rank's block of a
 /// tensor of `shape`, dimension d split over the grid axes `axes[d]`.
 inline constexpr llvm::StringLiteral kShardingAttrName = "gptc.sharding";

@@ -102,6 +102,12 @@ public:
   /// more than one device is an error.
   void setCommunicator(Communicator *c);
 
+  /// Fault injection, for testing overflow handling: in the next run, the
+  /// first kernel of kind `op` finds +inf in element 0 of its first input
+  /// (a floating-point tensor the run computed). Returns false when the
+  /// function has no such kernel.
+  bool injectInfinityBefore(program::OpKind op);
+
   /// Time every kernel from now on; `profile()` returns seconds per op kind.
   void enableProfiling();
   const std::vector<double> &profile() const { return seconds; }
@@ -126,6 +132,8 @@ private:
   /// Inputs bound for the current run (by value id), to avoid copies.
   std::vector<const Tensor *> bound;
   bool profiling = false;
+  /// The kernel that injectInfinityBefore poisons in the next run, or -1.
+  int poisonKernel = -1;
   Communicator *communicator = nullptr;
   /// The entry points of COMPILED kernels.
   std::map<const program::Kernel *, void (*)(void **, int64_t, int64_t)>

@@ -77,6 +77,11 @@ struct TrainOptions {
   /// parameters (`final.<name>.npy`, whole) and, on a mesh, each rank's
   /// own blocks (`rank<r>.final.<name>.npy`).
   std::string dumpDir;
+  /// Testing fp16's overflow handling: at this 0-based step, on rank
+  /// `injectOverflowRank`, a gradient becomes infinite just before the
+  /// norm is taken (-1: never).
+  int64_t injectOverflowStep = -1;
+  int injectOverflowRank = 0;
 };
 
 /// This process's peak resident memory in bytes (VmHWM: the high-water
@@ -143,6 +148,20 @@ private:
     std::vector<int64_t> shape;
   };
   std::vector<DataInput> dataInputs;
+  /// Scalar state beside the parameters and moments, fed back each step
+  /// and checkpointed by name: fp16's loss scale and its counters.
+  struct ScalarState {
+    std::string name;
+    Tensor value;
+    program::ParamInit init;
+    int output = -1;
+  };
+  std::vector<ScalarState> scalars;
+  /// The outputs the loop reads, by role; `overflow` is -1 without loss
+  /// scaling.
+  int lossOut = -1, normOut = -1, lrOut = -1, overflowOut = -1;
+  /// The scalar state's starting values.
+  void initializeScalars();
   std::vector<int64_t> grid;
   Communicator *comm = nullptr;
   /// Sequences per step over all ranks.

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <omp.h>
 
@@ -200,12 +201,21 @@ static bool arityOf(OpKind op, Arity &arity) {
   case program::GLOBAL_NORM:
     arity = {1, -1, 1};
     return true;
-  case program::CLIP_SCALE:
   case program::LEARNING_RATE:
+  case program::FOUND_INF:
     arity = {1, 1, 1};
     return true;
+  case program::CLIP_SCALE:
+    arity = {1, 2, 1};
+    return true;
+  case program::DIV:
+    arity = {2, 2, 1};
+    return true;
+  case program::LOSS_SCALE_UPDATE:
+    arity = {4, 4, 3};
+    return true;
   case program::ADAMW:
-    arity = {7, 7, 3};
+    arity = {7, 8, 3};
     return true;
   case program::ALL_REDUCE:
   case program::ALL_REDUCE_MAX:
@@ -453,6 +463,51 @@ template <typename T> static bool runGemm(Call &c) {
   return true;
 }
 
+/// Sums the 16-bit `x` over `dims` into `y`, in float.
+template <typename Low>
+static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y) {
+  std::vector<int64_t> dims = c.ints();
+  int64_t n;
+  if (!reducedElements(c, x, dims, y, n))
+    return false;
+  const Low *in = x.data<Low>();
+  Low *res = y.data<Low>();
+  // The bias gradient's case, a sum over the leading dimensions: rows in
+  // order, blocks of columns across the threads, in float.
+  bool leading = true;
+  for (size_t i = 0; i < dims.size(); ++i)
+    leading &= dims[i] == static_cast<int64_t>(i);
+  auto narrow = [](float f) {
+    if constexpr (std::is_same_v<Low, cpu::BFloat16>)
+      return cpu::toBFloat16(f);
+    else
+      return cpu::toHalf(f);
+  };
+  if (leading && n > 0) {
+    int64_t rows = x.numElements() / n;
+    constexpr int64_t block = 64;
+    int64_t blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (x.numElements() >= 65536)
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t c0 = b * block, c1 = std::min(n, c0 + block);
+      float acc[block] = {};
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t col = c0; col < c1; ++col)
+          acc[col - c0] += cpu::toFloat(in[r * n + col]);
+      for (int64_t col = c0; col < c1; ++col)
+        res[col] = narrow(acc[col - c0]);
+    }
+    return true;
+  }
+  std::vector<float> wide(x.numElements()), sum(y.numElements());
+  for (int64_t i = 0, e = x.numElements(); i < e; ++i)
+    wide[i] = cpu::toFloat(in[i]);
+  cpu::reduceSum(wide.data(), x.shape, dims, sum.data());
+  for (int64_t i = 0, e = y.numElements(); i < e; ++i)
+    res[i] = narrow(sum[i]);
+  return true;
+}
+
 /// The bf16 kernels of mixed precision: the GEMMs (bf16 operands, fp32
 /// accumulation) and the bias gradient's row sum (accumulated in float).
 static bool runBFloat16(Call &c) {
@@ -464,47 +519,60 @@ static bool runBFloat16(Call &c) {
   case program::LINEAR:
   case program::MATMUL:
     return runGemm<BFloat16>(c);
-  case program::REDUCE_SUM: {
-    const Tensor &x = *c.in[0];
-    Tensor &y = *c.out[0];
-    std::vector<int64_t> dims = c.ints();
-    int64_t n;
-    if (!reducedElements(c, x, dims, y, n))
-      return false;
-    // The bias gradient's case, a sum over the leading dimensions: rows
-    // in order, blocks of columns across the threads, in float.
-    bool leading = true;
-    for (size_t i = 0; i < dims.size(); ++i)
-      leading &= dims[i] == static_cast<int64_t>(i);
-    if (leading && n > 0) {
-      int64_t rows = x.numElements() / n;
-      const BFloat16 *in = x.data<BFloat16>();
-      BFloat16 *res = y.data<BFloat16>();
-      constexpr int64_t block = 64;
-      int64_t blocks = (n + block - 1) / block;
-#pragma omp parallel for schedule(static) if (x.numElements() >= 65536)
-      for (int64_t b = 0; b < blocks; ++b) {
-        int64_t c0 = b * block, c1 = std::min(n, c0 + block);
-        float acc[block] = {};
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t col = c0; col < c1; ++col)
-            acc[col - c0] += cpu::toFloat(in[r * n + col]);
-        for (int64_t col = c0; col < c1; ++col)
-          res[col] = cpu::toBFloat16(acc[col - c0]);
-      }
-      return true;
-    }
-    std::vector<float> wide(x.numElements()), sum(y.numElements());
-    for (int64_t i = 0, e = x.numElements(); i < e; ++i)
-      wide[i] = cpu::toFloat(x.data<BFloat16>()[i]);
-    cpu::reduceSum(wide.data(), x.shape, dims, sum.data());
-    for (int64_t i = 0, e = y.numElements(); i < e; ++i)
-      y.data<BFloat16>()[i] = cpu::toBFloat16(sum[i]);
-    return true;
-  }
+  case program::REDUCE_SUM:
+    return reduceSumLow<BFloat16>(c, *c.in[0], *c.out[0]);
   default:
     return c.fail("has no bf16 kernel (mixed precision runs only GEMMs and "
                   "their bias sums in bf16)");
+  }
+}
+
+/// The fp16 kernels of mixed precision. oneDNN has fp16 matrix products
+/// only on CPUs with AVX512-FP16, so the GEMM widens its operands to fp32
+/// (exactly), multiplies in fp32 and rounds the result to fp16: fp16
+/// numerics (fp16 operands and result, fp32 accumulation) at fp32 speed.
+/// fp16 is the GPU's mixed precision; on the CPU bf16 is the fast one.
+static bool runHalf(Call &c) {
+  for (const Tensor *t : c.in)
+    if (t->dtype != program::F16)
+      return c.fail("mixes element types");
+  switch (c.kernel.op()) {
+  case program::LINEAR:
+  case program::MATMUL: {
+    auto widen = [](const Tensor &t) {
+      Tensor w(program::F32, t.shape);
+      const auto *src = t.data<cpu::Half>();
+      float *dst = w.data<float>();
+      int64_t n = t.numElements();
+#pragma omp parallel for schedule(static) if (n >= 65536)
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = cpu::toFloat(src[i]);
+      return w;
+    };
+    std::vector<Tensor> wide;
+    wide.reserve(c.in.size() + 1);
+    Call f32{{}, {}, c.kernel, c.error};
+    for (const Tensor *t : c.in) {
+      wide.push_back(widen(*t));
+      f32.in.push_back(&wide.back());
+    }
+    wide.emplace_back(program::F32, c.out[0]->shape);
+    f32.out.push_back(&wide.back());
+    if (!runGemm<float>(f32))
+      return false;
+    const float *src = wide.back().data<float>();
+    auto *dst = c.out[0]->data<cpu::Half>();
+    int64_t n = c.out[0]->numElements();
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = cpu::toHalf(src[i]);
+    return true;
+  }
+  case program::REDUCE_SUM:
+    return reduceSumLow<cpu::Half>(c, *c.in[0], *c.out[0]);
+  default:
+    return c.fail("has no fp16 kernel (mixed precision runs only GEMMs and "
+                  "their bias sums in fp16)");
   }
 }
 
@@ -1253,8 +1321,69 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
         out.dtype != program::F32 || out.numElements() != 1 ||
         k.floats_size() != 1)
       return c.fail("expects scalar f32 operands");
+    if (c.in.size() < 2) {
+      out.data<float>()[0] = static_cast<float>(
+          cpu::clipScale(norm.data<float>()[0], k.floats(0)));
+      return true;
+    }
+    // With a loss scale S: the factor from a scaled gradient to the
+    // clipped true one.
+    const Tensor &ls = *c.in[1];
+    if (ls.dtype != program::F32 || ls.numElements() != 1)
+      return c.fail("expects scalar f32 operands");
+    double scale = ls.data<float>()[0];
     out.data<float>()[0] = static_cast<float>(
-        cpu::clipScale(norm.data<float>()[0], k.floats(0)));
+        cpu::clipScale(norm.data<float>()[0] / scale, k.floats(0)) / scale);
+    return true;
+  }
+  case program::DIV: {
+    const Tensor &a = *c.in[0], &b = *c.in[1];
+    if (a.dtype != program::F32 || b.dtype != program::F32 ||
+        a.numElements() != 1 || b.numElements() != 1 ||
+        out.dtype != program::F32 || out.numElements() != 1)
+      return c.fail("expects scalar f32 operands");
+    out.data<float>()[0] = a.data<float>()[0] / b.data<float>()[0];
+    return true;
+  }
+  case program::FOUND_INF: {
+    const Tensor &x = *c.in[0];
+    if (out.dtype != program::F32 || out.numElements() != 1)
+      return c.fail("expects a scalar f32 result");
+    bool found = false;
+    int64_t n = x.numElements();
+    if (x.dtype == program::F32) {
+      const float *p = x.data<float>();
+      for (int64_t i = 0; i < n; ++i)
+        found |= !std::isfinite(p[i]);
+    } else if (x.dtype == program::F64) {
+      const double *p = x.data<double>();
+      for (int64_t i = 0; i < n; ++i)
+        found |= !std::isfinite(p[i]);
+    } else {
+      return c.fail("expects an f32 or f64 operand");
+    }
+    out.data<float>()[0] = found ? 1.0f : 0.0f;
+    return true;
+  }
+  case program::LOSS_SCALE_UPDATE: {
+    const Tensor &scale = *c.in[0], &good = *c.in[1], &updates = *c.in[2],
+                 &found = *c.in[3];
+    for (const Tensor *t : c.in)
+      if (t->numElements() != 1)
+        return c.fail("expects scalar operands");
+    if (scale.dtype != program::F32 || good.dtype != program::I32 ||
+        updates.dtype != program::I32 || found.dtype != program::F32 ||
+        c.out[0]->dtype != program::F32 || c.out[1]->dtype != program::I32 ||
+        c.out[2]->dtype != program::I32 || k.floats_size() != 2 ||
+        k.ints_size() != 1)
+      return c.fail("expects f32 scale and flag, i32 counters");
+    cpu::LossScaleState next = cpu::updateLossScale(
+        {scale.data<float>()[0], good.data<int32_t>()[0],
+         updates.data<int32_t>()[0]},
+        found.data<float>()[0] != 0.0f, k.floats(0), k.floats(1), k.ints(0));
+    c.out[0]->data<float>()[0] = next.scale;
+    c.out[1]->data<int32_t>()[0] = next.good;
+    c.out[2]->data<int32_t>()[0] = next.updates;
     return true;
   }
   case program::LEARNING_RATE: {
@@ -1283,6 +1412,20 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
         step.numElements() != 1 || scale.numElements() != 1 ||
         k.floats_size() != 4)
       return c.fail("expects scalar lr, step and scale");
+    if (c.in.size() > 7) {
+      // fp16's overflow flag: a skipped step keeps the state as it is.
+      const Tensor &skip = *c.in[7];
+      if (skip.dtype != program::F32 || skip.numElements() != 1)
+        return c.fail("expects a scalar f32 skip flag");
+      if (skip.data<float>()[0] != 0.0f) {
+        for (int i = 0; i < 3; ++i) {
+          const Tensor &from = *c.in[i == 0 ? 0 : i + 1];
+          if (c.out[i]->raw() != from.raw())
+            std::memcpy(c.out[i]->raw(), from.raw(), from.byteSize());
+        }
+        return true;
+      }
+    }
     double lrv = lr.data<float>()[0], sv = scale.data<float>()[0];
     int64_t t = step.data<int32_t>()[0];
     if (p.dtype == program::F32)
@@ -1321,6 +1464,16 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       float *dst = out.data<float>();
       for (int64_t i = 0, n = x.numElements(); i < n; ++i)
         dst[i] = cpu::toFloat(src[i]);
+    } else if (x.dtype == program::F32 && out.dtype == program::F16) {
+      const float *src = x.data<float>();
+      auto *dst = out.data<cpu::Half>();
+      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+        dst[i] = cpu::toHalf(src[i]);
+    } else if (x.dtype == program::F16 && out.dtype == program::F32) {
+      const auto *src = x.data<cpu::Half>();
+      float *dst = out.data<float>();
+      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+        dst[i] = cpu::toFloat(src[i]);
     } else {
       return c.fail(std::string("no cast from ") + dtypeName(x.dtype) +
                     " to " + dtypeName(out.dtype) + " on the CPU yet");
@@ -1338,7 +1491,18 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     return runFloat<double>(c);
   if (out.dtype == program::BF16)
     return runBFloat16(c);
+  if (out.dtype == program::F16)
+    return runHalf(c);
   return c.fail(std::string("no CPU kernel for ") + dtypeName(out.dtype));
+}
+
+bool Executor::injectInfinityBefore(program::OpKind op) {
+  for (int i = 0; i < function.kernels_size(); ++i)
+    if (function.kernels(i).op() == op && function.kernels(i).inputs_size()) {
+      poisonKernel = i;
+      return true;
+    }
+  return false;
 }
 
 bool Executor::canOverwriteInput(int output, int input) const {
@@ -1425,7 +1589,33 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
   for (size_t id = 0; id < values.size(); ++id)
     if (!values[id].raw() && !bound[id] && values[id].byteSize() > 0)
       values[id] = Tensor(values[id].dtype, values[id].shape);
-  if (!profiling) {
+  if (poisonKernel >= 0) {
+    // Fault injection: the poisoned kernel's first input gets +inf.
+    int at = poisonKernel;
+    poisonKernel = -1;
+    for (int i = 0; i < function.kernels_size(); ++i) {
+      if (i == at) {
+        const Kernel &k = function.kernels(i);
+        int32_t id = k.inputs(0);
+        Tensor &t = values[id];
+        if (bound[id] || !t.raw() || t.numElements() == 0 ||
+            (t.dtype != program::F32 && t.dtype != program::F64)) {
+          error = "cannot inject an infinity into the input of " +
+                  program::OpKind_Name(k.op());
+          restore();
+          return false;
+        }
+        if (t.dtype == program::F32)
+          t.data<float>()[0] = std::numeric_limits<float>::infinity();
+        else
+          t.data<double>()[0] = std::numeric_limits<double>::infinity();
+      }
+      if (!runKernel(function.kernels(i), error)) {
+        restore();
+        return false;
+      }
+    }
+  } else if (!profiling) {
     for (const Kernel &k : function.kernels())
       if (!runKernel(k, error)) {
         restore();

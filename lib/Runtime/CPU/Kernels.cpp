@@ -834,6 +834,20 @@ double clipScale(double norm, double maxNorm) {
   return std::min(1.0, maxNorm / (norm + 1e-6));
 }
 
+LossScaleState updateLossScale(LossScaleState state, bool found, double growth,
+                               double backoff, int64_t interval) {
+  if (found)
+    return {static_cast<float>(state.scale * backoff), 0, state.updates};
+  LossScaleState next{state.scale, state.good + 1, state.updates + 1};
+  if (next.good >= interval) {
+    float grown = static_cast<float>(state.scale * growth);
+    if (std::isfinite(grown))
+      next.scale = grown;
+    next.good = 0;
+  }
+  return next;
+}
+
 double learningRate(int64_t step, double peak, double min, int64_t warmup,
                     int64_t total, int decay) {
   if (step < warmup)

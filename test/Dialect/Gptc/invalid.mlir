@@ -730,3 +730,35 @@ func.func @kernel_name(%a: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %r : tensor<4xf32>
 }
+
+// -----
+
+func.func @loss_scale_backoff(%s: tensor<f32>, %n: tensor<i32>) {
+  // expected-error@+1 {{backoff must be in (0, 1)}}
+  %0:3 = gptc.loss_scale_update %s, %n, %n, %s growth 2.0 backoff 1.0 interval 10
+  return
+}
+
+// -----
+
+func.func @loss_scale_growth(%s: tensor<f32>, %n: tensor<i32>) {
+  // expected-error@+1 {{growth must be at least 1}}
+  %0:3 = gptc.loss_scale_update %s, %n, %n, %s growth 0.5 backoff 0.5 interval 10
+  return
+}
+
+// -----
+
+func.func @loss_scale_interval(%s: tensor<f32>, %n: tensor<i32>) {
+  // expected-error@+1 {{interval must be at least 1}}
+  %0:3 = gptc.loss_scale_update %s, %n, %n, %s growth 2.0 backoff 0.5 interval 0
+  return
+}
+
+// -----
+
+func.func @found_inf_result(%x: tensor<4xf32>) {
+  // expected-error@+1 {{result #0 must be 0D tensor of 32-bit float values}}
+  %0 = "gptc.found_inf"(%x) : (tensor<4xf32>) -> tensor<i32>
+  return
+}

@@ -33,7 +33,28 @@ module attributes {gptc.precision = "bf16"} {
 
 // -----
 
-// fp32 (and fp16, not implemented yet) leave the module as it is.
+// fp16 places the same casts with f16 (its loss scaling: loss-scaling.mlir).
+// CHECK-LABEL: func.func @forward
+//       CHECK: %[[XH:.*]] = gptc.cast %{{.*}} : tensor<2x4xf32> -> tensor<2x4xf16>
+//       CHECK: %[[WH:.*]] = gptc.cast %{{.*}} : tensor<8x4xf32> -> tensor<8x4xf16>
+//       CHECK: %[[YH:.*]] = gptc.linear %[[XH]], %[[WH]] : tensor<2x4xf16>, tensor<8x4xf16> -> tensor<2x8xf16>
+//       CHECK: %[[Y:.*]] = gptc.cast %[[YH]] : tensor<2x8xf16> -> tensor<2x8xf32>
+//       CHECK: gptc.cross_entropy %[[Y]]
+// GRAD-LABEL: func.func @forward_backward
+//   GRAD-DAG: %[[DWH:.*]] = gptc.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<2x8xf16>, tensor<2x4xf16> -> tensor<8x4xf16>
+//   GRAD-DAG: %[[DW:.*]] = gptc.cast %[[DWH]] : tensor<8x4xf16> -> tensor<8x4xf32>
+//       GRAD: return %{{.*}}, %[[DW]] : tensor<f32>, tensor<8x4xf32>
+module attributes {gptc.precision = "fp16"} {
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
+    %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
+    %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// fp32 leaves the module as it is.
 // CHECK-LABEL: func.func @forward
 //   CHECK-NOT: gptc.cast
 //       CHECK: gptc.linear %{{.*}} : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>

@@ -137,6 +137,23 @@ func.func @optimizer_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %b: tensor<3x
   return %p1, %m1, %v1 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
 }
 
+// The ops of fp16's dynamic loss scaling.
+// CHECK-LABEL: func.func @loss_scaling_ops
+func.func @loss_scaling_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %norm: tensor<f32>, %scale: tensor<f32>, %good: tensor<i32>, %updates: tensor<i32>, %lr: tensor<f32>)
+    -> (tensor<4x3xf32>, tensor<f32>, tensor<f32>, tensor<i32>, tensor<i32>) {
+  // CHECK: %[[F:.*]] = gptc.found_inf %{{.*}} : tensor<f32>
+  %found = gptc.found_inf %norm : tensor<f32>
+  // CHECK: %[[T:.*]] = gptc.div %{{.*}}, %{{.*}}
+  %true = gptc.div %norm, %scale
+  // CHECK: %[[C:.*]] = gptc.clip_scale %{{.*}} max 1.000000e+00 loss_scale %{{.*}}
+  %c = gptc.clip_scale %norm max 1.0 loss_scale %scale
+  // CHECK: gptc.adamw %{{.*}} lr %{{.*}} step %{{.*}} scale %[[C]] skip %[[F]] beta1 9.000000e-01 {{.*}} : tensor<4x3xf32>
+  %p1, %m1, %v1 = gptc.adamw %p, %g, %p, %g lr %lr step %updates scale %c skip %found beta1 0.9 beta2 0.95 eps 1.0e-8 decay 0.1 : tensor<4x3xf32>
+  // CHECK: gptc.loss_scale_update %{{.*}}, %{{.*}}, %{{.*}}, %[[F]] growth 2.000000e+00 backoff 5.000000e-01 interval 2000
+  %s1, %g1, %u1 = gptc.loss_scale_update %scale, %good, %updates, %found growth 2.0 backoff 0.5 interval 2000
+  return %p1, %true, %s1, %g1, %u1 : tensor<4x3xf32>, tensor<f32>, tensor<f32>, tensor<i32>, tensor<i32>
+}
+
 // The ops of split training steps: token counts that normalize the
 // cross-entropy, partial sums of squares for sharded gradients, and
 // gradient accumulation over microbatches.

@@ -65,6 +65,55 @@ inline float toFloat(BFloat16 h) {
   return f;
 }
 
+/// An IEEE half-precision number (fp16), by its bits.
+struct Half {
+  uint16_t bits;
+};
+
+/// float -> half, round to nearest even: magnitudes from 65520 on become
+/// infinity (fp16's overflow), those below 2^-14 subnormals; NaN stays NaN.
+inline Half toHalf(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) // NaN, kept quiet
+    return {static_cast<uint16_t>(sign | 0x7e00u | ((u >> 13) & 0x3ffu))};
+  if (u >= 0x477ff000u) // >= 65520: infinity
+    return {static_cast<uint16_t>(sign | 0x7c00u)};
+  if (u < 0x38800000u) {
+    // Below 2^-14: a subnormal. Adding 0.5 lines the half's last place up
+    // with the float's, and the float addition rounds to nearest even.
+    float magnitude, half = 0.5f;
+    __builtin_memcpy(&magnitude, &u, 4);
+    magnitude += half;
+    uint32_t r;
+    __builtin_memcpy(&r, &magnitude, 4);
+    return {static_cast<uint16_t>(sign | (r - 0x3f000000u))};
+  }
+  // Normal: rebias the exponent, round the 13 dropped bits to even.
+  uint32_t odd = (u >> 13) & 1u;
+  u += 0xc8000fffu + odd; // (15 - 127) << 23, plus the rounding bias
+  return {static_cast<uint16_t>(sign | (u >> 13))};
+}
+
+inline float toFloat(Half h) {
+  uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  uint32_t em = h.bits & 0x7fffu, u;
+  if (em >= 0x7c00u) {
+    u = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+  } else if (em >= 0x400u) {
+    u = sign | ((em << 13) + (112u << 23));
+  } else {
+    float f = static_cast<float>(em) * 5.9604644775390625e-08f; // 2^-24
+    __builtin_memcpy(&u, &f, 4);
+    u |= sign;
+  }
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
 void gemm(const GemmProblem &problem, const float *a, const float *b, float *c,
           const float *bias = nullptr);
 void gemm(const GemmProblem &problem, const double *a, const double *b,

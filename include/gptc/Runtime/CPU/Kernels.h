@@ -153,6 +153,20 @@ double globalNorm(const std::vector<std::pair<const T *, int64_t>> &tensors);
 /// min(1, maxNorm / (norm + 1e-6)); 1 when maxNorm <= 0.
 double clipScale(double norm, double maxNorm);
 
+/// Dynamic loss scaling's state: the scale, the good steps since it last
+/// changed, and the optimizer updates applied (skipped steps excluded).
+struct LossScaleState {
+  float scale;
+  int32_t good, updates;
+};
+
+/// The state after a step (gptc.loss_scale_update): on `found` (an
+/// overflow) the scale is multiplied by `backoff` and the step is not
+/// counted; otherwise the update counts, and the `interval`-th good step
+/// in a row multiplies the scale by `growth` (unless that overflows f32).
+LossScaleState updateLossScale(LossScaleState state, bool found, double growth,
+                               double backoff, int64_t interval);
+
 /// Warmup then cosine (0), linear (1) or constant (2) decay.
 double learningRate(int64_t step, double peak, double min, int64_t warmup,
                     int64_t total, int decay);

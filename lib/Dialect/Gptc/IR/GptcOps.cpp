@@ -896,7 +896,24 @@ int64_t CountTokensOp::getFlopCount() {
 
 int64_t GlobalNormOp::getFlopCount() { return squaresFlops(*this); }
 
-int64_t ClipScaleOp::getFlopCount() { return 2; }
+int64_t ClipScaleOp::getFlopCount() { return getLossScale() ? 4 : 2; }
+
+int64_t DivOp::getFlopCount() { return 1; }
+
+int64_t FoundInfOp::getFlopCount() { return numElements(getInput().getType()); }
+
+LogicalResult LossScaleUpdateOp::verify() {
+  if (!(getGrowth().convertToDouble() >= 1))
+    return emitOpError("growth must be at least 1");
+  double backoff = getBackoff().convertToDouble();
+  if (!(backoff > 0 && backoff < 1))
+    return emitOpError("backoff must be in (0, 1)");
+  if (getIntervalAttr().getInt() < 1)
+    return emitOpError("interval must be at least 1");
+  return success();
+}
+
+int64_t LossScaleUpdateOp::getFlopCount() { return 2; }
 
 LogicalResult LearningRateOp::verify() {
   StringRef decay = getDecay();

@@ -62,15 +62,27 @@ static LogicalResult checkDifferentiable(func::FuncOp func) {
 
 /// Appends the backward ops to the body of `func` (a clone of the forward
 /// function) and makes it return the loss and the parameter gradients.
-static LogicalResult differentiate(func::FuncOp func) {
+/// With `scaledSeed` the seed is a new last argument, the loss scale, and
+/// the gradients are those of the loss times it.
+static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
   OpBuilder b(ret);
 
-  // 1. Seed: d loss / d loss = 1.
+  // 1. Seed: d loss / d loss = 1, or the loss scale (fp16).
   DenseMap<Value, Value> grads;
-  grads[loss] = splat(b, loss.getLoc(), loss.getType(), 1.0);
+  if (scaledSeed) {
+    if (failed(func.insertArgument(
+            func.getNumArguments(), loss.getType(),
+            b.getDictionaryAttr(b.getNamedAttr(
+                kInputAttrName, b.getStringAttr(kLossScaleName))),
+            loss.getLoc())))
+      return func.emitOpError("cannot take the loss scale as an argument");
+    grads[loss] = body.getArguments().back();
+  } else {
+    grads[loss] = splat(b, loss.getLoc(), loss.getType(), 1.0);
+  }
 
   // 2. Visit the forward ops in reverse; every backward op is inserted
   //    before the return, so the backward ops run in reverse order too.
@@ -167,7 +179,11 @@ struct GptcAutodiffPass final
     auto clone = cast<func::FuncOp>(forward->clone());
     clone.setSymName(output);
     symbols.insert(clone, std::next(Block::iterator(forward)));
-    if (failed(differentiate(clone)))
+    // fp16 scales the loss (dynamic loss scaling): the backward is seeded
+    // with the scale, an argument the training step feeds from its state.
+    auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
+    bool scaled = precision && precision.getValue() == "fp16";
+    if (failed(differentiate(clone, scaled)))
       return signalPassFailure();
   }
 };

@@ -303,8 +303,8 @@ LogicalResult DataParallelRewriter::synchronize() {
     auto sliced = AdamWOp::create(
         b, update.getLoc(), paramSlice, gradSlice, m, v, update.getLr(),
         update.getStep(), update.getScale(), update.getBeta1Attr(),
-        update.getBeta2Attr(), update.getEpsAttr(),
-        update.getWeightDecayAttr());
+        update.getBeta2Attr(), update.getEpsAttr(), update.getWeightDecayAttr(),
+        update.getSkip());
     Value newParam = sliced.getNewParam();
     if (stage < 3)
       newParam = allGather(update.getLoc(), newParam, fullType);

@@ -1,11 +1,11 @@
-//===- MixedPrecision.cpp - bf16 GEMMs, fp32 elsewhere ---------*- C++ -*-===//
+//===- MixedPrecision.cpp - 16-bit GEMMs, fp32 elsewhere -------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
 //===----------------------------------------------------------------------===//
 //
-// The policy of PyTorch's CPU autocast for GEMMs (linear and matmul in
-// bf16, their results bf16), with every other op kept in fp32 as
+// The policy of PyTorch's autocast for GEMMs (linear and matmul in bf16 or
+// fp16, their results too), with every other op kept in fp32 as
 // autocast's fp32 list keeps normalization, softmax and the loss; unlike
 // autocast, attention's products stay fp32 too (gptc's causal_attention
 // is one op). Every cast is an explicit gptc.cast in the IR.
@@ -43,12 +43,15 @@ struct GptcMixedPrecisionPass final
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
-    if (!precision || precision.getValue() != "bf16")
+    if (!precision ||
+        (precision.getValue() != "bf16" && precision.getValue() != "fp16"))
       return;
     auto func = module.lookupSymbol<func::FuncOp>(function);
     if (!func)
       return;
-    Type bf16 = BFloat16Type::get(&getContext());
+    Type low16 = precision.getValue() == "bf16"
+                     ? Type(BFloat16Type::get(&getContext()))
+                     : Type(Float16Type::get(&getContext()));
     Type f32 = Float32Type::get(&getContext());
     auto isF32 = [&](Value v) {
       return cast<RankedTensorType>(v.getType()).getElementType() == f32;
@@ -66,7 +69,7 @@ struct GptcMixedPrecisionPass final
       // arguments is unspecified).
       SmallVector<Value> low;
       for (Value operand : op->getOperands())
-        low.push_back(castTo(b, loc, operand, bf16));
+        low.push_back(castTo(b, loc, operand, low16));
       if (auto linear = dyn_cast<LinearOp>(op)) {
         result = LinearOp::create(b, loc, low[0], low[1],
                                   linear.getBias() ? low[2] : Value());

@@ -40,6 +40,11 @@ struct Settings {
   /// Microbatches per step, and the step's batch in sequences (0: the
   /// forward function's batch times the microbatches).
   int64_t accumulation = 1, batchRows = 0;
+  /// Dynamic loss scaling (fp16): the first scale and the good steps in a
+  /// row that double it; scaling is off when `lossScaling` is false.
+  bool lossScaling = false;
+  double initialLossScale = 65536.0;
+  int64_t growthInterval = 2000;
 };
 } // namespace
 
@@ -94,6 +99,17 @@ static FailureOr<Settings> readSettings(ModuleOp module) {
     module.emitError("gptc.optimizer: accumulation_steps must be >= 1");
     return failure();
   }
+  auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
+  s.lossScaling = precision && precision.getValue() == "fp16";
+  if (auto a = dict.getAs<FloatAttr>("initial_loss_scale"))
+    s.initialLossScale = a.getValueAsDouble();
+  if (auto a = dict.getAs<IntegerAttr>("loss_scale_growth_interval"))
+    s.growthInterval = a.getInt();
+  if (s.lossScaling && !(s.initialLossScale > 0 && s.growthInterval >= 1)) {
+    module.emitError("gptc.optimizer: the initial loss scale must be "
+                     "positive and the growth interval at least 1");
+    return failure();
+  }
   s.decay = decay.getValue().str();
   s.decayEmbeddings = decayEmb.getValue();
   if (!ok)
@@ -103,22 +119,38 @@ static FailureOr<Settings> readSettings(ModuleOp module) {
 
 /// Builds @train_step next to `fb`.
 static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
-                                    SymbolTable &symbols, StringRef gridName) {
+                                    SymbolTable &symbols, shard::GridOp grid) {
   MLIRContext *ctx = fb.getContext();
   OpBuilder b(ctx);
   Block &source = fb.getBody().front();
+  StringRef gridName = grid ? grid.getSymName() : StringRef();
 
-  // 1. Classify the arguments: parameters and data inputs.
+  // 1. Classify the arguments: parameters, data inputs and (fp16) the
+  //    loss scale that seeds the backward.
   SmallVector<BlockArgument> params, data;
-  for (BlockArgument arg : source.getArguments())
-    (fb.getArgAttr(arg.getArgNumber(), kParamAttrName) ? params : data)
-        .push_back(arg);
+  BlockArgument seed;
+  for (BlockArgument arg : source.getArguments()) {
+    auto input =
+        fb.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttrName);
+    if (input && input.getValue() == kLossScaleName)
+      seed = arg;
+    else
+      (fb.getArgAttr(arg.getArgNumber(), kParamAttrName) ? params : data)
+          .push_back(arg);
+  }
+  if (bool(seed) != s.lossScaling)
+    return fb.emitOpError(s.lossScaling
+                              ? "must take the loss scale (fp16: run "
+                                "gptc-autodiff on the fp16 module)"
+                              : "takes a loss scale but the module is not "
+                                "fp16");
   auto ret = cast<func::ReturnOp>(source.getTerminator());
   if (ret.getNumOperands() != params.size() + 1)
     return fb.emitOpError("must return the loss and one gradient per "
                           "parameter (run gptc-autodiff)");
 
-  // 2. The signature: params, m, v, step, then the data inputs.
+  // 2. The signature: params, m, v, step, (fp16) the loss scaler's state,
+  //    then the data inputs.
   auto scalarI32 = RankedTensorType::get({}, b.getI32Type());
   auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
   SmallVector<Type> argTypes, resultTypes;
@@ -126,6 +158,11 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     for (BlockArgument p : params)
       argTypes.push_back(p.getType());
   argTypes.push_back(scalarI32);
+  // The scaler's state: scale, good steps, optimizer updates.
+  unsigned scaler = s.lossScaling ? 3 : 0;
+  if (scaler)
+    argTypes.append({scalarF32, scalarI32, scalarI32});
+  unsigned firstData = argTypes.size();
   // Data inputs hold the step's microbatches stacked on dimension 0.
   int64_t A = s.accumulation;
   for (BlockArgument d : data) {
@@ -140,6 +177,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     for (BlockArgument p : params)
       resultTypes.push_back(p.getType());
   resultTypes.append({ret.getOperand(0).getType(), scalarF32, scalarF32});
+  if (scaler)
+    resultTypes.append({scalarF32, scalarI32, scalarI32, scalarF32});
 
   b.setInsertionPoint(fb);
   auto step = func::FuncOp::create(b, fb.getLoc(), "train_step",
@@ -170,16 +209,31 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
       }
   }
   step.setArgAttr(3 * n, kInputAttrName, b.getStringAttr("step"));
+  if (scaler) {
+    // The scaler's state starts at the initial scale and zero counts.
+    StringRef names[] = {kLossScaleName, kGoodStepsName, kUpdatesName};
+    for (unsigned k = 0; k < 3; ++k) {
+      step.setArgAttr(3 * n + 1 + k, "gptc.state", b.getStringAttr(names[k]));
+      step.setResultAttr(3 * n + 3 + k, "gptc.state",
+                         b.getStringAttr(names[k]));
+    }
+    step.setArgAttr(
+        3 * n + 1, kInitAttrName,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("kind", b.getStringAttr("constant")),
+             b.getNamedAttr("value", b.getF64FloatAttr(s.initialLossScale))}));
+    step.setResultAttr(3 * n + 6, "gptc.output", b.getStringAttr("overflow"));
+  }
   for (auto [i, d] : llvm::enumerate(data)) {
     if (DictionaryAttr attrs = fb.getArgAttrDict(d.getArgNumber()))
-      step.setArgAttrs(3 * n + 1 + i, attrs);
-    int64_t rows = cast<RankedTensorType>(argTypes[3 * n + 1 + i]).getDimSize(0);
+      step.setArgAttrs(firstData + i, attrs);
+    int64_t rows =
+        cast<RankedTensorType>(argTypes[firstData + i]).getDimSize(0);
     step.setArgAttr(
-        3 * n + 1 + i, "gptc.batch",
+        firstData + i, "gptc.batch",
         b.getDictionaryAttr(
-            {b.getNamedAttr("rows",
-                            b.getI64IntegerAttr(s.batchRows ? s.batchRows
-                                                            : rows)),
+            {b.getNamedAttr(
+                 "rows", b.getI64IntegerAttr(s.batchRows ? s.batchRows : rows)),
              b.getNamedAttr("microbatches", b.getI64IntegerAttr(A))}));
   }
   step.setResultAttr(3 * n, "gptc.output", b.getStringAttr("loss"));
@@ -194,11 +248,14 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   IRMapping map;
   for (auto [i, p] : llvm::enumerate(params))
     map.map(p, body->getArgument(i));
+  Value lossScale = scaler ? body->getArgument(3 * n + 1) : Value();
+  if (seed)
+    map.map(seed, lossScale);
   Value loss;
   SmallVector<Value> grads;
   if (A == 1) {
     for (auto [i, d] : llvm::enumerate(data))
-      map.map(d, body->getArgument(3 * n + 1 + i));
+      map.map(d, body->getArgument(firstData + i));
     for (Operation &op : source.without_terminator())
       b.clone(op, map);
     loss = map.lookup(ret.getOperand(0));
@@ -212,7 +269,7 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     Value labels;
     SmallVector<Value> stacked;
     for (auto [i, d] : llvm::enumerate(data)) {
-      stacked.push_back(body->getArgument(3 * n + 1 + i));
+      stacked.push_back(body->getArgument(firstData + i));
       if (d == lossLabels(ce))
         labels = stacked.back();
     }
@@ -255,8 +312,27 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
                             cast<RankedTensorType>(p.getType()))
              .splitAxes()});
   Value norm = buildGradNorm(b, loc, gridName, normParts);
+  // fp16: the gradients are the loss scale's multiples. Whether they
+  // overflowed is one flag, the maximum over every rank of the grid, so
+  // that all ranks skip or none does; the clip scale unscales, and the
+  // reported norm is the true one.
+  // (The clip scale first: gptc-data-parallel rebuilds the norm in front
+  // of it, for every use.)
   Value scale = ClipScaleOp::create(b, loc, scalarF32, norm,
-                                    b.getF64FloatAttr(s.gradClip));
+                                    b.getF64FloatAttr(s.gradClip), lossScale);
+  Value found, reportedNorm = norm, updateStep = stepArg;
+  if (scaler) {
+    found = FoundInfOp::create(b, loc, scalarF32, norm);
+    if (grid && grid.getRank() > 0) {
+      SmallVector<int16_t> all;
+      for (int64_t a = 0; a < grid.getRank(); ++a)
+        all.push_back(static_cast<int16_t>(a));
+      found = shard::AllReduceOp::create(b, loc, scalarF32, gridName, all,
+                                         found, shard::ReductionKind::Max);
+    }
+    reportedNorm = DivOp::create(b, loc, scalarF32, norm, lossScale);
+    updateStep = body->getArgument(3 * n + 3);
+  }
   Value lr = LearningRateOp::create(
       b, loc, scalarF32, stepArg, b.getF64FloatAttr(s.lr),
       b.getF64FloatAttr(s.minLr), b.getI64IntegerAttr(s.warmup),
@@ -267,12 +343,12 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     bool embedding =
         fb.getArgAttr(p.getArgNumber(), "gptc.embedding_table") != nullptr;
     bool decays = type.getRank() >= 2 && (!embedding || s.decayEmbeddings);
-    auto update = AdamWOp::create(
-        b, p.getLoc(), body->getArgument(i), grads[i],
-        body->getArgument(n + i), body->getArgument(2 * n + i), lr, stepArg,
-        scale, b.getF64FloatAttr(s.beta1), b.getF64FloatAttr(s.beta2),
-        b.getF64FloatAttr(s.eps),
-        b.getF64FloatAttr(decays ? s.weightDecay : 0.0));
+    auto update =
+        AdamWOp::create(b, p.getLoc(), body->getArgument(i), grads[i],
+                        body->getArgument(n + i), body->getArgument(2 * n + i),
+                        lr, updateStep, scale, b.getF64FloatAttr(s.beta1),
+                        b.getF64FloatAttr(s.beta2), b.getF64FloatAttr(s.eps),
+                        b.getF64FloatAttr(decays ? s.weightDecay : 0.0), found);
     newParams.push_back(update.getNewParam());
     newM.push_back(update.getNewM());
     newV.push_back(update.getNewV());
@@ -281,7 +357,16 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   results.append(newParams);
   results.append(newM);
   results.append(newV);
-  results.append({loss, norm, lr});
+  results.append({loss, reportedNorm, lr});
+  if (scaler) {
+    auto next = LossScaleUpdateOp::create(
+        b, loc, TypeRange{scalarF32, scalarI32, scalarI32}, lossScale,
+        body->getArgument(3 * n + 2), body->getArgument(3 * n + 3), found,
+        b.getF64FloatAttr(2.0), b.getF64FloatAttr(0.5),
+        b.getI64IntegerAttr(s.growthInterval));
+    results.append(next.getResults().begin(), next.getResults().end());
+    results.push_back(found);
+  }
   func::ReturnOp::create(b, ret.getLoc(), results);
   return success();
 }
@@ -305,13 +390,13 @@ struct GptcOptimizerPass final
       return signalPassFailure();
     }
     FailureOr<Settings> settings = readSettings(module);
-    StringRef gridName;
+    shard::GridOp grid;
     module.walk([&](shard::GridOp g) {
-      if (gridName.empty())
-        gridName = g.getSymName();
+      if (!grid)
+        grid = g;
     });
     if (failed(settings) ||
-        failed(buildTrainStep(fb, *settings, symbols, gridName)))
+        failed(buildTrainStep(fb, *settings, symbols, grid)))
       return signalPassFailure();
   }
 };

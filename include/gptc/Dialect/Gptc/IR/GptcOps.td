@@ -822,13 +822,93 @@ def Gptc_ClipScaleOp : Gptc_Op<"clip_scale", [Pure]> {
     `min(1, max_norm / (norm + 1e-6))`, as PyTorch's `clip_grad_norm_`;
     1 when `max_norm` is 0 (clipping disabled).
 
+    With a `loss_scale` S (fp16's dynamic loss scaling), `norm` is the norm
+    of the scaled gradients and the result is the factor that takes a
+    scaled gradient to the clipped true one: `min(1, max_norm / (norm / S +
+    1e-6)) / S`, as PyTorch's `GradScaler.unscale_` followed by
+    `clip_grad_norm_`.
+
     ```mlir
     %s = gptc.clip_scale %norm max 1.0
+    %u = gptc.clip_scale %scaled_norm max 1.0 loss_scale %S
     ```
   }];
-  let arguments = (ins Gptc_F32Scalar:$norm, F64Attr:$max_norm);
+  let arguments = (ins Gptc_F32Scalar:$norm, F64Attr:$max_norm,
+                       Optional<Gptc_F32Scalar>:$loss_scale);
   let results = (outs Gptc_F32Scalar:$result);
-  let assemblyFormat = "$norm `max` $max_norm attr-dict";
+  let assemblyFormat = [{
+    $norm `max` $max_norm (`loss_scale` $loss_scale^)? attr-dict
+  }];
+}
+
+def Gptc_DivOp : Gptc_Op<"div", [Pure]> {
+  let summary = "Quotient of two scalars";
+  let description = [{
+    `lhs / rhs` in f32 (IEEE: a zero divisor gives an infinity or NaN).
+    Unscales the gradient norm that fp16's dynamic loss scaling reports.
+
+    ```mlir
+    %norm = gptc.div %scaled_norm, %loss_scale
+    ```
+  }];
+  let arguments = (ins Gptc_F32Scalar:$lhs, Gptc_F32Scalar:$rhs);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict";
+}
+
+def Gptc_FoundInfOp : Gptc_Op<"found_inf", [Pure]> {
+  let summary = "Whether a tensor holds an infinity or a NaN";
+  let description = [{
+    1.0 when any element of `input` is not finite, else 0.0 (f32, so that
+    `shard.all_reduce` with `max` gives the answer over ranks). Applied to
+    the norm of the scaled gradients, it is fp16's overflow test: the norm
+    is not finite exactly when some gradient element is not (its squares
+    sum to infinity or NaN), or when the squares overflow f32, which is
+    an overflow too.
+
+    ```mlir
+    %found = gptc.found_inf %norm : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$input);
+  let results = (outs Gptc_F32Scalar:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Gptc_LossScaleUpdateOp : Gptc_Op<"loss_scale_update", [Pure]> {
+  let summary = "Dynamic loss scaling: the next scale and step counters";
+  let description = [{
+    One step of the loss scaler's state machine, PyTorch's `GradScaler`
+    (`_amp_update_scale_`) with the optimizer's step count beside it.
+    With `found` the step's overflow flag (nonzero: the gradients
+    overflowed, on some rank), `scale` the loss scale, `good` the steps
+    since the last overflow or growth and `updates` the optimizer updates
+    applied so far:
+
+    ```
+    found:     scale' = scale * backoff, good' = 0,        updates' = updates
+    otherwise: good' = good + 1,         updates' = updates + 1, and
+               scale' = scale * growth,  good' = 0   when good + 1 == interval
+               (and scale * growth is finite), else scale' = scale
+    ```
+    `updates` is the step that AdamW's bias correction counts: a skipped
+    step does not advance it, as `GradScaler` skips `optimizer.step()`.
+
+    ```mlir
+    %s1, %g1, %u1 = gptc.loss_scale_update %s, %g, %u, %found
+        growth 2.0 backoff 5.0e-01 interval 2000
+    ```
+  }];
+  let arguments = (ins Gptc_F32Scalar:$scale, Gptc_I32Scalar:$good,
+                       Gptc_I32Scalar:$updates, Gptc_F32Scalar:$found,
+                       F64Attr:$growth, F64Attr:$backoff, I64Attr:$interval);
+  let results = (outs Gptc_F32Scalar:$new_scale, Gptc_I32Scalar:$new_good,
+                      Gptc_I32Scalar:$new_updates);
+  let assemblyFormat = [{
+    $scale `,` $good `,` $updates `,` $found `growth` $growth `backoff`
+    $backoff `interval` $interval attr-dict
+  }];
+  let hasVerifier = 1;
 }
 
 def Gptc_LearningRateOp : Gptc_Op<"learning_rate", [Pure]> {
@@ -867,7 +947,8 @@ def Gptc_AdamWOp : Gptc_Op<"adamw", [Pure,
     p' = p' - lr (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) + eps)
     ```
     A weight decay of 0 leaves the parameter undecayed (biases, norms and,
-    unless configured, embeddings).
+    unless configured, embeddings). With `skip` nonzero (fp16's overflow
+    flag) the results are the parameter and moments unchanged.
 
     ```mlir
     %p1, %m1, %v1 = gptc.adamw %p, %g, %m, %v lr %lr step %step scale %s
@@ -879,11 +960,13 @@ def Gptc_AdamWOp : Gptc_Op<"adamw", [Pure,
                        Gptc_F32Scalar:$lr, Gptc_I32Scalar:$step,
                        Gptc_F32Scalar:$scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay,
+                       Optional<Gptc_F32Scalar>:$skip);
   let results = (outs Gptc_FloatTensor:$new_param, Gptc_FloatTensor:$new_m,
                       Gptc_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `lr` $lr `step` $step `scale` $scale
+    (`skip` $skip^)?
     `beta1` $beta1 `beta2` $beta2 `eps` $eps `decay` $weight_decay attr-dict
     `:` type($param)
   }];

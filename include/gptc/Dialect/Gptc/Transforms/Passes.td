@@ -65,6 +65,11 @@ def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
     `gptc.add`. The forward values the backward ops use are the activations
     the step keeps. A parameter that does not reach the loss gets a zero
     gradient. The forward function is left unchanged, for evaluation.
+
+    Under `gptc.precision = "fp16"` (dynamic loss scaling) the seed is a
+    new last argument `{gptc.input = "loss_scale"}`: the gradients are
+    those of the loss times the scale, so that small fp16 gradients do not
+    flush to zero. The loss returned is the unscaled one.
   }];
   let options = [
     Option<"function", "function", "std::string", "\"forward\"",
@@ -103,8 +108,19 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
     tokens, however the padding falls. Each data input records the step's
     batch (`gptc.batch = {rows, microbatches}`) for the runtime, which
     lays out and pads the rows.
+
+    fp16 (`gptc.precision`): dynamic loss scaling. The step takes the
+    scaler's state after `step` (`loss_scale`, `loss_scale_good_steps`,
+    `optimizer_updates`; `initial_loss_scale` and
+    `loss_scale_growth_interval` in the settings) and feeds the scale to
+    the backward's seed; `gptc.found_inf` of the scaled norm, all-reduced
+    with `max` over the grid, is the overflow flag that makes every
+    `gptc.adamw` skip; `gptc.clip_scale ... loss_scale` unscales;
+    `gptc.loss_scale_update` gives the next state, returned after `lr`
+    with the flag (`gptc.output = "overflow"`).
   }];
-  let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect"];
 }
 
 def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
@@ -231,7 +247,7 @@ def GptcPlanBuffersPass
 }
 
 def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "Run the forward graph's GEMMs in bf16 with fp32 everywhere else";
+  let summary = "Run the forward graph's GEMMs in bf16 or fp16 with fp32 everywhere else";
   let description = [{
     Driven by the module's `gptc.precision` (the description's
     `precision`): with `bf16`, every f32 `gptc.linear` and `gptc.matmul`
@@ -242,8 +258,9 @@ def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
     parameters stay fp32 master weights. Runs before `gptc-autodiff`, so
     the backward GEMMs are bf16 too (the cast's gradient is a cast back)
     and every parameter's gradient, the clipping and AdamW are fp32: the
-    update is on the master copy. With `fp32` (or `fp16`, which needs loss
-    scaling and is not implemented yet) the module is unchanged.
+    update is on the master copy. `fp16` places the casts alike with f16
+    (its loss scaling is built by `gptc-autodiff` and `gptc-optimizer`);
+    with `fp32` the module is unchanged.
 
     ```mlir
     %y = gptc.linear %x, %w, %b : ... -> tensor<8x64xf32>
@@ -257,7 +274,7 @@ def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"function", "function", "std::string", "\"forward\"",
-           "The function whose GEMMs run in bf16">
+           "The function whose GEMMs run in 16 bits">
   ];
 }
 
