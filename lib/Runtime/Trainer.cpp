@@ -154,67 +154,164 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
     return nullptr;
   t->trainStep->setCommunicator(comm);
   t->forward->setCommunicator(comm);
-  // @train_step(params..., m..., v..., step, [scalar state...], data...)
-  //   -> (params'..., m'..., v'..., loss, grad_norm, lr, [state'...,
-  //       overflow]), the roles read from the values' names.
+  // @train_step's inputs and outputs by role (program.proto's Role): the
+  // parameters, their moments (paired by name), the step, scalar state
+  // (fp16's loss scaler) and the data; each state output is the next value
+  // of the input of its role and name.
   int nin = step->inputs_size();
   int nout = step->outputs_size();
-  int stepAt = -1;
-  for (int i = 0; i < nin && stepAt < 0; ++i)
-    if (step->values(step->inputs(i)).name() == "step")
-      stepAt = i;
-  int n = stepAt / 3;
-  if (stepAt < 0 || stepAt % 3 != 0 || nout < 3 * n + 3) {
-    error = "@train_step does not have the training-step signature";
+  auto roleName = [](program::Role r) { return program::Role_Name(r); };
+  std::map<std::pair<int, std::string>, int> stateInputs;
+  for (int i = 0; i < nin; ++i) {
+    const program::Value &v = step->values(step->inputs(i));
+    std::vector<int64_t> shape(v.type().shape().begin(),
+                               v.type().shape().end());
+    switch (v.role()) {
+    case program::ROLE_PARAMETER:
+      t->inputSlots.push_back({Slot::Param, static_cast<int>(t->names.size())});
+      t->names.push_back(v.name());
+      t->inits.push_back(v.init());
+      t->params.emplace_back(v.type().dtype(), shape);
+      break;
+    case program::ROLE_MOMENT_M:
+    case program::ROLE_MOMENT_V:
+    case program::ROLE_STEP:
+      t->inputSlots.push_back({v.role() == program::ROLE_MOMENT_M ? Slot::M
+                               : v.role() == program::ROLE_MOMENT_V
+                                   ? Slot::V
+                                   : Slot::Step,
+                               -1});
+      break;
+    case program::ROLE_LOSS_SCALE:
+    case program::ROLE_LOSS_SCALE_GOOD_STEPS:
+    case program::ROLE_OPTIMIZER_UPDATES: {
+      if (!shape.empty()) {
+        error = "@train_step's state '" + v.name() + "' is not a scalar";
+        return nullptr;
+      }
+      t->inputSlots.push_back(
+          {Slot::Scalar, static_cast<int>(t->scalars.size())});
+      ScalarState state;
+      state.name = v.name();
+      state.role = v.role();
+      state.value = Tensor(v.type().dtype(), {});
+      state.init = v.init();
+      t->scalars.push_back(std::move(state));
+      break;
+    }
+    case program::ROLE_TOKENS:
+    case program::ROLE_LABELS: {
+      t->inputSlots.push_back(
+          {Slot::Data, static_cast<int>(t->dataInputs.size())});
+      DataInput in;
+      in.name = v.name();
+      in.labels = v.role() == program::ROLE_LABELS;
+      in.shape = shape;
+      if (v.has_batch()) {
+        in.layout = v.batch();
+      } else {
+        in.layout.set_rows(in.shape.empty() ? 1 : in.shape[0]);
+        in.layout.set_microbatches(1);
+      }
+      if (v.type().dtype() != program::I32 || in.shape.size() != 2 ||
+          in.shape[1] != options.seqLen ||
+          in.shape[0] % std::max<int64_t>(in.layout.microbatches(), 1) != 0) {
+        error = "@train_step's input '" + in.name +
+                "' is not a batch of token ids of the sequence length";
+        return nullptr;
+      }
+      t->stepRows = in.layout.rows();
+      t->dataInputs.push_back(in);
+      break;
+    }
+    default:
+      error = "@train_step's input #" + std::to_string(i) + " ('" + v.name() +
+              "') has no role the trainer feeds (" + roleName(v.role()) + ")";
+      return nullptr;
+    }
+    stateInputs[{v.role(), v.name()}] = i;
+  }
+  // The moments in the parameters' order, found by name.
+  int n = static_cast<int>(t->names.size());
+  t->stateIn.assign(3 * n, -1);
+  for (int i = 0; i < n; ++i) {
+    t->stateIn[i] = stateInputs.at({program::ROLE_PARAMETER, t->names[i]});
+    for (int group = 1; group < 3; ++group) {
+      auto it = stateInputs.find(
+          {group == 1 ? program::ROLE_MOMENT_M : program::ROLE_MOMENT_V,
+           (group == 1 ? "m:" : "v:") + t->names[i]});
+      if (it == stateInputs.end()) {
+        error = "@train_step takes no moments of '" + t->names[i] + "'";
+        return nullptr;
+      }
+      t->stateIn[group * n + i] = it->second;
+      const program::Value &g = step->values(step->inputs(it->second));
+      std::vector<int64_t> shape(g.type().shape().begin(),
+                                 g.type().shape().end());
+      (group == 1 ? t->m : t->v).emplace_back(g.type().dtype(), shape);
+    }
+  }
+  if (!stateInputs.count({program::ROLE_STEP, "step"}) || n == 0) {
+    error = "@train_step does not have the training-step signature "
+            "(parameters, moments and a step)";
     return nullptr;
   }
-  std::map<std::string, int> outputByName;
-  for (int j = 3 * n; j < nout; ++j)
-    outputByName[step->values(step->outputs(j)).name()] = j;
-  auto outputNamed = [&](const std::string &name) {
-    auto it = outputByName.find(name);
-    return it == outputByName.end() ? -1 : it->second;
-  };
-  t->lossOut = outputNamed("loss");
-  t->normOut = outputNamed("grad_norm");
-  t->lrOut = outputNamed("lr");
-  t->overflowOut = outputNamed("overflow");
+  // Outputs: the state's next values, by role and name, and the figures.
+  t->stateOut.assign(3 * n, -1);
+  for (int j = 0; j < nout; ++j) {
+    const program::Value &v = step->values(step->outputs(j));
+    switch (v.role()) {
+    case program::ROLE_LOSS:
+      t->lossOut = j;
+      continue;
+    case program::ROLE_GRAD_NORM:
+      t->normOut = j;
+      continue;
+    case program::ROLE_LEARNING_RATE:
+      t->lrOut = j;
+      continue;
+    case program::ROLE_OVERFLOW:
+      t->overflowOut = j;
+      continue;
+    default:
+      break;
+    }
+    // "new:<name>" is the output name of the state <name>.
+    std::string name = v.name();
+    if (name.rfind("new:", 0) == 0)
+      name = name.substr(4);
+    auto in = stateInputs.find({v.role(), name});
+    if (in == stateInputs.end())
+      continue;
+    for (int k = 0; k < 3 * n; ++k)
+      if (t->stateIn[k] == in->second)
+        t->stateOut[k] = j;
+    for (ScalarState &st : t->scalars)
+      if (st.role == v.role())
+        st.output = j;
+  }
   if (t->lossOut < 0 || t->normOut < 0 || t->lrOut < 0) {
     error = "@train_step does not return its loss, gradient norm and "
             "learning rate";
     return nullptr;
   }
-  int firstData = stepAt + 1;
-  for (; firstData < nin; ++firstData) {
-    const program::Value &v = step->values(step->inputs(firstData));
-    if (v.type().shape_size() != 0)
-      break;
-    ScalarState state;
-    state.name = v.name();
-    state.value = Tensor(v.type().dtype(), {});
-    state.init = v.init();
-    state.output = outputNamed("new:" + v.name());
-    if (state.output < 0) {
-      error = "@train_step takes the state '" + v.name() +
+  for (int k = 0; k < 3 * n; ++k)
+    if (t->stateOut[k] < 0) {
+      error = "@train_step does not return the next value of '" +
+              step->values(step->inputs(t->stateIn[k])).name() + "'";
+      return nullptr;
+    }
+  for (const ScalarState &st : t->scalars)
+    if (st.output < 0) {
+      error = "@train_step takes the state '" + st.name +
               "' but does not return its next value";
       return nullptr;
     }
-    t->scalars.push_back(std::move(state));
-  }
   std::ostringstream fp;
   for (int i = 0; i < n; ++i) {
-    const program::Value &v = step->values(step->inputs(i));
-    t->names.push_back(v.name());
-    t->inits.push_back(v.init());
-    for (int group = 0; group < 3; ++group) {
-      const program::Value &g = step->values(step->inputs(group * n + i));
-      std::vector<int64_t> shape(g.type().shape().begin(),
-                                 g.type().shape().end());
-      (group == 0 ? t->params : group == 1 ? t->m : t->v)
-          .emplace_back(g.type().dtype(), shape);
-    }
     // The fingerprint is of the whole model, so that checkpoints move
     // between meshes.
+    const program::Value &v = step->values(step->inputs(t->stateIn[i]));
     BlockLayout whole = layoutOf(v);
     fp << v.name() << ":";
     for (int64_t d : whole.shape)
@@ -228,31 +325,8 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
   for (int i = 0; i < n; ++i)
     t->forwardLayouts.push_back(layoutOf(fwd->values(fwd->inputs(i))));
   t->layouts.resize(3 * n);
-  for (int group = 0; group < 3; ++group)
-    for (int i = 0; i < n; ++i)
-      t->layouts[group * n + i] =
-          layoutOf(step->values(step->inputs(group * n + i)));
-  for (int i = firstData; i < nin; ++i) {
-    const program::Value &v = step->values(step->inputs(i));
-    DataInput in;
-    in.name = v.name();
-    in.shape.assign(v.type().shape().begin(), v.type().shape().end());
-    if (v.has_batch()) {
-      in.layout = v.batch();
-    } else {
-      in.layout.set_rows(in.shape.empty() ? 1 : in.shape[0]);
-      in.layout.set_microbatches(1);
-    }
-    if (v.type().dtype() != program::I32 || in.shape.size() != 2 ||
-        in.shape[1] != options.seqLen ||
-        in.shape[0] % std::max<int64_t>(in.layout.microbatches(), 1) != 0) {
-      error = "@train_step's input '" + in.name +
-              "' is not a batch of token ids of the sequence length";
-      return nullptr;
-    }
-    t->stepRows = in.layout.rows();
-    t->dataInputs.push_back(in);
-  }
+  for (int k = 0; k < 3 * n; ++k)
+    t->layouts[k] = layoutOf(step->values(step->inputs(t->stateIn[k])));
   t->fingerprint = std::to_string(std::hash<std::string>()(fp.str()));
   return t;
 }
@@ -649,21 +723,24 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
   const program::Function &stepFn = trainStep->getFunction();
   std::vector<Tensor> out(stepFn.outputs_size());
   std::vector<bool> inPlace(3 * n, false);
+  auto stateTensor = [&](int64_t k) -> Tensor & {
+    return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
+  };
   for (int64_t j = 0; j < stepFn.outputs_size(); ++j) {
     const program::Value &value =
         stepFn.values(stepFn.outputs(static_cast<int>(j)));
     std::vector<int64_t> shape(value.type().shape().begin(),
                                value.type().shape().end());
-    if (j < 3 * n && trainStep->canOverwriteInput(static_cast<int>(j),
-                                                  static_cast<int>(j))) {
-      Tensor &state = j < n ? params[j] : j < 2 * n ? m[j - n] : v[j - 2 * n];
-      if (state.dtype == value.type().dtype() && state.shape == shape) {
-        inPlace[j] = true;
-        out[j] = Tensor::view(state.dtype, state.shape, state.raw());
-        continue;
-      }
-    }
     out[j] = Tensor(value.type().dtype(), shape);
+  }
+  for (int64_t k = 0; k < 3 * n; ++k) {
+    int j = stateOut[k];
+    Tensor &state = stateTensor(k);
+    if (trainStep->canOverwriteInput(j, stateIn[k]) &&
+        state.dtype == out[j].dtype && state.shape == out[j].shape) {
+      inPlace[k] = true;
+      out[j] = Tensor::view(state.dtype, state.shape, state.raw());
+    }
   }
   for (; step < stop; ++step) {
     std::mt19937_64 rng(options.dataSeed * 1000003 + step);
@@ -677,19 +754,18 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
         return false;
     }
     for (size_t i = 0; i < dataInputs.size(); ++i) {
-      bool isLabels = dataInputs[i].name == "labels";
+      bool isLabels = dataInputs[i].labels;
       layOutRows(isLabels ? labels : tokens, dataInputs[i].layout,
                  isLabels ? -1 : 0, local[i]);
     }
     in.clear();
-    for (auto *group : {&params, &m, &v})
-      for (const Tensor &t : *group)
-        in.push_back(&t);
-    in.push_back(&stepT);
-    for (const ScalarState &s : scalars)
-      in.push_back(&s.value);
-    for (const Tensor &t : local)
-      in.push_back(&t);
+    for (const Slot &slot : inputSlots)
+      in.push_back(slot.kind == Slot::Step     ? &stepT
+                   : slot.kind == Slot::Scalar ? &scalars[slot.index].value
+                   : slot.kind == Slot::Data   ? &local[slot.index]
+                                               : nullptr);
+    for (int64_t k = 0; k < 3 * n; ++k)
+      in[stateIn[k]] = &stateTensor(k);
     if (step == options.injectOverflowStep &&
         rank() == options.injectOverflowRank) {
       // A gradient overflows on this rank: the norm's first input.
@@ -707,14 +783,9 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       std::swap(s.value, out[s.output]);
     if (step == first)
       afterFirst = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < n; ++i) {
-      if (!inPlace[i])
-        std::swap(params[i], out[i]);
-      if (!inPlace[n + i])
-        std::swap(m[i], out[n + i]);
-      if (!inPlace[2 * n + i])
-        std::swap(v[i], out[2 * n + i]);
-    }
+    for (int64_t k = 0; k < 3 * n; ++k)
+      if (!inPlace[k])
+        std::swap(stateTensor(k), out[stateOut[k]]);
     double loss = scalar(out[lossOut]), norm = scalar(out[normOut]),
            lr = scalar(out[lrOut]);
     bool skipped = overflowOut >= 0 && scalar(out[overflowOut]) != 0;
@@ -728,7 +799,7 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
     }
     const Tensor *lossScale = nullptr;
     for (const ScalarState &s : scalars)
-      if (s.name == "loss_scale")
+      if (s.role == program::ROLE_LOSS_SCALE)
         lossScale = &s.value;
     if (tsv.is_open()) {
       tsv << step << "\t" << loss << "\t" << norm << "\t" << lr;

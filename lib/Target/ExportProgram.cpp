@@ -13,10 +13,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -153,6 +154,41 @@ FailureOr<int32_t> FunctionExporter::declare(Value value, StringRef name,
   return id;
 }
 
+/// The role of an argument or result, from its attributes.
+static pg::Role roleOf(DictionaryAttr attrs) {
+  if (!attrs)
+    return pg::ROLE_NONE;
+  if (attrs.get(kParamAttrName))
+    return pg::ROLE_PARAMETER;
+  if (attrs.get("gptc.grad"))
+    return pg::ROLE_GRADIENT;
+  auto named = [&](StringRef key) {
+    auto s = attrs.getAs<StringAttr>(key);
+    return s ? s.getValue() : StringRef();
+  };
+  StringRef state = named("gptc.state"), input = named(kInputAttrName),
+            output = named("gptc.output");
+  if (state.starts_with("m:"))
+    return pg::ROLE_MOMENT_M;
+  if (state.starts_with("v:"))
+    return pg::ROLE_MOMENT_V;
+  if (state == kLossScaleName || input == kLossScaleName)
+    return pg::ROLE_LOSS_SCALE;
+  if (state == kGoodStepsName)
+    return pg::ROLE_LOSS_SCALE_GOOD_STEPS;
+  if (state == kUpdatesName)
+    return pg::ROLE_OPTIMIZER_UPDATES;
+  return llvm::StringSwitch<pg::Role>(input.empty() ? output : input)
+      .Case("step", pg::ROLE_STEP)
+      .Case("tokens", pg::ROLE_TOKENS)
+      .Case("labels", pg::ROLE_LABELS)
+      .Case("loss", pg::ROLE_LOSS)
+      .Case("grad_norm", pg::ROLE_GRAD_NORM)
+      .Case("lr", pg::ROLE_LEARNING_RATE)
+      .Case("overflow", pg::ROLE_OVERFLOW)
+      .Default(pg::ROLE_NONE);
+}
+
 /// `gptc.sharding = {shape, axes}` and `gptc.batch = {rows, microbatches,
 /// axes}` of an argument or result.
 static LogicalResult exportLayout(DictionaryAttr attrs, pg::Value &value,
@@ -216,6 +252,8 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     if (failed(id))
       return failure();
     out.add_inputs(*id);
+    out.mutable_values(*id)->set_role(
+        roleOf(func.getArgAttrDict(arg.getArgNumber())));
     // 1b. Slices and batch layouts.
     if (failed(exportLayout(func.getArgAttrDict(arg.getArgNumber()),
                             *out.mutable_values(*id), func)))
@@ -253,6 +291,8 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     int32_t id = ids.lookup(operand);
     out.add_outputs(id);
     pg::Value *v = out.mutable_values(id);
+    if (pg::Role role = roleOf(func.getResultAttrDict(i)))
+      v->set_role(role);
     if (failed(exportLayout(func.getResultAttrDict(i), *v, func)))
       return failure();
     if (v->name().empty()) {

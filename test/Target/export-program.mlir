@@ -20,12 +20,16 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: name: "wte"
 // CHECK-NEXT: offset: -1
+// Each input and output says what it holds for the caller.
+// CHECK-NEXT: role: ROLE_PARAMETER
 // CHECK:      id: 1
 // CHECK-NEXT: type {
 // CHECK-NEXT: dtype: I32
 // CHECK:      name: "tokens"
+// CHECK:      role: ROLE_TOKENS
 // CHECK:      id: 7
 // CHECK:      name: "loss"
+// CHECK:      role: ROLE_LOSS
 // CHECK:      kernels {
 // CHECK-NEXT: op: EMBEDDING
 // CHECK-NEXT: inputs: 1

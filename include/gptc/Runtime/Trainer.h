@@ -144,6 +144,7 @@ private:
   /// The data inputs of @train_step after `step`: name and batch layout.
   struct DataInput {
     std::string name;
+    bool labels = false;
     program::BatchLayout layout;
     std::vector<int64_t> shape;
   };
@@ -152,6 +153,7 @@ private:
   /// and checkpointed by name: fp16's loss scale and its counters.
   struct ScalarState {
     std::string name;
+    program::Role role = program::ROLE_NONE;
     Tensor value;
     program::ParamInit init;
     int output = -1;
@@ -160,6 +162,15 @@ private:
   /// The outputs the loop reads, by role; `overflow` is -1 without loss
   /// scaling.
   int lossOut = -1, normOut = -1, lrOut = -1, overflowOut = -1;
+  /// What feeds each @train_step input: params, m, v (their entries are
+  /// found through stateIn), the step, scalar state or data (by index).
+  struct Slot {
+    enum Kind { Param, M, V, Step, Scalar, Data } kind;
+    int index;
+  };
+  std::vector<Slot> inputSlots;
+  /// The input and output of params[i], m[i], v[i] at i, n + i, 2n + i.
+  std::vector<int> stateIn, stateOut;
   /// The scalar state's starting values.
   void initializeScalars();
   std::vector<int64_t> grid;
