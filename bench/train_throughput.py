@@ -65,6 +65,8 @@ def worker(model_path, kind, threads):
     model = GPT(d["vocab"], d["ctx"], d["layers"], d["heads"], d["width"])
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
     fn = torch.compile(model) if kind == "compile" else model
+    # fp16 needs loss scaling, as gptc's: GradScaler with its defaults.
+    scaler = torch.amp.GradScaler("cpu") if kind == "autocast-fp16" else None
     data = open("/usr/share/common-licenses/GPL-3", "rb").read()
     g = torch.Generator().manual_seed(0)
 
@@ -76,8 +78,18 @@ def worker(model_path, kind, threads):
         if kind == "autocast":
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 loss = fn(t[:, :-1], t[:, 1:])
+        elif kind == "autocast-fp16":
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = fn(t[:, :-1], t[:, 1:])
         else:
             loss = fn(t[:, :-1], t[:, 1:])
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+            return
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -132,16 +144,16 @@ class TorchContender:
 
 
 class GptcContender:
-    def __init__(self, build, model, bf16=False):
+    def __init__(self, build, model, precision=None):
         self.gptc = os.path.join(build, "bin", "gptc")
         self.model = model
         self.rss = 0
-        if bf16:
-            # The same description with `precision: BF16`.
+        if precision:
+            # The same description with `precision: BF16` (or FP16).
             fd, self.model = tempfile.mkstemp(suffix=".pbtxt")
             with os.fdopen(fd, "w") as f:
                 text = re.sub(r"\bprecision:\s*\w+", "", open(model).read())
-                f.write(re.sub(r"training \{", "training {\n  precision: BF16",
+                f.write(re.sub(r"training \{", "training {\n  precision: " + precision,
                                text, count=1))
 
     def window(self, steps):
@@ -191,6 +203,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--models", default="", help="comma-separated subset (file stems)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--fp16", action="store_true",
+                    help="also gptc fp16 against autocast fp16 with GradScaler")
     ap.add_argument("--worker", default="")
     ap.add_argument("--model", default="")
     args = ap.parse_args()
@@ -211,8 +225,10 @@ def main():
             continue
         d = description(model)
         contenders = {"gptc": GptcContender(args.build, model),
-                      "gptc-bf16": GptcContender(args.build, model, bf16=True)}
-        for kind in TORCH:
+                      "gptc-bf16": GptcContender(args.build, model, "BF16")}
+        if args.fp16:
+            contenders["gptc-fp16"] = GptcContender(args.build, model, "FP16")
+        for kind in TORCH + (["autocast-fp16"] if args.fp16 else []):
             try:
                 contenders[kind] = TorchContender(model, kind, args.threads)
             except RuntimeError as ex:
@@ -248,6 +264,13 @@ def main():
               % (stem, rss["gptc"] / 1e6, row["predicted_bytes"] / 1e6,
                  rss["gptc-bf16"] / 1e6, rss.get("eager", 0) / 1e6,
                  rss.get("compile", 0) / 1e6, rss.get("autocast", 0) / 1e6), flush=True)
+        if args.fp16:
+            f16 = best["gptc-fp16"]
+            print("%-18s fp16 tok/s: gptc-fp16 %8.0f | autocast-fp16 %8.0f | ratio %.2f"
+                  " | peak RSS MB gptc-fp16 %.1f, autocast-fp16 %.1f"
+                  % (stem, f16, best.get("autocast-fp16", 0),
+                     f16 / best["autocast-fp16"] if best.get("autocast-fp16") else float("nan"),
+                     rss["gptc-fp16"] / 1e6, rss.get("autocast-fp16", 0) / 1e6), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
