@@ -173,6 +173,11 @@ class GptcContender:
         # inflate with its own image at fork.
         self.rss = max(self.rss, int(re.search(r"peak resident memory (\d+) bytes",
                                                text).group(1)))
+        # What training added to the compiler and libraries' memory, which
+        # --emit=summary's "training memory" predicts.
+        added = re.search(r"training added (\d+) bytes", text)
+        if added:
+            self.added = max(getattr(self, "added", 0), int(added.group(1)))
         return float(re.search(r"([0-9.]+) tok/s after the first step", text).group(1))
 
     def finish(self):
@@ -259,9 +264,11 @@ def main():
                  h / best["autocast"] if best.get("autocast") else float("nan"),
                  row["gptc_gflops"], 100 * row["gptc_gflops"] / ceil["fp32"][0],
                  row["gptc_bf16_gflops"], 100 * row["gptc_bf16_gflops"] / ceil["bf16"][0]))
-        print("%-18s peak RSS MB: gptc %7.1f (predicted %.1f) | gptc-bf16 %7.1f | eager %7.1f"
-              " | compile %7.1f | autocast %7.1f"
-              % (stem, rss["gptc"] / 1e6, row["predicted_bytes"] / 1e6,
+        added = getattr(contenders["gptc"], "added", 0)
+        row["training_added_bytes"] = added
+        print("%-18s peak RSS MB: gptc %7.1f (training added %.1f, predicted %.1f) | gptc-bf16"
+              " %7.1f | eager %7.1f | compile %7.1f | autocast %7.1f"
+              % (stem, rss["gptc"] / 1e6, added / 1e6, row["predicted_bytes"] / 1e6,
                  rss["gptc-bf16"] / 1e6, rss.get("eager", 0) / 1e6,
                  rss.get("compile", 0) / 1e6, rss.get("autocast", 0) / 1e6), flush=True)
         if args.fp16:

@@ -109,13 +109,26 @@ static BlockLayout layoutOf(const program::Value &v) {
   return l;
 }
 
-int64_t runtime::peakResidentBytes() {
+/// A "Vm...:" figure of /proc/self/status in bytes, or -1.
+static int64_t statusBytes(const char *key) {
   std::ifstream status("/proc/self/status");
   std::string line;
+  size_t n = std::strlen(key);
   while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::atoll(line.c_str() + 6) * 1024;
+    if (line.compare(0, n, key) == 0)
+      return std::atoll(line.c_str() + n) * 1024;
   return -1;
+}
+
+int64_t runtime::peakResidentBytes() { return statusBytes("VmHWM:"); }
+
+int64_t runtime::residentBytes() { return statusBytes("VmRSS:"); }
+
+bool runtime::resetPeakResident() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
 }
 
 std::unique_ptr<Trainer> Trainer::create(const program::Program &program,

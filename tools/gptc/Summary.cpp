@@ -18,6 +18,7 @@
 #include "gptc/Frontend/ModelSpec.h"
 
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/CPU/Kernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -200,14 +201,39 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
            << "step (" << ops << " ops), " << inLayer0
            << " per transformer block\n";
       }
-      // What gptc train holds at its peak: the parameters and moments it
-      // keeps between steps (updated in place) and the step's buffers,
-      // which hold the gradients. The process's code (the compiler and
-      // its libraries, about 150 MB) comes on top.
+      // What gptc train adds to the process at its peak: the parameters
+      // and moments it keeps between steps (updated in place), the step's
+      // buffers, which hold the gradients, and the largest scratch a
+      // runtime kernel takes (attention's score blocks; an fp16 GEMM's
+      // fp32 copies). The compiler and the libraries come on top (gptc
+      // train reports both).
+      int64_t scratch = 0;
+      train.walk([&](Operation *op) {
+        if (auto grad = dyn_cast<CausalAttentionGradOp>(op)) {
+          auto q = cast<RankedTensorType>(grad.getQuery().getType());
+          if (q.getRank() == 3)
+            scratch = std::max<int64_t>(
+                scratch, 2 * 4 *
+                             ::gptc::cpu::causalAttentionScratch(
+                                 q.getDimSize(0), q.getDimSize(1),
+                                 q.getDimSize(2), grad.getNumHeads()));
+        } else if (isa<LinearOp, MatmulOp>(op) &&
+                   cast<RankedTensorType>(op->getResult(0).getType())
+                       .getElementType()
+                       .isF16()) {
+          int64_t elements = 0;
+          for (Value v :
+               llvm::concat<Value>(op->getOperands(), op->getResults()))
+            elements += cast<RankedTensorType>(v.getType()).getNumElements();
+          scratch = std::max<int64_t>(scratch, 4 * elements);
+        }
+      });
       if (arena) {
-        int64_t peak = size->weightBytes + size->optimizerBytes + arena.getInt();
+        int64_t peak =
+            size->weightBytes + size->optimizerBytes + arena.getInt() + scratch;
         os << "training memory per device: " << peak << " bytes ("
-           << bytes(peak) << ": parameters and moments + step buffers)\n";
+           << bytes(peak)
+           << ": parameters and moments + step buffers + kernel scratch)\n";
       }
     }
   }

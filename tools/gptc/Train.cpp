@@ -264,6 +264,12 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     return failAll("--inject-overflow names rank " +
                    std::to_string(injectRank) + " of a run of " +
                    std::to_string(comm ? comm->size() : 1) + " processes");
+  // What training adds to the process: measured from here, where the
+  // compiler has finished (its peak kept aside) and the training state is
+  // not yet allocated.
+  int64_t compilePeak = rt::peakResidentBytes();
+  int64_t before = rt::residentBytes();
+  bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
   auto trainer = rt::Trainer::create(program, opts, error, comm.get());
   if (!trainer)
     return failAll(error);
@@ -305,10 +311,22 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (leader) {
     llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
                  << trainer->getStep() << ")\n";
-    // The whole run's peak: compilation, training and the checkpoint.
-    if (int64_t peak = rt::peakResidentBytes(); peak > 0)
-      llvm::errs() << "gptc: peak resident memory " << peak << " bytes ("
-                   << llvm::format("%.1f", peak / 1048576.0) << " MiB)\n";
+    // The whole run's peak (compilation, training and the checkpoint) and
+    // what training added to the memory the compiler and the libraries
+    // held when it began (--emit=summary's "training memory" predicts it).
+    int64_t peak = rt::peakResidentBytes();
+    if (peak > 0) {
+      int64_t whole = trainingPeak ? std::max(peak, compilePeak) : peak;
+      llvm::errs() << "gptc: peak resident memory " << whole << " bytes ("
+                   << llvm::format("%.1f", whole / 1048576.0) << " MiB)";
+      if (trainingPeak)
+        llvm::errs() << "; training added " << peak - before << " bytes ("
+                     << llvm::format("%.1f", (peak - before) / 1048576.0)
+                     << " MiB) to the "
+                     << llvm::format("%.1f", before / 1048576.0)
+                     << " MiB of the compiler and libraries";
+      llvm::errs() << "\n";
+    }
   }
   return 0;
 }

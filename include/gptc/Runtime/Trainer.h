@@ -88,6 +88,11 @@ struct TrainOptions {
 /// mark since exec, compiler and runtime included), or -1 where the
 /// system does not say.
 int64_t peakResidentBytes();
+/// This process's resident memory now (VmRSS), or -1.
+int64_t residentBytes();
+/// Restarts the peak (VmHWM) from the current resident memory (Linux's
+/// /proc/self/clear_refs); false where the system does not allow it.
+bool resetPeakResident();
 
 class Trainer {
 public:

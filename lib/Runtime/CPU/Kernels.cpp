@@ -413,6 +413,11 @@ struct HeadViews {
 };
 } // namespace
 
+int64_t causalAttentionScratch(int64_t batch, int64_t seq, int64_t width,
+                               int64_t heads) {
+  return HeadViews(batch, seq, width, heads).scratch();
+}
+
 /// P = causal softmax(Q K^T / sqrt(D)) of query rows [r0, r1) against
 /// keys [0, r1), every head of `n` batch elements (q, k at the chunk).
 template <typename T>

@@ -106,6 +106,11 @@ template <typename T>
 void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t batch, int64_t seq, int64_t width,
                          int64_t heads, T *dq, T *dk, T *dv);
+/// The elements of one score scratch buffer of causal attention (the
+/// forward uses one, the gradient two); the memory prediction of
+/// `gptc --emit=summary` counts them.
+int64_t causalAttentionScratch(int64_t batch, int64_t seq, int64_t width,
+                               int64_t heads);
 
 /// Threads the kernels (OpenBLAS and the runtime's own) use; 0: every
 /// core. One process per device sets its share of the node's cores.
