@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 using namespace gptc::cpu;
 
@@ -86,4 +88,92 @@ TEST(Kernels, AdamWParallelEqualsSerial) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(am, bm);
   EXPECT_EQ(av, bv);
+}
+
+/// softmax(q k^T / sqrt(D)) v over the keys j <= t, by definition, in
+/// double: the reference both attention paths must meet.
+static std::vector<double> naiveAttention(const std::vector<double> &q,
+                                          const std::vector<double> &k,
+                                          const std::vector<double> &v,
+                                          int64_t batch, int64_t seq,
+                                          int64_t width, int64_t heads) {
+  int64_t d = width / heads;
+  std::vector<double> out(q.size()), w(seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < seq; ++t) {
+        auto at = [&](int64_t row) { return (b * seq + row) * width + h * d; };
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          w[j] = 0;
+          for (int64_t c = 0; c < d; ++c)
+            w[j] += q[at(t) + c] * k[at(j) + c];
+          w[j] /= std::sqrt(double(d));
+          m = std::max(m, w[j]);
+        }
+        for (int64_t j = 0; j <= t; ++j)
+          sum += w[j] = std::exp(w[j] - m);
+        for (int64_t c = 0; c < d; ++c) {
+          double x = 0;
+          for (int64_t j = 0; j <= t; ++j)
+            x += w[j] / sum * v[at(j) + c];
+          out[at(t) + c] = x;
+        }
+      }
+  return out;
+}
+
+/// Causal attention in float (the AVX-512 path where the CPU has it and
+/// the head width is a multiple of 16, else the batched GEMM path) and in
+/// double (the GEMM path, with query blocks from T = 128, ragged when T is
+/// not a multiple of 32) meets the definition forward, and float meets
+/// double backward, for head widths 16, 24, 32, 64 and 128.
+TEST(Kernels, CausalAttentionFloatMatchesDouble) {
+  struct Shape {
+    int64_t batch, seq, width, heads;
+  };
+  for (Shape s :
+       {Shape{2, 70, 64, 4}, Shape{1, 33, 64, 2}, Shape{3, 16, 128, 2},
+        Shape{2, 130, 64, 2}, Shape{2, 129, 48, 2}, Shape{1, 160, 64, 1},
+        Shape{1, 37, 128, 1}}) {
+    int64_t n = s.batch * s.seq * s.width;
+    std::vector<float> q(n), k(n), v(n), g(n), out(n), dq(n), dk(n), dv(n);
+    std::vector<double> qd(n), kd(n), vd(n), gd(n), outd(n), dqd(n), dkd(n),
+        dvd(n);
+    uint32_t state = 12345;
+    auto draw = [&] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>((state >> 8) / double(1 << 24) * 4.0 - 2.0);
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      qd[i] = q[i] = draw();
+      kd[i] = k[i] = draw();
+      vd[i] = v[i] = draw();
+      gd[i] = g[i] = draw();
+    }
+    causalAttention(q.data(), k.data(), v.data(), s.batch, s.seq, s.width,
+                    s.heads, out.data());
+    causalAttention(qd.data(), kd.data(), vd.data(), s.batch, s.seq, s.width,
+                    s.heads, outd.data());
+    causalAttentionGrad(q.data(), k.data(), v.data(), g.data(), s.batch, s.seq,
+                        s.width, s.heads, dq.data(), dk.data(), dv.data());
+    causalAttentionGrad(qd.data(), kd.data(), vd.data(), gd.data(), s.batch,
+                        s.seq, s.width, s.heads, dqd.data(), dkd.data(),
+                        dvd.data());
+    std::vector<double> ref =
+        naiveAttention(qd, kd, vd, s.batch, s.seq, s.width, s.heads);
+    double worstRef = 0;
+    for (int64_t i = 0; i < n; ++i)
+      worstRef = std::max({worstRef, std::abs(outd[i] - ref[i]),
+                           std::abs(out[i] - ref[i]) / 10});
+    EXPECT_LT(worstRef, 1e-6) << "B " << s.batch << " T " << s.seq << " C "
+                              << s.width << " H " << s.heads;
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (auto [f, d] : {std::pair{out[i], outd[i]}, std::pair{dq[i], dqd[i]},
+                          std::pair{dk[i], dkd[i]}, std::pair{dv[i], dvd[i]}})
+        worst = std::max(worst, std::abs(f - d) / (1.0 + std::abs(d)));
+    EXPECT_LT(worst, 2e-5) << "B " << s.batch << " T " << s.seq << " C "
+                           << s.width << " H " << s.heads;
+  }
 }

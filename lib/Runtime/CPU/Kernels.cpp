@@ -15,6 +15,8 @@
 
 #include "gptc/Runtime/CPU/Gemm.h"
 
+#include "AttentionAvx512.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -415,6 +417,13 @@ struct HeadViews {
 
 int64_t causalAttentionScratch(int64_t batch, int64_t seq, int64_t width,
                                int64_t heads) {
+  // The AVX-512 path keeps, per thread, a head's transposed keys and
+  // values and its probabilities and score gradients (T x T, T rounded up
+  // to 16), in two halves of what this function counts.
+  if (attentionAvx512Fits(width, heads)) {
+    int64_t tp = (seq + 15) / 16 * 16;
+    return omp_get_max_threads() * (width / heads + seq) * tp;
+  }
   return HeadViews(batch, seq, width, heads).scratch();
 }
 
@@ -426,15 +435,21 @@ static void blockProbabilities(const HeadViews &h, int64_t n, int64_t r0,
                                T *p) {
   gemm(h.product(n, r1 - r0, r1, h.d, h.act(), h.actT(), h.scores()),
        q + r0 * h.width, k, p);
-  int64_t rows = n * h.heads * (r1 - r0);
+  // Row i of (batch element, head) bh lies at bh * rows * T + i * T: a
+  // ragged last block (m < rows) leaves the rest of each head's slot unused.
+  int64_t m = r1 - r0, rows = n * h.heads * m;
 #pragma omp parallel for schedule(static) if (rows * r1 > 16384)
   for (int64_t r = 0; r < rows; ++r)
-    causalSoftmaxRow(p + r * h.seq, r0 + r % (r1 - r0), r1, scale);
+    causalSoftmaxRow(p + (r / m) * h.rows * h.seq + (r % m) * h.seq, r0 + r % m,
+                     r1, scale);
 }
 
 template <typename T>
 void causalAttention(const T *q, const T *k, const T *v, int64_t batch,
                      int64_t seq, int64_t width, int64_t heads, T *out) {
+  if constexpr (std::is_same_v<T, float>)
+    if (causalAttentionAvx512(q, k, v, batch, seq, width, heads, out))
+      return;
   HeadViews h(batch, seq, width, heads);
   T scale = T(1) / std::sqrt(T(h.d));
   std::vector<T> p(h.scratch());
@@ -454,6 +469,10 @@ template <typename T>
 void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t batch, int64_t seq, int64_t width,
                          int64_t heads, T *dq, T *dk, T *dv) {
+  if constexpr (std::is_same_v<T, float>)
+    if (causalAttentionGradAvx512(q, k, v, dout, batch, seq, width, heads, dq,
+                                  dk, dv))
+      return;
   HeadViews h(batch, seq, width, heads);
   T scale = T(1) / std::sqrt(T(h.d));
   std::vector<T> p(h.scratch()), dp(h.scratch());
@@ -477,8 +496,8 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
       int64_t rows = n * heads * m;
 #pragma omp parallel for schedule(static) if (rows * r1 > 16384)
       for (int64_t r = 0; r < rows; ++r) {
-        int64_t t = r0 + r % m;
-        T *pr = p.data() + r * seq, *dpr = dp.data() + r * seq;
+        int64_t t = r0 + r % m, at = (r / m) * h.rows * seq + (r % m) * seq;
+        T *pr = p.data() + at, *dpr = dp.data() + at;
         T dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j <= t; ++j)

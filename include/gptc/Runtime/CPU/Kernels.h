@@ -106,9 +106,10 @@ template <typename T>
 void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t batch, int64_t seq, int64_t width,
                          int64_t heads, T *dq, T *dk, T *dv);
-/// The elements of one score scratch buffer of causal attention (the
-/// forward uses one, the gradient two); the memory prediction of
-/// `gptc --emit=summary` counts them.
+/// Half the float elements of scratch causal attention's gradient takes
+/// (the forward takes at most as much): the memory prediction of
+/// `gptc --emit=summary` counts them. Depends on the CPU (the AVX-512 path
+/// keeps per-thread buffers, the GEMM path blocks of scores).
 int64_t causalAttentionScratch(int64_t batch, int64_t seq, int64_t width,
                                int64_t heads);
 

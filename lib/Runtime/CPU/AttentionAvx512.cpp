@@ -1,0 +1,497 @@
+//===- AttentionAvx512.cpp - Causal attention in one pass per head -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Causal attention for float heads of width D (16, 32, 64 or 128) on CPUs
+// with AVX-512, one (batch element, head) at a time, the way
+// flash attention tiles a GPU: the head's keys and values are transposed
+// into L1-sized buffers once, and each query row computes its scores
+// (16 keys per vector), its causal softmax and its output without the
+// scores leaving the cache. Only the keys a row sees are touched. The
+// backward pass recomputes each row's probabilities, keeps the head's
+// probabilities and score gradients (T x T, per thread) and then sums dK
+// and dV a key at a time. The rest of the runtime is built for the
+// baseline x86-64, so these functions carry their own target attribute and
+// the caller checks the CPU first (Kernels.cpp falls back to the batched
+// GEMM path elsewhere).
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionAvx512.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12's AVX-512 headers trip its own uninitialized-value warnings
+// (_mm512_undefined_ps); the code here is not at fault.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define GPTC_HAVE_AVX512_PATH 1
+#define GPTC_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+#endif
+
+namespace gptc::cpu {
+
+#ifdef GPTC_HAVE_AVX512_PATH
+
+bool attentionAvx512Available() {
+  static const bool available = __builtin_cpu_supports("avx512f") &&
+                                __builtin_cpu_supports("avx512dq");
+  return available;
+}
+
+namespace {
+
+/// exp(x) for 16 lanes: the Cephes polynomial of the runtime's scalar
+/// fastExp, with the power of two applied by scalef; 0 below -87.
+GPTC_AVX512 inline __m512 exp16(__m512 x) {
+  __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  __m512 n = _mm512_roundscale_ps(
+      _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps(~tiny, p, n);
+}
+
+/// The mask of the lanes of key block `jb` (keys 16 jb ..) that row t sees.
+GPTC_AVX512 inline __mmask16 visible(int64_t jb, int64_t t) {
+  int64_t last = t - 16 * jb; // the last visible lane
+  return last >= 15 ? __mmask16(0xffff) : __mmask16((1u << (last + 1)) - 1);
+}
+
+/// One head's view: rows of D floats with row stride `stride`.
+struct Head {
+  int64_t seq, d, stride;
+  float scale;
+};
+
+/// [T][D] (row stride `stride`) -> [D][Tp], Tp = T rounded up to 16, the
+/// padding zero.
+GPTC_AVX512 void transpose(const float *x, const Head &h, int64_t tp,
+                           float *xt) {
+  for (int64_t dd = 0; dd < h.d; ++dd) {
+    float *row = xt + dd * tp;
+    for (int64_t j = 0; j < h.seq; ++j)
+      row[j] = x[j * h.stride + dd];
+    std::fill(row + h.seq, row + tp, 0.0f);
+  }
+}
+
+/// out[16 jb + l] = sum_d x[d] xt[d][16 jb + l] for the key blocks jb <
+/// blocks (xt is [D][Tp]): a row of scores. Four blocks at a time, so that
+/// four FMA chains are in flight instead of one waiting on the last.
+GPTC_AVX512 void scoreRow(const float *x, const float *xt, int64_t tp,
+                          int64_t d, int64_t blocks, float *out) {
+  int64_t jb = 0;
+  for (; jb + 4 <= blocks; jb += 4) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float *col = xt + 16 * jb;
+    for (int64_t dd = 0; dd < d; ++dd) {
+      __m512 w = _mm512_set1_ps(x[dd]);
+      const float *row = col + dd * tp;
+      a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row), a0);
+      a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 16), a1);
+      a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 32), a2);
+      a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 48), a3);
+    }
+    _mm512_storeu_ps(out + 16 * jb, a0);
+    _mm512_storeu_ps(out + 16 * jb + 16, a1);
+    _mm512_storeu_ps(out + 16 * jb + 32, a2);
+    _mm512_storeu_ps(out + 16 * jb + 48, a3);
+  }
+  for (; jb < blocks; ++jb) {
+    // The rest: the D sum split over two chains.
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    const float *col = xt + 16 * jb;
+    int64_t dd = 0;
+    for (; dd + 2 <= d; dd += 2) {
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[dd]),
+                           _mm512_loadu_ps(col + dd * tp), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(x[dd + 1]),
+                           _mm512_loadu_ps(col + (dd + 1) * tp), a1);
+    }
+    for (; dd < d; ++dd)
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[dd]),
+                           _mm512_loadu_ps(col + dd * tp), a0);
+    _mm512_storeu_ps(out + 16 * jb, _mm512_add_ps(a0, a1));
+  }
+}
+
+/// Row t's scores (p, at least t / 16 + 1 blocks) into its causal
+/// probabilities in place: softmax(scale * s_j) over j <= t, zero after t
+/// within those blocks.
+GPTC_AVX512 void softmaxRow(const Head &h, int64_t t, float *p) {
+  int64_t blocks = t / 16 + 1;
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * jb),
+                               _mm512_set1_ps(h.scale));
+    acc = _mm512_mask_blend_ps(visible(jb, t), _mm512_set1_ps(-INFINITY), acc);
+    _mm512_storeu_ps(p + 16 * jb, acc);
+    m = _mm512_max_ps(m, acc);
+  }
+  __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(p + 16 * jb), mx));
+    e = _mm512_maskz_mov_ps(visible(jb, t), e);
+    _mm512_storeu_ps(p + 16 * jb, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t jb = 0; jb < blocks; ++jb)
+    _mm512_storeu_ps(p + 16 * jb,
+                     _mm512_mul_ps(_mm512_loadu_ps(p + 16 * jb), inv));
+}
+
+/// Row t's causal probabilities into p (16 * blocks lanes, zero after t):
+/// softmax(scale * q_t . k_j) over j <= t. kt is [D][Tp].
+GPTC_AVX512 void probabilities(const float *qt, const float *kt, int64_t tp,
+                               const Head &h, int64_t t, float *p) {
+  scoreRow(qt, kt, tp, h.d, t / 16 + 1, p);
+  softmaxRow(h, t, p);
+}
+
+/// Four rows at once (x rows t..t+3, stride `stride`; out rows of tp): the
+/// scores of the first `blocks` key blocks. Each key vector loaded serves
+/// the four rows.
+GPTC_AVX512 void scoreRows4(const float *x, int64_t stride, const float *xt,
+                            int64_t tp, int64_t d, int64_t blocks,
+                            float *out) {
+  const float *x0 = x, *x1 = x + stride, *x2 = x1 + stride, *x3 = x2 + stride;
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float *col = xt + 16 * jb;
+    for (int64_t dd = 0; dd < d; ++dd) {
+      __m512 kv = _mm512_loadu_ps(col + dd * tp);
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[dd]), kv, a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[dd]), kv, a1);
+      a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[dd]), kv, a2);
+      a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[dd]), kv, a3);
+    }
+    _mm512_storeu_ps(out + 16 * jb, a0);
+    _mm512_storeu_ps(out + tp + 16 * jb, a1);
+    _mm512_storeu_ps(out + 2 * tp + 16 * jb, a2);
+    _mm512_storeu_ps(out + 3 * tp + 16 * jb, a3);
+  }
+}
+
+/// out rows r = 0..3 (stride): sum_{j <= last} p[r][j] x_j, p rows of tp
+/// (zero where row r does not see j). Each x row loaded serves four rows.
+template <int V>
+GPTC_AVX512 void weightedRows4(const float *p, int64_t tp, const float *x,
+                               const Head &h, int64_t last, float *out) {
+  __m512 acc[4][V];
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < V; ++c)
+      acc[r][c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j <= last; ++j) {
+    const float *row = x + j * h.stride;
+    __m512 w0 = _mm512_set1_ps(p[j]), w1 = _mm512_set1_ps(p[tp + j]),
+           w2 = _mm512_set1_ps(p[2 * tp + j]),
+           w3 = _mm512_set1_ps(p[3 * tp + j]);
+    for (int c = 0; c < V; ++c) {
+      __m512 xv = _mm512_loadu_ps(row + 16 * c);
+      acc[0][c] = _mm512_fmadd_ps(w0, xv, acc[0][c]);
+      acc[1][c] = _mm512_fmadd_ps(w1, xv, acc[1][c]);
+      acc[2][c] = _mm512_fmadd_ps(w2, xv, acc[2][c]);
+      acc[3][c] = _mm512_fmadd_ps(w3, xv, acc[3][c]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < V; ++c)
+      _mm512_storeu_ps(out + r * h.stride + 16 * c, acc[r][c]);
+}
+
+/// out[t] = sum_{j <= t} p[j] x[j] for rows x of D = 16 V floats (stride):
+/// two keys at a time into separate accumulators (more FMA chains in
+/// flight). V is a template argument so that the accumulators stay in
+/// registers.
+template <int V>
+GPTC_AVX512 void weightedRows(const float *p, const float *x,
+                              const Head &h, int64_t t, float *out) {
+  __m512 acc[V], odd[V];
+  for (int c = 0; c < V; ++c)
+    acc[c] = odd[c] = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 2 <= t + 1; j += 2) {
+    __m512 w0 = _mm512_set1_ps(p[j]), w1 = _mm512_set1_ps(p[j + 1]);
+    const float *r0 = x + j * h.stride, *r1 = r0 + h.stride;
+    for (int c = 0; c < V; ++c) {
+      acc[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[c]);
+      odd[c] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * c), odd[c]);
+    }
+  }
+  if (j <= t) {
+    __m512 w = _mm512_set1_ps(p[j]);
+    const float *row = x + j * h.stride;
+    for (int c = 0; c < V; ++c)
+      acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 16 * c), acc[c]);
+  }
+  for (int c = 0; c < V; ++c)
+    _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc[c], odd[c]));
+}
+
+/// The forward pass of one head: four query rows at a time (while V <= 4
+/// keeps their accumulators in registers), then row by row.
+template <int V>
+GPTC_AVX512 void forwardHead(const float *q, const float *k, const float *v,
+                             const Head &h, float *out,
+                             std::vector<float> &scratch) {
+  int64_t tp = (h.seq + 15) / 16 * 16;
+  scratch.assign(h.d * tp + 4 * tp, 0.0f);
+  float *kt = scratch.data(), *p = kt + h.d * tp;
+  transpose(k, h, tp, kt);
+  int64_t t = 0;
+  if constexpr (V <= 4)
+    for (; t + 4 <= h.seq; t += 4) {
+      // Rows t..t+3 see the keys up to t + 3: one set of blocks for all.
+      int64_t blocks = (t + 3) / 16 + 1;
+      scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
+      for (int r = 0; r < 4; ++r) {
+        // Lanes past a row's own last block (but within the group's) must
+        // weigh nothing: softmaxRow masks only its own blocks.
+        int64_t own = (t + r) / 16 + 1;
+        std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
+        softmaxRow(h, t + r, p + r * tp);
+      }
+      weightedRows4<V>(p, tp, v, h, t + 3, out + t * h.stride);
+    }
+  for (; t < h.seq; ++t) {
+    probabilities(q + t * h.stride, kt, tp, h, t, p);
+    weightedRows<V>(p, v, h, t, out + t * h.stride);
+  }
+}
+
+/// sum_{t >= j} w[t][j] x_t over the rows t of x (D = 16 V floats,
+/// stride) for column j of the [T][Tp] matrix w, two rows at a time.
+template <int V>
+GPTC_AVX512 void columnRows(const float *w, int64_t tp, const float *x,
+                            const Head &h, int64_t j, float *out) {
+  __m512 acc[V], odd[V];
+  for (int c = 0; c < V; ++c)
+    acc[c] = odd[c] = _mm512_setzero_ps();
+  int64_t t = j;
+  for (; t + 2 <= h.seq; t += 2) {
+    __m512 w0 = _mm512_set1_ps(w[t * tp + j]),
+           w1 = _mm512_set1_ps(w[(t + 1) * tp + j]);
+    const float *r0 = x + t * h.stride, *r1 = r0 + h.stride;
+    for (int c = 0; c < V; ++c) {
+      acc[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[c]);
+      odd[c] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * c), odd[c]);
+    }
+  }
+  if (t < h.seq) {
+    __m512 w0 = _mm512_set1_ps(w[t * tp + j]);
+    const float *r0 = x + t * h.stride;
+    for (int c = 0; c < V; ++c)
+      acc[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[c]);
+  }
+  for (int c = 0; c < V; ++c)
+    _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc[c], odd[c]));
+}
+
+/// Four columns at once: out rows r = 0..3 (stride) get sum_{t >= j}
+/// w[t][j + r] x_t (w is zero above its diagonal). Each x row loaded
+/// serves the four.
+template <int V>
+GPTC_AVX512 void columnRows4(const float *w, int64_t tp, const float *x,
+                             const Head &h, int64_t j, float *out) {
+  __m512 acc[4][V];
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < V; ++c)
+      acc[r][c] = _mm512_setzero_ps();
+  for (int64_t t = j; t < h.seq; ++t) {
+    const float *wt = w + t * tp + j, *row = x + t * h.stride;
+    __m512 w0 = _mm512_set1_ps(wt[0]), w1 = _mm512_set1_ps(wt[1]),
+           w2 = _mm512_set1_ps(wt[2]), w3 = _mm512_set1_ps(wt[3]);
+    for (int c = 0; c < V; ++c) {
+      __m512 xv = _mm512_loadu_ps(row + 16 * c);
+      acc[0][c] = _mm512_fmadd_ps(w0, xv, acc[0][c]);
+      acc[1][c] = _mm512_fmadd_ps(w1, xv, acc[1][c]);
+      acc[2][c] = _mm512_fmadd_ps(w2, xv, acc[2][c]);
+      acc[3][c] = _mm512_fmadd_ps(w3, xv, acc[3][c]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < V; ++c)
+      _mm512_storeu_ps(out + r * h.stride + 16 * c, acc[r][c]);
+}
+
+/// Row t's score gradients in place: ds = p (ds - sum_j p ds) scale over
+/// `blocks` blocks (p is zero where the row does not see the key).
+GPTC_AVX512 void scoreGradRow(const Head &h, const float *p, int64_t blocks,
+                              float *ds) {
+  __m512 dot = _mm512_setzero_ps();
+  for (int64_t jb = 0; jb < blocks; ++jb)
+    dot = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * jb),
+                          _mm512_loadu_ps(ds + 16 * jb), dot);
+  __m512 rowDot = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    __m512 pj = _mm512_loadu_ps(p + 16 * jb);
+    __m512 g = _mm512_mul_ps(
+        _mm512_mul_ps(pj, _mm512_sub_ps(_mm512_loadu_ps(ds + 16 * jb), rowDot)),
+        _mm512_set1_ps(h.scale));
+    _mm512_storeu_ps(ds + 16 * jb, g);
+  }
+}
+
+/// The backward pass of one head: dQ, dK, dV (rows of stride `stride`).
+/// Pass 1 recomputes each row's probabilities P and its score gradients
+/// dS (kept as [T][Tp] matrices) and gives dQ; pass 2 gives dK and dV a
+/// key at a time (dK_j = sum_t dS[t][j] q_t, dV_j = sum_t P[t][j] dO_t), in
+/// registers rather than by read-modify-writes per query.
+template <int V>
+GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
+                              const float *dout, const Head &h, float *dq,
+                              float *dk, float *dv,
+                              std::vector<float> &scratch) {
+  int64_t tp = (h.seq + 15) / 16 * 16;
+  // P and dS start zero: what a row does not see weighs nothing in pass 2.
+  scratch.assign(2 * h.d * tp + 2 * h.seq * tp, 0.0f);
+  float *kt = scratch.data(), *vt = kt + h.d * tp, *pm = vt + h.d * tp,
+        *dsm = pm + h.seq * tp;
+  transpose(k, h, tp, kt);
+  transpose(v, h, tp, vt);
+  int64_t t = 0;
+  if constexpr (V <= 4)
+    for (; t + 4 <= h.seq; t += 4) {
+      int64_t blocks = (t + 3) / 16 + 1;
+      float *p = pm + t * tp, *ds = dsm + t * tp;
+      scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
+      for (int r = 0; r < 4; ++r) {
+        int64_t own = (t + r) / 16 + 1;
+        std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
+        softmaxRow(h, t + r, p + r * tp);
+      }
+      // dP = dO_t . v_j, then dS; dQ_t = sum_j dS_j k_j.
+      scoreRows4(dout + t * h.stride, h.stride, vt, tp, h.d, blocks, ds);
+      for (int r = 0; r < 4; ++r)
+        scoreGradRow(h, p + r * tp, blocks, ds + r * tp);
+      weightedRows4<V>(ds, tp, k, h, t + 3, dq + t * h.stride);
+    }
+  for (; t < h.seq; ++t) {
+    float *p = pm + t * tp, *ds = dsm + t * tp;
+    int64_t blocks = t / 16 + 1;
+    probabilities(q + t * h.stride, kt, tp, h, t, p);
+    scoreRow(dout + t * h.stride, vt, tp, h.d, blocks, ds);
+    scoreGradRow(h, p, blocks, ds);
+    weightedRows<V>(ds, k, h, t, dq + t * h.stride);
+  }
+  // Pass 2: dK_j = sum_t dS[t][j] q_t, dV_j = sum_t P[t][j] dO_t.
+  int64_t j = 0;
+  if constexpr (V <= 4)
+    for (; j + 4 <= h.seq; j += 4) {
+      columnRows4<V>(dsm, tp, q, h, j, dk + j * h.stride);
+      columnRows4<V>(pm, tp, dout, h, j, dv + j * h.stride);
+    }
+  for (; j < h.seq; ++j) {
+    columnRows<V>(dsm, tp, q, h, j, dk + j * h.stride);
+    columnRows<V>(pm, tp, dout, h, j, dv + j * h.stride);
+  }
+}
+
+} // namespace
+
+/// Calls f.template operator()<V>() for the head width 16 V.
+template <typename F> static void withWidth(int64_t d, F &&f) {
+  switch (d) {
+  case 16:
+    return f(std::integral_constant<int, 1>());
+  case 32:
+    return f(std::integral_constant<int, 2>());
+  case 64:
+    return f(std::integral_constant<int, 4>());
+  default:
+    return f(std::integral_constant<int, 8>());
+  }
+}
+
+bool attentionAvx512Fits(int64_t width, int64_t heads) {
+  if (heads <= 0 || width % heads != 0)
+    return false;
+  int64_t d = width / heads;
+  return attentionAvx512Available() &&
+         (d == 16 || d == 32 || d == 64 || d == 128);
+}
+
+bool causalAttentionAvx512(const float *q, const float *k, const float *v,
+                           int64_t batch, int64_t seq, int64_t width,
+                           int64_t heads, float *out) {
+  if (!attentionAvx512Fits(width, heads))
+    return false;
+  Head h{seq, width / heads, width, 1.0f / std::sqrt(float(width / heads))};
+  int64_t items = batch * heads;
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < items; ++i) {
+      int64_t off = (i / heads) * seq * width + (i % heads) * h.d;
+      withWidth(h.d, [&](auto v16) {
+        forwardHead<decltype(v16)::value>(q + off, k + off, v + off, h,
+                                          out + off, scratch);
+      });
+    }
+  }
+  return true;
+}
+
+bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
+                               const float *dout, int64_t batch, int64_t seq,
+                               int64_t width, int64_t heads, float *dq,
+                               float *dk, float *dv) {
+  if (!attentionAvx512Fits(width, heads))
+    return false;
+  Head h{seq, width / heads, width, 1.0f / std::sqrt(float(width / heads))};
+  int64_t items = batch * heads;
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < items; ++i) {
+      int64_t off = (i / heads) * seq * width + (i % heads) * h.d;
+      withWidth(h.d, [&](auto v16) {
+        backwardHead<decltype(v16)::value>(q + off, k + off, v + off,
+                                           dout + off, h, dq + off, dk + off,
+                                           dv + off, scratch);
+      });
+    }
+  }
+  return true;
+}
+
+#else
+
+bool attentionAvx512Available() { return false; }
+bool attentionAvx512Fits(int64_t, int64_t) { return false; }
+bool causalAttentionAvx512(const float *, const float *, const float *,
+                           int64_t, int64_t, int64_t, int64_t, float *) {
+  return false;
+}
+bool causalAttentionGradAvx512(const float *, const float *, const float *,
+                               const float *, int64_t, int64_t, int64_t,
+                               int64_t, float *, float *, float *) {
+  return false;
+}
+
+#endif
+
+} // namespace gptc::cpu
