@@ -739,21 +739,34 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
   auto stateTensor = [&](int64_t k) -> Tensor & {
     return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
   };
-  for (int64_t j = 0; j < stepFn.outputs_size(); ++j) {
+  // (Views first: allocating every output and then replacing some would
+  // hold the whole state twice for a moment.)
+  auto typeOf = [&](int64_t j, program::DType &dtype,
+                    std::vector<int64_t> &shape) {
     const program::Value &value =
         stepFn.values(stepFn.outputs(static_cast<int>(j)));
-    std::vector<int64_t> shape(value.type().shape().begin(),
-                               value.type().shape().end());
-    out[j] = Tensor(value.type().dtype(), shape);
-  }
+    dtype = value.type().dtype();
+    shape.assign(value.type().shape().begin(), value.type().shape().end());
+  };
   for (int64_t k = 0; k < 3 * n; ++k) {
     int j = stateOut[k];
     Tensor &state = stateTensor(k);
-    if (trainStep->canOverwriteInput(j, stateIn[k]) &&
-        state.dtype == out[j].dtype && state.shape == out[j].shape) {
+    program::DType dtype;
+    std::vector<int64_t> shape;
+    typeOf(j, dtype, shape);
+    if (trainStep->canOverwriteInput(j, stateIn[k]) && state.dtype == dtype &&
+        state.shape == shape) {
       inPlace[k] = true;
       out[j] = Tensor::view(state.dtype, state.shape, state.raw());
     }
+  }
+  for (int64_t j = 0; j < stepFn.outputs_size(); ++j) {
+    if (out[j].raw())
+      continue;
+    program::DType dtype;
+    std::vector<int64_t> shape;
+    typeOf(j, dtype, shape);
+    out[j] = Tensor(dtype, shape);
   }
   for (; step < stop; ++step) {
     std::mt19937_64 rng(options.dataSeed * 1000003 + step);

@@ -171,12 +171,16 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   if (succeeded(pm.run(*step))) {
     if (auto train = step->lookupSymbol<func::FuncOp>("train_step")) {
       int64_t values = 0;
+      Operation *ret = train.getBody().front().getTerminator();
       train.walk<WalkOrder::PreOrder>([&](Operation *op) {
-        // A reshape is a view of its operand's buffer, not a new value.
+        // A reshape is a view of its operand's buffer, not a new value; the
+        // step's results (the new state) are computed in the caller's
+        // buffers.
         if (isa<ReshapeOp>(op))
           return WalkResult::advance();
-        for (Type t : op->getResultTypes())
-          if (auto tensor = dyn_cast<RankedTensorType>(t))
+        for (Value v : op->getResults())
+          if (auto tensor = dyn_cast<RankedTensorType>(v.getType());
+              tensor && !llvm::is_contained(ret->getOperands(), v))
             values += tensor.getNumElements() *
                       ((tensor.getElementTypeBitWidth() + 7) / 8);
         // The values inside a generated kernel never reach memory.

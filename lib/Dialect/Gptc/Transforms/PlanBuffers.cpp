@@ -55,8 +55,13 @@ static int64_t byteSize(Type type) {
 static int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 /// Plans the values defined by the ops of `body` (not those of nested
-/// regions) into one arena; returns its size.
-static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
+/// regions) into one arena; returns its size. With `callerOwnsResults`
+/// (a function's body), the values the terminator returns get no offset:
+/// the runtime computes them in its caller's buffers (or, when the caller
+/// gives none, in storage of their own), so arena space for them would
+/// never be touched.
+static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
+                                    bool callerOwnsResults) {
   // 1. Lifetimes: from the defining op to the last user (the terminator
   //    keeps returned values alive to the end).
   DenseMap<Operation *, int64_t> time;
@@ -83,6 +88,9 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
       for (Operation *user : result.getUsers())
         end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
       auto reshape = dyn_cast<ReshapeOp>(op);
+      if (callerOwnsResults && !reshape &&
+          llvm::is_contained(body.getTerminator()->getOperands(), result))
+        continue;
       if (reshape && reshape.getInput().getDefiningOp() &&
           reshape.getInput().getParentBlock() == &body) {
         Value source = root(reshape.getInput());
@@ -129,8 +137,10 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment) {
     offsets[i.value] = i.offset;
   for (Operation &op : body.without_terminator()) {
     SmallVector<int64_t> o;
-    for (Value result : op.getResults())
-      o.push_back(offsets.lookup(root(result)));
+    for (Value result : op.getResults()) {
+      auto it = offsets.find(root(result));
+      o.push_back(it == offsets.end() ? -1 : it->second);
+    }
     op.setAttr("gptc.offsets", b.getDenseI64ArrayAttr(o));
   }
   return alignUp(arena, alignment);
@@ -154,7 +164,8 @@ struct GptcPlanBuffersPass final
       return signalPassFailure();
     }
     Block &body = func.getFunctionBody().front();
-    FailureOr<int64_t> arena = planBlock(body, alignment);
+    FailureOr<int64_t> arena =
+        planBlock(body, alignment, /*callerOwnsResults=*/true);
     if (failed(arena))
       return signalPassFailure();
     Builder b(func.getContext());
@@ -170,7 +181,8 @@ struct GptcPlanBuffersPass final
           op.emitOpError("gptc-plan-buffers expects single-block regions");
           return signalPassFailure();
         }
-        FailureOr<int64_t> inner = planBlock(region.front(), alignment);
+        FailureOr<int64_t> inner =
+            planBlock(region.front(), alignment, /*callerOwnsResults=*/false);
         if (failed(inner))
           return signalPassFailure();
         op.setAttr("gptc.arena_bytes", b.getI64IntegerAttr(*inner));
