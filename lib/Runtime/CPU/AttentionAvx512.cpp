@@ -193,60 +193,79 @@ GPTC_AVX512 void scoreRows4(const float *x, int64_t stride, const float *xt,
   }
 }
 
-/// out rows r = 0..3 (stride): sum_{j <= last} p[r][j] x_j, p rows of tp
-/// (zero where row r does not see j). Each x row loaded serves four rows.
-template <int V>
-GPTC_AVX512 void weightedRows4(const float *p, int64_t tp, const float *x,
-                               const Head &h, int64_t last, float *out) {
-  __m512 acc[4][V];
-  for (int r = 0; r < 4; ++r)
+/// out rows r < R (stride) = sum_{i in [begin, end)} weight(r, i) x_i for
+/// rows x_i of D = 16 V floats (stride): the weighted sums of attention's
+/// outputs and gradients. Each x row loaded serves the R rows; one row
+/// splits its sum over even and odd i, so that two FMA chains are in
+/// flight. V and R are template arguments so that the accumulators stay in
+/// registers.
+template <int V, int R, typename Weight>
+GPTC_AVX512 inline void accumulateRows(const float *x, const Head &h,
+                                       int64_t begin, int64_t end,
+                                       Weight weight, float *out) {
+  constexpr int kSets = R == 1 ? 2 : R;
+  __m512 acc[kSets][V];
+  for (int r = 0; r < kSets; ++r)
     for (int c = 0; c < V; ++c)
       acc[r][c] = _mm512_setzero_ps();
-  for (int64_t j = 0; j <= last; ++j) {
-    const float *row = x + j * h.stride;
-    __m512 w0 = _mm512_set1_ps(p[j]), w1 = _mm512_set1_ps(p[tp + j]),
-           w2 = _mm512_set1_ps(p[2 * tp + j]),
-           w3 = _mm512_set1_ps(p[3 * tp + j]);
+  int64_t i = begin;
+  if constexpr (R == 1) {
+    for (; i + 2 <= end; i += 2) {
+      __m512 w0 = _mm512_set1_ps(weight(0, i)),
+             w1 = _mm512_set1_ps(weight(0, i + 1));
+      const float *r0 = x + i * h.stride, *r1 = r0 + h.stride;
+      for (int c = 0; c < V; ++c) {
+        acc[0][c] =
+            _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[0][c]);
+        acc[1][c] =
+            _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * c), acc[1][c]);
+      }
+    }
+    for (int c = 0; c < V; ++c)
+      acc[0][c] = _mm512_add_ps(acc[0][c], acc[1][c]);
+  }
+  for (; i < end; ++i) {
+    const float *row = x + i * h.stride;
+    __m512 w[R];
+    for (int r = 0; r < R; ++r)
+      w[r] = _mm512_set1_ps(weight(r, i));
     for (int c = 0; c < V; ++c) {
       __m512 xv = _mm512_loadu_ps(row + 16 * c);
-      acc[0][c] = _mm512_fmadd_ps(w0, xv, acc[0][c]);
-      acc[1][c] = _mm512_fmadd_ps(w1, xv, acc[1][c]);
-      acc[2][c] = _mm512_fmadd_ps(w2, xv, acc[2][c]);
-      acc[3][c] = _mm512_fmadd_ps(w3, xv, acc[3][c]);
+      for (int r = 0; r < R; ++r)
+        acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
     }
   }
-  for (int r = 0; r < 4; ++r)
+  for (int r = 0; r < R; ++r)
     for (int c = 0; c < V; ++c)
       _mm512_storeu_ps(out + r * h.stride + 16 * c, acc[r][c]);
 }
 
-/// out[t] = sum_{j <= t} p[j] x[j] for rows x of D = 16 V floats (stride):
-/// two keys at a time into separate accumulators (more FMA chains in
-/// flight). V is a template argument so that the accumulators stay in
-/// registers.
+/// out_t = sum_{j <= last} p[j] x_j (p one row) ...
 template <int V>
-GPTC_AVX512 void weightedRows(const float *p, const float *x,
-                              const Head &h, int64_t t, float *out) {
-  __m512 acc[V], odd[V];
-  for (int c = 0; c < V; ++c)
-    acc[c] = odd[c] = _mm512_setzero_ps();
-  int64_t j = 0;
-  for (; j + 2 <= t + 1; j += 2) {
-    __m512 w0 = _mm512_set1_ps(p[j]), w1 = _mm512_set1_ps(p[j + 1]);
-    const float *r0 = x + j * h.stride, *r1 = r0 + h.stride;
-    for (int c = 0; c < V; ++c) {
-      acc[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[c]);
-      odd[c] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * c), odd[c]);
-    }
-  }
-  if (j <= t) {
-    __m512 w = _mm512_set1_ps(p[j]);
-    const float *row = x + j * h.stride;
-    for (int c = 0; c < V; ++c)
-      acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(row + 16 * c), acc[c]);
-  }
-  for (int c = 0; c < V; ++c)
-    _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc[c], odd[c]));
+GPTC_AVX512 void weightedRows(const float *p, const float *x, const Head &h,
+                              int64_t last, float *out) {
+  accumulateRows<V, 1>(
+      x, h, 0, last + 1, [p](int, int64_t j) { return p[j]; }, out);
+}
+
+/// ... and for four rows r of p (row stride tp; zero where a row does not
+/// see j).
+template <int V>
+GPTC_AVX512 void weightedRows4(const float *p, int64_t tp, const float *x,
+                               const Head &h, int64_t last, float *out) {
+  accumulateRows<V, 4>(
+      x, h, 0, last + 1, [p, tp](int r, int64_t j) { return p[r * tp + j]; },
+      out);
+}
+
+/// out = sum_{t >= j} w[t][j + r] x_t for column j (R = 1) or columns
+/// j..j+3 (R = 4) of the [T][Tp] matrix w (zero above its diagonal).
+template <int V, int R>
+GPTC_AVX512 void columnRows(const float *w, int64_t tp, const float *x,
+                            const Head &h, int64_t j, float *out) {
+  accumulateRows<V, R>(
+      x, h, j, h.seq,
+      [w, tp, j](int r, int64_t t) { return w[t * tp + j + r]; }, out);
 }
 
 /// The forward pass of one head: four query rows at a time (while V <= 4
@@ -278,61 +297,6 @@ GPTC_AVX512 void forwardHead(const float *q, const float *k, const float *v,
     probabilities(q + t * h.stride, kt, tp, h, t, p);
     weightedRows<V>(p, v, h, t, out + t * h.stride);
   }
-}
-
-/// sum_{t >= j} w[t][j] x_t over the rows t of x (D = 16 V floats,
-/// stride) for column j of the [T][Tp] matrix w, two rows at a time.
-template <int V>
-GPTC_AVX512 void columnRows(const float *w, int64_t tp, const float *x,
-                            const Head &h, int64_t j, float *out) {
-  __m512 acc[V], odd[V];
-  for (int c = 0; c < V; ++c)
-    acc[c] = odd[c] = _mm512_setzero_ps();
-  int64_t t = j;
-  for (; t + 2 <= h.seq; t += 2) {
-    __m512 w0 = _mm512_set1_ps(w[t * tp + j]),
-           w1 = _mm512_set1_ps(w[(t + 1) * tp + j]);
-    const float *r0 = x + t * h.stride, *r1 = r0 + h.stride;
-    for (int c = 0; c < V; ++c) {
-      acc[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[c]);
-      odd[c] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * c), odd[c]);
-    }
-  }
-  if (t < h.seq) {
-    __m512 w0 = _mm512_set1_ps(w[t * tp + j]);
-    const float *r0 = x + t * h.stride;
-    for (int c = 0; c < V; ++c)
-      acc[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * c), acc[c]);
-  }
-  for (int c = 0; c < V; ++c)
-    _mm512_storeu_ps(out + 16 * c, _mm512_add_ps(acc[c], odd[c]));
-}
-
-/// Four columns at once: out rows r = 0..3 (stride) get sum_{t >= j}
-/// w[t][j + r] x_t (w is zero above its diagonal). Each x row loaded
-/// serves the four.
-template <int V>
-GPTC_AVX512 void columnRows4(const float *w, int64_t tp, const float *x,
-                             const Head &h, int64_t j, float *out) {
-  __m512 acc[4][V];
-  for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < V; ++c)
-      acc[r][c] = _mm512_setzero_ps();
-  for (int64_t t = j; t < h.seq; ++t) {
-    const float *wt = w + t * tp + j, *row = x + t * h.stride;
-    __m512 w0 = _mm512_set1_ps(wt[0]), w1 = _mm512_set1_ps(wt[1]),
-           w2 = _mm512_set1_ps(wt[2]), w3 = _mm512_set1_ps(wt[3]);
-    for (int c = 0; c < V; ++c) {
-      __m512 xv = _mm512_loadu_ps(row + 16 * c);
-      acc[0][c] = _mm512_fmadd_ps(w0, xv, acc[0][c]);
-      acc[1][c] = _mm512_fmadd_ps(w1, xv, acc[1][c]);
-      acc[2][c] = _mm512_fmadd_ps(w2, xv, acc[2][c]);
-      acc[3][c] = _mm512_fmadd_ps(w3, xv, acc[3][c]);
-    }
-  }
-  for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < V; ++c)
-      _mm512_storeu_ps(out + r * h.stride + 16 * c, acc[r][c]);
 }
 
 /// Row t's score gradients in place: ds = p (ds - sum_j p ds) scale over
@@ -399,12 +363,12 @@ GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
   int64_t j = 0;
   if constexpr (V <= 4)
     for (; j + 4 <= h.seq; j += 4) {
-      columnRows4<V>(dsm, tp, q, h, j, dk + j * h.stride);
-      columnRows4<V>(pm, tp, dout, h, j, dv + j * h.stride);
+      columnRows<V, 4>(dsm, tp, q, h, j, dk + j * h.stride);
+      columnRows<V, 4>(pm, tp, dout, h, j, dv + j * h.stride);
     }
   for (; j < h.seq; ++j) {
-    columnRows<V>(dsm, tp, q, h, j, dk + j * h.stride);
-    columnRows<V>(pm, tp, dout, h, j, dv + j * h.stride);
+    columnRows<V, 1>(dsm, tp, q, h, j, dk + j * h.stride);
+    columnRows<V, 1>(pm, tp, dout, h, j, dv + j * h.stride);
   }
 }
 
