@@ -15,7 +15,7 @@
 
 #include "gptc/Runtime/CPU/Gemm.h"
 
-#include "AttentionAvx512.h"
+#include "Avx512.h"
 
 #include <omp.h>
 
@@ -576,7 +576,14 @@ T crossEntropy(const T *logits, const int32_t *labels, int64_t rows,
     if (hasIgnore && label == ignoreIndex)
       continue;
     const T *row = logits + r * vocab;
-    terms[r] = logSumExp(row, vocab) - row[label];
+    T lse;
+    if constexpr (std::is_same_v<T, float>) {
+      if (!logSumExpAvx512(row, vocab, lse))
+        lse = logSumExp(row, vocab);
+    } else {
+      lse = logSumExp(row, vocab);
+    }
+    terms[r] = lse - row[label];
   }
   T total = 0;
   for (int64_t r = 0; r < rows; ++r)
@@ -600,6 +607,14 @@ void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
       continue;
     }
     const T *row = logits + r * vocab;
+    if constexpr (std::is_same_v<T, float>) {
+      T lse;
+      if (logSumExpAvx512(row, vocab, lse) &&
+          scaledSoftmaxAvx512(row, vocab, lse, scale, drow)) {
+        drow[label] -= scale;
+        continue;
+      }
+    }
     T lse = logSumExp(row, vocab);
     for (int64_t c = 0; c < vocab; ++c)
       drow[c] = fastExp(row[c] - lse) * scale;

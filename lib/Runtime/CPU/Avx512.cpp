@@ -1,8 +1,15 @@
-//===- AttentionAvx512.cpp - Causal attention in one pass per head -*- C++ -*-===//
+//===- Avx512.cpp - The runtime's AVX-512 kernels ---------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
 //===----------------------------------------------------------------------===//
+//
+// The rest of the runtime is built for baseline x86-64 (4-wide vectors);
+// these kernels, where 16-wide vectors and a vectorized exp matter most,
+// carry their own target attribute and run where the CPU has AVX-512.
+//
+// Cross-entropy rows: log-sum-exp and the scaled softmax of a row of
+// logits, 16 lanes at a time with a masked tail.
 //
 // Causal attention for float heads of width D (16, 32, 64 or 128) on CPUs
 // with AVX-512, one (batch element, head) at a time, the way
@@ -19,7 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "AttentionAvx512.h"
+#include "Avx512.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,9 +48,9 @@ namespace gptc::cpu {
 
 #ifdef GPTC_HAVE_AVX512_PATH
 
-bool attentionAvx512Available() {
-  static const bool available = __builtin_cpu_supports("avx512f") &&
-                                __builtin_cpu_supports("avx512dq");
+bool avx512Available() {
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   return available;
 }
 
@@ -66,7 +73,8 @@ GPTC_AVX512 inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r,
+                      _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_maskz_scalef_ps(~tiny, p, n);
 }
 
@@ -141,8 +149,8 @@ GPTC_AVX512 void softmaxRow(const Head &h, int64_t t, float *p) {
   int64_t blocks = t / 16 + 1;
   __m512 m = _mm512_set1_ps(-INFINITY);
   for (int64_t jb = 0; jb < blocks; ++jb) {
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * jb),
-                               _mm512_set1_ps(h.scale));
+    __m512 acc =
+        _mm512_mul_ps(_mm512_loadu_ps(p + 16 * jb), _mm512_set1_ps(h.scale));
     acc = _mm512_mask_blend_ps(visible(jb, t), _mm512_set1_ps(-INFINITY), acc);
     _mm512_storeu_ps(p + 16 * jb, acc);
     m = _mm512_max_ps(m, acc);
@@ -173,8 +181,7 @@ GPTC_AVX512 void probabilities(const float *qt, const float *kt, int64_t tp,
 /// scores of the first `blocks` key blocks. Each key vector loaded serves
 /// the four rows.
 GPTC_AVX512 void scoreRows4(const float *x, int64_t stride, const float *xt,
-                            int64_t tp, int64_t d, int64_t blocks,
-                            float *out) {
+                            int64_t tp, int64_t d, int64_t blocks, float *out) {
   const float *x0 = x, *x1 = x + stride, *x2 = x1 + stride, *x3 = x2 + stride;
   for (int64_t jb = 0; jb < blocks; ++jb) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -374,8 +381,55 @@ GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
 
 } // namespace
 
+/// The lanes of a row of n elements from i on (a tail of fewer than 16).
+GPTC_AVX512 static inline __mmask16 lanes(int64_t i, int64_t n) {
+  int64_t left = n - i;
+  return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+}
+
+GPTC_AVX512 static float logSumExpRow(const float *row, int64_t n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16)
+    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY),
+                                              lanes(i, n), row + i));
+  float mx = _mm512_reduce_max_ps(m);
+  __m512 vm = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = lanes(i, n);
+    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + i), vm));
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(k, e));
+  }
+  return mx + std::log(_mm512_reduce_add_ps(sum));
+}
+
+GPTC_AVX512 static void scaledSoftmaxRow(const float *row, int64_t n, float lse,
+                                         float scale, float *out) {
+  __m512 vl = _mm512_set1_ps(lse), vs = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = lanes(i, n);
+    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + i), vl));
+    _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(e, vs));
+  }
+}
+
+bool logSumExpAvx512(const float *row, int64_t n, float &out) {
+  if (!avx512Available() || n <= 0)
+    return false;
+  out = logSumExpRow(row, n);
+  return true;
+}
+
+bool scaledSoftmaxAvx512(const float *row, int64_t n, float lse, float scale,
+                         float *out) {
+  if (!avx512Available())
+    return false;
+  scaledSoftmaxRow(row, n, lse, scale, out);
+  return true;
+}
+
 /// Calls f.template operator()<V>() for the head width 16 V.
-template <typename F> static void withWidth(int64_t d, F &&f) {
+template <typename F>
+static void withWidth(int64_t d, F &&f) {
   switch (d) {
   case 16:
     return f(std::integral_constant<int, 1>());
@@ -392,8 +446,7 @@ bool attentionAvx512Fits(int64_t width, int64_t heads) {
   if (heads <= 0 || width % heads != 0)
     return false;
   int64_t d = width / heads;
-  return attentionAvx512Available() &&
-         (d == 16 || d == 32 || d == 64 || d == 128);
+  return avx512Available() && (d == 16 || d == 32 || d == 64 || d == 128);
 }
 
 bool causalAttentionAvx512(const float *q, const float *k, const float *v,
@@ -444,10 +497,14 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
 
 #else
 
-bool attentionAvx512Available() { return false; }
+bool avx512Available() { return false; }
+bool logSumExpAvx512(const float *, int64_t, float &) { return false; }
+bool scaledSoftmaxAvx512(const float *, int64_t, float, float, float *) {
+  return false;
+}
 bool attentionAvx512Fits(int64_t, int64_t) { return false; }
-bool causalAttentionAvx512(const float *, const float *, const float *,
-                           int64_t, int64_t, int64_t, int64_t, float *) {
+bool causalAttentionAvx512(const float *, const float *, const float *, int64_t,
+                           int64_t, int64_t, int64_t, float *) {
   return false;
 }
 bool causalAttentionGradAvx512(const float *, const float *, const float *,

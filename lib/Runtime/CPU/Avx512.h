@@ -1,25 +1,31 @@
-//===- AttentionAvx512.h - Causal attention in one pass per head -*- C++ -*-===//
+//===- Avx512.h - The runtime's AVX-512 kernels -----------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
 //===----------------------------------------------------------------------===//
 //
-// The AVX-512 path of causal attention (AttentionAvx512.cpp), private to
-// the CPU kernels. Each entry returns false, computing nothing, where the
-// CPU lacks AVX-512 or the head width is not 16, 32, 64 or 128: the caller
-// then takes the batched GEMM path.
+// The AVX-512 kernels (Avx512.cpp), private to the CPU kernels. Each entry
+// returns false, computing nothing, where the CPU lacks AVX-512 (or, for
+// attention, the head width is not 16, 32, 64 or 128): the caller then
+// takes its portable path.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef GPTC_LIB_RUNTIME_CPU_ATTENTIONAVX512_H
-#define GPTC_LIB_RUNTIME_CPU_ATTENTIONAVX512_H
+#ifndef GPTC_LIB_RUNTIME_CPU_AVX512_H
+#define GPTC_LIB_RUNTIME_CPU_AVX512_H
 
 #include <cstdint>
 
 namespace gptc::cpu {
 
 /// Whether this CPU runs the AVX-512 kernels.
-bool attentionAvx512Available();
+bool avx512Available();
+
+/// log(sum(exp(row))) of n > 0 floats (max-shifted, the runtime's exp).
+bool logSumExpAvx512(const float *row, int64_t n, float &out);
+/// out = exp(row - lse) * scale, n floats.
+bool scaledSoftmaxAvx512(const float *row, int64_t n, float lse, float scale,
+                         float *out);
 /// Whether they take heads of width / heads elements on this CPU.
 bool attentionAvx512Fits(int64_t width, int64_t heads);
 
@@ -34,4 +40,4 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
 
 } // namespace gptc::cpu
 
-#endif // GPTC_LIB_RUNTIME_CPU_ATTENTIONAVX512_H
+#endif // GPTC_LIB_RUNTIME_CPU_AVX512_H
