@@ -181,7 +181,7 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                v.type().shape().end());
     switch (v.role()) {
     case program::ROLE_PARAMETER:
-      t->inputSlots.push_back({Slot::Param, static_cast<int>(t->names.size())});
+      t->inputSlots.push_back({Slot::State, -1});
       t->names.push_back(v.name());
       t->inits.push_back(v.init());
       t->params.emplace_back(v.type().dtype(), shape);
@@ -189,11 +189,8 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
     case program::ROLE_MOMENT_M:
     case program::ROLE_MOMENT_V:
     case program::ROLE_STEP:
-      t->inputSlots.push_back({v.role() == program::ROLE_MOMENT_M ? Slot::M
-                               : v.role() == program::ROLE_MOMENT_V
-                                   ? Slot::V
-                                   : Slot::Step,
-                               -1});
+      t->inputSlots.push_back(
+          {v.role() == program::ROLE_STEP ? Slot::Step : Slot::State, -1});
       break;
     case program::ROLE_LOSS_SCALE:
     case program::ROLE_LOSS_SCALE_GOOD_STEPS:

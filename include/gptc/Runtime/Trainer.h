@@ -167,10 +167,10 @@ private:
   /// The outputs the loop reads, by role; `overflow` is -1 without loss
   /// scaling.
   int lossOut = -1, normOut = -1, lrOut = -1, overflowOut = -1;
-  /// What feeds each @train_step input: params, m, v (their entries are
-  /// found through stateIn), the step, scalar state or data (by index).
+  /// What feeds each @train_step input: a parameter or moment (found
+  /// through stateIn), the step, scalar state or data (by index).
   struct Slot {
-    enum Kind { Param, M, V, Step, Scalar, Data } kind;
+    enum Kind { State, Step, Scalar, Data } kind;
     int index;
   };
   std::vector<Slot> inputSlots;

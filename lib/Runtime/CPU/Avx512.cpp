@@ -449,25 +449,35 @@ bool attentionAvx512Fits(int64_t width, int64_t heads) {
   return avx512Available() && (d == 16 || d == 32 || d == 64 || d == 128);
 }
 
+/// Calls body(off, v16, scratch) for every (batch element, head) of a
+/// [B, T, C] activation, `off` the head's first element, the heads spread
+/// over the threads, each thread with its own scratch.
+template <typename Body>
+static void forEachHead(int64_t batch, int64_t seq, int64_t width,
+                        int64_t heads, Body body) {
+  int64_t d = width / heads, items = batch * heads;
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < items; ++i) {
+      int64_t off = (i / heads) * seq * width + (i % heads) * d;
+      withWidth(d, [&](auto v16) { body(off, v16, scratch); });
+    }
+  }
+}
+
 bool causalAttentionAvx512(const float *q, const float *k, const float *v,
                            int64_t batch, int64_t seq, int64_t width,
                            int64_t heads, float *out) {
   if (!attentionAvx512Fits(width, heads))
     return false;
   Head h{seq, width / heads, width, 1.0f / std::sqrt(float(width / heads))};
-  int64_t items = batch * heads;
-#pragma omp parallel
-  {
-    std::vector<float> scratch;
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < items; ++i) {
-      int64_t off = (i / heads) * seq * width + (i % heads) * h.d;
-      withWidth(h.d, [&](auto v16) {
-        forwardHead<decltype(v16)::value>(q + off, k + off, v + off, h,
-                                          out + off, scratch);
-      });
-    }
-  }
+  forEachHead(batch, seq, width, heads,
+              [&](int64_t off, auto v16, std::vector<float> &scratch) {
+                forwardHead<decltype(v16)::value>(q + off, k + off, v + off, h,
+                                                  out + off, scratch);
+              });
   return true;
 }
 
@@ -478,20 +488,12 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
   if (!attentionAvx512Fits(width, heads))
     return false;
   Head h{seq, width / heads, width, 1.0f / std::sqrt(float(width / heads))};
-  int64_t items = batch * heads;
-#pragma omp parallel
-  {
-    std::vector<float> scratch;
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < items; ++i) {
-      int64_t off = (i / heads) * seq * width + (i % heads) * h.d;
-      withWidth(h.d, [&](auto v16) {
-        backwardHead<decltype(v16)::value>(q + off, k + off, v + off,
-                                           dout + off, h, dq + off, dk + off,
-                                           dv + off, scratch);
-      });
-    }
-  }
+  forEachHead(batch, seq, width, heads,
+              [&](int64_t off, auto v16, std::vector<float> &scratch) {
+                backwardHead<decltype(v16)::value>(q + off, k + off, v + off,
+                                                   dout + off, h, dq + off,
+                                                   dk + off, dv + off, scratch);
+              });
   return true;
 }
 

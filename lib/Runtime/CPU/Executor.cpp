@@ -24,6 +24,7 @@
 #include <limits>
 #include <numeric>
 #include <omp.h>
+#include <type_traits>
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -463,6 +464,32 @@ template <typename T> static bool runGemm(Call &c) {
   return true;
 }
 
+/// One element converted: rounded to nearest even into bf16 and f16,
+/// exactly out of them, static_cast between f32 and f64.
+template <typename To, typename From>
+static To elementCast(From x) {
+  if constexpr (std::is_same_v<To, cpu::BFloat16>)
+    return cpu::toBFloat16(x);
+  else if constexpr (std::is_same_v<To, cpu::Half>)
+    return cpu::toHalf(x);
+  else if constexpr (std::is_same_v<From, cpu::BFloat16> ||
+                     std::is_same_v<From, cpu::Half>)
+    return static_cast<To>(cpu::toFloat(x));
+  else
+    return static_cast<To>(x);
+}
+
+/// `in` converted elementwise into `out` (same element count).
+template <typename From, typename To>
+static void convert(const Tensor &in, Tensor &out) {
+  const From *src = in.data<From>();
+  To *dst = out.data<To>();
+  int64_t n = in.numElements();
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = elementCast<To>(src[i]);
+}
+
 /// Sums the 16-bit `x` over `dims` into `y`, in float.
 template <typename Low>
 static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y) {
@@ -541,12 +568,7 @@ static bool runHalf(Call &c) {
   case program::MATMUL: {
     auto widen = [](const Tensor &t) {
       Tensor w(program::F32, t.shape);
-      const auto *src = t.data<cpu::Half>();
-      float *dst = w.data<float>();
-      int64_t n = t.numElements();
-#pragma omp parallel for schedule(static) if (n >= 65536)
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = cpu::toFloat(src[i]);
+      convert<cpu::Half, float>(t, w);
       return w;
     };
     std::vector<Tensor> wide;
@@ -560,12 +582,7 @@ static bool runHalf(Call &c) {
     f32.out.push_back(&wide.back());
     if (!runGemm<float>(f32))
       return false;
-    const float *src = wide.back().data<float>();
-    auto *dst = c.out[0]->data<cpu::Half>();
-    int64_t n = c.out[0]->numElements();
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = cpu::toHalf(src[i]);
+    convert<float, cpu::Half>(wide.back(), *c.out[0]);
     return true;
   }
   case program::REDUCE_SUM:
@@ -845,13 +862,6 @@ template <typename T> bool runFloat(Call &c) {
 }
 
 /// Converts between floating-point types.
-template <typename From, typename To>
-static void convert(const Tensor &in, Tensor &out) {
-  const From *src = in.data<From>();
-  To *dst = out.data<To>();
-  for (int64_t i = 0, n = in.numElements(); i < n; ++i)
-    dst[i] = static_cast<To>(src[i]);
-}
 } // namespace
 
 /// Elements before and after `axis` of `shape`.
@@ -1455,25 +1465,13 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     } else if (x.dtype == program::F64 && out.dtype == program::F32) {
       convert<double, float>(x, out);
     } else if (x.dtype == program::F32 && out.dtype == program::BF16) {
-      const float *src = x.data<float>();
-      auto *dst = out.data<cpu::BFloat16>();
-      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
-        dst[i] = cpu::toBFloat16(src[i]);
+      convert<float, cpu::BFloat16>(x, out);
     } else if (x.dtype == program::BF16 && out.dtype == program::F32) {
-      const auto *src = x.data<cpu::BFloat16>();
-      float *dst = out.data<float>();
-      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
-        dst[i] = cpu::toFloat(src[i]);
+      convert<cpu::BFloat16, float>(x, out);
     } else if (x.dtype == program::F32 && out.dtype == program::F16) {
-      const float *src = x.data<float>();
-      auto *dst = out.data<cpu::Half>();
-      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
-        dst[i] = cpu::toHalf(src[i]);
+      convert<float, cpu::Half>(x, out);
     } else if (x.dtype == program::F16 && out.dtype == program::F32) {
-      const auto *src = x.data<cpu::Half>();
-      float *dst = out.data<float>();
-      for (int64_t i = 0, n = x.numElements(); i < n; ++i)
-        dst[i] = cpu::toFloat(src[i]);
+      convert<cpu::Half, float>(x, out);
     } else {
       return c.fail(std::string("no cast from ") + dtypeName(x.dtype) +
                     " to " + dtypeName(out.dtype) + " on the CPU yet");
