@@ -917,6 +917,11 @@ void adamw(const T *pIn, const T *gIn, const T *mIn, const T *vIn, int64_t n,
   T decay = static_cast<T>(1.0 - lr * weightDecay);
   T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
   T s = static_cast<T>(scale), e = static_cast<T>(eps);
+  // GCC 12 leaves this loop scalar without the pragma ("no vectype" for
+  // the loads), which made AdamW latency-bound on its divisions and square
+  // roots: 0.21 s for GPT-2 small's 124M parameters instead of 0.06 s at
+  // memory speed. Every iteration touches only index i (also in place).
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     T grad = g[i] * s;
     T mi = m[i] + (T(1) - b1) * (grad - m[i]);
