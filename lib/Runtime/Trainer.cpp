@@ -433,6 +433,44 @@ bool Trainer::saveCheckpoint(const std::string &path,
   return saveCheckpoint(path, step, error);
 }
 
+/// Writes `value` as a protobuf varint.
+static void writeVarint(std::ostream &out, uint64_t value) {
+  char bytes[10];
+  int n = 0;
+  do {
+    bytes[n++] = static_cast<char>((value & 0x7f) | (value > 0x7f ? 0x80 : 0));
+    value >>= 7;
+  } while (value);
+  out.write(bytes, n);
+}
+
+/// Appends one `Checkpoint.tensors` entry in protobuf's wire format: the
+/// entry's other fields (`head`, a serialized checkpoint::Tensor without
+/// data) followed by its `data` field from `data`. A parser reads fields in
+/// any order, so this is the message protobuf would write, without holding
+/// a copy of the data.
+static void writeTensorField(std::ostream &out, const std::string &head,
+                             const void *data, int64_t bytes) {
+  // Tags: (field number << 3) | 2, length-delimited.
+  constexpr uint64_t kTensorsTag = (7 << 3) | 2, kDataTag = (4 << 3) | 2;
+  auto varintSize = [](uint64_t v) {
+    int n = 1;
+    while (v > 0x7f) {
+      v >>= 7;
+      ++n;
+    }
+    return n;
+  };
+  uint64_t size = static_cast<uint64_t>(bytes);
+  uint64_t entrySize = head.size() + 1 + varintSize(size) + size;
+  writeVarint(out, kTensorsTag);
+  writeVarint(out, entrySize);
+  out.write(head.data(), static_cast<std::streamsize>(head.size()));
+  writeVarint(out, kDataTag);
+  writeVarint(out, size);
+  out.write(static_cast<const char *>(data), static_cast<std::streamsize>(size));
+}
+
 bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                              std::string &error) const {
   checkpoint::Checkpoint ck;
@@ -447,11 +485,10 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   // The whole state, gathered from the ranks' blocks: a checkpoint fits
   // any mesh. Every rank takes part in the gathers; rank 0 writes.
   //
-  // Written one tensor at a time: the header, then per tensor a message
-  // holding only that tensor. Concatenated protobuf messages parse as
-  // their merge (repeated fields append), so the file is one Checkpoint,
-  // and writing it holds one extra tensor in memory, not the whole state
-  // twice.
+  // Written one tensor at a time: the header, then per tensor one
+  // `tensors` entry. Concatenated protobuf messages parse as their merge
+  // (repeated fields append), so the file is one Checkpoint; writing it
+  // holds no copy of a tensor (only a gathered one under ZeRO).
   std::string tmp = path + ".tmp";
   std::ofstream out;
   if (rank() == 0) {
@@ -474,14 +511,21 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     }
     if (rank() != 0)
       return true;
-    checkpoint::Checkpoint one;
-    checkpoint::Tensor *entry = one.add_tensors();
-    entry->set_name(name);
-    entry->set_dtype(t->dtype);
+    // The entry's small fields through protobuf, its data straight from
+    // the tensor: setting `data` would copy the tensor (GPT-2's embedding
+    // is 154 MB) and serializing the message buffer it again.
+    checkpoint::Tensor entry;
+    entry.set_name(name);
+    entry.set_dtype(t->dtype);
     for (int64_t d : t->shape)
-      entry->add_shape(d);
-    entry->set_data(reinterpret_cast<const char *>(t->raw()), t->byteSize());
-    if (!one.SerializeToOstream(&out)) {
+      entry.add_shape(d);
+    std::string head;
+    if (!entry.SerializeToString(&head)) {
+      error = "cannot write the checkpoint '" + tmp + "'";
+      return false;
+    }
+    writeTensorField(out, head, t->raw(), t->byteSize());
+    if (!out) {
       error = "cannot write the checkpoint '" + tmp + "'";
       return false;
     }
