@@ -97,17 +97,54 @@ TEST(Executor, CompiledKernelNeedsALibrary) {
   f.add_outputs(1);
   program::Kernel *k = f.add_kernels();
   k->set_op(program::COMPILED);
-  k->set_symbol("f_k0_gelu");
+  k->mutable_compiled()->set_symbol("f_k0_gelu");
+  k->mutable_compiled()->set_extent(4);
   k->set_location("model.pbtxt:3:1");
   k->add_inputs(0);
   k->add_outputs(1);
-  k->add_ints(4);
   std::string error;
   EXPECT_EQ(runtime::Executor::create(f, error), nullptr);
   EXPECT_NE(error.find("kernel 'f_k0_gelu' at model.pbtxt:3:1 is generated "
                        "code, but the program has no kernel library"),
             std::string::npos)
       << error;
+}
+
+/// Each kernel carries its op's own parameter message: a LAYER_NORM with
+/// none, or with another op's, is refused when the executor is created.
+TEST(Executor, KernelMustCarryItsOpsParameters) {
+  program::Function f;
+  f.set_name("f");
+  for (int id = 0; id < 4; ++id) {
+    program::Value *v = f.add_values();
+    v->set_id(id);
+    v->set_offset(-1);
+    v->mutable_type()->set_dtype(program::F32);
+    v->mutable_type()->add_shape(4);
+  }
+  for (int id = 0; id < 3; ++id)
+    f.add_inputs(id);
+  f.add_outputs(3);
+  program::Kernel *k = f.add_kernels();
+  k->set_op(program::LAYER_NORM);
+  k->set_location("model.pbtxt:7:2");
+  for (int id = 0; id < 3; ++id)
+    k->add_inputs(id);
+  k->add_outputs(3);
+  std::string error;
+  EXPECT_EQ(runtime::Executor::create(f, error), nullptr);
+  EXPECT_NE(error.find("kernel LAYER_NORM at model.pbtxt:7:2 does not carry "
+                       "its op's parameters"),
+            std::string::npos)
+      << error;
+  k->mutable_attention()->set_num_heads(2);
+  error.clear();
+  EXPECT_EQ(runtime::Executor::create(f, error), nullptr);
+  EXPECT_NE(error.find("does not carry its op's parameters"), std::string::npos)
+      << error;
+  k->mutable_norm()->set_epsilon(1e-5);
+  error.clear();
+  EXPECT_NE(runtime::Executor::create(f, error), nullptr) << error;
 }
 
 /// fp16 conversions: every half survives float and back; float -> half
@@ -144,8 +181,9 @@ TEST(Half, RoundTripsAndRoundsToNearestEven) {
     double err = std::abs(double(toFloat(h)) - x);
     for (int d : {-1, 1}) {
       Half n{static_cast<uint16_t>(h.bits + d)};
-      if (std::isfinite(toFloat(n)) && std::isfinite(toFloat(h)))
+      if (std::isfinite(toFloat(n)) && std::isfinite(toFloat(h))) {
         EXPECT_LE(err, std::abs(double(toFloat(n)) - x)) << x;
+      }
     }
   }
 }
@@ -207,8 +245,11 @@ TEST(Executor, AdamWSkipKeepsTheState) {
     k->add_outputs(id);
     f.add_outputs(id);
   }
-  for (double x : {0.9, 0.95, 1e-8, 0.1})
-    k->add_floats(x);
+  program::AdamWParams *h = k->mutable_adamw();
+  h->set_beta1(0.9);
+  h->set_beta2(0.95);
+  h->set_eps(1e-8);
+  h->set_weight_decay(0.1);
   std::string error;
   auto exec = runtime::Executor::create(f, error);
   ASSERT_NE(exec, nullptr) << error;

@@ -7,6 +7,7 @@
 #include "gptc/Runtime/Trainer.h"
 
 #include "gptc/Runtime/Npy.h"
+#include "gptc/Runtime/ProgramFormat.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 
 #include <chrono>
@@ -135,6 +136,12 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                          const TrainOptions &options,
                                          std::string &error,
                                          Communicator *comm) {
+  if (program.format_version() != kProgramFormatVersion) {
+    error = "the program has format version " +
+            std::to_string(program.format_version()) + "; this runtime reads " +
+            std::to_string(kProgramFormatVersion);
+    return nullptr;
+  }
   const program::Function *step = findFunction(program, "train_step");
   const program::Function *fwd = findFunction(program, "forward");
   if (!step || !fwd) {

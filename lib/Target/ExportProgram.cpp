@@ -339,12 +339,17 @@ LogicalResult FunctionExporter::lower(Operation *op) {
   pg::Kernel kernel;
   llvm::SetVector<Value> captures;
   kernel.set_location(describe(op->getLoc()));
-  auto ints = [&](ArrayRef<int64_t> values) {
-    for (int64_t v : values)
-      kernel.add_ints(v);
-  };
   auto ignore = [&](std::optional<int64_t> index) {
-    ints({index.has_value(), index.value_or(0)});
+    pg::LabelParams *labels = kernel.mutable_labels();
+    if (index)
+      labels->set_ignore_index(*index);
+  };
+  auto dims = [&](ArrayRef<int64_t> values) {
+    kernel.mutable_dims()->mutable_dims()->Add(values.begin(), values.end());
+  };
+  auto gridAxes = [](auto *params, ArrayRef<int16_t> axes) {
+    for (int16_t a : axes)
+      params->add_grid_axes(a);
   };
 
   // 1. The op's kind and attributes.
@@ -353,13 +358,15 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           .Case([&](ConstantOp c) -> LogicalResult {
             kernel.set_op(pg::CONSTANT);
             auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-            if (!dense || failed(appendElements(dense, *kernel.mutable_data())))
+            if (!dense ||
+                failed(appendElements(
+                    dense, *kernel.mutable_constant()->mutable_data())))
               return c.emitOpError("has a constant the runtime cannot hold");
             return success();
           })
           .Case([&](IotaOp o) {
             kernel.set_op(pg::IOTA);
-            ints({static_cast<int64_t>(o.getDimension())});
+            kernel.mutable_axis()->set_axis(o.getDimension());
             return success();
           })
           .Case([&](EmbeddingOp) {
@@ -372,12 +379,14 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](MatmulOp o) {
             kernel.set_op(pg::MATMUL);
-            ints({o.getTransposeLhs(), o.getTransposeRhs()});
+            kernel.mutable_matmul()->set_transpose_lhs(o.getTransposeLhs());
+            kernel.mutable_matmul()->set_transpose_rhs(o.getTransposeRhs());
             return success();
           })
           .Case([&](LayerNormOp o) {
             kernel.set_op(pg::LAYER_NORM);
-            kernel.add_floats(o.getEpsilon().convertToDouble());
+            kernel.mutable_norm()->set_epsilon(
+                o.getEpsilon().convertToDouble());
             return success();
           })
           .Case([&](GeluOp) {
@@ -394,7 +403,7 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](CausalAttentionOp o) {
             kernel.set_op(pg::CAUSAL_ATTENTION);
-            ints({o.getNumHeads()});
+            kernel.mutable_attention()->set_num_heads(o.getNumHeads());
             return success();
           })
           .Case([&](CrossEntropyOp o) {
@@ -408,17 +417,17 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](TransposeOp o) {
             kernel.set_op(pg::TRANSPOSE);
-            ints(o.getPermutation());
+            dims(o.getPermutation());
             return success();
           })
           .Case([&](SplitOp o) {
             kernel.set_op(pg::SPLIT);
-            ints({static_cast<int64_t>(o.getAxis())});
+            kernel.mutable_axis()->set_axis(o.getAxis());
             return success();
           })
           .Case([&](ConcatOp o) {
             kernel.set_op(pg::CONCAT);
-            ints({static_cast<int64_t>(o.getAxis())});
+            kernel.mutable_axis()->set_axis(o.getAxis());
             return success();
           })
           .Case([&](CastOp) {
@@ -427,12 +436,12 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](ReduceSumOp o) {
             kernel.set_op(pg::REDUCE_SUM);
-            ints(o.getDimensions());
+            dims(o.getDimensions());
             return success();
           })
           .Case([&](BroadcastOp o) {
             kernel.set_op(pg::BROADCAST);
-            ints(o.getDimensions());
+            dims(o.getDimensions());
             return success();
           })
           .Case([&](EmbeddingGradOp) {
@@ -441,7 +450,8 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](LayerNormGradOp o) {
             kernel.set_op(pg::LAYER_NORM_GRAD);
-            kernel.add_floats(o.getEpsilon().convertToDouble());
+            kernel.mutable_norm()->set_epsilon(
+                o.getEpsilon().convertToDouble());
             return success();
           })
           .Case([&](GeluGradOp) {
@@ -454,7 +464,7 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](CausalAttentionGradOp o) {
             kernel.set_op(pg::CAUSAL_ATTENTION_GRAD);
-            ints({o.getNumHeads()});
+            kernel.mutable_attention()->set_num_heads(o.getNumHeads());
             return success();
           })
           .Case([&](CrossEntropyGradOp o) {
@@ -468,23 +478,31 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](ClipScaleOp o) {
             kernel.set_op(pg::CLIP_SCALE);
-            kernel.add_floats(o.getMaxNorm().convertToDouble());
+            kernel.mutable_clip()->set_max_norm(
+                o.getMaxNorm().convertToDouble());
             return success();
           })
           .Case([&](LearningRateOp o) {
             kernel.set_op(pg::LEARNING_RATE);
-            kernel.add_floats(o.getPeak().convertToDouble());
-            kernel.add_floats(o.getMin().convertToDouble());
+            pg::ScheduleParams *schedule = kernel.mutable_schedule();
+            schedule->set_peak(o.getPeak().convertToDouble());
+            schedule->set_min(o.getMin().convertToDouble());
+            schedule->set_warmup(o.getWarmup());
+            schedule->set_total(o.getTotal());
             StringRef decay = o.getDecay();
-            ints({o.getWarmup(), o.getTotal(),
-                  decay == "cosine" ? 0 : decay == "linear" ? 1 : 2});
+            schedule->set_decay(decay == "cosine" ? pg::ScheduleParams::COSINE
+                                : decay == "linear"
+                                    ? pg::ScheduleParams::LINEAR
+                                    : pg::ScheduleParams::CONSTANT);
             return success();
           })
           .Case([&](AdamWOp o) {
             kernel.set_op(pg::ADAMW);
-            for (APFloat f : {o.getBeta1(), o.getBeta2(), o.getEps(),
-                              o.getWeightDecay()})
-              kernel.add_floats(f.convertToDouble());
+            pg::AdamWParams *adamw = kernel.mutable_adamw();
+            adamw->set_beta1(o.getBeta1().convertToDouble());
+            adamw->set_beta2(o.getBeta2().convertToDouble());
+            adamw->set_eps(o.getEps().convertToDouble());
+            adamw->set_weight_decay(o.getWeightDecay().convertToDouble());
             return success();
           })
           .Case([&](shard::AllReduceOp o) -> LogicalResult {
@@ -497,17 +515,15 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.set_op(o.getReduction() == shard::ReductionKind::Sum
                               ? pg::ALL_REDUCE
                               : pg::ALL_REDUCE_MAX);
-            for (int16_t axis : o.getGridAxes())
-              kernel.add_ints(axis);
+            gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
           .Case([&](ShardOffsetOp o) -> LogicalResult {
             if (failed(useGrid(o, o.getGridAttr())))
               return failure();
             kernel.set_op(pg::SHARD_OFFSET);
-            kernel.add_ints(o.getBlock());
-            for (int16_t a : o.getGridAxes())
-              kernel.add_ints(a);
+            kernel.mutable_shard_offset()->set_block(o.getBlock());
+            gridAxes(kernel.mutable_shard_offset(), o.getGridAxes());
             return success();
           })
           .Case([&](RowMaxOp) {
@@ -516,12 +532,16 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](VocabParallelPartialsOp o) {
             kernel.set_op(pg::VOCAB_PARTIALS);
-            ints({o.getVocabSize().value_or(-1)});
+            pg::VocabParams *vocab = kernel.mutable_vocab();
+            if (auto size = o.getVocabSize())
+              vocab->set_vocab_size(*size);
             return success();
           })
           .Case([&](VocabParallelPartialsGradOp o) {
             kernel.set_op(pg::VOCAB_PARTIALS_GRAD);
-            ints({o.getVocabSize().value_or(-1)});
+            pg::VocabParams *vocab = kernel.mutable_vocab();
+            if (auto size = o.getVocabSize())
+              vocab->set_vocab_size(*size);
             return success();
           })
           .Case([&](VocabParallelLossOp o) {
@@ -557,9 +577,10 @@ LogicalResult FunctionExporter::lower(Operation *op) {
           })
           .Case([&](LossScaleUpdateOp o) {
             kernel.set_op(pg::LOSS_SCALE_UPDATE);
-            kernel.add_floats(o.getGrowth().convertToDouble());
-            kernel.add_floats(o.getBackoff().convertToDouble());
-            kernel.add_ints(o.getInterval());
+            pg::LossScaleParams *scale = kernel.mutable_loss_scale();
+            scale->set_growth(o.getGrowth().convertToDouble());
+            scale->set_backoff(o.getBackoff().convertToDouble());
+            scale->set_interval(o.getInterval());
             return success();
           })
           .Case([&](CountTokensOp o) {
@@ -587,29 +608,30 @@ LogicalResult FunctionExporter::lower(Operation *op) {
               kernel.set_op(pg::ALL_SLICE);
               axis = o.getSliceAxis().getSExtValue();
             }
-            kernel.add_ints(axis);
-            for (int16_t a : o.getGridAxes())
-              kernel.add_ints(a);
+            kernel.mutable_collective()->set_axis(axis);
+            gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
           .Case([&](KernelOp o) -> LogicalResult {
             // Generated code: the CPU target compiles the region into the
             // program's kernel library under the kernel's name.
             kernel.set_op(pg::COMPILED);
-            kernel.set_symbol(o.getName().str());
+            pg::CompiledParams *compiled = kernel.mutable_compiled();
+            compiled->set_symbol(o.getName().str());
             auto first = dyn_cast<RankedTensorType>(o.getResult(0).getType());
             if (!first || first.getRank() == 0)
               return o.emitOpError("needs results with a dimension 0 to be "
                                    "split over threads");
-            ints({first.getDimSize(0)});
+            compiled->set_extent(first.getDimSize(0));
             return success();
           })
           .Case([&](AccumulateOp o) -> LogicalResult {
             kernel.set_op(pg::ACCUMULATE);
-            ints({o.getMicrobatches(),
-                  static_cast<int64_t>(o.getInputs().size())});
+            pg::AccumulateParams *accumulate = kernel.mutable_accumulate();
+            accumulate->set_microbatches(o.getMicrobatches());
+            accumulate->set_stacked_inputs(o.getInputs().size());
             getUsedValuesDefinedAbove(o.getBody(), captures);
-            FunctionExporter inner(*kernel.mutable_body(), symbols);
+            FunctionExporter inner(*accumulate->mutable_body(), symbols);
             if (failed(inner.runRegion(o, captures.getArrayRef())))
               return failure();
             // The body's grid is the function's.

@@ -127,6 +127,11 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  if (program.format_version() != ::gptc::runtime::kProgramFormatVersion)
+    return fail("the program has format version " +
+                std::to_string(program.format_version()) +
+                "; this runtime reads " +
+                std::to_string(::gptc::runtime::kProgramFormatVersion));
   const ::gptc::program::Function *function = nullptr;
   for (const auto &f : program.functions())
     if (f.name() == functionName)

@@ -16,12 +16,14 @@
 
 #include "gptc/Runtime/program.pb.h"
 
+#include "gptc/Runtime/ProgramFormat.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::gptc {
 
-/// The artifact format version this compiler writes.
-inline constexpr int kProgramFormatVersion = 1;
+/// The artifact format version this compiler writes (the runtime's).
+inline constexpr int kProgramFormatVersion =
+    ::gptc::runtime::kProgramFormatVersion;
 
 /// Lowers the functions of `module` (all of them when `functions` is empty)
 /// into `program`, reporting ops without a kernel as errors at the op.

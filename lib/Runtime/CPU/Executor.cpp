@@ -24,6 +24,7 @@
 #include <limits>
 #include <numeric>
 #include <omp.h>
+#include <optional>
 #include <type_traits>
 
 using namespace gptc;
@@ -138,6 +139,61 @@ struct Arity {
   int minInputs, maxInputs, outputs;
 };
 } // namespace
+
+/// The `params` message each op carries (PARAMS_NOT_SET: none).
+static Kernel::ParamsCase paramsOf(OpKind op) {
+  switch (op) {
+  case program::CONSTANT:
+    return Kernel::kConstant;
+  case program::IOTA:
+  case program::SPLIT:
+  case program::CONCAT:
+    return Kernel::kAxis;
+  case program::MATMUL:
+    return Kernel::kMatmul;
+  case program::LAYER_NORM:
+  case program::LAYER_NORM_GRAD:
+    return Kernel::kNorm;
+  case program::CAUSAL_ATTENTION:
+  case program::CAUSAL_ATTENTION_GRAD:
+    return Kernel::kAttention;
+  case program::CROSS_ENTROPY:
+  case program::CROSS_ENTROPY_GRAD:
+  case program::VOCAB_LOSS:
+  case program::VOCAB_LOSS_GRAD:
+  case program::COUNT_TOKENS:
+    return Kernel::kLabels;
+  case program::TRANSPOSE:
+  case program::REDUCE_SUM:
+  case program::BROADCAST:
+    return Kernel::kDims;
+  case program::CLIP_SCALE:
+    return Kernel::kClip;
+  case program::LEARNING_RATE:
+    return Kernel::kSchedule;
+  case program::ADAMW:
+    return Kernel::kAdamw;
+  case program::ALL_REDUCE:
+  case program::ALL_REDUCE_MAX:
+  case program::ALL_GATHER:
+  case program::REDUCE_SCATTER:
+  case program::ALL_SLICE:
+    return Kernel::kCollective;
+  case program::SHARD_OFFSET:
+    return Kernel::kShardOffset;
+  case program::VOCAB_PARTIALS:
+  case program::VOCAB_PARTIALS_GRAD:
+    return Kernel::kVocab;
+  case program::LOSS_SCALE_UPDATE:
+    return Kernel::kLossScale;
+  case program::COMPILED:
+    return Kernel::kCompiled;
+  case program::ACCUMULATE:
+    return Kernel::kAccumulate;
+  default:
+    return Kernel::PARAMS_NOT_SET;
+  }
+}
 
 static bool arityOf(OpKind op, Arity &arity) {
   switch (op) {
@@ -314,6 +370,9 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
         (arity.outputs >= 0 && nout != arity.outputs) || nout == 0)
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " has the wrong number of operands");
+    if (k.params_case() != paramsOf(k.op()))
+      return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
+                  k.location() + " does not carry its op's parameters");
     for (int32_t id : k.inputs())
       if (!validId(id))
         return fail("kernel at " + k.location() + " reads value " +
@@ -327,18 +386,21 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
   for (const Kernel &k : exec->function.kernels()) {
     if (k.op() != program::COMPILED)
       continue;
+    const program::CompiledParams &compiled = k.compiled();
+    const std::string &symbol = compiled.symbol();
     if (!kernels)
-      return fail("kernel '" + k.symbol() + "' at " + k.location() +
+      return fail("kernel '" + symbol + "' at " + k.location() +
                   " is generated code, but the program has no kernel library");
-    auto entry = kernels->lookup(k.symbol());
+    auto entry = kernels->lookup(symbol);
     if (!entry)
-      return fail("the kernel library has no kernel '" + k.symbol() + "'");
-    if (k.ints_size() != 1 || k.ints(0) < 1)
-      return fail("kernel '" + k.symbol() + "' has no parallel extent");
+      return fail("the kernel library has no kernel '" + symbol + "'");
+    if (compiled.extent() < 1)
+      return fail("kernel '" + symbol + "' has no parallel extent");
     for (int32_t id : k.outputs()) {
       const Tensor &t = exec->values[id];
-      if (t.shape.empty() || t.shape[0] != k.ints(0))
-        return fail("kernel '" + k.symbol() + "' writes a value whose "
+      if (t.shape.empty() || t.shape[0] != compiled.extent())
+        return fail("kernel '" + symbol +
+                    "' writes a value whose "
                     "dimension 0 is not its parallel extent");
     }
     exec->entries[&k] = entry;
@@ -347,12 +409,13 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
   for (const Kernel &k : exec->function.kernels()) {
     if (k.op() != program::ACCUMULATE)
       continue;
-    if (k.ints_size() != 2 || k.ints(0) < 1 || k.ints(1) < 0 ||
-        k.ints(1) > k.inputs_size() ||
-        k.body().inputs_size() != k.inputs_size() ||
-        k.body().outputs_size() != k.outputs_size())
+    const program::AccumulateParams &a = k.accumulate();
+    if (a.microbatches() < 1 || a.stacked_inputs() < 0 ||
+        a.stacked_inputs() > k.inputs_size() ||
+        a.body().inputs_size() != k.inputs_size() ||
+        a.body().outputs_size() != k.outputs_size())
       return fail("ACCUMULATE at " + k.location() + " is malformed");
-    std::unique_ptr<Executor> body = create(k.body(), error, kernels);
+    std::unique_ptr<Executor> body = create(a.body(), error, kernels);
     if (!body)
       return nullptr;
     exec->bodies[&k] = std::move(body);
@@ -383,8 +446,15 @@ struct Call {
   int64_t lastDim(const Tensor &t) const {
     return t.shape.empty() ? 1 : t.shape.back();
   }
-  std::vector<int64_t> ints() const {
-    return {kernel.ints().begin(), kernel.ints().end()};
+  /// The dimensions of TRANSPOSE, REDUCE_SUM and BROADCAST.
+  std::vector<int64_t> dims() const {
+    return {kernel.dims().dims().begin(), kernel.dims().dims().end()};
+  }
+  /// The ignored label of a loss kernel, or none.
+  std::optional<int64_t> ignoreIndex() const {
+    if (!kernel.labels().has_ignore_index())
+      return std::nullopt;
+    return kernel.labels().ignore_index();
   }
 };
 
@@ -445,12 +515,11 @@ template <typename T> static bool runGemm(Call &c) {
     return true;
   }
   const Tensor &a = *in[0], &b = *in[1];
-  std::vector<int64_t> flags = c.ints();
   size_t r = a.shape.size();
-  if (!c.expect(flags.size() == 2 && r >= 2 && b.shape.size() == r,
-                "operand shapes do not match"))
+  if (!c.expect(r >= 2 && b.shape.size() == r, "operand shapes do not match"))
     return false;
-  bool ta = flags[0], tb = flags[1];
+  bool ta = c.kernel.matmul().transpose_lhs(),
+       tb = c.kernel.matmul().transpose_rhs();
   int64_t m = ta ? a.shape[r - 1] : a.shape[r - 2];
   int64_t kk = ta ? a.shape[r - 2] : a.shape[r - 1];
   int64_t n = tb ? b.shape[r - 2] : b.shape[r - 1];
@@ -493,7 +562,7 @@ static void convert(const Tensor &in, Tensor &out) {
 /// Sums the 16-bit `x` over `dims` into `y`, in float.
 template <typename Low>
 static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y) {
-  std::vector<int64_t> dims = c.ints();
+  std::vector<int64_t> dims = c.dims();
   int64_t n;
   if (!reducedElements(c, x, dims, y, n))
     return false;
@@ -678,7 +747,8 @@ template <typename T> bool runFloat(Call &c) {
                   "operand shapes do not match"))
       return false;
     int64_t first = offset.data<int32_t>()[0];
-    int64_t limit = k.ints_size() > 0 ? k.ints(0) : -1;
+    int64_t limit =
+        k.vocab().has_vocab_size() ? k.vocab().vocab_size() : int64_t(-1);
     int64_t valid =
         limit < 0 ? vocab : std::clamp<int64_t>(limit - first, 0, vocab);
     if (grad)
@@ -698,23 +768,23 @@ template <typename T> bool runFloat(Call &c) {
     const Tensor &labels = grad ? *in[1] : *in[3];
     size_t plain = grad ? 3 : 4;
     int64_t rows = sum.numElements();
-    if (!c.expect(labels.dtype == program::I32 &&
-                      labels.numElements() == rows && k.ints_size() == 2,
+    if (!c.expect(labels.dtype == program::I32 && labels.numElements() == rows,
                   "operand shapes do not match"))
       return false;
+    std::optional<int64_t> ignore = c.ignoreIndex();
     double normalizer;
     if (!readNormalizer(c, in.size() > plain ? in[plain] : nullptr,
                         normalizer))
       return false;
     if (grad)
       vocabLossGrad(sum.data<T>(), labels.data<int32_t>(), rows,
-                    k.ints(0) != 0, k.ints(1), normalizer, in[2]->data<T>()[0],
-                    out[0]->data<T>(), out[1]->data<T>());
+                    ignore.has_value(), ignore.value_or(0), normalizer,
+                    in[2]->data<T>()[0], out[0]->data<T>(), out[1]->data<T>());
     else
       out[0]->data<T>()[0] =
           vocabLoss(in[0]->data<T>(), sum.data<T>(), in[2]->data<T>(),
-                    labels.data<int32_t>(), rows, k.ints(0) != 0, k.ints(1),
-                    normalizer);
+                    labels.data<int32_t>(), rows, ignore.has_value(),
+                    ignore.value_or(0), normalizer);
     return true;
   }
   case program::LINEAR:
@@ -725,12 +795,12 @@ template <typename T> bool runFloat(Call &c) {
     int64_t cols = c.lastDim(x);
     if (!c.expect(cols > 0 && in[1]->numElements() == cols &&
                       in[2]->numElements() == cols &&
-                      out[0]->numElements() == x.numElements() &&
-                      k.floats_size() == 1,
+                      out[0]->numElements() == x.numElements(),
                   "operand shapes do not match"))
       return false;
     layerNorm(x.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
-              x.numElements() / cols, cols, k.floats(0), out[0]->data<T>());
+              x.numElements() / cols, cols, k.norm().epsilon(),
+              out[0]->data<T>());
     return true;
   }
   case program::LAYER_NORM_GRAD: {
@@ -740,12 +810,12 @@ template <typename T> bool runFloat(Call &c) {
                       in[2]->numElements() == x.numElements() &&
                       out[0]->numElements() == x.numElements() &&
                       out[1]->numElements() == cols &&
-                      out[2]->numElements() == cols && k.floats_size() == 1,
+                      out[2]->numElements() == cols,
                   "operand shapes do not match"))
       return false;
     layerNormGrad(x.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
-                  x.numElements() / cols, cols, k.floats(0), out[0]->data<T>(),
-                  out[1]->data<T>(), out[2]->data<T>());
+                  x.numElements() / cols, cols, k.norm().epsilon(),
+                  out[0]->data<T>(), out[1]->data<T>(), out[2]->data<T>());
     return true;
   }
   case program::GELU:
@@ -783,9 +853,8 @@ template <typename T> bool runFloat(Call &c) {
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD: {
     const Tensor &q = *in[0];
-    std::vector<int64_t> ints = c.ints();
-    if (!c.expect(q.shape.size() == 3 && ints.size() == 1 && ints[0] > 0 &&
-                      q.shape[2] % ints[0] == 0,
+    int64_t heads = k.attention().num_heads();
+    if (!c.expect(q.shape.size() == 3 && heads > 0 && q.shape[2] % heads == 0,
                   "operand shapes do not match"))
       return false;
     for (const Tensor *t : in)
@@ -796,23 +865,22 @@ template <typename T> bool runFloat(Call &c) {
         return c.fail("operand shapes do not match");
     if (k.op() == program::CAUSAL_ATTENTION)
       causalAttention(q.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
-                      q.shape[0], q.shape[1], q.shape[2], ints[0],
+                      q.shape[0], q.shape[1], q.shape[2], heads,
                       out[0]->data<T>());
     else
       causalAttentionGrad(q.data<T>(), in[1]->data<T>(), in[2]->data<T>(),
-                          in[3]->data<T>(), q.shape[0], q.shape[1],
-                          q.shape[2], ints[0], out[0]->data<T>(),
-                          out[1]->data<T>(), out[2]->data<T>());
+                          in[3]->data<T>(), q.shape[0], q.shape[1], q.shape[2],
+                          heads, out[0]->data<T>(), out[1]->data<T>(),
+                          out[2]->data<T>());
     return true;
   }
   case program::CROSS_ENTROPY:
   case program::CROSS_ENTROPY_GRAD: {
     const Tensor &logits = *in[0], &labels = *in[1];
-    std::vector<int64_t> ints = c.ints();
+    std::optional<int64_t> ignore = c.ignoreIndex();
     int64_t vocab = c.lastDim(logits);
     bool grad = k.op() == program::CROSS_ENTROPY_GRAD;
-    if (!c.expect(labels.dtype == program::I32 && ints.size() == 2 &&
-                      vocab > 0 &&
+    if (!c.expect(labels.dtype == program::I32 && vocab > 0 &&
                       labels.numElements() * vocab == logits.numElements() &&
                       (grad ? in[2]->numElements() == 1 &&
                                   out[0]->numElements() == logits.numElements()
@@ -827,8 +895,8 @@ template <typename T> bool runFloat(Call &c) {
     if (!grad) {
       int64_t bad;
       T loss = crossEntropy(logits.data<T>(), labels.data<int32_t>(),
-                            labels.numElements(), vocab, ints[0], ints[1],
-                            normalizer, bad);
+                            labels.numElements(), vocab, ignore.has_value(),
+                            ignore.value_or(0), normalizer, bad);
       if (bad >= 0)
         return c.fail("label " + std::to_string(labels.data<int32_t>()[bad]) +
                       " at position " + std::to_string(bad) +
@@ -838,13 +906,14 @@ template <typename T> bool runFloat(Call &c) {
     } else {
       crossEntropyGrad(logits.data<T>(), labels.data<int32_t>(),
                        in[2]->data<T>()[0], labels.numElements(), vocab,
-                       ints[0], ints[1], normalizer, out[0]->data<T>());
+                       ignore.has_value(), ignore.value_or(0), normalizer,
+                       out[0]->data<T>());
     }
     return true;
   }
   case program::REDUCE_SUM:
   case program::BROADCAST: {
-    std::vector<int64_t> dims = c.ints();
+    std::vector<int64_t> dims = c.dims();
     const Tensor &full = k.op() == program::REDUCE_SUM ? *in[0] : *out[0];
     const Tensor &reduced = k.op() == program::REDUCE_SUM ? *out[0] : *in[0];
     int64_t n;
@@ -972,18 +1041,20 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
                             function.grid_shape().end());
   if (k.op() == program::SHARD_OFFSET) {
     Tensor &y = values[k.outputs(0)];
-    std::vector<int64_t> axes(k.ints().begin() + 1, k.ints().end());
+    const program::ShardOffsetParams &params = k.shard_offset();
+    std::vector<int64_t> axes(params.grid_axes().begin(),
+                              params.grid_axes().end());
     for (int64_t a : axes)
       if (a < 0 || a >= static_cast<int64_t>(grid.size()))
         return c.fail("grid axis out of range");
     int64_t ranks = groupSize(grid, axes);
-    if (y.dtype != program::I32 || y.numElements() != 1 || k.ints_size() < 1)
-      return c.fail("expects a block and an i32 scalar result");
+    if (y.dtype != program::I32 || y.numElements() != 1)
+      return c.fail("expects an i32 scalar result");
     if (ranks > 1 && !communicator)
       return c.fail("runs over " + std::to_string(ranks) +
                     " devices and needs a communicator: run under mpirun");
     int64_t me = ranks > 1 ? groupIndex(grid, axes, communicator->rank()) : 0;
-    y.data<int32_t>()[0] = static_cast<int32_t>(me * k.ints(0));
+    y.data<int32_t>()[0] = static_cast<int32_t>(me * params.block());
     return true;
   }
   const Tensor &x = *(bound[k.inputs(0)] ? bound[k.inputs(0)]
@@ -991,10 +1062,9 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
   Tensor &y = values[k.outputs(0)];
   bool reduce = k.op() == program::ALL_REDUCE ||
                 k.op() == program::ALL_REDUCE_MAX;
-  if (!reduce && k.ints_size() < 1)
-    return c.fail("needs a tensor axis");
-  std::vector<int64_t> axes(k.ints().begin() + (reduce ? 0 : 1),
-                            k.ints().end());
+  const program::CollectiveParams &params = k.collective();
+  std::vector<int64_t> axes(params.grid_axes().begin(),
+                            params.grid_axes().end());
   for (int64_t a : axes)
     if (a < 0 || a >= static_cast<int64_t>(grid.size()))
       return c.fail("grid axis out of range");
@@ -1020,7 +1090,7 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
   }
 
   // Gather, scatter and slice move blocks along `axis` of the whole tensor.
-  int64_t axis = k.ints(0);
+  int64_t axis = params.axis();
   bool gather = k.op() == program::ALL_GATHER;
   const Tensor &whole = gather ? y : x;
   const Tensor &block = gather ? x : y;
@@ -1092,7 +1162,8 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
 bool Executor::runAccumulate(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
   Executor &body = *bodies.at(&k);
-  int64_t micro = k.ints(0), stacked = k.ints(1);
+  int64_t micro = k.accumulate().microbatches(),
+          stacked = k.accumulate().stacked_inputs();
   std::vector<Tensor> slices(stacked);
   std::vector<const Tensor *> in;
   for (int i = 0; i < k.inputs_size(); ++i) {
@@ -1180,7 +1251,7 @@ bool Executor::runCompiled(const Kernel &k, std::string &error) {
     bytes += values[id].byteSize();
   }
   auto entry = entries.at(&k);
-  int64_t extent = k.ints(0);
+  int64_t extent = k.compiled().extent();
   // Contiguous blocks of rows, one per thread, when the kernel moves
   // enough bytes to pay for waking the pool.
   bool parallel = extent > 1 && bytes >= (int64_t(1) << 17);
@@ -1216,15 +1287,15 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   // Type-generic kernels.
   switch (k.op()) {
   case program::CONSTANT:
-    if (static_cast<int64_t>(k.data().size()) != out.byteSize())
+    if (static_cast<int64_t>(k.constant().data().size()) != out.byteSize())
       return c.fail("constant data has the wrong size");
-    std::memcpy(out.raw(), k.data().data(), out.byteSize());
+    std::memcpy(out.raw(), k.constant().data().data(), out.byteSize());
     return true;
   case program::IOTA:
-    if (out.dtype != program::I32 || k.ints_size() != 1 || k.ints(0) < 0 ||
-        k.ints(0) >= static_cast<int64_t>(out.shape.size()))
+    if (out.dtype != program::I32 || k.axis().axis() < 0 ||
+        k.axis().axis() >= static_cast<int64_t>(out.shape.size()))
       return c.fail("invalid iota");
-    cpu::iota(out.data<int32_t>(), out.shape, k.ints(0));
+    cpu::iota(out.data<int32_t>(), out.shape, k.axis().axis());
     return true;
   case program::RESHAPE:
     if (c.in[0]->byteSize() != out.byteSize())
@@ -1234,7 +1305,7 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       std::memcpy(out.raw(), c.in[0]->raw(), out.byteSize());
     return true;
   case program::TRANSPOSE: {
-    std::vector<int64_t> perm = c.ints();
+    std::vector<int64_t> perm = c.dims();
     const Tensor &x = *c.in[0];
     std::vector<bool> seen(perm.size(), false);
     bool ok = perm.size() == x.shape.size() && x.dtype == out.dtype &&
@@ -1254,7 +1325,7 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   case program::CONCAT: {
     bool concat = k.op() == program::CONCAT;
     const Tensor &full = concat ? out : *c.in[0];
-    int64_t axis = k.ints_size() == 1 ? k.ints(0) : -1;
+    int64_t axis = k.axis().axis();
     if (axis < 0 || axis >= static_cast<int64_t>(full.shape.size()))
       return c.fail("invalid axis");
     std::vector<int64_t> sizes;
@@ -1316,24 +1387,24 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   case program::COUNT_TOKENS: {
     const Tensor &labels = *c.in[0];
     if (labels.dtype != program::I32 || out.dtype != program::F32 ||
-        out.numElements() != 1 || k.ints_size() != 2)
+        out.numElements() != 1)
       return c.fail("expects i32 labels and a scalar f32 result");
+    std::optional<int64_t> ignore = c.ignoreIndex();
     int64_t n = 0;
     const int32_t *l = labels.data<int32_t>();
     for (int64_t i = 0, e = labels.numElements(); i < e; ++i)
-      n += !(k.ints(0) && l[i] == k.ints(1));
+      n += !(ignore && l[i] == *ignore);
     out.data<float>()[0] = static_cast<float>(n);
     return true;
   }
   case program::CLIP_SCALE: {
     const Tensor &norm = *c.in[0];
     if (norm.dtype != program::F32 || norm.numElements() != 1 ||
-        out.dtype != program::F32 || out.numElements() != 1 ||
-        k.floats_size() != 1)
+        out.dtype != program::F32 || out.numElements() != 1)
       return c.fail("expects scalar f32 operands");
     if (c.in.size() < 2) {
       out.data<float>()[0] = static_cast<float>(
-          cpu::clipScale(norm.data<float>()[0], k.floats(0)));
+          cpu::clipScale(norm.data<float>()[0], k.clip().max_norm()));
       return true;
     }
     // With a loss scale S: the factor from a scaled gradient to the
@@ -1343,7 +1414,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       return c.fail("expects scalar f32 operands");
     double scale = ls.data<float>()[0];
     out.data<float>()[0] = static_cast<float>(
-        cpu::clipScale(norm.data<float>()[0] / scale, k.floats(0)) / scale);
+        cpu::clipScale(norm.data<float>()[0] / scale, k.clip().max_norm()) /
+        scale);
     return true;
   }
   case program::DIV: {
@@ -1384,13 +1456,14 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     if (scale.dtype != program::F32 || good.dtype != program::I32 ||
         updates.dtype != program::I32 || found.dtype != program::F32 ||
         c.out[0]->dtype != program::F32 || c.out[1]->dtype != program::I32 ||
-        c.out[2]->dtype != program::I32 || k.floats_size() != 2 ||
-        k.ints_size() != 1)
+        c.out[2]->dtype != program::I32)
       return c.fail("expects f32 scale and flag, i32 counters");
-    cpu::LossScaleState next = cpu::updateLossScale(
-        {scale.data<float>()[0], good.data<int32_t>()[0],
-         updates.data<int32_t>()[0]},
-        found.data<float>()[0] != 0.0f, k.floats(0), k.floats(1), k.ints(0));
+    const program::LossScaleParams &params = k.loss_scale();
+    cpu::LossScaleState next =
+        cpu::updateLossScale({scale.data<float>()[0], good.data<int32_t>()[0],
+                              updates.data<int32_t>()[0]},
+                             found.data<float>()[0] != 0.0f, params.growth(),
+                             params.backoff(), params.interval());
     c.out[0]->data<float>()[0] = next.scale;
     c.out[1]->data<int32_t>()[0] = next.good;
     c.out[2]->data<int32_t>()[0] = next.updates;
@@ -1399,12 +1472,12 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   case program::LEARNING_RATE: {
     const Tensor &step = *c.in[0];
     if (step.dtype != program::I32 || step.numElements() != 1 ||
-        out.dtype != program::F32 || out.numElements() != 1 ||
-        k.floats_size() != 2 || k.ints_size() != 3)
+        out.dtype != program::F32 || out.numElements() != 1)
       return c.fail("expects an i32 step and an f32 result");
-    out.data<float>()[0] = static_cast<float>(cpu::learningRate(
-        step.data<int32_t>()[0], k.floats(0), k.floats(1), k.ints(0),
-        k.ints(1), static_cast<int>(k.ints(2))));
+    const program::ScheduleParams &s = k.schedule();
+    out.data<float>()[0] = static_cast<float>(
+        cpu::learningRate(step.data<int32_t>()[0], s.peak(), s.min(),
+                          s.warmup(), s.total(), static_cast<int>(s.decay())));
     return true;
   }
   case program::ADAMW: {
@@ -1419,9 +1492,9 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     const Tensor &lr = *c.in[4], &step = *c.in[5], &scale = *c.in[6];
     if (lr.dtype != program::F32 || step.dtype != program::I32 ||
         scale.dtype != program::F32 || lr.numElements() != 1 ||
-        step.numElements() != 1 || scale.numElements() != 1 ||
-        k.floats_size() != 4)
+        step.numElements() != 1 || scale.numElements() != 1)
       return c.fail("expects scalar lr, step and scale");
+    const program::AdamWParams &h = k.adamw();
     if (c.in.size() > 7) {
       // fp16's overflow flag: a skipped step keeps the state as it is.
       const Tensor &skip = *c.in[7];
@@ -1440,14 +1513,14 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     int64_t t = step.data<int32_t>()[0];
     if (p.dtype == program::F32)
       cpu::adamwParallel(p.data<float>(), c.in[1]->data<float>(),
-                         c.in[2]->data<float>(), c.in[3]->data<float>(), n,
-                         lrv, t, sv, k.floats(0), k.floats(1), k.floats(2),
-                         k.floats(3), c.out[0]->data<float>(),
-                         c.out[1]->data<float>(), c.out[2]->data<float>());
+                         c.in[2]->data<float>(), c.in[3]->data<float>(), n, lrv,
+                         t, sv, h.beta1(), h.beta2(), h.eps(), h.weight_decay(),
+                         c.out[0]->data<float>(), c.out[1]->data<float>(),
+                         c.out[2]->data<float>());
     else if (p.dtype == program::F64)
       cpu::adamw(p.data<double>(), c.in[1]->data<double>(),
                  c.in[2]->data<double>(), c.in[3]->data<double>(), n, lrv, t,
-                 sv, k.floats(0), k.floats(1), k.floats(2), k.floats(3),
+                 sv, h.beta1(), h.beta2(), h.eps(), h.weight_decay(),
                  c.out[0]->data<double>(), c.out[1]->data<double>(),
                  c.out[2]->data<double>());
     else

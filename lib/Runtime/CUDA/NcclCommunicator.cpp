@@ -49,7 +49,10 @@ public:
 
   int rank() const override { return boot.rank(); }
   int size() const override { return boot.size(); }
-  [[noreturn]] void abort(int code) override { boot.abort(code); }
+  [[noreturn]] void abort(int code) override {
+    boot.abort(code);
+    std::abort(); // not reached: MPI_Abort ends the process
+  }
 
   bool allReduceSum(void *data, int64_t count, program::DType dtype,
                     const std::vector<int64_t> &grid,
