@@ -8,6 +8,7 @@
 
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/ProgramFormat.h"
+#include "gptc/Runtime/Progress.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 
 #include <chrono>
@@ -25,65 +26,6 @@
 
 using namespace gptc;
 using namespace gptc::runtime;
-
-//===----------------------------------------------------------------------===//
-// Data
-//===----------------------------------------------------------------------===//
-
-bool ByteDataset::load(const std::string &path, int64_t seqLen,
-                       ByteDataset &out, std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open the training data '" + path + "'";
-    return false;
-  }
-  out.path = path;
-  out.bytes.assign(std::istreambuf_iterator<char>(in),
-                   std::istreambuf_iterator<char>());
-  int64_t n = static_cast<int64_t>(out.bytes.size());
-  if (n == 0) {
-    error = "the training data '" + path + "' is empty";
-    return false;
-  }
-  out.split = n * 9 / 10;
-  // Each split must hold one window of seq_len + 1 tokens.
-  if (out.split < seqLen + 1 || n - out.split < seqLen + 1) {
-    error = "the training data '" + path + "' has " + std::to_string(n) +
-            " bytes: too short for one sequence of " + std::to_string(seqLen) +
-            " tokens in both the training (90%) and validation (10%) parts; "
-            "it needs at least " + std::to_string(10 * (seqLen + 1)) + " bytes";
-    return false;
-  }
-  return true;
-}
-
-void ByteDataset::sampleTrain(std::mt19937_64 &rng, int64_t batch,
-                              int64_t seqLen, int32_t *tokens,
-                              int32_t *labels) const {
-  std::uniform_int_distribution<int64_t> start(0, split - seqLen - 1);
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t s = start(rng);
-    for (int64_t t = 0; t < seqLen; ++t) {
-      tokens[b * seqLen + t] = bytes[s + t];
-      labels[b * seqLen + t] = bytes[s + t + 1];
-    }
-  }
-}
-
-void ByteDataset::validationBatch(int64_t index, int64_t count, int64_t batch,
-                                  int64_t seqLen, int32_t *tokens,
-                                  int32_t *labels) const {
-  int64_t windows = count * batch;
-  int64_t span = validationSize() - seqLen - 1;
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t w = index * batch + b;
-    int64_t s = split + (windows > 1 ? span * w / (windows - 1) : 0);
-    for (int64_t t = 0; t < seqLen; ++t) {
-      tokens[b * seqLen + t] = bytes[s + t];
-      labels[b * seqLen + t] = bytes[s + t + 1];
-    }
-  }
-}
 
 //===----------------------------------------------------------------------===//
 // Setup
@@ -111,27 +53,6 @@ static BlockLayout layoutOf(const program::Value &v) {
 }
 
 /// A "Vm...:" figure of /proc/self/status in bytes, or -1.
-static int64_t statusBytes(const char *key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  size_t n = std::strlen(key);
-  while (std::getline(status, line))
-    if (line.compare(0, n, key) == 0)
-      return std::atoll(line.c_str() + n) * 1024;
-  return -1;
-}
-
-int64_t runtime::peakResidentBytes() { return statusBytes("VmHWM:"); }
-
-int64_t runtime::residentBytes() { return statusBytes("VmRSS:"); }
-
-bool runtime::resetPeakResident() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  return static_cast<bool>(clear);
-}
-
 std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                          const TrainOptions &options,
                                          std::string &error,
@@ -432,197 +353,6 @@ void Trainer::initializeScalars() {
 }
 
 //===----------------------------------------------------------------------===//
-// Checkpoints
-//===----------------------------------------------------------------------===//
-
-bool Trainer::saveCheckpoint(const std::string &path,
-                             std::string &error) const {
-  return saveCheckpoint(path, step, error);
-}
-
-/// Writes `value` as a protobuf varint.
-static void writeVarint(std::ostream &out, uint64_t value) {
-  char bytes[10];
-  int n = 0;
-  do {
-    bytes[n++] = static_cast<char>((value & 0x7f) | (value > 0x7f ? 0x80 : 0));
-    value >>= 7;
-  } while (value);
-  out.write(bytes, n);
-}
-
-/// Appends one `Checkpoint.tensors` entry in protobuf's wire format: the
-/// entry's other fields (`head`, a serialized checkpoint::Tensor without
-/// data) followed by its `data` field from `data`. A parser reads fields in
-/// any order, so this is the message protobuf would write, without holding
-/// a copy of the data.
-static void writeTensorField(std::ostream &out, const std::string &head,
-                             const void *data, int64_t bytes) {
-  // Tags: (field number << 3) | 2, length-delimited.
-  constexpr uint64_t kTensorsTag = (7 << 3) | 2, kDataTag = (4 << 3) | 2;
-  auto varintSize = [](uint64_t v) {
-    int n = 1;
-    while (v > 0x7f) {
-      v >>= 7;
-      ++n;
-    }
-    return n;
-  };
-  uint64_t size = static_cast<uint64_t>(bytes);
-  uint64_t entrySize = head.size() + 1 + varintSize(size) + size;
-  writeVarint(out, kTensorsTag);
-  writeVarint(out, entrySize);
-  out.write(head.data(), static_cast<std::streamsize>(head.size()));
-  writeVarint(out, kDataTag);
-  writeVarint(out, size);
-  out.write(static_cast<const char *>(data), static_cast<std::streamsize>(size));
-}
-
-bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
-                             std::string &error) const {
-  checkpoint::Checkpoint ck;
-  ck.set_format_version(1);
-  ck.set_model(options.model);
-  ck.set_description(options.description);
-  ck.set_fingerprint(fingerprint);
-  ck.set_step(stepsDone);
-  ck.set_data_seed(options.dataSeed);
-  ck.set_train_loss(lastLoss);
-  ck.set_val_loss(haveValLoss ? lastValLoss : NAN);
-  // The whole state, gathered from the ranks' blocks: a checkpoint fits
-  // any mesh. Every rank takes part in the gathers; rank 0 writes.
-  //
-  // Written one tensor at a time: the header, then per tensor one
-  // `tensors` entry. Concatenated protobuf messages parse as their merge
-  // (repeated fields append), so the file is one Checkpoint; writing it
-  // holds no copy of a tensor (only a gathered one under ZeRO).
-  std::string tmp = path + ".tmp";
-  std::ofstream out;
-  if (rank() == 0) {
-    out.open(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !ck.SerializeToOstream(&out)) {
-      error = "cannot write the checkpoint '" + tmp + "'";
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  auto write = [&](const std::string &name, const Tensor &block,
-                   const BlockLayout &layout) {
-    // The whole tensor: the block itself unless it is split over ranks.
-    Tensor whole;
-    const Tensor *t = &block;
-    if (layout.isSplit()) {
-      if (!gatherBlocks(block, layout, grid, comm, whole, error))
-        return false;
-      t = &whole;
-    }
-    if (rank() != 0)
-      return true;
-    // The entry's small fields through protobuf, its data straight from
-    // the tensor: setting `data` would copy the tensor (GPT-2's embedding
-    // is 154 MB) and serializing the message buffer it again.
-    checkpoint::Tensor entry;
-    entry.set_name(name);
-    entry.set_dtype(t->dtype);
-    for (int64_t d : t->shape)
-      entry.add_shape(d);
-    std::string head;
-    if (!entry.SerializeToString(&head)) {
-      error = "cannot write the checkpoint '" + tmp + "'";
-      return false;
-    }
-    writeTensorField(out, head, t->raw(), t->byteSize());
-    if (!out) {
-      error = "cannot write the checkpoint '" + tmp + "'";
-      return false;
-    }
-    return true;
-  };
-  int n = static_cast<int>(params.size());
-  for (int i = 0; i < n; ++i)
-    if (!write(names[i], params[i], layouts[i]) ||
-        !write("m:" + names[i], m[i], layouts[n + i]) ||
-        !write("v:" + names[i], v[i], layouts[2 * n + i])) {
-      if (rank() == 0)
-        std::remove(tmp.c_str());
-      return false;
-    }
-  // The scalar state is the same on every rank.
-  for (const ScalarState &s : scalars)
-    if (!write(s.name, s.value, BlockLayout{})) {
-      if (rank() == 0)
-        std::remove(tmp.c_str());
-      return false;
-    }
-  if (rank() != 0)
-    return true;
-  out.flush();
-  out.close();
-  if (!out) {
-    error = "cannot write the checkpoint '" + tmp + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  // The rename replaces the previous checkpoint only once the new one is
-  // complete.
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot move the checkpoint into place at '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
-bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
-  checkpoint::Checkpoint ck;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open the checkpoint '" + path + "'";
-    return false;
-  }
-  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
-    error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
-    return false;
-  }
-  if (ck.fingerprint() != fingerprint) {
-    error = "the checkpoint '" + path + "' is of model '" + ck.model() +
-            "' with other parameters; it does not fit '" + options.model + "'";
-    return false;
-  }
-  std::map<std::string, const checkpoint::Tensor *> byName;
-  for (const auto &t : ck.tensors())
-    byName[t.name()] = &t;
-  // Checkpoints hold whole tensors; each rank keeps its blocks.
-  auto fill = [&](const std::string &name, Tensor &t, const BlockLayout &l) {
-    auto it = byName.find(name);
-    Tensor whole(t.dtype, l.shape);
-    if (it == byName.end() ||
-        static_cast<int64_t>(it->second->data().size()) != whole.byteSize()) {
-      error = "the checkpoint '" + path + "' lacks or mis-sizes '" + name + "'";
-      return false;
-    }
-    std::memcpy(whole.raw(), it->second->data().data(), whole.byteSize());
-    t = l.isSplit() ? sliceBlock(whole, l, grid, rank()) : std::move(whole);
-    return true;
-  };
-  size_t n = params.size();
-  for (size_t i = 0; i < n; ++i)
-    if (!fill(names[i], params[i], layouts[i]) ||
-        !fill("m:" + names[i], m[i], layouts[n + i]) ||
-        !fill("v:" + names[i], v[i], layouts[2 * n + i]))
-      return false;
-  // The scalar state (fp16's loss scaler) resumes where it was; a
-  // checkpoint of a run without it (fp32 or bf16) starts it afresh.
-  initializeScalars();
-  for (ScalarState &s : scalars)
-    if (byName.count(s.name) && !fill(s.name, s.value, BlockLayout{}))
-      return false;
-  step = ck.step();
-  lastLoss = ck.train_loss();
-  return true;
-}
-
-//===----------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------===//
 
@@ -674,19 +404,6 @@ bool Trainer::evaluate(const ByteDataset &data, double &loss,
   lastValLoss = loss;
   haveValLoss = true;
   return true;
-}
-
-/// "1:02:03" or "2:03".
-static std::string clock(double seconds) {
-  int64_t s = static_cast<int64_t>(seconds + 0.5);
-  std::ostringstream os;
-  if (s >= 3600)
-    os << s / 3600 << ":" << std::setw(2) << std::setfill('0')
-       << (s % 3600) / 60 << ":";
-  else
-    os << s / 60 << ":";
-  os << std::setw(2) << std::setfill('0') << s % 60;
-  return os.str();
 }
 
 static double scalar(const Tensor &t) {
@@ -748,7 +465,6 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
   // Batches depend on the data seed and the step only, so that a resumed
   // run sees the batches an uninterrupted one would.
   bool writer = rank() == 0;
-  std::ofstream tsv;
   if (!options.dumpDir.empty()) {
     std::vector<Tensor> whole;
     if (!wholeParameters(whole, error))
@@ -759,22 +475,19 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
         if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy",
                       whole[i], error))
           return false;
-      tsv.open(options.dumpDir + "/steps.tsv");
-      tsv << "step\tloss\tgrad_norm\tlr"
-          << (overflowOut >= 0 ? "\tskipped\tloss_scale" : "") << "\n"
-          << std::setprecision(9);
     }
   }
-
   int64_t tokensPerStep = stepRows * T;
   int64_t first = step, last = options.steps;
   int64_t stop = options.stopAfter >= 0 ? std::min(options.stopAfter, last) : last;
+  Progress progress(log, writer, first, stop, last, tokensPerStep,
+                    options.logInterval, options.liveProgress,
+                    overflowOut >= 0);
+  if (!options.dumpDir.empty() &&
+      !progress.openTable(options.dumpDir + "/steps.tsv", error))
+    return false;
   if (options.profile)
     trainStep->enableProfiling();
-  auto start = std::chrono::steady_clock::now();
-  // The first step pays for page faults and cold caches; the steady rate
-  // is measured from the end of it.
-  auto afterFirst = start;
   std::vector<const Tensor *> in;
   // The outputs' buffers. A state tensor (parameter, moment) the step may
   // update in place (Executor::canOverwriteInput: its old value is read
@@ -855,8 +568,6 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       return false;
     for (ScalarState &s : scalars)
       std::swap(s.value, out[s.output]);
-    if (step == first)
-      afterFirst = std::chrono::steady_clock::now();
     for (int64_t k = 0; k < 3 * n; ++k)
       if (!inPlace[k])
         std::swap(stateTensor(k), out[stateOut[k]]);
@@ -871,49 +582,12 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
               ", learning rate " + std::to_string(lr) + ")";
       return false;
     }
-    const Tensor *lossScale = nullptr;
+    StepReport report{step, loss, norm, lr, skipped, std::nullopt};
     for (const ScalarState &s : scalars)
       if (s.role == program::ROLE_LOSS_SCALE)
-        lossScale = &s.value;
-    if (tsv.is_open()) {
-      tsv << step << "\t" << loss << "\t" << norm << "\t" << lr;
-      if (overflowOut >= 0)
-        tsv << "\t" << skipped << "\t"
-            << (lossScale ? scalar(*lossScale) : 0.0);
-      tsv << "\n";
-    }
-
-    // Progress: tokens/s over this run, ETA for the rest.
-    double elapsed = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
-    int64_t done = step + 1 - first;
-    double tps = elapsed > 0 ? done * tokensPerStep / elapsed : 0;
-    double eta = done ? elapsed / done * (stop - step - 1) : 0;
-    std::ostringstream line;
-    line << "step " << std::setw(5) << step + 1 << "/" << last << " | loss "
-         << std::fixed << std::setprecision(4) << loss << " | lr "
-         << std::scientific << std::setprecision(2) << lr << " | norm "
-         << std::fixed << std::setprecision(2) << norm << " | "
-         << std::setprecision(0) << tps << " tok/s | ETA " << clock(eta);
-    // fp16: a skipped step says so; the scale shown is the next step's.
-    if (skipped)
-      line << " | overflow: step skipped";
-    if (lossScale && (skipped || overflowOut >= 0))
-      line << " | loss scale " << std::defaultfloat << std::setprecision(6)
-           << scalar(*lossScale);
-    bool logSkip = skipped;
+        report.lossScale = scalar(s.value);
+    progress.step(report);
     bool final = step + 1 == stop;
-    bool logNow =
-        (options.logInterval > 0 &&
-         ((step + 1) % options.logInterval == 0 || final || step == first)) ||
-        logSkip;
-    if (!writer)
-      ;
-    else if (options.liveProgress)
-      log << "\r" << line.str() << (logNow ? "\n" : "") << std::flush;
-    else if (logNow)
-      log << line.str() << "\n" << std::flush;
 
     bool evalNow = options.evalInterval > 0 &&
                    ((step + 1) % options.evalInterval == 0 || final);
@@ -921,10 +595,7 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
       double val;
       if (!evaluate(data, val, error))
         return false;
-      if (writer)
-        log << "step " << std::setw(5) << step + 1 << "/" << last
-          << " | validation loss " << std::fixed << std::setprecision(4) << val
-          << "\n" << std::flush;
+      progress.validation(step, val);
     }
     if (options.checkpointInterval > 0 &&
         (step + 1) % options.checkpointInterval == 0 && !final &&
@@ -934,101 +605,9 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
         return false;
     }
   }
-  auto end = std::chrono::steady_clock::now();
-  double total = std::chrono::duration<double>(end - start).count();
+  progress.finish();
   if (!options.dumpDir.empty() && !dumpFinal(error))
     return false;
-  if (!writer)
-    return true;
-  double steady = std::chrono::duration<double>(end - afterFirst).count();
-  int64_t steps = stop - first;
-  if (steps > 0) {
-    log << "gptc: " << steps << " steps in " << std::fixed
-        << std::setprecision(2) << total << " s";
-    if (steps > 1 && steady > 0)
-      log << "; " << std::setprecision(0)
-          << (steps - 1) * tokensPerStep / steady
-          << " tok/s after the first step";
-    log << "\n" << std::flush;
-  }
-  if (options.profile && !trainStep->profile().empty()) {
-    const std::vector<double> &sec = trainStep->profile();
-    double sum = 0;
-    for (double x : sec)
-      sum += x;
-    std::vector<int> order;
-    for (int k = 0; k < static_cast<int>(sec.size()); ++k)
-      if (sec[k] > 0)
-        order.push_back(k);
-    std::sort(order.begin(), order.end(),
-              [&](int a, int b) { return sec[a] > sec[b]; });
-    log << "gptc: time in @train_step by kernel (" << std::setprecision(2)
-        << sum << " s in kernels of " << total << " s):\n";
-    for (int k : order)
-      log << "  " << std::left << std::setw(24)
-          << program::OpKind_Name(static_cast<program::OpKind>(k))
-          << std::right << std::setw(7) << std::setprecision(1)
-          << 100.0 * sec[k] / sum << "%  " << std::setw(8)
-          << std::setprecision(3) << sec[k] << " s  "
-          << trainStep->profileCalls()[k] << " calls\n";
-  }
-  return true;
-}
-
-//===----------------------------------------------------------------------===//
-// Sampling
-//===----------------------------------------------------------------------===//
-
-bool runtime::sampleText(Executor &logits,
-                         const std::vector<const Tensor *> &params,
-                         const std::string &prompt, int64_t length,
-                         double temperature, int64_t topK, uint64_t seed,
-                         std::string &text, std::string &error) {
-  const program::Function &fn = logits.getFunction();
-  const program::Value &tokIn = fn.values(fn.inputs(fn.inputs_size() - 1));
-  if (tokIn.type().shape_size() != 2 || tokIn.type().shape(0) != 1) {
-    error = "@logits must take one sequence of tokens";
-    return false;
-  }
-  int64_t seqLen = tokIn.type().shape(1);
-  std::vector<int32_t> context;
-  for (unsigned char c : prompt)
-    context.push_back(c);
-  if (context.empty())
-    context.push_back('\n');
-  std::mt19937_64 rng(seed);
-  Tensor tokens(program::I32, {1, seqLen});
-  std::vector<const Tensor *> in(params);
-  in.push_back(&tokens);
-  std::vector<Tensor> out;
-  text.clear();
-  for (int64_t i = 0; i < length; ++i) {
-    // The last seqLen tokens, left-aligned; positions after them are
-    // padding that causal attention keeps from affecting earlier ones.
-    int64_t n = std::min<int64_t>(context.size(), seqLen);
-    int32_t *t = tokens.data<int32_t>();
-    std::fill(t, t + seqLen, 0);
-    std::copy(context.end() - n, context.end(), t);
-    if (!logits.run(in, out, error))
-      return false;
-    int64_t vocab = out[0].shape.back();
-    const float *row = out[0].data<float>() + (n - 1) * vocab;
-    // Only byte tokens can be printed; restrict to the first 256 ids.
-    int64_t usable = std::min<int64_t>(vocab, 256);
-    std::vector<std::pair<double, int32_t>> scored;
-    for (int64_t j = 0; j < usable; ++j)
-      scored.push_back({row[j] / std::max(temperature, 1e-6), int32_t(j)});
-    std::sort(scored.begin(), scored.end(), std::greater<>());
-    if (topK > 0 && topK < static_cast<int64_t>(scored.size()))
-      scored.resize(topK);
-    double mx = scored.front().first, sum = 0;
-    std::vector<double> weights;
-    for (auto &[s, id] : scored)
-      sum += weights.emplace_back(std::exp(s - mx));
-    std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
-    int32_t next = scored[pick(rng)].second;
-    context.push_back(next);
-    text.push_back(static_cast<char>(next));
-  }
+  progress.summary(options.profile ? trainStep.get() : nullptr);
   return true;
 }

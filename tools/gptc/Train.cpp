@@ -17,6 +17,8 @@
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/ProcessMemory.h"
+#include "gptc/Runtime/Sampling.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 #include "gptc/Target/CPU/CompileProgram.h"

@@ -14,6 +14,7 @@
 #ifndef GPTC_RUNTIME_COMMUNICATOR_H
 #define GPTC_RUNTIME_COMMUNICATOR_H
 
+#include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/program.pb.h"
 
 #include <cstdint>
@@ -70,52 +71,12 @@ public:
                                 std::string &error) = 0;
 };
 
-/// The index of `rank` in its group over `axes` of `grid`: its coordinates
-/// on `axes`, row-major in the order `axes` lists them (the first is the
-/// major one). Blocks of a tensor split over `axes` are in this order.
-int64_t groupIndex(const std::vector<int64_t> &grid,
-                   const std::vector<int64_t> &axes, int64_t rank);
-/// A key naming the groups over `axes` of `grid` (communicators cache one
-/// sub-communicator per key).
-std::vector<int64_t> groupKey(const std::vector<int64_t> &grid,
-                              const std::vector<int64_t> &axes);
-/// The number of ranks in a group over `axes` of `grid`.
-int64_t groupSize(const std::vector<int64_t> &grid,
-                  const std::vector<int64_t> &axes);
-
-class Tensor;
-
-/// A tensor split into blocks over grid axes (program::Sharding): `axes[d]`
-/// split dimension d of `shape`, the whole tensor.
-struct BlockLayout {
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> axes;
-  bool isSplit() const;
-  /// The shape of one block on `grid`.
-  std::vector<int64_t> blockShape(const std::vector<int64_t> &grid) const;
-};
-
-/// This rank's block of `whole`.
-Tensor sliceBlock(const Tensor &whole, const BlockLayout &layout,
-                  const std::vector<int64_t> &grid, int64_t rank);
-/// The whole tensor from every rank's `block` (all-gather along each split
-/// dimension); every rank gets it. Needs `comm` when a split axis holds
-/// more than one rank.
-bool gatherBlocks(const Tensor &block, const BlockLayout &layout,
-                  const std::vector<int64_t> &grid, Communicator *comm,
-                  Tensor &whole, std::string &error);
-
 /// Starts MPI (MPI_Init) and returns a communicator over MPI_COMM_WORLD;
 /// MPI is finalized when it is destroyed. Works under mpirun and as a
 /// single process.
 std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv);
 /// Whether this process was started by an MPI launcher (mpirun/mpiexec).
 bool launchedByMpi();
-
-/// The ranks of the group `rank` belongs to when reducing over `axes` of
-/// `grid` (row-major ranks), in increasing order.
-std::vector<int> reductionGroup(const std::vector<int64_t> &grid,
-                                const std::vector<int64_t> &axes, int rank);
 
 } // namespace gptc::runtime
 

@@ -13,6 +13,7 @@
 #ifndef GPTC_RUNTIME_EXECUTOR_H
 #define GPTC_RUNTIME_EXECUTOR_H
 
+#include "gptc/Runtime/Tensor.h"
 #include "gptc/Runtime/program.pb.h"
 
 #include <cstddef>
@@ -26,46 +27,6 @@ namespace gptc::runtime {
 
 class Communicator;
 class KernelLibrary;
-
-/// A host tensor: dtype, shape and its bytes, either owned or a view into
-/// memory someone else owns (an executor's arena). Copying always makes an
-/// owning copy, so a view never escapes its arena by accident.
-class Tensor {
-public:
-  program::DType dtype = program::F32;
-  std::vector<int64_t> shape;
-
-  Tensor() = default;
-  /// An owning, zero-filled tensor.
-  Tensor(program::DType dtype, std::vector<int64_t> shape);
-  /// A view of `data`, which must outlive it.
-  static Tensor view(program::DType dtype, std::vector<int64_t> shape,
-                     std::byte *data);
-
-  Tensor(const Tensor &other);
-  Tensor &operator=(const Tensor &other);
-  Tensor(Tensor &&other) noexcept;
-  Tensor &operator=(Tensor &&other) noexcept;
-
-  int64_t numElements() const;
-  int64_t byteSize() const { return size; }
-  std::byte *raw() { return ptr; }
-  const std::byte *raw() const { return ptr; }
-  template <typename T> T *data() { return reinterpret_cast<T *>(ptr); }
-  template <typename T> const T *data() const {
-    return reinterpret_cast<const T *>(ptr);
-  }
-
-private:
-  std::vector<std::byte> storage;
-  std::byte *ptr = nullptr;
-  int64_t size = 0;
-};
-
-/// Bytes of one element of `dtype` (0 for an unknown dtype).
-int64_t elementSize(program::DType dtype);
-/// "f32", "i32", ...
-const char *dtypeName(program::DType dtype);
 
 /// Runs one Function.
 class Executor {

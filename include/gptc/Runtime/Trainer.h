@@ -13,8 +13,9 @@
 #ifndef GPTC_RUNTIME_TRAINER_H
 #define GPTC_RUNTIME_TRAINER_H
 
-#include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/CPU/KernelLibrary.h"
+#include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/Executor.h"
 
 #include <cstdint>
@@ -25,35 +26,6 @@
 #include <vector>
 
 namespace gptc::runtime {
-
-/// The bytes of a text file, as token ids 0..255, split into training (the
-/// first 90%) and validation (the rest) data.
-class ByteDataset {
-public:
-  /// Loads `path`; fails when it does not exist, is empty, or is too short
-  /// to hold one sequence of `seqLen` + 1 tokens in each split.
-  static bool load(const std::string &path, int64_t seqLen, ByteDataset &out,
-                   std::string &error);
-
-  /// `batch` random windows of the training split: tokens and the labels
-  /// (the same window shifted by one).
-  void sampleTrain(std::mt19937_64 &rng, int64_t batch, int64_t seqLen,
-                   int32_t *tokens, int32_t *labels) const;
-  /// The `index`-th fixed validation batch (evenly spaced windows).
-  void validationBatch(int64_t index, int64_t count, int64_t batch,
-                       int64_t seqLen, int32_t *tokens, int32_t *labels) const;
-
-  int64_t trainSize() const { return split; }
-  int64_t validationSize() const {
-    return static_cast<int64_t>(bytes.size()) - split;
-  }
-  const std::string &getPath() const { return path; }
-
-private:
-  std::string path;
-  std::vector<uint8_t> bytes;
-  int64_t split = 0;
-};
 
 struct TrainOptions {
   std::string model;       ///< the model's name
@@ -83,16 +55,6 @@ struct TrainOptions {
   int64_t injectOverflowStep = -1;
   int injectOverflowRank = 0;
 };
-
-/// This process's peak resident memory in bytes (VmHWM: the high-water
-/// mark since exec, compiler and runtime included), or -1 where the
-/// system does not say.
-int64_t peakResidentBytes();
-/// This process's resident memory now (VmRSS), or -1.
-int64_t residentBytes();
-/// Restarts the peak (VmHWM) from the current resident memory (Linux's
-/// /proc/self/clear_refs); false where the system does not allow it.
-bool resetPeakResident();
 
 class Trainer {
 public:
@@ -199,16 +161,3 @@ private:
 } // namespace gptc::runtime
 
 #endif // GPTC_RUNTIME_TRAINER_H
-
-namespace gptc::runtime {
-
-/// Generates `length` bytes after `prompt` with @logits (batch 1): each new
-/// token is drawn from softmax(logits / temperature) restricted to the
-/// `topK` most likely (0: all), with a seeded generator. The context slides
-/// when it outgrows the compiled sequence length.
-bool sampleText(Executor &logits, const std::vector<const Tensor *> &params,
-                const std::string &prompt, int64_t length, double temperature,
-                int64_t topK, uint64_t seed, std::string &text,
-                std::string &error);
-
-} // namespace gptc::runtime

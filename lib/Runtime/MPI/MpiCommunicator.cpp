@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Grid.h"
 
 // The C API only (MPICH's C++ bindings warn under -Wcast-qual).
 #define MPICH_SKIP_MPICXX 1
@@ -28,69 +29,6 @@ using namespace gptc;
 using namespace gptc::runtime;
 
 Communicator::~Communicator() = default;
-
-/// Coordinates of row-major `rank` in `grid`.
-static std::vector<int64_t> coordinates(const std::vector<int64_t> &grid,
-                                        int64_t rank) {
-  std::vector<int64_t> c(grid.size());
-  for (int64_t d = static_cast<int64_t>(grid.size()) - 1; d >= 0; --d) {
-    c[d] = rank % grid[d];
-    rank /= grid[d];
-  }
-  return c;
-}
-
-/// The row-major index of `c` restricted to the axes not in `axes`: the
-/// group's color (the rank within the group is groupIndex).
-static int64_t color(const std::vector<int64_t> &grid,
-                     const std::vector<int64_t> &c,
-                     const std::vector<int64_t> &axes) {
-  int64_t index = 0;
-  for (size_t d = 0; d < grid.size(); ++d)
-    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) ==
-        axes.end())
-      index = index * grid[d] + c[d];
-  return index;
-}
-
-int64_t runtime::groupIndex(const std::vector<int64_t> &grid,
-                            const std::vector<int64_t> &axes, int64_t rank) {
-  std::vector<int64_t> c = coordinates(grid, rank);
-  int64_t index = 0;
-  for (int64_t a : axes)
-    index = index * grid[a] + c[a];
-  return index;
-}
-
-std::vector<int64_t> runtime::groupKey(const std::vector<int64_t> &grid,
-                                       const std::vector<int64_t> &axes) {
-  std::vector<int64_t> key(axes);
-  key.insert(key.end(), grid.begin(), grid.end());
-  key.push_back(static_cast<int64_t>(axes.size()));
-  return key;
-}
-
-int64_t runtime::groupSize(const std::vector<int64_t> &grid,
-                           const std::vector<int64_t> &axes) {
-  int64_t n = 1;
-  for (int64_t a : axes)
-    n *= grid[a];
-  return n;
-}
-
-std::vector<int> runtime::reductionGroup(const std::vector<int64_t> &grid,
-                                         const std::vector<int64_t> &axes,
-                                         int rank) {
-  int64_t total = 1;
-  for (int64_t d : grid)
-    total *= d;
-  int64_t mine = color(grid, coordinates(grid, rank), axes);
-  std::vector<int> group;
-  for (int64_t r = 0; r < total; ++r)
-    if (color(grid, coordinates(grid, r), axes) == mine)
-      group.push_back(static_cast<int>(r));
-  return group;
-}
 
 namespace {
 class MpiCommunicator final : public Communicator {
@@ -214,10 +152,10 @@ private:
     std::vector<int64_t> key = groupKey(grid, axes);
     auto it = groups.find(key);
     if (it == groups.end()) {
-      std::vector<int64_t> c = coordinates(grid, myRank);
+      std::vector<int64_t> c = gridCoordinates(grid, myRank);
       MPI_Comm sub;
       MPI_Comm_split(MPI_COMM_WORLD,
-                     static_cast<int>(color(grid, c, axes)),
+                     static_cast<int>(groupColor(grid, c, axes)),
                      static_cast<int>(groupIndex(grid, axes, myRank)), &sub);
       it = groups.emplace(key, sub).first;
     }

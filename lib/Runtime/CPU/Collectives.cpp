@@ -1,0 +1,162 @@
+//===- Collectives.cpp - The CPU executor's collectives ---------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Executor::runCollective: shard.all_reduce (sum, max), all_gather,
+// reduce_scatter, all_slice and gptc.shard_offset on host tensors, through
+// the executor's Communicator (MPI; NCCL staged through the device).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelCall.h"
+
+#include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Executor.h"
+#include "gptc/Runtime/Grid.h"
+
+#include <cstring>
+
+using namespace gptc;
+using namespace gptc::runtime;
+using detail::Call;
+using program::DType;
+using program::Kernel;
+using program::OpKind;
+
+/// Elements before and after `axis` of `shape`.
+static void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
+                       int64_t &outer, int64_t &inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < axis)
+      outer *= shape[d];
+    else if (d > axis)
+      inner *= shape[d];
+  }
+}
+
+bool Executor::runCollective(const Kernel &k, std::string &error) {
+  Call c{{}, {}, k, error};
+  std::vector<int64_t> grid(function.grid_shape().begin(),
+                            function.grid_shape().end());
+  if (k.op() == program::SHARD_OFFSET) {
+    Tensor &y = values[k.outputs(0)];
+    const program::ShardOffsetParams &params = k.shard_offset();
+    std::vector<int64_t> axes(params.grid_axes().begin(),
+                              params.grid_axes().end());
+    for (int64_t a : axes)
+      if (a < 0 || a >= static_cast<int64_t>(grid.size()))
+        return c.fail("grid axis out of range");
+    int64_t ranks = groupSize(grid, axes);
+    if (y.dtype != program::I32 || y.numElements() != 1)
+      return c.fail("expects an i32 scalar result");
+    if (ranks > 1 && !communicator)
+      return c.fail("runs over " + std::to_string(ranks) +
+                    " devices and needs a communicator: run under mpirun");
+    int64_t me = ranks > 1 ? groupIndex(grid, axes, communicator->rank()) : 0;
+    y.data<int32_t>()[0] = static_cast<int32_t>(me * params.block());
+    return true;
+  }
+  const Tensor &x =
+      *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
+  Tensor &y = values[k.outputs(0)];
+  bool reduce =
+      k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX;
+  const program::CollectiveParams &params = k.collective();
+  std::vector<int64_t> axes(params.grid_axes().begin(),
+                            params.grid_axes().end());
+  for (int64_t a : axes)
+    if (a < 0 || a >= static_cast<int64_t>(grid.size()))
+      return c.fail("grid axis out of range");
+  int64_t ranks = groupSize(grid, axes);
+  if (x.dtype != y.dtype)
+    return c.fail("operand types do not match");
+  if (reduce) {
+    if (x.numElements() != y.numElements())
+      return c.fail("operand shapes do not match");
+    std::memcpy(y.raw(), x.raw(), y.byteSize());
+    if (ranks == 1)
+      return true;
+    if (!communicator)
+      return c.fail("sums over " + std::to_string(ranks) +
+                    " devices and needs a communicator: run under mpirun");
+    std::string why;
+    bool ok = k.op() == program::ALL_REDUCE
+                  ? communicator->allReduceSum(y.raw(), y.numElements(),
+                                               y.dtype, grid, axes, why)
+                  : communicator->allReduceMax(y.raw(), y.numElements(),
+                                               y.dtype, grid, axes, why);
+    return ok || c.fail(why);
+  }
+
+  // Gather, scatter and slice move blocks along `axis` of the whole tensor.
+  int64_t axis = params.axis();
+  bool gather = k.op() == program::ALL_GATHER;
+  const Tensor &whole = gather ? y : x;
+  const Tensor &block = gather ? x : y;
+  if (axis < 0 || axis >= static_cast<int64_t>(whole.shape.size()) ||
+      whole.shape.size() != block.shape.size())
+    return c.fail("tensor axis out of range");
+  for (size_t d = 0; d < whole.shape.size(); ++d)
+    if (whole.shape[d] !=
+        block.shape[d] * (static_cast<int64_t>(d) == axis ? ranks : 1))
+      return c.fail("operand shapes do not match the group of " +
+                    std::to_string(ranks) + " devices");
+  if (ranks > 1 && !communicator)
+    return c.fail("runs over " + std::to_string(ranks) +
+                  " devices and needs a communicator: run under mpirun");
+  int64_t outer, inner;
+  aroundAxis(block.shape, axis, outer, inner);
+  // One row of a block along the axis and below it.
+  int64_t chunk = block.shape[axis] * inner * elementSize(x.dtype);
+  int64_t blockBytes = block.byteSize();
+  int64_t me = communicator ? groupIndex(grid, axes, communicator->rank()) : 0;
+  if (k.op() == program::ALL_SLICE || ranks == 1) {
+    if (gather && ranks == 1) {
+      std::memcpy(y.raw(), x.raw(), y.byteSize());
+      return true;
+    }
+    if (k.op() == program::REDUCE_SCATTER) {
+      std::memcpy(y.raw(), x.raw(), y.byteSize());
+      return true;
+    }
+    // This rank's block.
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(y.raw() + o * chunk, x.raw() + (o * ranks + me) * chunk,
+                  chunk);
+    return true;
+  }
+  // Blocks are contiguous when nothing lies before the axis; otherwise they
+  // are packed (rank-major) around the call.
+  std::string why;
+  if (gather) {
+    if (outer == 1)
+      return communicator->allGather(x.raw(), y.raw(), x.numElements(), x.dtype,
+                                     grid, axes, why) ||
+             c.fail(why);
+    std::vector<std::byte> packed(y.byteSize());
+    if (!communicator->allGather(x.raw(), packed.data(), x.numElements(),
+                                 x.dtype, grid, axes, why))
+      return c.fail(why);
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(y.raw() + (o * ranks + r) * chunk,
+                    packed.data() + r * blockBytes + o * chunk, chunk);
+    return true;
+  }
+  if (outer == 1)
+    return communicator->reduceScatterSum(x.raw(), y.raw(), y.numElements(),
+                                          x.dtype, grid, axes, why) ||
+           c.fail(why);
+  std::vector<std::byte> packed(x.byteSize());
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(packed.data() + r * blockBytes + o * chunk,
+                  x.raw() + (o * ranks + r) * chunk, chunk);
+  return communicator->reduceScatterSum(packed.data(), y.raw(), y.numElements(),
+                                        x.dtype, grid, axes, why) ||
+         c.fail(why);
+}
