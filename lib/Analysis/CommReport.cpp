@@ -6,6 +6,8 @@
 
 #include "gptc/Analysis/CommReport.h"
 
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/MapVector.h"
@@ -168,10 +170,9 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
 
 static std::string purpose(Operation *op) {
   if (Operation *def = op->getOperand(0).getDefiningOp()) {
-    StringRef name = def->getName().getStringRef();
-    if (name == "gptc.count_tokens")
+    if (isa<CountTokensOp>(def))
       return "token count";
-    if (name == "gptc.sum_squares")
+    if (isa<SumSquaresOp>(def))
       return "gradient norm";
   }
   return where(op->getLoc());

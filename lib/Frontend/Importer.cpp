@@ -205,7 +205,7 @@ void Importer::buildBody(func::FuncOp func) {
       b, at("lm_head", modelField("tied_embeddings")), x, head, Value());
   headOp->setAttr(kTensorParallelAttrName, b.getStringAttr("vocab"));
   if (paddedVocab() != m.vocabSize)
-    headOp->setAttr("gptc.vocab_size", b.getI64IntegerAttr(m.vocabSize));
+    headOp->setAttr(kVocabSizeAttrName, b.getI64IntegerAttr(m.vocabSize));
   Value logits = headOp;
   if (logitsBatch) {
     func::ReturnOp::create(b, at("lm_head", modelField("tied_embeddings")),
@@ -222,10 +222,10 @@ OwningOpRef<ModuleOp> Importer::run() {
   Location fileLoc = desc.locate({});
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc, desc.getName());
   b.setInsertionPointToEnd(module->getBody());
-  (*module)->setAttr(kPrecisionAttrName,
-                  b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
-                                  : m.precision == Precision::BF16 ? "bf16"
-                                                                   : "fp16"));
+  GptcDialect::PrecisionAttrHelper(ctx).setAttr(
+      *module, b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
+                               : m.precision == Precision::BF16 ? "bf16"
+                                                                : "fp16"));
 
   // 1. The device mesh becomes a grid; the axis roles stay beside it.
   ArrayRef<MeshAxis> axes = desc.getMeshAxes();
@@ -242,44 +242,24 @@ OwningOpRef<ModuleOp> Importer::run() {
                                           : "pipeline"));
     }
     shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
-    (*module)->setAttr(
-        "gptc.parallel",
-        b.getDictionaryAttr({
-            b.getNamedAttr("axes", b.getArrayAttr(names)),
-            b.getNamedAttr("kinds", b.getArrayAttr(kinds)),
-            b.getNamedAttr("zero_stage", b.getI64IntegerAttr(m.zeroStage)),
-            b.getNamedAttr("sequence_parallel",
-                           b.getBoolAttr(m.sequenceParallel)),
-        }));
+    GptcDialect::ParallelAttrHelper(ctx).setAttr(
+        *module,
+        ParallelAttr::get(ctx, b.getArrayAttr(names), b.getArrayAttr(kinds),
+                          m.zeroStage, m.sequenceParallel));
   }
 
-  // The training settings the optimizer pass turns into ops.
+  // The training settings the optimizer pass turns into ops (fp16's loss
+  // scaling settings are the description's, or the defaults it shares
+  // with the attribute).
   const OptimizerConfig &opt = m.optimizer;
-  SmallVector<NamedAttribute> settings{
-      b.getNamedAttr("lr", b.getF64FloatAttr(opt.lr)),
-      b.getNamedAttr("min_lr", b.getF64FloatAttr(opt.lr * opt.minLrRatio)),
-      b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(opt.warmupSteps)),
-      b.getNamedAttr("total_steps", b.getI64IntegerAttr(m.steps)),
-      b.getNamedAttr("decay", b.getStringAttr(opt.decay)),
-      b.getNamedAttr("beta1", b.getF64FloatAttr(opt.beta1)),
-      b.getNamedAttr("beta2", b.getF64FloatAttr(opt.beta2)),
-      b.getNamedAttr("eps", b.getF64FloatAttr(opt.eps)),
-      b.getNamedAttr("weight_decay", b.getF64FloatAttr(opt.weightDecay)),
-      b.getNamedAttr("decay_embeddings", b.getBoolAttr(opt.decayEmbeddings)),
-      b.getNamedAttr("grad_clip", b.getF64FloatAttr(opt.gradClip)),
-      b.getNamedAttr("accumulation_steps",
-                     b.getI64IntegerAttr(m.gradAccumSteps)),
-      b.getNamedAttr("batch_size", b.getI64IntegerAttr(m.batchSize)),
-  };
-  // fp16's dynamic loss scaling.
-  if (m.precision == Precision::FP16) {
-    settings.push_back(b.getNamedAttr("initial_loss_scale",
-                                      b.getF64FloatAttr(m.initialLossScale)));
-    settings.push_back(
-        b.getNamedAttr("loss_scale_growth_interval",
-                       b.getI64IntegerAttr(m.lossScaleGrowthInterval)));
-  }
-  (*module)->setAttr("gptc.optimizer", b.getDictionaryAttr(settings));
+  GptcDialect::OptimizerAttrHelper(ctx).setAttr(
+      *module,
+      OptimizerAttr::get(
+          ctx, APFloat(opt.lr), APFloat(opt.lr * opt.minLrRatio),
+          opt.warmupSteps, m.steps, opt.decay, APFloat(opt.beta1),
+          APFloat(opt.beta2), APFloat(opt.eps), APFloat(opt.weightDecay),
+          opt.decayEmbeddings, APFloat(opt.gradClip), m.gradAccumSteps,
+          m.batchSize, APFloat(m.initialLossScale), m.lossScaleGrowthInterval));
 
   // 2. The signature: parameters, then the data inputs.
   declareParams();
@@ -319,7 +299,7 @@ OwningOpRef<ModuleOp> Importer::run() {
       init.push_back(b.getNamedAttr("rows", b.getI64IntegerAttr(p.initRows)));
     func.setArgAttr(i, kInitAttrName, b.getDictionaryAttr(init));
     if (p.name == "wte" || p.name == "wpe")
-      func.setArgAttr(i, "gptc.embedding_table", b.getUnitAttr());
+      func.setArgAttr(i, kEmbeddingTableAttrName, b.getUnitAttr());
   }
   func.setArgAttr(params.size(), kInputAttrName, b.getStringAttr("tokens"));
   if (!logitsBatch)

@@ -160,14 +160,14 @@ static pg::Role roleOf(DictionaryAttr attrs) {
     return pg::ROLE_NONE;
   if (attrs.get(kParamAttrName))
     return pg::ROLE_PARAMETER;
-  if (attrs.get("gptc.grad"))
+  if (attrs.get(kGradAttrName))
     return pg::ROLE_GRADIENT;
   auto named = [&](StringRef key) {
     auto s = attrs.getAs<StringAttr>(key);
     return s ? s.getValue() : StringRef();
   };
-  StringRef state = named("gptc.state"), input = named(kInputAttrName),
-            output = named("gptc.output");
+  StringRef state = named(kStateAttrName), input = named(kInputAttrName),
+            output = named(kOutputAttrName);
   if (state.starts_with("m:"))
     return pg::ROLE_MOMENT_M;
   if (state.starts_with("v:"))
@@ -195,7 +195,7 @@ static LogicalResult exportLayout(DictionaryAttr attrs, pg::Value &value,
                                   func::FuncOp func) {
   if (!attrs)
     return success();
-  if (auto sharding = attrs.getAs<DictionaryAttr>("gptc.sharding")) {
+  if (auto sharding = attrs.getAs<DictionaryAttr>(kShardingAttrName)) {
     auto shape = sharding.getAs<DenseI64ArrayAttr>("shape");
     auto axes = sharding.getAs<ArrayAttr>("axes");
     if (!shape || !axes || axes.size() != shape.asArrayRef().size())
@@ -214,7 +214,7 @@ static LogicalResult exportLayout(DictionaryAttr attrs, pg::Value &value,
         l->add_axes(x);
     }
   }
-  if (auto batch = attrs.getAs<DictionaryAttr>("gptc.batch")) {
+  if (auto batch = attrs.getAs<DictionaryAttr>(kBatchAttrName)) {
     auto rows = batch.getAs<IntegerAttr>("rows");
     auto micro = batch.getAs<IntegerAttr>("microbatches");
     if (!rows || !micro)
@@ -246,7 +246,7 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
                                                          kInputAttrName))
       name = in.getValue();
     else if (auto state = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                            "gptc.state"))
+                                                            kStateAttrName))
       name = state.getValue();
     FailureOr<int32_t> id = declare(arg, name, func);
     if (failed(id))
@@ -282,7 +282,7 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     if (failed(lower(&op)))
       return failure();
 
-  if (auto arena = func->getAttrOfType<IntegerAttr>("gptc.arena_bytes"))
+  if (auto arena = func->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
     out.set_arena_bytes(arena.getInt());
 
   // 3. Outputs, named after their role when they have one.
@@ -296,13 +296,15 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     if (failed(exportLayout(func.getResultAttrDict(i), *v, func)))
       return failure();
     if (v->name().empty()) {
-      if (auto g = func.getResultAttrOfType<StringAttr>(i, "gptc.grad"))
+      if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttrName))
         v->set_name(("grad:" + g.getValue()).str());
-      else if (auto o = func.getResultAttrOfType<StringAttr>(i, "gptc.output"))
+      else if (auto o =
+                   func.getResultAttrOfType<StringAttr>(i, kOutputAttrName))
         v->set_name(o.getValue().str());
       else if (auto p = func.getResultAttrOfType<StringAttr>(i, kParamAttrName))
         v->set_name(("new:" + p.getValue()).str());
-      else if (auto st = func.getResultAttrOfType<StringAttr>(i, "gptc.state"))
+      else if (auto st =
+                   func.getResultAttrOfType<StringAttr>(i, kStateAttrName))
         v->set_name(("new:" + st.getValue()).str());
     }
   }
@@ -328,7 +330,7 @@ LogicalResult FunctionExporter::runRegion(AccumulateOp op,
   for (Operation &inner : body.without_terminator())
     if (failed(lower(&inner)))
       return failure();
-  if (auto arena = op->getAttrOfType<IntegerAttr>("gptc.arena_bytes"))
+  if (auto arena = op->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
     out.set_arena_bytes(arena.getInt());
   for (Value v : body.getTerminator()->getOperands())
     out.add_outputs(ids.lookup(v));
@@ -654,7 +656,7 @@ LogicalResult FunctionExporter::lower(Operation *op) {
       return op->emitOpError("uses a value defined outside its function");
     kernel.add_inputs(it->second);
   }
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("gptc.offsets");
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttrName);
   if (offsets && offsets.size() != static_cast<int64_t>(op->getNumResults()))
     return op->emitOpError("has a buffer plan of the wrong length");
   for (auto [i, result] : llvm::enumerate(op->getResults())) {

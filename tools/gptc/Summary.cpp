@@ -186,7 +186,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
         // The values inside a generated kernel never reach memory.
         return isa<KernelOp>(op) ? WalkResult::skip() : WalkResult::advance();
       });
-      auto arena = train->getAttrOfType<IntegerAttr>("gptc.arena_bytes");
+      auto arena = train->getAttrOfType<IntegerAttr>(kArenaBytesAttrName);
       if (arena && values > 0)
         os << "training step buffers: " << arena.getInt() << " bytes ("
            << bytes(arena.getInt()) << ") for " << values

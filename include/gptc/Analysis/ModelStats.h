@@ -13,25 +13,13 @@
 #ifndef GPTC_ANALYSIS_MODELSTATS_H
 #define GPTC_ANALYSIS_MODELSTATS_H
 
+#include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <cstdint>
 
 namespace mlir::gptc {
 
-/// Argument attribute naming a parameter (`"h.0.attn.c_attn.weight"`).
-inline constexpr llvm::StringLiteral kParamAttrName = "gptc.param";
-/// Argument attribute naming a data input (`"tokens"`, `"labels"`).
-inline constexpr llvm::StringLiteral kInputAttrName = "gptc.input";
-/// Argument attribute describing a parameter's initializer.
-inline constexpr llvm::StringLiteral kInitAttrName = "gptc.init";
-/// Discardable attribute of a `gptc.linear`: "column" or "row", how Megatron
-/// tensor parallelism splits it (written by the importer).
-inline constexpr llvm::StringLiteral kTensorParallelAttrName =
-    "gptc.tensor_parallel";
-/// Module attribute: the description's precision, "fp32", "bf16" or
-/// "fp16" (written by the importer, read by gptc-mixed-precision).
-inline constexpr llvm::StringLiteral kPrecisionAttrName = "gptc.precision";
 /// The input of fp16's @forward_backward that seeds the backward (the
 /// loss scale), and the training step's state of dynamic loss scaling:
 /// the scale, the good steps since it last changed and the optimizer
@@ -39,9 +27,6 @@ inline constexpr llvm::StringLiteral kPrecisionAttrName = "gptc.precision";
 inline constexpr llvm::StringLiteral kLossScaleName = "loss_scale";
 inline constexpr llvm::StringLiteral kGoodStepsName = "loss_scale_good_steps";
 inline constexpr llvm::StringLiteral kUpdatesName = "optimizer_updates";
-/// Argument and result attribute: the value is this rank's block of a
-/// tensor of `shape`, dimension d split over the grid axes `axes[d]`.
-inline constexpr llvm::StringLiteral kShardingAttrName = "gptc.sharding";
 /// The label of padding positions (rows added so that a batch splits evenly
 /// over data-parallel ranks and microbatches): the importer's
 /// cross-entropy ignores it, the runtime pads with it.

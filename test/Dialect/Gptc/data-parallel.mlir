@@ -85,8 +85,8 @@
 // ONE-NOT: shard.
 // ONE-NOT: gptc.count_tokens
 // ONE: return
-module attributes {gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, warmup_steps = 0 : i64, total_steps = 10 : i64, decay = "cosine", beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, decay_embeddings = false, grad_clip = 1.0 : f64, batch_size = 4 : i64},
-                   gptc.parallel = {axes = ["dp"], kinds = ["data"], zero_stage = STAGE : i64, sequence_parallel = false}} {
+module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = "cosine", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, batch_size = 4>,
+                   gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = STAGE, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<3x4xf32> {gptc.param = "w"},

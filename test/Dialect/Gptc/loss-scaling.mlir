@@ -45,8 +45,8 @@
 //         DP: gptc.loss_scale_update {{.*}}, %[[ANY]] growth
 //         DP: return {{.*}}, %[[ANY]] :
 module attributes {gptc.precision = "fp16",
-                   gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, warmup_steps = 2 : i64, total_steps = 10 : i64, decay = "linear", beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, decay_embeddings = false, grad_clip = 1.0 : f64, initial_loss_scale = 1024.0 : f64, loss_scale_growth_interval = 100 : i64},
-                   gptc.parallel = {axes = ["dp"], kinds = ["data"], zero_stage = 2 : i64, sequence_parallel = false}} {
+                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, initial_loss_scale = 1024.0, loss_scale_growth_interval = 100>,
+                   gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = 2, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
@@ -67,7 +67,7 @@ module attributes {gptc.precision = "fp16",
 //   STEP-NOT: found_inf
 //       STEP: return
 module attributes {gptc.precision = "bf16",
-                   gptc.optimizer = {lr = 1.0e-2 : f64, min_lr = 1.0e-3 : f64, warmup_steps = 2 : i64, total_steps = 10 : i64, decay = "linear", beta1 = 0.9 : f64, beta2 = 0.95 : f64, eps = 1.0e-8 : f64, weight_decay = 0.1 : f64, decay_embeddings = false, grad_clip = 1.0 : f64}} {
+                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>} {
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>

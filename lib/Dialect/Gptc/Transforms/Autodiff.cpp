@@ -145,9 +145,9 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
     resultTypes.push_back(v.getType());
   func.setFunctionType(
       FunctionType::get(func.getContext(), body.getArgumentTypes(), resultTypes));
-  func.setResultAttr(0, "gptc.output", b.getStringAttr("loss"));
+  func.setResultAttr(0, kOutputAttrName, b.getStringAttr("loss"));
   for (auto [i, name] : llvm::enumerate(names))
-    func.setResultAttr(i + 1, "gptc.grad", name);
+    func.setResultAttr(i + 1, kGradAttrName, name);
   return success();
 }
 

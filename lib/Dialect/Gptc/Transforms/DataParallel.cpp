@@ -159,7 +159,8 @@ void DataParallelRewriter::gatherForUses(BlockArgument param,
         // point is to hold the whole parameter twice briefly, not once
         // throughout.
         if (after)
-          copy.getDefiningOp()->setAttr("gptc.rematerialize", b.getUnitAttr());
+          copy.getDefiningOp()->setAttr(kRematerializeAttrName,
+                                        b.getUnitAttr());
       }
       use->set(copy);
     }
@@ -172,12 +173,12 @@ LogicalResult DataParallelRewriter::weightByTokens() {
   // 1. The data inputs are this rank's rows of the step's batch.
   for (BlockArgument arg : body.getArguments()) {
     auto batch = step.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
-                                                       "gptc.batch");
+                                                       kBatchAttrName);
     if (!batch)
       continue;
     NamedAttrList attrs(batch);
     attrs.set("axes", b.getDenseI64ArrayAttr({data.axis}));
-    step.setArgAttr(arg.getArgNumber(), "gptc.batch",
+    step.setArgAttr(arg.getArgNumber(), kBatchAttrName,
                     attrs.getDictionary(step.getContext()));
   }
 
@@ -218,7 +219,7 @@ LogicalResult DataParallelRewriter::weightByTokens() {
   // 3. The loss: the sum of the ranks' weighted parts.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    auto role = step.getResultAttrOfType<StringAttr>(i, "gptc.output");
+    auto role = step.getResultAttrOfType<StringAttr>(i, kOutputAttrName);
     if (!role || role.getValue() != "loss")
       continue;
     Value loss = ret.getOperand(i);
@@ -287,8 +288,7 @@ LogicalResult DataParallelRewriter::synchronize() {
     if (stage >= 3) {
       // Parameters live as slices; the computation gathers them first.
       param.setType(sliceType(fullType));
-      step.setArgAttr(param.getArgNumber(), "gptc.sharding",
-                      zattr);
+      step.setArgAttr(param.getArgNumber(), kShardingAttrName, zattr);
       gatherForUses(param, fullType, update);
       paramSlice = param;
       b.setInsertionPoint(update);
@@ -297,8 +297,7 @@ LogicalResult DataParallelRewriter::synchronize() {
     }
     for (BlockArgument moment : {m, v}) {
       moment.setType(sliceType(fullType));
-      step.setArgAttr(moment.getArgNumber(), "gptc.sharding",
-                      zattr);
+      step.setArgAttr(moment.getArgNumber(), kShardingAttrName, zattr);
     }
     auto sliced = AdamWOp::create(
         b, update.getLoc(), paramSlice, gradSlice, m, v, update.getLr(),
@@ -312,16 +311,14 @@ LogicalResult DataParallelRewriter::synchronize() {
              update.getNewParam().getUses())) {
       use.set(newParam);
       if (use.getOwner() == ret && stage >= 3)
-        step.setResultAttr(use.getOperandNumber(), "gptc.sharding",
-                           zattr);
+        step.setResultAttr(use.getOperandNumber(), kShardingAttrName, zattr);
     }
     for (auto [old, now] : {std::pair{update.getNewM(), sliced.getNewM()},
                             std::pair{update.getNewV(), sliced.getNewV()}})
       for (OpOperand &use : llvm::make_early_inc_range(old.getUses())) {
         use.set(now);
         if (use.getOwner() == ret)
-          step.setResultAttr(use.getOperandNumber(), "gptc.sharding",
-                             zattr);
+          step.setResultAttr(use.getOperandNumber(), kShardingAttrName, zattr);
       }
     update.erase();
   }
@@ -366,37 +363,29 @@ struct GptcDataParallelPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto parallel = module->getAttrOfType<DictionaryAttr>("gptc.parallel");
+    ParallelAttr parallel = getParallelConfig(module);
     if (!parallel)
       return; // one device
-    auto kinds = parallel.getAs<ArrayAttr>("kinds");
-    auto stage = parallel.getAs<IntegerAttr>("zero_stage");
-    if (!kinds || !stage) {
-      module.emitError("gptc.parallel needs 'kinds' and 'zero_stage'");
-      return signalPassFailure();
-    }
     shard::GridOp grid;
     module.walk([&](shard::GridOp g) {
       if (!grid)
         grid = g;
     });
-    if (!grid || grid.getRank() != static_cast<int64_t>(kinds.size())) {
+    if (!grid ||
+        grid.getRank() != static_cast<int64_t>(parallel.getKinds().size())) {
       module.emitError("gptc.parallel needs a shard.grid with one dimension "
                        "per axis kind");
       return signalPassFailure();
     }
     DataAxis data;
     data.grid = grid.getSymName();
-    data.zeroStage = static_cast<int>(stage.getInt());
+    data.zeroStage = static_cast<int>(parallel.getZeroStage());
     data.tokenWeighting = tokenWeighting;
-    bool found = false;
-    for (auto [i, kind] : llvm::enumerate(kinds)) {
-      auto name = dyn_cast<StringAttr>(kind);
-      if (name && name.getValue() == "data") {
-        data.axis = static_cast<shard::GridAxis>(i);
-        data.size = grid.getShape()[i];
-        found = true;
-      }
+    std::optional<unsigned> axis = parallel.findAxis("data");
+    bool found = axis.has_value();
+    if (found) {
+      data.axis = static_cast<shard::GridAxis>(*axis);
+      data.size = grid.getShape()[*axis];
     }
     if (!found || data.size == 1)
       return;

@@ -47,10 +47,10 @@ struct GptcModelStatsPass final
     }
     if (annotate) {
       Builder b(func.getContext());
-      func->setAttr("gptc.num_params", b.getI64IntegerAttr(stats.numParams));
-      func->setAttr("gptc.forward_flops",
+      func->setAttr(kNumParamsAttrName, b.getI64IntegerAttr(stats.numParams));
+      func->setAttr(kForwardFlopsAttrName,
                     b.getI64IntegerAttr(stats.forwardFlops));
-      func->setAttr("gptc.tokens", b.getI64IntegerAttr(stats.tokens));
+      func->setAttr(kTokensAttrName, b.getI64IntegerAttr(stats.tokens));
     } else {
       markAllAnalysesPreserved();
     }

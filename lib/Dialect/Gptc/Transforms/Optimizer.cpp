@@ -48,72 +48,32 @@ struct Settings {
 };
 } // namespace
 
-/// Reads the module's `gptc.optimizer` dictionary, reporting what is
-/// missing or mistyped.
+/// Reads the module's `#gptc.optimizer` (its own verifier has checked the
+/// values).
 static FailureOr<Settings> readSettings(ModuleOp module) {
-  auto dict = module->getAttrOfType<DictionaryAttr>("gptc.optimizer");
-  if (!dict)
+  OptimizerAttr opt = getOptimizerConfig(module);
+  if (!opt)
     return module.emitError("gptc-optimizer needs the module attribute "
                             "'gptc.optimizer' (written by the importer)");
   Settings s;
-  bool ok = true;
-  auto real = [&](StringRef key, double &out) {
-    auto a = dict.getAs<FloatAttr>(key);
-    if (!a) {
-      ok = false;
-      module.emitError("gptc.optimizer needs a float '") << key << "'";
-      return;
-    }
-    out = a.getValueAsDouble();
-  };
-  auto integer = [&](StringRef key, int64_t &out) {
-    auto a = dict.getAs<IntegerAttr>(key);
-    if (!a) {
-      ok = false;
-      module.emitError("gptc.optimizer needs an integer '") << key << "'";
-      return;
-    }
-    out = a.getInt();
-  };
-  real("lr", s.lr);
-  real("min_lr", s.minLr);
-  real("beta1", s.beta1);
-  real("beta2", s.beta2);
-  real("eps", s.eps);
-  real("weight_decay", s.weightDecay);
-  real("grad_clip", s.gradClip);
-  integer("warmup_steps", s.warmup);
-  integer("total_steps", s.total);
-  auto decay = dict.getAs<StringAttr>("decay");
-  auto decayEmb = dict.getAs<BoolAttr>("decay_embeddings");
-  if (!decay || !decayEmb) {
-    module.emitError("gptc.optimizer needs 'decay' and 'decay_embeddings'");
-    return failure();
-  }
-  // Optional: accumulation and the step's batch (default one microbatch).
-  if (auto a = dict.getAs<IntegerAttr>("accumulation_steps"))
-    s.accumulation = a.getInt();
-  if (auto rows = dict.getAs<IntegerAttr>("batch_size"))
-    s.batchRows = rows.getInt();
-  if (s.accumulation < 1) {
-    module.emitError("gptc.optimizer: accumulation_steps must be >= 1");
-    return failure();
-  }
-  auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
+  s.lr = opt.getLr().convertToDouble();
+  s.minLr = opt.getMinLr().convertToDouble();
+  s.beta1 = opt.getBeta1().convertToDouble();
+  s.beta2 = opt.getBeta2().convertToDouble();
+  s.eps = opt.getEps().convertToDouble();
+  s.weightDecay = opt.getWeightDecay().convertToDouble();
+  s.gradClip = opt.getGradClip().convertToDouble();
+  s.warmup = opt.getWarmupSteps();
+  s.total = opt.getTotalSteps();
+  s.decay = opt.getDecay().str();
+  s.decayEmbeddings = opt.getDecayEmbeddings();
+  s.accumulation = opt.getAccumulationSteps();
+  s.batchRows = opt.getBatchSize();
+  StringAttr precision =
+      GptcDialect::PrecisionAttrHelper(module.getContext()).getAttr(module);
   s.lossScaling = precision && precision.getValue() == "fp16";
-  if (auto a = dict.getAs<FloatAttr>("initial_loss_scale"))
-    s.initialLossScale = a.getValueAsDouble();
-  if (auto a = dict.getAs<IntegerAttr>("loss_scale_growth_interval"))
-    s.growthInterval = a.getInt();
-  if (s.lossScaling && !(s.initialLossScale > 0 && s.growthInterval >= 1)) {
-    module.emitError("gptc.optimizer: the initial loss scale must be "
-                     "positive and the growth interval at least 1");
-    return failure();
-  }
-  s.decay = decay.getValue().str();
-  s.decayEmbeddings = decayEmb.getValue();
-  if (!ok)
-    return failure();
+  s.initialLossScale = opt.getInitialLossScale().convertToDouble();
+  s.growthInterval = opt.getLossScaleGrowthInterval();
   return s;
 }
 
@@ -194,11 +154,13 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
                                                       kParamAttrName);
     if (DictionaryAttr attrs = fb.getArgAttrDict(p.getArgNumber()))
       step.setArgAttrs(i, attrs);
-    step.setArgAttr(n + i, "gptc.state", b.getStringAttr("m:" + name.str()));
-    step.setArgAttr(2 * n + i, "gptc.state", b.getStringAttr("v:" + name.str()));
+    step.setArgAttr(n + i, kStateAttrName, b.getStringAttr("m:" + name.str()));
+    step.setArgAttr(2 * n + i, kStateAttrName,
+                    b.getStringAttr("v:" + name.str()));
     step.setResultAttr(i, kParamAttrName, name);
-    step.setResultAttr(n + i, "gptc.state", b.getStringAttr("m:" + name.str()));
-    step.setResultAttr(2 * n + i, "gptc.state",
+    step.setResultAttr(n + i, kStateAttrName,
+                       b.getStringAttr("m:" + name.str()));
+    step.setResultAttr(2 * n + i, kStateAttrName,
                        b.getStringAttr("v:" + name.str()));
     // A split parameter (tensor parallelism) has moments split alike.
     if (Attribute sharding = fb.getArgAttr(p.getArgNumber(), kShardingAttrName))
@@ -213,8 +175,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     // The scaler's state starts at the initial scale and zero counts.
     StringRef names[] = {kLossScaleName, kGoodStepsName, kUpdatesName};
     for (unsigned k = 0; k < 3; ++k) {
-      step.setArgAttr(3 * n + 1 + k, "gptc.state", b.getStringAttr(names[k]));
-      step.setResultAttr(3 * n + 3 + k, "gptc.state",
+      step.setArgAttr(3 * n + 1 + k, kStateAttrName, b.getStringAttr(names[k]));
+      step.setResultAttr(3 * n + 3 + k, kStateAttrName,
                          b.getStringAttr(names[k]));
     }
     step.setArgAttr(
@@ -222,7 +184,7 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
         b.getDictionaryAttr(
             {b.getNamedAttr("kind", b.getStringAttr("constant")),
              b.getNamedAttr("value", b.getF64FloatAttr(s.initialLossScale))}));
-    step.setResultAttr(3 * n + 6, "gptc.output", b.getStringAttr("overflow"));
+    step.setResultAttr(3 * n + 6, kOutputAttrName, b.getStringAttr("overflow"));
   }
   for (auto [i, d] : llvm::enumerate(data)) {
     if (DictionaryAttr attrs = fb.getArgAttrDict(d.getArgNumber()))
@@ -230,15 +192,15 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     int64_t rows =
         cast<RankedTensorType>(argTypes[firstData + i]).getDimSize(0);
     step.setArgAttr(
-        firstData + i, "gptc.batch",
+        firstData + i, kBatchAttrName,
         b.getDictionaryAttr(
             {b.getNamedAttr(
                  "rows", b.getI64IntegerAttr(s.batchRows ? s.batchRows : rows)),
              b.getNamedAttr("microbatches", b.getI64IntegerAttr(A))}));
   }
-  step.setResultAttr(3 * n, "gptc.output", b.getStringAttr("loss"));
-  step.setResultAttr(3 * n + 1, "gptc.output", b.getStringAttr("grad_norm"));
-  step.setResultAttr(3 * n + 2, "gptc.output", b.getStringAttr("lr"));
+  step.setResultAttr(3 * n, kOutputAttrName, b.getStringAttr("loss"));
+  step.setResultAttr(3 * n + 1, kOutputAttrName, b.getStringAttr("grad_norm"));
+  step.setResultAttr(3 * n + 2, kOutputAttrName, b.getStringAttr("lr"));
 
   // 4. The forward-backward computation: cloned as it is for one
   //    microbatch, or into a gptc.accumulate that runs it per microbatch
@@ -341,7 +303,7 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   for (auto [i, p] : llvm::enumerate(params)) {
     auto type = cast<RankedTensorType>(p.getType());
     bool embedding =
-        fb.getArgAttr(p.getArgNumber(), "gptc.embedding_table") != nullptr;
+        fb.getArgAttr(p.getArgNumber(), kEmbeddingTableAttrName) != nullptr;
     bool decays = type.getRank() >= 2 && (!embedding || s.decayEmbeddings);
     auto update =
         AdamWOp::create(b, p.getLoc(), body->getArgument(i), grads[i],

@@ -141,7 +141,7 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
       auto it = offsets.find(root(result));
       o.push_back(it == offsets.end() ? -1 : it->second);
     }
-    op.setAttr("gptc.offsets", b.getDenseI64ArrayAttr(o));
+    op.setAttr(kOffsetsAttrName, b.getDenseI64ArrayAttr(o));
   }
   return alignUp(arena, alignment);
 }
@@ -169,7 +169,7 @@ struct GptcPlanBuffersPass final
     if (failed(arena))
       return signalPassFailure();
     Builder b(func.getContext());
-    func->setAttr("gptc.arena_bytes", b.getI64IntegerAttr(*arena));
+    func->setAttr(kArenaBytesAttrName, b.getI64IntegerAttr(*arena));
     // A region that runs once per microbatch (gptc.accumulate) has its own
     // arena, recorded on its op.
     for (Operation &op : body) {
@@ -185,7 +185,7 @@ struct GptcPlanBuffersPass final
             planBlock(region.front(), alignment, /*callerOwnsResults=*/false);
         if (failed(inner))
           return signalPassFailure();
-        op.setAttr("gptc.arena_bytes", b.getI64IntegerAttr(*inner));
+        op.setAttr(kArenaBytesAttrName, b.getI64IntegerAttr(*inner));
       }
     }
   }

@@ -239,7 +239,7 @@ LogicalResult TensorParallelRewriter::vocabLoss(CrossEntropyOp op) {
   // padding ids' logits count in no sum.
   IntegerAttr real;
   if (Operation *head = op.getLogits().getDefiningOp())
-    real = head->getAttrOfType<IntegerAttr>("gptc.vocab_size");
+    real = head->getAttrOfType<IntegerAttr>(kVocabSizeAttrName);
   auto parts = VocabParallelPartialsOp::create(
       b, loc, op.getLogits(), max, op.getLabels(), offset, real);
   Value sum = shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
@@ -435,41 +435,36 @@ struct GptcTensorParallelPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto parallel = module->getAttrOfType<DictionaryAttr>("gptc.parallel");
+    ParallelAttr parallel = getParallelConfig(module);
     if (!parallel)
       return;
-    auto kinds = parallel.getAs<ArrayAttr>("kinds");
     shard::GridOp grid;
     module.walk([&](shard::GridOp g) {
       if (!grid)
         grid = g;
     });
-    if (!kinds || !grid ||
-        grid.getRank() != static_cast<int64_t>(kinds.size())) {
-      module.emitError("gptc.parallel needs 'kinds' and a shard.grid with "
-                       "one dimension per axis kind");
+    if (!grid ||
+        grid.getRank() != static_cast<int64_t>(parallel.getKinds().size())) {
+      module.emitError("gptc.parallel needs a shard.grid with one dimension "
+                       "per axis kind");
       return signalPassFailure();
     }
-    for (auto [i, kind] : llvm::enumerate(kinds)) {
-      auto name = dyn_cast<StringAttr>(kind);
-      if (!name || name.getValue() != "tensor")
-        continue;
-      int64_t size = grid.getShape()[i];
-      if (size == 1)
-        return;
-      auto forward = SymbolTable(module).lookup<func::FuncOp>("forward");
-      if (!forward) {
-        module.emitError("gptc-tensor-parallel needs @forward");
-        return signalPassFailure();
-      }
-      auto sp = parallel.getAs<BoolAttr>("sequence_parallel");
-      if (failed(TensorParallelRewriter(forward, grid.getSymName(),
-                                        static_cast<int16_t>(i), size,
-                                        sp && sp.getValue())
-                     .run()))
-        return signalPassFailure();
+    std::optional<unsigned> axis = parallel.findAxis("tensor");
+    if (!axis)
       return;
+    int64_t size = grid.getShape()[*axis];
+    if (size == 1)
+      return;
+    auto forward = SymbolTable(module).lookup<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("gptc-tensor-parallel needs @forward");
+      return signalPassFailure();
     }
+    if (failed(TensorParallelRewriter(forward, grid.getSymName(),
+                                      static_cast<int16_t>(*axis), size,
+                                      parallel.getSequenceParallel())
+                   .run()))
+      return signalPassFailure();
   }
 };
 } // namespace

@@ -38,6 +38,38 @@ def Gptc_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+
+  // The attributes gptc's passes put on ops, functions and their arguments
+  // and results: one name for each (`gptc.<name>`), read and written
+  // through the generated helpers (`GptcDialect::ParamAttrHelper`, ...).
+  let discardableAttrs = (ins
+    // Function arguments and results: what each holds for the caller.
+    "::mlir::StringAttr":$param,
+    "::mlir::StringAttr":$input,
+    "::mlir::StringAttr":$output,
+    "::mlir::StringAttr":$state,
+    "::mlir::StringAttr":$grad,
+    "::mlir::DictionaryAttr":$init,
+    "::mlir::UnitAttr":$embedding_table,
+    "::mlir::DictionaryAttr":$batch,
+    "::mlir::DictionaryAttr":$sharding,
+    // The module's configuration.
+    "::mlir::StringAttr":$precision,
+    "::mlir::gptc::OptimizerAttr":$optimizer,
+    "::mlir::gptc::ParallelAttr":$parallel,
+    // Op annotations.
+    "::mlir::StringAttr":$tensor_parallel,
+    "::mlir::IntegerAttr":$vocab_size,
+    "::mlir::UnitAttr":$rematerialize,
+    "::mlir::DenseI64ArrayAttr":$offsets,
+    "::mlir::IntegerAttr":$arena_bytes,
+    // gptc-model-stats' results on @forward.
+    "::mlir::IntegerAttr":$num_params,
+    "::mlir::IntegerAttr":$forward_flops,
+    "::mlir::IntegerAttr":$tokens
+  );
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,8 +8,100 @@
 #define GPTC_DIALECT_GPTC_IR_GPTCDIALECT_H
 
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+
+namespace mlir {
+class AsmParser;
+} // namespace mlir
+
+namespace mlir::gptc {
+/// Parsers of the attribute parameters GptcAttrs.td declares.
+FailureOr<llvm::APFloat> parseF64Parameter(AsmParser &parser);
+FailureOr<bool> parseBoolParameter(AsmParser &parser);
+} // namespace mlir::gptc
+
+#define GET_ATTRDEF_CLASSES
+#include "gptc/Dialect/Gptc/IR/GptcAttrs.h.inc"
 
 #include "gptc/Dialect/Gptc/IR/GptcOpsDialect.h.inc"
+
+namespace mlir::gptc {
+
+// The names of the dialect's discardable attributes, declared in
+// GptcBase.td (`discardableAttrs`); use these, never a string literal.
+/// Argument attribute naming a parameter (`"h.0.attn.c_attn.weight"`).
+inline constexpr llvm::StringLiteral kParamAttrName =
+    GptcDialect::ParamAttrHelper::getNameStr();
+/// Argument attribute naming a data input (`"tokens"`, `"labels"`).
+inline constexpr llvm::StringLiteral kInputAttrName =
+    GptcDialect::InputAttrHelper::getNameStr();
+/// Result attribute naming what a result holds (`"loss"`, `"grad_norm"`).
+inline constexpr llvm::StringLiteral kOutputAttrName =
+    GptcDialect::OutputAttrHelper::getNameStr();
+/// Argument and result attribute of @train_step: the training state it holds
+/// (a parameter, `"m:<name>"`, `"v:<name>"`, the loss scaler's).
+inline constexpr llvm::StringLiteral kStateAttrName =
+    GptcDialect::StateAttrHelper::getNameStr();
+/// Result attribute of @forward_backward: the parameter a gradient is for.
+inline constexpr llvm::StringLiteral kGradAttrName =
+    GptcDialect::GradAttrHelper::getNameStr();
+/// Argument attribute describing a parameter's initializer.
+inline constexpr llvm::StringLiteral kInitAttrName =
+    GptcDialect::InitAttrHelper::getNameStr();
+/// Argument attribute marking the token embedding (weight decay may skip it).
+inline constexpr llvm::StringLiteral kEmbeddingTableAttrName =
+    GptcDialect::EmbeddingTableAttrHelper::getNameStr();
+/// Argument attribute of a data input: how the step's rows are laid out.
+inline constexpr llvm::StringLiteral kBatchAttrName =
+    GptcDialect::BatchAttrHelper::getNameStr();
+/// Argument and result attribute: the value is this rank's block of a
+/// tensor of `shape`, dimension d split over the grid axes `axes[d]`.
+inline constexpr llvm::StringLiteral kShardingAttrName =
+    GptcDialect::ShardingAttrHelper::getNameStr();
+/// Module attribute: the description's precision, "fp32", "bf16" or "fp16".
+inline constexpr llvm::StringLiteral kPrecisionAttrName =
+    GptcDialect::PrecisionAttrHelper::getNameStr();
+/// Module attribute: the training settings (`#gptc.optimizer<...>`).
+inline constexpr llvm::StringLiteral kOptimizerAttrName =
+    GptcDialect::OptimizerAttrHelper::getNameStr();
+/// Module attribute: the mesh axes' roles (`#gptc.parallel<...>`).
+inline constexpr llvm::StringLiteral kParallelAttrName =
+    GptcDialect::ParallelAttrHelper::getNameStr();
+/// Attribute of a `gptc.linear`: "column" or "row", how Megatron tensor
+/// parallelism splits it (written by the importer).
+inline constexpr llvm::StringLiteral kTensorParallelAttrName =
+    GptcDialect::TensorParallelAttrHelper::getNameStr();
+/// Attribute of the LM head: the real vocabulary size (before padding).
+inline constexpr llvm::StringLiteral kVocabSizeAttrName =
+    GptcDialect::VocabSizeAttrHelper::getNameStr();
+/// Attribute of an op data parallelism recomputes instead of keeping.
+inline constexpr llvm::StringLiteral kRematerializeAttrName =
+    GptcDialect::RematerializeAttrHelper::getNameStr();
+/// Attribute of an op: its results' byte offsets in the arena.
+inline constexpr llvm::StringLiteral kOffsetsAttrName =
+    GptcDialect::OffsetsAttrHelper::getNameStr();
+/// Attribute of a function or region: the bytes of its arena.
+inline constexpr llvm::StringLiteral kArenaBytesAttrName =
+    GptcDialect::ArenaBytesAttrHelper::getNameStr();
+/// gptc-model-stats' results on @forward.
+inline constexpr llvm::StringLiteral kNumParamsAttrName =
+    GptcDialect::NumParamsAttrHelper::getNameStr();
+inline constexpr llvm::StringLiteral kForwardFlopsAttrName =
+    GptcDialect::ForwardFlopsAttrHelper::getNameStr();
+inline constexpr llvm::StringLiteral kTokensAttrName =
+    GptcDialect::TokensAttrHelper::getNameStr();
+
+/// The module's training settings (`gptc.optimizer`), or null.
+OptimizerAttr getOptimizerConfig(Operation *module);
+/// The roles of the module's mesh axes (`gptc.parallel`), or null when the
+/// module runs on one device.
+ParallelAttr getParallelConfig(Operation *module);
+
+} // namespace mlir::gptc
 
 #endif // GPTC_DIALECT_GPTC_IR_GPTCDIALECT_H

@@ -13,6 +13,7 @@
 #ifndef GPTC_DIALECT_GPTC_IR_GPTCOPS_TD
 #define GPTC_DIALECT_GPTC_IR_GPTCOPS_TD
 
+include "gptc/Dialect/Gptc/IR/GptcAttrs.td"
 include "gptc/Dialect/Gptc/IR/GptcBase.td"
 include "gptc/Dialect/Gptc/IR/GptcInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"

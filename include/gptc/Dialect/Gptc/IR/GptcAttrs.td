@@ -1,0 +1,111 @@
+//===- GptcAttrs.td - gptc attributes ----------------------*- tablegen -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The module's configuration as typed attributes: `#gptc.optimizer<...>`
+// (the training settings gptc-optimizer turns into ops) and
+// `#gptc.parallel<...>` (the roles of the mesh's axes). Each verifies its
+// own values, so a malformed configuration is an error where it is written,
+// not in the pass that reads it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_DIALECT_GPTC_IR_GPTCATTRS_TD
+#define GPTC_DIALECT_GPTC_IR_GPTCATTRS_TD
+
+include "gptc/Dialect/Gptc/IR/GptcBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+/// A 64-bit float, printed so that it reads back exactly; optional when
+/// `default` is given.
+class Gptc_F64Parameter<string default = ""> :
+    AttrParameter<"::llvm::APFloat", "a 64-bit float"> {
+  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
+  let parser = [{ ::mlir::gptc::parseF64Parameter($_parser) }];
+  let printer = [{ $_printer.printFloat(::llvm::APFloat($_self)) }];
+  let defaultValue = !if(!empty(default), "", "::llvm::APFloat(" # default # ")");
+}
+
+/// `true` or `false`; optional when `default` is given.
+class Gptc_BoolParameter<string default = ""> :
+    AttrParameter<"bool", "true or false"> {
+  let parser = [{ ::mlir::gptc::parseBoolParameter($_parser) }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+  let defaultValue = default;
+}
+
+class Gptc_Attr<string name, string attrMnemonic>
+    : AttrDef<Gptc_Dialect, name> {
+  let mnemonic = attrMnemonic;
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Gptc_OptimizerAttr : Gptc_Attr<"Optimizer", "optimizer"> {
+  let summary = "The training settings gptc-optimizer turns into ops";
+  let description = [{
+    AdamW with decoupled weight decay, gradient clipping by global norm and
+    a learning-rate schedule (linear warm-up, then cosine, linear or
+    constant decay to `min_lr` at `total_steps`), written on the module by
+    the importer from the description's `training` block:
+
+    ```mlir
+    module attributes {gptc.optimizer = #gptc.optimizer<lr = 6.0e-4,
+        min_lr = 6.0e-5, warmup_steps = 10, total_steps = 100,
+        decay = "cosine", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8,
+        weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>}
+    ```
+
+    `accumulation_steps` (default 1) microbatches make one step of
+    `batch_size` sequences (0: the forward function's batch times the
+    microbatches). Under `gptc.precision = "fp16"`, dynamic loss scaling
+    starts at `initial_loss_scale` (default 65536) and doubles after
+    `loss_scale_growth_interval` (default 2000) good steps in a row.
+  }];
+  let parameters = (ins
+    Gptc_F64Parameter<>:$lr,
+    Gptc_F64Parameter<>:$min_lr,
+    "int64_t":$warmup_steps,
+    "int64_t":$total_steps,
+    StringRefParameter<"cosine, linear or constant">:$decay,
+    Gptc_F64Parameter<>:$beta1,
+    Gptc_F64Parameter<>:$beta2,
+    Gptc_F64Parameter<>:$eps,
+    Gptc_F64Parameter<>:$weight_decay,
+    Gptc_BoolParameter<>:$decay_embeddings,
+    Gptc_F64Parameter<>:$grad_clip,
+    DefaultValuedParameter<"int64_t", "1">:$accumulation_steps,
+    DefaultValuedParameter<"int64_t", "0">:$batch_size,
+    Gptc_F64Parameter<"65536.0">:$initial_loss_scale,
+    DefaultValuedParameter<"int64_t", "2000">:$loss_scale_growth_interval
+  );
+}
+
+def Gptc_ParallelAttr : Gptc_Attr<"Parallel", "parallel"> {
+  let summary = "The roles of the device mesh's axes";
+  let description = [{
+    Beside the module's `shard.grid`, one entry per grid dimension: the
+    axis's name and its kind (`"data"`, `"tensor"` or `"pipeline"`), the
+    ZeRO stage of data parallelism (0 to 3) and whether tensor parallelism
+    also splits the sequence (Megatron-style sequence parallelism):
+
+    ```mlir
+    module attributes {gptc.parallel = #gptc.parallel<axes = ["dp", "tp"],
+        kinds = ["data", "tensor"], zero_stage = 1>}
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::ArrayAttr":$axes,
+    "::mlir::ArrayAttr":$kinds,
+    DefaultValuedParameter<"int64_t", "0">:$zero_stage,
+    Gptc_BoolParameter<"false">:$sequence_parallel
+  );
+  let extraClassDeclaration = [{
+    /// The grid dimension whose kind is `kind`, if any.
+    std::optional<unsigned> findAxis(::llvm::StringRef kind) const;
+  }];
+}
+
+#endif // GPTC_DIALECT_GPTC_IR_GPTCATTRS_TD
