@@ -69,25 +69,58 @@ TEST(Kernels, FastExpMatchesLibraryExp) {
   EXPECT_EQ(expForSoftmax(0.0f), 1.0f);
 }
 
-/// The threaded update equals the serial one, element for element.
-TEST(Kernels, AdamWParallelEqualsSerial) {
-  const int64_t n = 10007;
-  std::vector<float> p(n), g(n), m(n), v(n);
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] = std::sin(i * 0.1f);
-    g[i] = std::cos(i * 0.3f);
-    m[i] = 0.01f * std::sin(i * 0.7f);
-    v[i] = 0.02f + 0.01f * std::cos(i * 0.2f);
+/// The multi-tensor update, threaded over the concatenated elements,
+/// equals the serial update of each tensor element for element, with a
+/// weight decay per tensor, out of place and in place; tensors of one
+/// element, of none and ones split between threads included.
+TEST(Kernels, MultiAdamWEqualsSerialPerTensor) {
+  setNumThreads(2);
+  const std::vector<int64_t> sizes = {10007, 1, 0, 37, 4099};
+  const std::vector<double> decays = {0.1, 0.0, 0.1, 0.0, 0.05};
+  struct State {
+    std::vector<float> p, g, m, v;
+  };
+  std::vector<State> state(sizes.size());
+  for (size_t t = 0; t < sizes.size(); ++t)
+    for (int64_t i = 0; i < sizes[t]; ++i) {
+      float x = static_cast<float>(i + 131 * t);
+      state[t].p.push_back(std::sin(x * 0.1f));
+      state[t].g.push_back(std::cos(x * 0.3f));
+      state[t].m.push_back(0.01f * std::sin(x * 0.7f));
+      state[t].v.push_back(0.02f + 0.01f * std::cos(x * 0.2f));
+    }
+  std::vector<State> serial(sizes.size()), multi(sizes.size());
+  std::vector<State> inPlace = state;
+  std::vector<AdamWTensor> tensors, inPlaceTensors;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    int64_t n = sizes[t];
+    for (State *s : {&serial[t], &multi[t]}) {
+      s->p.resize(n);
+      s->m.resize(n);
+      s->v.resize(n);
+    }
+    adamw(state[t].p.data(), state[t].g.data(), state[t].m.data(),
+          state[t].v.data(), n, 1e-3, 4, 0.7, 0.9, 0.95, 1e-8, decays[t],
+          serial[t].p.data(), serial[t].m.data(), serial[t].v.data());
+    tensors.push_back({state[t].p.data(), state[t].g.data(),
+                       state[t].m.data(), state[t].v.data(), multi[t].p.data(),
+                       multi[t].m.data(), multi[t].v.data(), n, decays[t]});
+    State &ip = inPlace[t];
+    inPlaceTensors.push_back({ip.p.data(), ip.g.data(), ip.m.data(),
+                              ip.v.data(), ip.p.data(), ip.m.data(),
+                              ip.v.data(), n, decays[t]});
   }
-  std::vector<float> a(n), am(n), av(n), b(n), bm(n), bv(n);
-  adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3, 4, 0.7, 0.9, 0.95,
-        1e-8, 0.1, a.data(), am.data(), av.data());
-  adamwParallel(p.data(), g.data(), m.data(), v.data(), n, 1e-3, 4, 0.7, 0.9,
-                0.95, 1e-8, 0.1, b.data(), bm.data(), bv.data(),
-                /*minParallel=*/1);
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(am, bm);
-  EXPECT_EQ(av, bv);
+  multiAdamW(tensors, 1e-3, 4, 0.7, 0.9, 0.95, 1e-8, /*minParallel=*/1);
+  multiAdamW(inPlaceTensors, 1e-3, 4, 0.7, 0.9, 0.95, 1e-8,
+             /*minParallel=*/1);
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    EXPECT_EQ(multi[t].p, serial[t].p) << "tensor " << t;
+    EXPECT_EQ(multi[t].m, serial[t].m) << "tensor " << t;
+    EXPECT_EQ(multi[t].v, serial[t].v) << "tensor " << t;
+    EXPECT_EQ(inPlace[t].p, serial[t].p) << "tensor " << t;
+    EXPECT_EQ(inPlace[t].m, serial[t].m) << "tensor " << t;
+    EXPECT_EQ(inPlace[t].v, serial[t].v) << "tensor " << t;
+  }
 }
 
 /// softmax(q k^T / sqrt(D)) v over the keys j <= t, by definition, in

@@ -37,6 +37,7 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
+  func.addPass(createGptcFuseOptimizerPass());
   if (options.kernels)
     func.addPass(createGptcFormKernelsPass());
   func.addPass(createGptcPlanBuffersPass());

@@ -507,6 +507,16 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             adamw->set_weight_decay(o.getWeightDecay().convertToDouble());
             return success();
           })
+          .Case([&](MultiAdamWOp o) {
+            kernel.set_op(pg::MULTI_ADAMW);
+            pg::MultiAdamWParams *adamw = kernel.mutable_multi_adamw();
+            adamw->set_beta1(o.getBeta1().convertToDouble());
+            adamw->set_beta2(o.getBeta2().convertToDouble());
+            adamw->set_eps(o.getEps().convertToDouble());
+            for (double d : o.getDecays())
+              adamw->add_weight_decays(d);
+            return success();
+          })
           .Case([&](shard::AllReduceOp o) -> LogicalResult {
             if (o.getReduction() != shard::ReductionKind::Sum &&
                 o.getReduction() != shard::ReductionKind::Max)

@@ -503,6 +503,84 @@ bool runFloat(Call &c) {
     return c.fail("is not a floating-point kernel");
   }
 }
+/// ADAMW and MULTI_ADAMW: inputs params[n], grads[n], m[n], v[n], lr,
+/// step, scale [, skip]; outputs params'[n], m'[n], v'[n] (ADAMW: n = 1).
+static bool runAdamW(Call &c) {
+  const Kernel &k = c.kernel;
+  bool multi = k.op() == program::MULTI_ADAMW;
+  int64_t n = static_cast<int64_t>(c.out.size()) / 3;
+  int64_t scalars = static_cast<int64_t>(c.in.size()) - 4 * n;
+  if (n < 1 || static_cast<int64_t>(c.out.size()) != 3 * n ||
+      (scalars != 3 && scalars != 4) ||
+      (multi && k.multi_adamw().weight_decays_size() != n))
+    return c.fail("expects 4 tensors, lr, step and scale (and a skip flag) "
+                  "per update and one weight decay per parameter");
+  DType dtype = c.in[0]->dtype;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t size = c.in[i]->numElements();
+    for (int64_t j = 0; j < 4; ++j)
+      if (c.in[j * n + i]->dtype != dtype ||
+          c.in[j * n + i]->numElements() != size)
+        return c.fail("operand shapes do not match");
+    for (int64_t j = 0; j < 3; ++j)
+      if (c.out[j * n + i]->dtype != dtype ||
+          c.out[j * n + i]->numElements() != size)
+        return c.fail("operand shapes do not match");
+  }
+  const Tensor &lr = *c.in[4 * n], &step = *c.in[4 * n + 1],
+               &scale = *c.in[4 * n + 2];
+  if (lr.dtype != program::F32 || step.dtype != program::I32 ||
+      scale.dtype != program::F32 || lr.numElements() != 1 ||
+      step.numElements() != 1 || scale.numElements() != 1)
+    return c.fail("expects scalar lr, step and scale");
+  if (scalars == 4) {
+    // fp16's overflow flag: a skipped step keeps the state as it is.
+    const Tensor &skip = *c.in[4 * n + 3];
+    if (skip.dtype != program::F32 || skip.numElements() != 1)
+      return c.fail("expects a scalar f32 skip flag");
+    if (skip.data<float>()[0] != 0.0f) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < 3; ++j) {
+          // p' from p, m' from m, v' from v.
+          const Tensor &from = *c.in[(j == 0 ? 0 : j + 1) * n + i];
+          Tensor &to = *c.out[j * n + i];
+          if (to.raw() != from.raw())
+            std::memcpy(to.raw(), from.raw(), from.byteSize());
+        }
+      return true;
+    }
+  }
+  double beta1 = multi ? k.multi_adamw().beta1() : k.adamw().beta1();
+  double beta2 = multi ? k.multi_adamw().beta2() : k.adamw().beta2();
+  double eps = multi ? k.multi_adamw().eps() : k.adamw().eps();
+  auto decay = [&](int64_t i) {
+    return multi ? k.multi_adamw().weight_decays(static_cast<int>(i))
+                 : k.adamw().weight_decay();
+  };
+  double lrv = lr.data<float>()[0], sv = scale.data<float>()[0];
+  int64_t t = step.data<int32_t>()[0];
+  if (dtype == program::F32) {
+    std::vector<cpu::AdamWTensor> tensors;
+    for (int64_t i = 0; i < n; ++i)
+      tensors.push_back(
+          {c.in[i]->data<float>(), c.in[n + i]->data<float>(),
+           c.in[2 * n + i]->data<float>(), c.in[3 * n + i]->data<float>(),
+           c.out[i]->data<float>(), c.out[n + i]->data<float>(),
+           c.out[2 * n + i]->data<float>(), c.in[i]->numElements(), decay(i)});
+    cpu::multiAdamW(tensors, lrv, t, sv, beta1, beta2, eps);
+    return true;
+  }
+  if (dtype != program::F64)
+    return c.fail("expects f32 or f64 parameters");
+  for (int64_t i = 0; i < n; ++i)
+    cpu::adamw(c.in[i]->data<double>(), c.in[n + i]->data<double>(),
+               c.in[2 * n + i]->data<double>(), c.in[3 * n + i]->data<double>(),
+               c.in[i]->numElements(), lrv, t, sv, beta1, beta2, eps, decay(i),
+               c.out[i]->data<double>(), c.out[n + i]->data<double>(),
+               c.out[2 * n + i]->data<double>());
+  return true;
+}
+
 } // namespace
 
 bool Executor::runKernel(const Kernel &k, std::string &error) {
@@ -717,53 +795,9 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
                           s.warmup(), s.total(), static_cast<int>(s.decay())));
     return true;
   }
-  case program::ADAMW: {
-    const Tensor &p = *c.in[0];
-    int64_t n = p.numElements();
-    for (int i = 1; i < 4; ++i)
-      if (c.in[i]->dtype != p.dtype || c.in[i]->numElements() != n)
-        return c.fail("operand shapes do not match");
-    for (Tensor *t : c.out)
-      if (t->dtype != p.dtype || t->numElements() != n)
-        return c.fail("operand shapes do not match");
-    const Tensor &lr = *c.in[4], &step = *c.in[5], &scale = *c.in[6];
-    if (lr.dtype != program::F32 || step.dtype != program::I32 ||
-        scale.dtype != program::F32 || lr.numElements() != 1 ||
-        step.numElements() != 1 || scale.numElements() != 1)
-      return c.fail("expects scalar lr, step and scale");
-    const program::AdamWParams &h = k.adamw();
-    if (c.in.size() > 7) {
-      // fp16's overflow flag: a skipped step keeps the state as it is.
-      const Tensor &skip = *c.in[7];
-      if (skip.dtype != program::F32 || skip.numElements() != 1)
-        return c.fail("expects a scalar f32 skip flag");
-      if (skip.data<float>()[0] != 0.0f) {
-        for (int i = 0; i < 3; ++i) {
-          const Tensor &from = *c.in[i == 0 ? 0 : i + 1];
-          if (c.out[i]->raw() != from.raw())
-            std::memcpy(c.out[i]->raw(), from.raw(), from.byteSize());
-        }
-        return true;
-      }
-    }
-    double lrv = lr.data<float>()[0], sv = scale.data<float>()[0];
-    int64_t t = step.data<int32_t>()[0];
-    if (p.dtype == program::F32)
-      cpu::adamwParallel(p.data<float>(), c.in[1]->data<float>(),
-                         c.in[2]->data<float>(), c.in[3]->data<float>(), n, lrv,
-                         t, sv, h.beta1(), h.beta2(), h.eps(), h.weight_decay(),
-                         c.out[0]->data<float>(), c.out[1]->data<float>(),
-                         c.out[2]->data<float>());
-    else if (p.dtype == program::F64)
-      cpu::adamw(p.data<double>(), c.in[1]->data<double>(),
-                 c.in[2]->data<double>(), c.in[3]->data<double>(), n, lrv, t,
-                 sv, h.beta1(), h.beta2(), h.eps(), h.weight_decay(),
-                 c.out[0]->data<double>(), c.out[1]->data<double>(),
-                 c.out[2]->data<double>());
-    else
-      return c.fail("expects f32 or f64 parameters");
-    return true;
-  }
+  case program::ADAMW:
+  case program::MULTI_ADAMW:
+    return runAdamW(c);
   case program::CAST: {
     const Tensor &x = *c.in[0];
     if (x.numElements() != out.numElements())

@@ -76,6 +76,8 @@ static Kernel::ParamsCase paramsOf(OpKind op) {
     return Kernel::kSchedule;
   case program::ADAMW:
     return Kernel::kAdamw;
+  case program::MULTI_ADAMW:
+    return Kernel::kMultiAdamw;
   case program::ALL_REDUCE:
   case program::ALL_REDUCE_MAX:
   case program::ALL_GATHER:
@@ -176,6 +178,9 @@ static bool arityOf(OpKind op, Arity &arity) {
     return true;
   case program::ADAMW:
     arity = {7, 8, 3};
+    return true;
+  case program::MULTI_ADAMW:
+    arity = {7, -1, -1}; // 4n + 3 [+ 1] inputs, 3n outputs
     return true;
   case program::ALL_REDUCE:
   case program::ALL_REDUCE_MAX:
@@ -466,9 +471,26 @@ bool Executor::canOverwriteInput(int output, int input) const {
   if (lastRead < writer)
     return true;
   // The writer reads the input itself: safe when it reads each element
-  // before writing it at the same index.
-  return lastRead == writer &&
-         function.kernels(writer).op() == program::ADAMW;
+  // before writing it at the same index. MULTI_ADAMW walks its tensors in
+  // parallel: only a tensor's own update may overwrite it.
+  if (lastRead != writer)
+    return false;
+  const Kernel &k = function.kernels(writer);
+  if (k.op() == program::ADAMW)
+    return true;
+  if (k.op() != program::MULTI_ADAMW)
+    return false;
+  int n = k.outputs_size() / 3, outPos = -1;
+  for (int i = 0; i < k.outputs_size(); ++i)
+    if (k.outputs(i) == out)
+      outPos = i;
+  if (n == 0 || outPos < 0)
+    return false;
+  // Every tensor position the input is read at must be the output's.
+  for (int i = 0; i < k.inputs_size(); ++i)
+    if (k.inputs(i) == in && (i >= 4 * n || i % n != outPos % n))
+      return false;
+  return true;
 }
 
 bool Executor::run(const std::vector<const Tensor *> &inputs,

@@ -946,21 +946,32 @@ int numThreads() {
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-void adamwParallel(const float *p, const float *g, const float *m,
-                   const float *v, int64_t n, double lr, int64_t step,
-                   double scale, double beta1, double beta2, double eps,
-                   double weightDecay, float *newP, float *newM, float *newV,
-                   int64_t minParallel) {
-  // Contiguous chunks, one per thread: elementwise, so the result does not
-  // depend on the split.
-#pragma omp parallel if (n >= minParallel)
+void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,
+                int64_t step, double scale, double beta1, double beta2,
+                double eps, int64_t minParallel) {
+  std::vector<int64_t> start(tensors.size() + 1, 0);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    start[i + 1] = start[i] + tensors[i].n;
+  int64_t total = start.back();
+#pragma omp parallel if (total >= minParallel)
   {
     int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
-    int64_t chunk = (n + threads - 1) / threads;
-    int64_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
-    adamw(p + begin, g + begin, m + begin, v + begin, end - begin, lr, step,
-          scale, beta1, beta2, eps, weightDecay, newP + begin, newM + begin,
-          newV + begin);
+    int64_t chunk = (total + threads - 1) / threads;
+    int64_t begin = std::min(total, id * chunk),
+            end = std::min(total, begin + chunk);
+    // The tensors overlapping [begin, end), each from its first element in
+    // the range to its last.
+    size_t i =
+        std::upper_bound(start.begin(), start.end(), begin) - start.begin() - 1;
+    for (; i < tensors.size() && start[i] < end; ++i) {
+      const AdamWTensor &t = tensors[i];
+      int64_t from = std::max(begin, start[i]) - start[i];
+      int64_t to = std::min(end, start[i + 1]) - start[i];
+      if (to > from)
+        adamw(t.p + from, t.g + from, t.m + from, t.v + from, to - from, lr,
+              step, scale, beta1, beta2, eps, t.weightDecay, t.newP + from,
+              t.newM + from, t.newV + from);
+    }
   }
 }
 

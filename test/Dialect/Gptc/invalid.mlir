@@ -762,3 +762,19 @@ func.func @found_inf_result(%x: tensor<4xf32>) {
   %0 = "gptc.found_inf"(%x) : (tensor<4xf32>) -> tensor<i32>
   return
 }
+
+// -----
+
+func.func @multi_adamw_counts(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
+  // expected-error@+1 {{needs one gradient, two moments and one decay per parameter, got 2 parameters, 2 gradients, 2 and 2 moments, 1 decays}}
+  %r:6 = gptc.multi_adamw (%p, %p) grads (%g, %g) m (%g, %g) v (%g, %g) lr %lr step %step scale %s beta1 0.9 beta2 0.95 eps 1.0e-8 decays [0.1] : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @multi_adamw_betas(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
+  // expected-error@+1 {{betas must be in [0, 1)}}
+  %r:3 = gptc.multi_adamw (%p) grads (%g) m (%g) v (%g) lr %lr step %step scale %s beta1 1.5 beta2 0.95 eps 1.0e-8 decays [0.1] : tensor<4xf32>
+  return
+}

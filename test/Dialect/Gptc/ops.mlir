@@ -137,6 +137,14 @@ func.func @optimizer_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %b: tensor<3x
   return %p1, %m1, %v1 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
 }
 
+// CHECK-LABEL: func.func @multi_adamw
+func.func @multi_adamw(%w: tensor<4x3xf32>, %b: tensor<3xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>, %skip: tensor<f32>)
+    -> (tensor<4x3xf32>, tensor<3xf32>) {
+  // CHECK: %{{.*}}:6 = gptc.multi_adamw (%{{.*}}, %{{.*}}) grads (%{{.*}}, %{{.*}}) m (%{{.*}}, %{{.*}}) v (%{{.*}}, %{{.*}}) lr %{{.*}} step %{{.*}} scale %{{.*}} skip %{{.*}} beta1 9.000000e-01 beta2 0.94999999999999996 eps 1.000000e-08 decays [1.000000e-01, 0.000000e+00] : tensor<4x3xf32>, tensor<3xf32>
+  %r:6 = gptc.multi_adamw (%w, %b) grads (%w, %b) m (%w, %b) v (%w, %b) lr %lr step %step scale %s skip %skip beta1 0.9 beta2 0.95 eps 1.0e-8 decays [0.1, 0.0] : tensor<4x3xf32>, tensor<3xf32>
+  return %r#0, %r#1 : tensor<4x3xf32>, tensor<3xf32>
+}
+
 // The ops of fp16's dynamic loss scaling.
 // CHECK-LABEL: func.func @loss_scaling_ops
 func.func @loss_scaling_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %norm: tensor<f32>, %scale: tensor<f32>, %good: tensor<i32>, %updates: tensor<i32>, %lr: tensor<f32>)

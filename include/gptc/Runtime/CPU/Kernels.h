@@ -183,13 +183,22 @@ void adamw(const T *p, const T *g, const T *m, const T *v, int64_t n,
            double lr, int64_t step, double scale, double beta1, double beta2,
            double eps, double weightDecay, T *newP, T *newM, T *newV);
 
-/// adamw, split across the cores when `n` reaches `minParallel` elements
-/// (the update is memory-bound and elementwise: the result is the same).
-void adamwParallel(const float *p, const float *g, const float *m,
-                   const float *v, int64_t n, double lr, int64_t step,
-                   double scale, double beta1, double beta2, double eps,
-                   double weightDecay, float *newP, float *newM, float *newV,
-                   int64_t minParallel = int64_t(1) << 16);
+/// One tensor of a multi-tensor AdamW step: its state, where the new state
+/// goes (may be the same buffers) and its weight decay.
+struct AdamWTensor {
+  const float *p, *g, *m, *v;
+  float *newP, *newM, *newV;
+  int64_t n;
+  double weightDecay;
+};
+
+/// AdamW over every tensor of `tensors` in one parallel region: the
+/// concatenated elements are split into one contiguous range per thread,
+/// so small tensors share a thread and a large one is split. The results
+/// are those of adamw on each tensor.
+void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,
+                int64_t step, double scale, double beta1, double beta2,
+                double eps, int64_t minParallel = int64_t(1) << 16);
 
 } // namespace gptc::cpu
 

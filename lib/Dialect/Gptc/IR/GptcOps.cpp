@@ -942,5 +942,69 @@ int64_t AdamWOp::getFlopCount() {
   return mulSat(14, numElements(getParam().getType()));
 }
 
+//===----------------------------------------------------------------------===//
+// MultiAdamWOp
+//===----------------------------------------------------------------------===//
+
+/// The gradients and moments of gptc.multi_adamw have the parameters' types
+/// (checked by the verifier); the assembly prints them once.
+static ParseResult parseSameAsParams(OpAsmParser &parser, ArrayRef<Type> params,
+                                     SmallVectorImpl<Type> &grads,
+                                     SmallVectorImpl<Type> &m,
+                                     SmallVectorImpl<Type> &v) {
+  grads.assign(params.begin(), params.end());
+  m.assign(params.begin(), params.end());
+  v.assign(params.begin(), params.end());
+  return success();
+}
+
+static void printSameAsParams(OpAsmPrinter &, Operation *, TypeRange, TypeRange,
+                              TypeRange, TypeRange) {}
+
+LogicalResult MultiAdamWOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location>,
+                                             MultiAdamWOp::Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  for (int k = 0; k < 3; ++k)
+    for (Value p : adaptor.getParams())
+      inferred.push_back(p.getType());
+  return success();
+}
+
+LogicalResult MultiAdamWOp::verify() {
+  size_t n = getParams().size();
+  if (n == 0)
+    return emitOpError("updates no parameter");
+  if (getGrads().size() != n || getM().size() != n || getV().size() != n ||
+      getDecays().size() != n)
+    return emitOpError("needs one gradient, two moments and one decay per "
+                       "parameter, got ")
+           << n << " parameters, " << getGrads().size() << " gradients, "
+           << getM().size() << " and " << getV().size() << " moments, "
+           << getDecays().size() << " decays";
+  for (size_t i = 0; i < n; ++i) {
+    Type t = getParams()[i].getType();
+    if (getGrads()[i].getType() != t || getM()[i].getType() != t ||
+        getV()[i].getType() != t)
+      return emitOpError("parameter #")
+             << i << " has a gradient or moment of another type";
+    if (!(getDecays()[i] >= 0))
+      return emitOpError("weight decay must not be negative");
+  }
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+    return emitOpError("betas must be in [0, 1)");
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError("eps must be positive");
+  return success();
+}
+
+int64_t MultiAdamWOp::getFlopCount() {
+  int64_t flops = 0;
+  for (Value p : getParams())
+    flops = addSat(flops, mulSat(14, numElements(p.getType())));
+  return flops;
+}
+
 #define GET_OP_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcOps.cpp.inc"

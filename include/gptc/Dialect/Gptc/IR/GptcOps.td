@@ -974,6 +974,55 @@ def Gptc_AdamWOp : Gptc_Op<"adamw", [Pure,
   let hasVerifier = 1;
 }
 
+def Gptc_MultiAdamWOp : Gptc_Op<"multi_adamw", [Pure, AttrSizedOperandSegments,
+    InferTypeOpAdaptor]> {
+  let summary = "AdamW over many parameters in one kernel";
+  let description = [{
+    The updates of several `gptc.adamw` ops that share the learning rate,
+    step, clipping scale, skip flag and betas, as one op (formed by
+    `gptc-fuse-optimizer`): parameter `i` is updated from `grads[i]`,
+    `m[i]` and `v[i]` exactly as `gptc.adamw` would, with weight decay
+    `decays[i]`. The results are the new parameters, then the new first
+    moments, then the new second moments, in the operands' order. One
+    kernel walks every tensor, so the runtime pays one launch (one
+    parallel region on the CPU, one grid on a GPU) for the whole update.
+
+    ```mlir
+    %r:6 = gptc.multi_adamw (%w, %b) grads (%gw, %gb) m (%mw, %mb)
+        v (%vw, %vb) lr %lr step %step scale %s beta1 0.9 beta2 0.95
+        eps 1.0e-08 decays [0.1, 0.0] : tensor<8x4xf32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_FloatTensor>:$params,
+                       Variadic<Gptc_FloatTensor>:$grads,
+                       Variadic<Gptc_FloatTensor>:$m,
+                       Variadic<Gptc_FloatTensor>:$v,
+                       Gptc_F32Scalar:$lr, Gptc_I32Scalar:$step,
+                       Gptc_F32Scalar:$scale,
+                       Optional<Gptc_F32Scalar>:$skip,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       DenseF64ArrayAttr:$decays);
+  let results = (outs Variadic<Gptc_FloatTensor>:$results);
+  let assemblyFormat = [{
+    ` ` `(` $params `)` `grads` ` ` `(` $grads `)` `m` ` ` `(` $m `)`
+    `v` ` ` `(` $v `)`
+    `lr` $lr `step` $step `scale` $scale (`skip` $skip^)?
+    `beta1` $beta1 `beta2` $beta2 `eps` $eps `decays` $decays attr-dict
+    `:` type($params)
+    custom<SameAsParams>(ref(type($params)), type($grads), type($m), type($v))
+  }];
+  let extraClassDeclaration = [{
+    /// The number of parameters updated.
+    unsigned getNumParams() { return getParams().size(); }
+    ::mlir::Value getNewParam(unsigned i) { return getResult(i); }
+    ::mlir::Value getNewM(unsigned i) { return getResult(getNumParams() + i); }
+    ::mlir::Value getNewV(unsigned i) {
+      return getResult(2 * getNumParams() + i);
+    }
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

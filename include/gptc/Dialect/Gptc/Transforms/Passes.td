@@ -278,6 +278,32 @@ def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def GptcFuseOptimizerPass
+    : InterfacePass<"gptc-fuse-optimizer", "mlir::FunctionOpInterface"> {
+  let summary = "Merge the step's AdamW updates into one multi-tensor kernel";
+  let description = [{
+    The `gptc.adamw` ops of a block that share the learning rate, step,
+    clipping scale, skip flag, betas and eps become one
+    `gptc.multi_adamw` (weight decay per parameter), placed where the last
+    of them was; an update whose results are used before that point stays
+    as it is. The runtime then runs the whole optimizer step as one kernel
+    (one parallel region over every parameter, balanced by elements)
+    instead of one kernel per parameter. Runs after gptc-data-parallel,
+    so ZeRO's sliced updates are merged too.
+
+    ```mlir
+    %w1, %mw1, %vw1 = gptc.adamw %w, %gw, %mw, %vw lr %lr step %t scale %s
+        beta1 0.9 beta2 0.95 eps 1.0e-08 decay 0.1 : tensor<8x4xf32>
+    %b1, %mb1, %vb1 = gptc.adamw %b, %gb, %mb, %vb lr %lr step %t scale %s
+        beta1 0.9 beta2 0.95 eps 1.0e-08 decay 0.0 : tensor<4xf32>
+    // becomes
+    %r:6 = gptc.multi_adamw (%w, %b) grads (%gw, %gb) m (%mw, %mb)
+        v (%vw, %vb) lr %lr step %t scale %s beta1 0.9 beta2 0.95
+        eps 1.0e-08 decays [0.1, 0.0] : tensor<8x4xf32>, tensor<4xf32>
+    ```
+  }];
+}
+
 def GptcFormKernelsPass
     : InterfacePass<"gptc-form-kernels", "mlir::FunctionOpInterface"> {
   let summary = "Group the ops code generation lowers into gptc.kernel regions";
