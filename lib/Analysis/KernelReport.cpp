@@ -91,6 +91,39 @@ std::vector<KernelInfo> mlir::gptc::collectKernels(func::FuncOp func) {
   return out;
 }
 
+namespace {
+/// The runtime's library kernels of one op kind in a function.
+struct LibraryKind {
+  int64_t kernels = 0, flops = 0, bytes = 0, tensors = 0;
+};
+} // namespace
+
+/// Every op the runtime runs as a library call (not generated code): the
+/// ops of the function and of its accumulation bodies, outside
+/// gptc.kernel regions; reshapes are views and run nothing.
+static llvm::MapVector<StringRef, LibraryKind> libraryKernels(func::FuncOp f) {
+  llvm::MapVector<StringRef, LibraryKind> kinds;
+  f.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<KernelOp>(op))
+      return WalkResult::skip();
+    if (op == f.getOperation() || isa<AccumulateOp, ReshapeOp, YieldOp>(op) ||
+        op->hasTrait<OpTrait::IsTerminator>())
+      return WalkResult::advance();
+    LibraryKind &k = kinds[op->getName().getStringRef()];
+    ++k.kernels;
+    if (auto cost = dyn_cast<CostModelOpInterface>(op))
+      k.flops += cost.getFlopCount();
+    for (Value v : op->getOperands())
+      k.bytes += tensorBytes(v.getType());
+    for (Value v : op->getResults())
+      k.bytes += tensorBytes(v.getType());
+    if (auto multi = dyn_cast<MultiAdamWOp>(op))
+      k.tensors += multi.getNumParams();
+    return WalkResult::advance();
+  });
+  return kinds;
+}
+
 void mlir::gptc::printKernelReport(func::FuncOp func, raw_ostream &os) {
   std::vector<KernelInfo> kernels = collectKernels(func);
   os << "@" << func.getSymName() << ": " << kernels.size()
@@ -116,4 +149,20 @@ void mlir::gptc::printKernelReport(func::FuncOp func, raw_ostream &os) {
   for (auto [layer, n] : perLayer)
     if (layer >= 0)
       os << "  block " << layer << ": " << n << " kernels\n";
+
+  // The rest of the step: GEMMs, row reductions, attention, the optimizer
+  // and the collectives, by op.
+  llvm::MapVector<StringRef, LibraryKind> kinds = libraryKernels(func);
+  int64_t library = 0;
+  for (auto &[name, k] : kinds)
+    library += k.kernels;
+  os << "@" << func.getSymName() << ": " << library
+     << " library kernels (the runtime's own, by op)\n";
+  for (auto &[name, k] : kinds) {
+    os << "  " << name << ": " << k.kernels
+       << (k.kernels == 1 ? " kernel" : " kernels");
+    if (k.tensors)
+      os << " over " << k.tensors << " tensors";
+    os << ", " << k.flops << " FLOPs, " << k.bytes << " bytes moved\n";
+  }
 }
