@@ -40,6 +40,14 @@ tools = [
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
+# MLIR's JIT runner and its runtime libraries (mlir-22-tools, libmlir-22-dev)
+# execute lowered IR in the lowering tests.
+runner_libs = [os.path.join(config.llvm_tools_dir, "..", "lib", name)
+               for name in ("libmlir_runner_utils.so", "libmlir_c_runner_utils.so")]
+if shutil.which("mlir-runner", path=config.llvm_tools_dir) and all(map(os.path.exists, runner_libs)):
+    config.available_features.add("mlir-runner")
+    config.substitutions.append(("%mlir_runner_libs", ",".join(runner_libs)))
+
 # Optional features. `cuda-device` only where a GPU answers; `nvcc` where the
 # CUDA compiler is installed (its output is compiled for sm_90 everywhere).
 if config.gptc_have_cuda:

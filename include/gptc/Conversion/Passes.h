@@ -23,9 +23,19 @@ namespace gptc {
 
 /// Elementwise ops (add, gelu, gelu_grad, cast) to linalg.generic.
 void populateGptcElementwiseToLinalgPatterns(RewritePatternSet &patterns);
+/// constant, iota, reshape, transpose, split, concat, broadcast and
+/// reduce_sum to arith, tensor and linalg.
+void populateGptcDataMovementToLinalgPatterns(RewritePatternSet &patterns);
+/// matmul and linear to linalg.matmul / linalg.batch_matmul.
+void populateGptcContractionToLinalgPatterns(RewritePatternSet &patterns);
+/// layer_norm and softmax to row reductions (linalg.generic).
+void populateGptcNormalizationToLinalgPatterns(RewritePatternSet &patterns);
 
-/// Whether `op` is a gptc op with a lowering to linalg (the ops
-/// gptc-form-kernels may put into a kernel).
+/// Whether gptc-form-kernels may put `op` into a generated kernel: an op
+/// with a lowering to linalg whose every result row depends only on the
+/// same rows of its operands (the kernel ABI splits dimension 0 over the
+/// threads). Today the elementwise family; the other lowered families stay
+/// library calls on the CPU.
 bool hasLinalgLowering(Operation *op);
 
 #define GEN_PASS_REGISTRATION

@@ -13,13 +13,24 @@ def ConvertGptcToLinalgPass
     : InterfacePass<"convert-gptc-to-linalg", "mlir::FunctionOpInterface"> {
   let summary = "Lower gptc ops to linalg, tensor, arith and math on tensors";
   let description = [{
-    Rewrites each gptc op that has a lowering into `linalg.generic` ops on
-    tensors in destination-passing style (the destination a
-    `tensor.empty`), with the scalar arithmetic in `arith` and `math`. One
-    pattern set per op family (`populateGptcElementwiseToLinalgPatterns`).
+    Rewrites each gptc op that has a lowering into linalg ops on tensors in
+    destination-passing style (the destination a `tensor.empty`, filled
+    with the identity of a reduction), with the scalar arithmetic in
+    `arith` and `math`. One pattern set per op family: elementwise (add,
+    gelu, gelu_grad, cast: one `linalg.generic`), data movement (constant,
+    iota, reshape, transpose, split, concat, broadcast, reduce_sum:
+    `tensor` ops, `linalg.transpose`/`broadcast`, reductions as
+    `linalg.generic`), contractions (matmul, linear: `linalg.matmul` /
+    `linalg.batch_matmul` after `linalg.transpose` of transposed operands)
+    and row normalizations (layer_norm, softmax: reductions over the last
+    dimension, then one elementwise pass). 16-bit floats accumulate in f32.
     The formulas are the runtime's: the tanh of GELU is the same [13/6]
     rational approximation in f32 (vectorizable, within a few ulp of
-    `tanh`), `math.tanh` in f64.
+    `tanh`), `math.tanh` in f64; layer norm's variance is two-pass.
+    Attention, the losses, the gradients of the row ops, the optimizer and
+    the collectives have no lowering yet; on the CPU only the elementwise
+    family is compiled (the others run as library calls, see
+    `hasLinalgLowering`).
 
     ```mlir
     %y = gptc.gelu %x : tensor<4x8xf32>

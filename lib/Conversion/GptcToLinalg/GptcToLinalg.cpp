@@ -34,6 +34,9 @@ struct ConvertGptcToLinalgPass final
     FunctionOpInterface func = getOperation();
     RewritePatternSet patterns(&getContext());
     populateGptcElementwiseToLinalgPatterns(patterns);
+    populateGptcDataMovementToLinalgPatterns(patterns);
+    populateGptcContractionToLinalgPatterns(patterns);
+    populateGptcNormalizationToLinalgPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))
       return signalPassFailure();
     if (!full)

@@ -68,9 +68,9 @@ func.func @casts(%x: tensor<8xf32>) -> tensor<8xf32> {
 // Ops without a lowering stay (partial conversion); with full=1 they are an
 // error.
 // CHECK-LABEL: func.func @no_lowering
-//       CHECK: gptc.softmax
-func.func @no_lowering(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error@+1 {{'gptc.softmax' op has no lowering to linalg}}
-  %s = gptc.softmax %x : tensor<4x8xf32>
-  return %s : tensor<4x8xf32>
+//       CHECK: gptc.causal_attention
+func.func @no_lowering(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error@+1 {{'gptc.causal_attention' op has no lowering to linalg}}
+  %s = gptc.causal_attention %x, %x, %x heads 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  return %s : tensor<2x4x8xf32>
 }

@@ -1,0 +1,89 @@
+//===- Common.h - Shared helpers of the gptc-to-linalg patterns -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to lib/Conversion/GptcToLinalg: building destination tensors and
+// linalg.generic ops in the shape every pattern set uses.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_LIB_CONVERSION_GPTCTOLINALG_COMMON_H
+#define GPTC_LIB_CONVERSION_GPTCTOLINALG_COMMON_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::gptc::linalg_lowering {
+
+/// A tensor of `shape` and `element` type to write into (tensor.empty).
+inline Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                         Type element) {
+  return tensor::EmptyOp::create(b, loc, shape, element);
+}
+
+/// A tensor of `shape` filled with `value` (linalg.fill): the initial value
+/// of a reduction.
+inline Value filledTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                          FloatType element, double value) {
+  Value init = emptyTensor(b, loc, shape, element);
+  Value v = arith::ConstantOp::create(b, loc, element,
+                                      b.getFloatAttr(element, value));
+  return linalg::FillOp::create(b, loc, v, init).getResult(0);
+}
+
+/// The type reductions and products accumulate in: f32 for 16-bit floats,
+/// the element type otherwise (what the runtime's kernels do).
+inline FloatType accumulatorType(Type element) {
+  auto f = cast<FloatType>(element);
+  return f.getWidth() < 32 ? Float32Type::get(f.getContext()) : f;
+}
+
+/// Converts the float `v` to `to` (extf / truncf; identity when equal).
+inline Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
+  auto from = cast<FloatType>(v.getType());
+  auto target = cast<FloatType>(to);
+  if (from == target)
+    return v;
+  if (from.getWidth() < target.getWidth())
+    return arith::ExtFOp::create(b, loc, target, v);
+  return arith::TruncFOp::create(b, loc, target, v);
+}
+
+/// One linalg.generic over `rank` loops: `inputs` read through `inputMaps`,
+/// `inits` written through `outputMaps`, `reduced` the loops that reduce.
+inline linalg::GenericOp
+buildGeneric(OpBuilder &b, Location loc, ValueRange inputs,
+             ArrayRef<AffineMap> inputMaps, ValueRange inits,
+             ArrayRef<AffineMap> outputMaps, int64_t rank,
+             ArrayRef<int64_t> reduced,
+             function_ref<void(OpBuilder &, Location, ValueRange)> body) {
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.append(outputMaps.begin(), outputMaps.end());
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  for (int64_t d : reduced)
+    iterators[d] = utils::IteratorType::reduction;
+  SmallVector<Type> types;
+  for (Value v : inits)
+    types.push_back(v.getType());
+  return linalg::GenericOp::create(b, loc, types, inputs, inits, maps,
+                                   iterators, body);
+}
+
+/// The map from `rank` loops to the loops except those in `dropped`.
+inline AffineMap dropDims(MLIRContext *ctx, int64_t rank,
+                          ArrayRef<int64_t> dropped) {
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!llvm::is_contained(dropped, d))
+      exprs.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(rank, 0, exprs, ctx);
+}
+
+} // namespace mlir::gptc::linalg_lowering
+
+#endif // GPTC_LIB_CONVERSION_GPTCTOLINALG_COMMON_H
