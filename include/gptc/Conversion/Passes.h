@@ -28,8 +28,11 @@ void populateGptcElementwiseToLinalgPatterns(RewritePatternSet &patterns);
 void populateGptcDataMovementToLinalgPatterns(RewritePatternSet &patterns);
 /// matmul and linear to linalg.matmul / linalg.batch_matmul.
 void populateGptcContractionToLinalgPatterns(RewritePatternSet &patterns);
-/// layer_norm and softmax to row reductions (linalg.generic).
+/// layer_norm, softmax and their gradients to row reductions
+/// (linalg.generic).
 void populateGptcNormalizationToLinalgPatterns(RewritePatternSet &patterns);
+/// embedding, embedding_grad, cross_entropy and cross_entropy_grad.
+void populateGptcLossToLinalgPatterns(RewritePatternSet &patterns);
 
 /// Whether gptc-form-kernels may put `op` into a generated kernel: an op
 /// with a lowering to linalg whose every result row depends only on the

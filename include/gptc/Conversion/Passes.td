@@ -22,13 +22,16 @@ def ConvertGptcToLinalgPass
     `tensor` ops, `linalg.transpose`/`broadcast`, reductions as
     `linalg.generic`), contractions (matmul, linear: `linalg.matmul` /
     `linalg.batch_matmul` after `linalg.transpose` of transposed operands)
-    and row normalizations (layer_norm, softmax: reductions over the last
-    dimension, then one elementwise pass). 16-bit floats accumulate in f32.
+    row normalizations (layer_norm, softmax and their gradients:
+    reductions over the last dimension, then elementwise passes) and the
+    ends of the model (embedding and its scatter-add gradient,
+    cross_entropy and its gradient: the label's logit as a masked sum, no
+    gather). 16-bit floats accumulate in f32.
     The formulas are the runtime's: the tanh of GELU is the same [13/6]
     rational approximation in f32 (vectorizable, within a few ulp of
     `tanh`), `math.tanh` in f64; layer norm's variance is two-pass.
-    Attention, the losses, the gradients of the row ops, the optimizer and
-    the collectives have no lowering yet; on the CPU only the elementwise
+    Attention, the vocabulary-parallel loss ops, the optimizer ops and the
+    collectives have no lowering yet; on the CPU only the elementwise
     family is compiled (the others run as library calls, see
     `hasLinalgLowering`).
 

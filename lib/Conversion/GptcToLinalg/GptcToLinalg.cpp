@@ -37,6 +37,7 @@ struct ConvertGptcToLinalgPass final
     populateGptcDataMovementToLinalgPatterns(patterns);
     populateGptcContractionToLinalgPatterns(patterns);
     populateGptcNormalizationToLinalgPatterns(patterns);
+    populateGptcLossToLinalgPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))
       return signalPassFailure();
     if (!full)

@@ -159,9 +159,176 @@ struct SoftmaxToLinalg final : OpRewritePattern<SoftmaxOp> {
     return success();
   }
 };
+/// dx = y (dy - sum(dy y)) along the last dimension.
+struct SoftmaxGradToLinalg final : OpRewritePattern<SoftmaxGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = cast<RankedTensorType>(op.getType());
+    Type element = type.getElementType();
+    FloatType acc = accumulatorType(element);
+    RowMaps m(op.getContext(), type);
+    Value y = op.getOutput(), dy = op.getGrad();
+    Value dot = reduceRows(
+        rewriter, loc, m, acc, 0.0, {y, dy}, {m.element, m.element},
+        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
+          return arith::AddFOp::create(
+              b, l,
+              arith::MulFOp::create(b, l, convertFloat(b, l, in[0], acc),
+                                    convertFloat(b, l, in[1], acc)),
+              s);
+        });
+    Value out = emptyTensor(rewriter, loc, type.getShape(), element);
+    auto dx = buildGeneric(
+        rewriter, loc, {y, dy, dot}, {m.element, m.element, m.row}, {out},
+        {m.element}, m.rank, {},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value v = arith::MulFOp::create(
+              b, l, convertFloat(b, l, args[0], acc),
+              arith::SubFOp::create(b, l, convertFloat(b, l, args[1], acc),
+                                    args[2]));
+          linalg::YieldOp::create(b, l, convertFloat(b, l, v, element));
+        });
+    rewriter.replaceOp(op, dx.getResults());
+    return success();
+  }
+};
+
+/// With n = (x - mean) rstd and dn = dy gamma (the runtime's formulas):
+///   dx = rstd (dn - mean(dn) - n mean(dn n)),
+///   dgamma = sum over rows of dy n, dbeta = sum over rows of dy.
+struct LayerNormGradToLinalg final : OpRewritePattern<LayerNormGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LayerNormGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    Type element = type.getElementType();
+    FloatType acc = accumulatorType(element);
+    RowMaps m(ctx, type);
+    double cols = static_cast<double>(type.getDimSize(m.rank - 1));
+    double eps = op.getEpsilon().convertToDouble();
+    auto constant = [&](OpBuilder &b, Location l, double v) -> Value {
+      return arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, v));
+    };
+    Value x = op.getInput(), gamma = op.getGamma(), dy = op.getGrad();
+    Value sum = reduceRows(
+        rewriter, loc, m, acc, 0.0, {x}, {m.element},
+        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
+          return arith::AddFOp::create(b, l, convertFloat(b, l, in[0], acc), s);
+        });
+    Value squares = reduceRows(
+        rewriter, loc, m, acc, 0.0, {x, sum}, {m.element, m.row},
+        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
+          Value mean = arith::DivFOp::create(b, l, in[1], constant(b, l, cols));
+          Value d =
+              arith::SubFOp::create(b, l, convertFloat(b, l, in[0], acc), mean);
+          return arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, d, d),
+                                       s);
+        });
+    // The normalized value of an element from the row's sums.
+    auto normalized = [&](OpBuilder &b, Location l, Value xv, Value s,
+                          Value sq) -> std::pair<Value, Value> {
+      Value c = constant(b, l, cols);
+      Value mean = arith::DivFOp::create(b, l, s, c);
+      Value var = arith::DivFOp::create(b, l, sq, c);
+      Value rstd = arith::DivFOp::create(
+          b, l, constant(b, l, 1.0),
+          math::SqrtOp::create(
+              b, l, arith::AddFOp::create(b, l, var, constant(b, l, eps))));
+      Value n = arith::MulFOp::create(
+          b, l, arith::SubFOp::create(b, l, convertFloat(b, l, xv, acc), mean),
+          rstd);
+      return {n, rstd};
+    };
+    // Per row: sum(dn) and sum(dn n).
+    Value dnInit = filledTensor(rewriter, loc, m.rowShape, acc, 0.0);
+    Value dnnInit = filledTensor(rewriter, loc, m.rowShape, acc, 0.0);
+    auto rowSums = buildGeneric(
+        rewriter, loc, {x, sum, squares, gamma, dy},
+        {m.element, m.row, m.row, m.column, m.element}, {dnInit, dnnInit},
+        {m.row, m.row}, m.rank, {m.rank - 1},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value n = normalized(b, l, args[0], args[1], args[2]).first;
+          Value dn =
+              arith::MulFOp::create(b, l, convertFloat(b, l, args[4], acc),
+                                    convertFloat(b, l, args[3], acc));
+          linalg::YieldOp::create(
+              b, l,
+              ValueRange{
+                  arith::AddFOp::create(b, l, args[5], dn),
+                  arith::AddFOp::create(b, l, args[6],
+                                        arith::MulFOp::create(b, l, dn, n))});
+        });
+    Value out = emptyTensor(rewriter, loc, type.getShape(), element);
+    auto dx = buildGeneric(
+        rewriter, loc,
+        {x, sum, squares, gamma, dy, rowSums.getResult(0),
+         rowSums.getResult(1)},
+        {m.element, m.row, m.row, m.column, m.element, m.row, m.row}, {out},
+        {m.element}, m.rank, {},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          auto [n, rstd] = normalized(b, l, args[0], args[1], args[2]);
+          Value c = constant(b, l, cols);
+          Value dn =
+              arith::MulFOp::create(b, l, convertFloat(b, l, args[4], acc),
+                                    convertFloat(b, l, args[3], acc));
+          Value meanDn = arith::DivFOp::create(b, l, args[5], c);
+          Value meanDnN = arith::DivFOp::create(b, l, args[6], c);
+          Value v = arith::MulFOp::create(
+              b, l, rstd,
+              arith::SubFOp::create(b, l,
+                                    arith::SubFOp::create(b, l, dn, meanDn),
+                                    arith::MulFOp::create(b, l, n, meanDnN)));
+          linalg::YieldOp::create(b, l, convertFloat(b, l, v, element));
+        });
+    // dgamma and dbeta: sums over every dimension but the last.
+    SmallVector<int64_t> rows =
+        llvm::to_vector(llvm::seq<int64_t>(0, m.rank - 1));
+    int64_t cols64 = type.getDimSize(m.rank - 1);
+    Value gInit = filledTensor(rewriter, loc, {cols64}, acc, 0.0);
+    Value bInit = filledTensor(rewriter, loc, {cols64}, acc, 0.0);
+    auto params = buildGeneric(
+        rewriter, loc, {x, sum, squares, dy},
+        {m.element, m.row, m.row, m.element}, {gInit, bInit},
+        {m.column, m.column}, m.rank, rows,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value n = normalized(b, l, args[0], args[1], args[2]).first;
+          Value d = convertFloat(b, l, args[3], acc);
+          linalg::YieldOp::create(
+              b, l,
+              ValueRange{arith::AddFOp::create(
+                             b, l, args[4], arith::MulFOp::create(b, l, d, n)),
+                         arith::AddFOp::create(b, l, args[5], d)});
+        });
+    auto round = [&](Value v, RankedTensorType to) -> Value {
+      if (to.getElementType() == acc)
+        return v;
+      Value o = emptyTensor(rewriter, loc, to.getShape(), to.getElementType());
+      AffineMap id = rewriter.getMultiDimIdentityMap(to.getRank());
+      return buildGeneric(
+                 rewriter, loc, {v}, {id}, {o}, {id}, to.getRank(), {},
+                 [&](OpBuilder &b, Location l, ValueRange args) {
+                   linalg::YieldOp::create(
+                       b, l, convertFloat(b, l, args[0], to.getElementType()));
+                 })
+          .getResult(0);
+    };
+    rewriter.replaceOp(
+        op, {dx.getResult(0),
+             round(params.getResult(0),
+                   cast<RankedTensorType>(op.getGammaGrad().getType())),
+             round(params.getResult(1),
+                   cast<RankedTensorType>(op.getBetaGrad().getType()))});
+    return success();
+  }
+};
 } // namespace
 
 void mlir::gptc::populateGptcNormalizationToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<LayerNormToLinalg, SoftmaxToLinalg>(patterns.getContext());
+  patterns.add<LayerNormToLinalg, SoftmaxToLinalg, SoftmaxGradToLinalg,
+               LayerNormGradToLinalg>(patterns.getContext());
 }

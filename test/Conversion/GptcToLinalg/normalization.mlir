@@ -37,3 +37,31 @@ func.func @softmax_bf16(%s: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
   %z = gptc.softmax %s : tensor<4x8xbf16>
   return %z : tensor<4x8xbf16>
 }
+
+// -----
+
+// softmax_grad: the row dot product of y and dy, then y (dy - dot).
+// CHECK-LABEL: func.func @softmax_grad
+// CHECK: %[[DOT:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: linalg.generic {{.*}} ins(%arg0, %arg1, %[[DOT]] : {{.*}}) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK:   arith.subf
+// CHECK:   arith.mulf
+func.func @softmax_grad(%y: tensor<4x8xf32>, %dy: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %d = gptc.softmax_grad %y, %dy : tensor<4x8xf32>
+  return %d : tensor<4x8xf32>
+}
+
+// -----
+
+// layer_norm_grad: the row statistics, the rows' sums of dn and dn n (one
+// generic, two results), dx elementwise, and dgamma, dbeta as sums over
+// the rows (one generic, two results).
+// CHECK-LABEL: func.func @layer_norm_grad
+// CHECK: %[[DN:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} {{.*}} outs(%{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<2x3xf32>)
+// CHECK: %[[DX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]} {{.*}} outs(%{{.*}} : tensor<2x3x8xf32>)
+// CHECK: %[[P:.*]]:2 = linalg.generic {{.*}} iterator_types = ["reduction", "reduction", "parallel"]} {{.*}} outs(%{{.*}}, %{{.*}} : tensor<8xf32>, tensor<8xf32>)
+// CHECK: return %[[DX]], %[[P]]#0, %[[P]]#1
+func.func @layer_norm_grad(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>, %dy: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %dx, %dg, %db = gptc.layer_norm_grad %x, %g, %dy eps 1.0e-05 : tensor<2x3x8xf32>, tensor<8xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %dx, %dg, %db : tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>
+}

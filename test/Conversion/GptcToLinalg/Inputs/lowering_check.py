@@ -35,6 +35,21 @@ class Module:
         self.lines.append(f"  {name} = arith.constant dense<{dense(a)}> : {ty(a.shape)}")
         return name
 
+    def iconst(self, a):
+        self.n += 1
+        name = f"%c{self.n}"
+        body = np.array2string(np.asarray(a, np.int32), separator=", ",
+                               threshold=1 << 30).replace("\n", "")
+        self.lines.append(f"  {name} = arith.constant dense<{body}> : {ty(a.shape, 'i32')}")
+        return name
+
+    def show(self, value, shape, ref):
+        """Prints an already computed value."""
+        self.n += 1
+        self.lines.append(f"  %u{self.n} = tensor.cast {value} : {ty(shape)} to tensor<*xf32>")
+        self.lines.append(f"  call @printMemrefF32(%u{self.n}) : (tensor<*xf32>) -> ()")
+        self.refs.append(np.asarray(ref, np.float64))
+
     def op(self, text, shape, ref):
         self.n += 1
         name = f"%r{self.n}"
@@ -99,6 +114,68 @@ def build():
          (2, 3, 8), np.concatenate([xr, xr], 2))
     m.lines.append(f"  %s:2 = gptc.split {cxr} axis 1 : {ty(xr.shape)} -> {ty((2, 1, 4))}, {ty((2, 2, 4))}")
     m.op(f"gptc.add %s#1, %s#1 : {ty((2, 2, 4))}", (2, 2, 4), 2 * xr[:, 1:].astype(np.float64))
+
+    # Gradients of the row normalizations.
+    y = e / e.sum(-1, keepdims=True)
+    dy = f(4, 9)
+    cyy, cdy = m.const(y.astype(np.float32)), m.const(dy)
+    yd = y.astype(np.float32).astype(np.float64)
+    m.op(f"gptc.softmax_grad {cyy}, {cdy} : {ty(y.shape)}", y.shape,
+         yd * (dy - (dy * yd).sum(-1, keepdims=True)))
+    dyn = f(2, 3, 16)
+    cdyn = m.const(dyn)
+    m.lines.append(f"  %lg:3 = gptc.layer_norm_grad {cxn}, {cg}, {cdyn} eps 1.0e-05 : "
+                   f"{ty(xn.shape)}, {ty(g.shape)}, {ty(dyn.shape)} -> {ty(xn.shape)}, {ty(g.shape)}, {ty(g.shape)}")
+    rstd = 1 / np.sqrt(var + 1e-5)
+    nrm = (xd - mean) * rstd
+    dn = dyn * g
+    dx = rstd * (dn - dn.mean(-1, keepdims=True) - nrm * (dn * nrm).mean(-1, keepdims=True))
+    m.show("%lg#0", xn.shape, dx)
+    m.show("%lg#1", g.shape, (dyn * nrm).sum((0, 1)))
+    m.show("%lg#2", g.shape, dyn.sum((0, 1)))
+
+    # Embedding, plain and as a block of rows [2, 8) of a larger table;
+    # its gradient, a scatter-add.
+    table, ids = f(6, 5), rng.integers(0, 10, (2, 3)).astype(np.int32)
+    ct, cids = m.const(table), m.iconst(ids)
+    ids6 = ids % 6
+    cids6 = m.iconst(ids6)
+    m.op(f"gptc.embedding {cids6}, {ct} : {ty(ids.shape, 'i32')}, {ty(table.shape)} -> {ty((2, 3, 5))}",
+         (2, 3, 5), table[ids6])
+    m.lines.append("  %off = arith.constant dense<2> : tensor<i32>")
+    block = np.where(((ids - 2) >= 0)[..., None] & ((ids - 2) < 6)[..., None],
+                     table[np.clip(ids - 2, 0, 5)], 0)
+    m.op(f"gptc.embedding {cids}, {ct} offset %off : {ty(ids.shape, 'i32')}, {ty(table.shape)} -> {ty((2, 3, 5))}",
+         (2, 3, 5), block)
+    ge = f(2, 3, 5)
+    cge = m.const(ge)
+    scatter = np.zeros((6, 5))
+    for (i, j), v in np.ndenumerate(ids):
+        if 0 <= v - 2 < 6:
+            scatter[v - 2] += ge[i, j]
+    m.op(f"gptc.embedding_grad {cids}, {cge} offset %off : {ty(ids.shape, 'i32')}, {ty(ge.shape)} -> {ty((6, 5))}",
+         (6, 5), scatter)
+
+    # Cross-entropy: the mean over kept labels (label 3 ignored), then over a
+    # normalizer; its gradient.
+    logits, labels = f(2, 4, 7) * 2, rng.integers(0, 7, (2, 4)).astype(np.int32)
+    labels[0, 1] = 3
+    cl, clab = m.const(logits), m.iconst(labels)
+    ld = logits.astype(np.float64)
+    lse = np.log(np.exp(ld - ld.max(-1, keepdims=True)).sum(-1)) + ld.max(-1)
+    per = lse - np.take_along_axis(ld, labels[..., None], -1)[..., 0]
+    kept = labels != 3
+    m.op(f"gptc.cross_entropy {cl}, {clab} ignore 3 : {ty(logits.shape)}, {ty(labels.shape, 'i32')} -> tensor<f32>",
+         (), per[kept].sum() / kept.sum())
+    m.lines.append("  %norm = arith.constant dense<20.0> : tensor<f32>")
+    m.op(f"gptc.cross_entropy {cl}, {clab} over %norm : {ty(logits.shape)}, {ty(labels.shape, 'i32')}, tensor<f32> -> tensor<f32>",
+         (), per.sum() / 20)
+    m.lines.append("  %dl = arith.constant dense<0.5> : tensor<f32>")
+    p = np.exp(ld - lse[..., None])
+    onehot = np.eye(7)[labels]
+    grad = 0.5 * (p - onehot) / kept.sum() * kept[..., None]
+    m.op(f"gptc.cross_entropy_grad {cl}, {clab}, %dl ignore 3 : {ty(logits.shape)}, {ty(labels.shape, 'i32')}, tensor<f32> -> {ty(logits.shape)}",
+         logits.shape, grad)
     return m
 
 

@@ -1,0 +1,67 @@
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(convert-gptc-to-linalg{full=1}))' | FileCheck %s
+
+// embedding: a parallel generic over the result reading the id's row of
+// the table; with an offset, ids outside the block give 0.
+// CHECK-LABEL: func.func @embedding
+// CHECK: %[[E:.*]] = tensor.extract %arg2[]
+// CHECK: %[[OFF:.*]] = arith.extsi %[[E]] : i32 to i64
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0 : tensor<2x3xi32>) outs(%{{.*}} : tensor<2x3x5xf32>)
+// CHECK:   arith.subi %{{.*}}, %[[OFF]]
+// CHECK:   tensor.extract %arg1[%{{.*}}, %{{.*}}] : tensor<6x5xf32>
+// CHECK:   arith.select
+func.func @embedding(%ids: tensor<2x3xi32>, %table: tensor<6x5xf32>, %off: tensor<i32>) -> tensor<2x3x5xf32> {
+  %e = gptc.embedding %ids, %table offset %off : tensor<2x3xi32>, tensor<6x5xf32> -> tensor<2x3x5xf32>
+  return %e : tensor<2x3x5xf32>
+}
+
+// -----
+
+// embedding_grad: a reduction over the positions into every row.
+// CHECK-LABEL: func.func @embedding_grad
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%arg0, %arg1 : tensor<2x3xi32>, tensor<2x3x5xf32>) outs(%{{.*}} : tensor<6x5xf32>)
+// CHECK:   linalg.index 0
+// CHECK:   arith.cmpi eq
+// CHECK:   arith.select
+func.func @embedding_grad(%ids: tensor<2x3xi32>, %g: tensor<2x3x5xf32>) -> tensor<6x5xf32> {
+  %d = gptc.embedding_grad %ids, %g : tensor<2x3xi32>, tensor<2x3x5xf32> -> tensor<6x5xf32>
+  return %d : tensor<6x5xf32>
+}
+
+// -----
+
+// cross_entropy: per row the maximum, then the sum of shifted exponentials
+// and the label's logit in one pass (a masked sum, no gather), the kept
+// rows' losses summed and divided by the number of kept labels.
+// CHECK-LABEL: func.func @cross_entropy
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0 : tensor<2x4x7xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK:   arith.maximumf
+// CHECK: %[[ROWS:.*]]:2 = linalg.generic {{.*}} ins(%arg0, %arg1, %[[MAX]] : {{.*}}) outs(%{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK:   math.exp
+// CHECK:   linalg.index 2
+// CHECK:   arith.select
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]} ins(%arg1, %[[MAX]], %[[ROWS]]#0, %[[ROWS]]#1 : {{.*}}) outs(%{{.*}} : tensor<f32>)
+// CHECK:   math.log
+// CHECK:   arith.cmpi ne
+// CHECK: %[[N:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<2x4xi32>) outs(%{{.*}} : tensor<f32>)
+// CHECK: linalg.generic {{.*}} ins(%[[SUM]], %[[N]] : tensor<f32>, tensor<f32>) outs(%{{.*}} : tensor<f32>)
+// CHECK:   arith.divf
+func.func @cross_entropy(%logits: tensor<2x4x7xf32>, %labels: tensor<2x4xi32>) -> tensor<f32> {
+  %l = gptc.cross_entropy %logits, %labels ignore -1 : tensor<2x4x7xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// cross_entropy_grad over a normalizer: softmax minus the one-hot label,
+// times the incoming gradient over the normalizer.
+// CHECK-LABEL: func.func @cross_entropy_grad
+// CHECK: tensor.extract %arg3[]
+// CHECK: tensor.from_elements
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0, %arg1, %{{.*}}, %{{.*}}, %arg2, %{{.*}} : {{.*}}) outs(%{{.*}} : tensor<2x4x7xf32>)
+// CHECK:   math.exp
+// CHECK:   arith.select
+// CHECK:   arith.mulf
+func.func @cross_entropy_grad(%logits: tensor<2x4x7xf32>, %labels: tensor<2x4xi32>, %g: tensor<f32>, %n: tensor<f32>) -> tensor<2x4x7xf32> {
+  %d = gptc.cross_entropy_grad %logits, %labels, %g over %n : tensor<2x4x7xf32>, tensor<2x4xi32>, tensor<f32>, tensor<f32> -> tensor<2x4x7xf32>
+  return %d : tensor<2x4x7xf32>
+}
