@@ -33,6 +33,8 @@ void populateGptcContractionToLinalgPatterns(RewritePatternSet &patterns);
 void populateGptcNormalizationToLinalgPatterns(RewritePatternSet &patterns);
 /// embedding, embedding_grad, cross_entropy and cross_entropy_grad.
 void populateGptcLossToLinalgPatterns(RewritePatternSet &patterns);
+/// The norm, schedule, clipping, loss scaling, token count and AdamW ops.
+void populateGptcOptimizerToLinalgPatterns(RewritePatternSet &patterns);
 
 /// Whether gptc-form-kernels may put `op` into a generated kernel: an op
 /// with a lowering to linalg whose every result row depends only on the

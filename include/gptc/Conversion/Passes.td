@@ -26,12 +26,15 @@ def ConvertGptcToLinalgPass
     reductions over the last dimension, then elementwise passes) and the
     ends of the model (embedding and its scatter-add gradient,
     cross_entropy and its gradient: the label's logit as a masked sum, no
-    gather). 16-bit floats accumulate in f32.
+    gather) and the optimizer (the norm's sums in f64, the schedule,
+    clipping and fp16's loss scaler on scalars, AdamW and multi_adamw as
+    elementwise generics with three results). 16-bit floats accumulate in
+    f32.
     The formulas are the runtime's: the tanh of GELU is the same [13/6]
     rational approximation in f32 (vectorizable, within a few ulp of
     `tanh`), `math.tanh` in f64; layer norm's variance is two-pass.
-    Attention, the vocabulary-parallel loss ops, the optimizer ops and the
-    collectives have no lowering yet; on the CPU only the elementwise
+    Attention (the runtime's kernels), the vocabulary-parallel loss ops and
+    the collectives have no lowering yet; on the CPU only the elementwise
     family is compiled (the others run as library calls, see
     `hasLinalgLowering`).
 

@@ -38,6 +38,7 @@ struct ConvertGptcToLinalgPass final
     populateGptcContractionToLinalgPatterns(patterns);
     populateGptcNormalizationToLinalgPatterns(patterns);
     populateGptcLossToLinalgPatterns(patterns);
+    populateGptcOptimizerToLinalgPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))
       return signalPassFailure();
     if (!full)

@@ -43,8 +43,17 @@ class Module:
         self.lines.append(f"  {name} = arith.constant dense<{body}> : {ty(a.shape, 'i32')}")
         return name
 
+    def copy(self, value, t):
+        """A writable copy of `value` (printing a folded constant directly
+        would hand the runtime a read-only buffer)."""
+        self.n += 1
+        self.lines.append(f"  %e{self.n} = tensor.empty() : {t}")
+        self.lines.append(f"  %k{self.n} = linalg.copy ins({value} : {t}) outs(%e{self.n} : {t}) -> {t}")
+        return f"%k{self.n}"
+
     def show(self, value, shape, ref):
         """Prints an already computed value."""
+        value = self.copy(value, ty(shape))
         self.n += 1
         self.lines.append(f"  %u{self.n} = tensor.cast {value} : {ty(shape)} to tensor<*xf32>")
         self.lines.append(f"  call @printMemrefF32(%u{self.n}) : (tensor<*xf32>) -> ()")
@@ -58,8 +67,16 @@ class Module:
         self.lines.append(f"  call @printMemrefF32(%u{self.n}) : (tensor<*xf32>) -> ()")
         self.refs.append(np.asarray(ref, np.float64))
 
+    def show_i32(self, value, shape, ref):
+        value = self.copy(value, ty(shape, "i32"))
+        self.n += 1
+        self.lines.append(f"  %u{self.n} = tensor.cast {value} : {ty(shape, 'i32')} to tensor<*xi32>")
+        self.lines.append(f"  call @printMemrefI32(%u{self.n}) : (tensor<*xi32>) -> ()")
+        self.refs.append(np.asarray(ref, np.float64))
+
     def text(self):
         return ("func.func private @printMemrefF32(tensor<*xf32>)\n"
+                "func.func private @printMemrefI32(tensor<*xi32>)\n"
                 "func.func @main() {\n" + "\n".join(self.lines) +
                 "\n  return\n}\n")
 
@@ -176,6 +193,74 @@ def build():
     grad = 0.5 * (p - onehot) / kept.sum() * kept[..., None]
     m.op(f"gptc.cross_entropy_grad {cl}, {clab}, %dl ignore 3 : {ty(logits.shape)}, {ty(labels.shape, 'i32')}, tensor<f32> -> {ty(logits.shape)}",
          logits.shape, grad)
+
+    # The optimizer: AdamW (plain, skipped, and two tensors in one
+    # multi_adamw), the gradient norm, clipping, the schedule, fp16's loss
+    # scaling and the token count.
+    pw, gw, mw, vw = f(3, 4), f(3, 4), f(3, 4) * 0.1, np.abs(f(3, 4)) * 0.01
+    pb, gb, mb, vb = f(4), f(4), f(4) * 0.1, np.abs(f(4)) * 0.01
+    cpw, cgw, cmw, cvw = (m.const(a) for a in (pw, gw, mw, vw))
+    cpb, cgb, cmb, cvb = (m.const(a) for a in (pb, gb, mb, vb))
+    m.lines.append("  %lr = arith.constant dense<1.0e-02> : tensor<f32>")
+    m.lines.append("  %step = arith.constant dense<4> : tensor<i32>")
+    m.lines.append("  %scale = arith.constant dense<0.5> : tensor<f32>")
+    m.lines.append("  %skip = arith.constant dense<1.0> : tensor<f32>")
+
+    def adamw(p, g, mm, vv, wd, lr=1e-2, step=4, scale=0.5, b1=0.9, b2=0.95, eps=1e-8):
+        p, g, mm, vv = (a.astype(np.float64) for a in (p, g, mm, vv))
+        t = step + 1
+        grad = g * scale
+        m1 = mm + (1 - b1) * (grad - mm)
+        v1 = vv * b2 + (1 - b2) * grad * grad
+        denom = np.sqrt(v1) / np.sqrt(1 - b2 ** t) + eps
+        return p * (1 - lr * wd) - lr / (1 - b1 ** t) * m1 / denom, m1, v1
+
+    m.lines.append(f"  %aw:3 = gptc.adamw {cpw}, {cgw}, {cmw}, {cvw} lr %lr step %step scale %scale "
+                   f"beta1 0.9 beta2 0.95 eps 1.0e-8 decay 0.1 : {ty(pw.shape)}")
+    for i, r in enumerate(adamw(pw, gw, mw, vw, 0.1)):
+        m.show(f"%aw#{i}", pw.shape, r)
+    m.lines.append(f"  %as:3 = gptc.adamw {cpw}, {cgw}, {cmw}, {cvw} lr %lr step %step scale %scale skip %skip "
+                   f"beta1 0.9 beta2 0.95 eps 1.0e-8 decay 0.1 : {ty(pw.shape)}")
+    m.show("%as#0", pw.shape, pw)
+    m.lines.append(f"  %ma:6 = gptc.multi_adamw ({cpw}, {cpb}) grads ({cgw}, {cgb}) m ({cmw}, {cmb}) "
+                   f"v ({cvw}, {cvb}) lr %lr step %step scale %scale beta1 0.9 beta2 0.95 eps 1.0e-8 "
+                   f"decays [0.1, 0.0] : {ty(pw.shape)}, {ty(pb.shape)}")
+    rw, rb = adamw(pw, gw, mw, vw, 0.1), adamw(pb, gb, mb, vb, 0.0)
+    for j in range(3):
+        m.show(f"%ma#{j * 2}", pw.shape, rw[j])
+        m.show(f"%ma#{j * 2 + 1}", pb.shape, rb[j])
+    total = (gw.astype(np.float64) ** 2).sum() + (gb.astype(np.float64) ** 2).sum()
+    m.op(f"gptc.global_norm {cgw}, {cgb} : {ty(gw.shape)}, {ty(gb.shape)}", (), np.sqrt(total))
+    m.op(f"gptc.sum_squares {cgw}, {cgb} : {ty(gw.shape)}, {ty(gb.shape)}", (), total)
+    m.lines.append("  %five = arith.constant dense<5.0> : tensor<f32>")
+    m.lines.append("  %four = arith.constant dense<4.0> : tensor<f32>")
+    m.op("gptc.clip_scale %five max 1.0", (), 1 / (5 + 1e-6))
+    m.op("gptc.clip_scale %five max 1.0 loss_scale %four", (), min(1.0, 1 / (5 / 4 + 1e-6)) / 4)
+    m.op("gptc.sqrt %five", (), np.sqrt(5))
+    m.op("gptc.div %five, %four", (), 1.25)
+    m.lines.append("  %s1 = arith.constant dense<1> : tensor<i32>")
+    m.lines.append("  %s5 = arith.constant dense<5> : tensor<i32>")
+    m.op('gptc.learning_rate %s1 peak 6.0e-4 min 6.0e-5 warmup 4 total 20 "cosine"', (), 6e-4 * 2 / 4)
+    m.op('gptc.learning_rate %s5 peak 6.0e-4 min 6.0e-5 warmup 4 total 20 "cosine"', (),
+         6e-5 + 0.5 * (1 + np.cos(np.pi * 1 / 16)) * (6e-4 - 6e-5))
+    m.op('gptc.learning_rate %s5 peak 6.0e-4 min 6.0e-5 warmup 4 total 20 "linear"', (),
+         6e-5 + (1 - 1 / 16) * (6e-4 - 6e-5))
+    m.lines.append("  %withinf = arith.constant dense<[1.0, 0x7F800000, 2.0]> : tensor<3xf32>")
+    m.op("gptc.found_inf %withinf : tensor<3xf32>", (), 1.0)
+    m.op(f"gptc.found_inf {cgw} : {ty(gw.shape)}", (), 0.0)
+    m.op(f"gptc.count_tokens {clab} ignore 3 : {ty(labels.shape, 'i32')}", (), kept.sum())
+    m.lines.append("  %ls = arith.constant dense<1024.0> : tensor<f32>")
+    m.lines.append("  %good = arith.constant dense<3> : tensor<i32>")
+    m.lines.append("  %upd = arith.constant dense<7> : tensor<i32>")
+    m.lines.append("  %ok = arith.constant dense<0.0> : tensor<f32>")
+    m.lines.append("  %lsu:3 = gptc.loss_scale_update %ls, %good, %upd, %ok growth 2.0 backoff 0.5 interval 4")
+    m.show("%lsu#0", (), 2048.0)
+    m.show_i32("%lsu#1", (), 0)
+    m.show_i32("%lsu#2", (), 8)
+    m.lines.append("  %lso:3 = gptc.loss_scale_update %ls, %good, %upd, %skip growth 2.0 backoff 0.5 interval 4")
+    m.show("%lso#0", (), 512.0)
+    m.show_i32("%lso#1", (), 0)
+    m.show_i32("%lso#2", (), 7)
     return m
 
 
