@@ -33,8 +33,8 @@ def ConvertGptcToLinalgPass
     The formulas are the runtime's: the tanh of GELU is the same [13/6]
     rational approximation in f32 (vectorizable, within a few ulp of
     `tanh`), `math.tanh` in f64; layer norm's variance is two-pass.
-    Attention (the runtime's kernels), the vocabulary-parallel loss ops and
-    the collectives have no lowering yet; on the CPU only the elementwise
+    Attention (the runtime's kernels), `shard_offset` and the collectives
+    (`shard` ops) have no lowering; on the CPU only the elementwise
     family is compiled (the others run as library calls, see
     `hasLinalgLowering`).
 

@@ -371,9 +371,286 @@ struct CrossEntropyGradToLinalg final : OpRewritePattern<CrossEntropyGradOp> {
     return success();
   }
 };
+/// `v` (rows of the accumulator type) rounded to `to`'s element type.
+Value roundRows(OpBuilder &b, Location loc, Value v, RankedTensorType to) {
+  auto from = cast<RankedTensorType>(v.getType());
+  if (from.getElementType() == to.getElementType())
+    return v;
+  Value out = emptyTensor(b, loc, to.getShape(), to.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(to.getRank());
+  return buildGeneric(b, loc, {v}, {id}, {out}, {id}, to.getRank(), {},
+                      [&](OpBuilder &nb, Location l, ValueRange args) {
+                        linalg::YieldOp::create(
+                            nb, l,
+                            convertFloat(nb, l, args[0], to.getElementType()));
+                      })
+      .getResult(0);
+}
+
+/// The maximum of each row (the last dimension).
+struct RowMaxToLinalg final : OpRewritePattern<RowMaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(RowMaxOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    auto type = cast<RankedTensorType>(op.getType());
+    FloatType acc = accumulatorType(input.getElementType());
+    int64_t rank = input.getRank();
+    Value init = filledTensor(rewriter, loc, type.getShape(), acc,
+                              -std::numeric_limits<double>::infinity());
+    Value max =
+        buildGeneric(rewriter, loc, {op.getInput()},
+                     {rewriter.getMultiDimIdentityMap(rank)}, {init},
+                     {dropDims(op.getContext(), rank, {rank - 1})}, rank,
+                     {rank - 1},
+                     [&](OpBuilder &b, Location l, ValueRange args) {
+                       linalg::YieldOp::create(
+                           b, l,
+                           arith::MaximumFOp::create(
+                               b, l, convertFloat(b, l, args[0], acc), args[1])
+                               .getResult());
+                     })
+            .getResult(0);
+    rewriter.replaceOp(op, roundRows(rewriter, loc, max, type));
+    return success();
+  }
+};
+
+/// The global vocabulary id of column `j` of this rank's block, and
+/// whether it is a real id (below `vocab_size`, when set).
+std::pair<Value, Value> blockId(OpBuilder &b, Location l, int64_t column,
+                                Value offset,
+                                std::optional<int64_t> vocabSize) {
+  Value id = arith::AddIOp::create(
+      b, l, toI64(b, l, linalg::IndexOp::create(b, l, column)), offset);
+  Value real = arith::ConstantOp::create(b, l, b.getBoolAttr(true));
+  if (vocabSize)
+    real = arith::CmpIOp::create(
+        b, l, arith::CmpIPredicate::slt, id,
+        arith::ConstantOp::create(b, l, b.getI64IntegerAttr(*vocabSize)));
+  return {id, real};
+}
+
+/// sum_exp and target of this rank's vocabulary block, per row.
+struct VocabPartialsToLinalg final : OpRewritePattern<VocabParallelPartialsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(VocabParallelPartialsOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto logits = cast<RankedTensorType>(op.getLogits().getType());
+    FloatType acc = accumulatorType(logits.getElementType());
+    int64_t rank = logits.getRank();
+    AffineMap elem = rewriter.getMultiDimIdentityMap(rank);
+    AffineMap row = dropDims(ctx, rank, {rank - 1});
+    ArrayRef<int64_t> rows = logits.getShape().drop_back();
+    Value offset =
+        toI64(rewriter, loc, scalarOf(rewriter, loc, op.getOffset()));
+    std::optional<int64_t> vocabSize = op.getVocabSize();
+    auto pass = buildGeneric(
+        rewriter, loc, {op.getLogits(), op.getMax(), op.getLabels()},
+        {elem, row, row},
+        {filledTensor(rewriter, loc, rows, acc, 0.0),
+         filledTensor(rewriter, loc, rows, acc, 0.0)},
+        {row, row}, rank, {rank - 1},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          auto [id, real] = blockId(b, l, rank - 1, offset, vocabSize);
+          Value x = convertFloat(b, l, args[0], acc);
+          Value zero =
+              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 0.0));
+          Value e = math::ExpOp::create(
+              b, l,
+              arith::SubFOp::create(b, l, x, convertFloat(b, l, args[1], acc)));
+          e = arith::SelectOp::create(b, l, real, e, zero);
+          Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                            toI64(b, l, args[2]), id);
+          Value t = arith::SelectOp::create(b, l, hit, x, zero);
+          linalg::YieldOp::create(
+              b, l,
+              ValueRange{arith::AddFOp::create(b, l, args[3], e),
+                         arith::AddFOp::create(b, l, args[4], t)});
+        });
+    rewriter.replaceOp(
+        op, {roundRows(rewriter, loc, pass.getResult(0),
+                       cast<RankedTensorType>(op.getSumExp().getType())),
+             roundRows(rewriter, loc, pass.getResult(1),
+                       cast<RankedTensorType>(op.getTarget().getType()))});
+    return success();
+  }
+};
+
+/// exp(logits - max) d_sum_exp + [label is the column] d_target; 0 for
+/// padding ids.
+struct VocabPartialsGradToLinalg final
+    : OpRewritePattern<VocabParallelPartialsGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(VocabParallelPartialsGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto type = cast<RankedTensorType>(op.getType());
+    FloatType acc = accumulatorType(type.getElementType());
+    int64_t rank = type.getRank();
+    AffineMap elem = rewriter.getMultiDimIdentityMap(rank);
+    AffineMap row = dropDims(ctx, rank, {rank - 1});
+    Value offset =
+        toI64(rewriter, loc, scalarOf(rewriter, loc, op.getOffset()));
+    std::optional<int64_t> vocabSize = op.getVocabSize();
+    Value out =
+        emptyTensor(rewriter, loc, type.getShape(), type.getElementType());
+    auto d = buildGeneric(
+        rewriter, loc,
+        {op.getLogits(), op.getMax(), op.getLabels(), op.getDSumExp(),
+         op.getDTarget()},
+        {elem, row, row, row, row}, {out}, {elem}, rank, {},
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          auto [id, real] = blockId(b, l, rank - 1, offset, vocabSize);
+          Value zero =
+              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 0.0));
+          Value e = math::ExpOp::create(
+              b, l,
+              arith::SubFOp::create(b, l, convertFloat(b, l, args[0], acc),
+                                    convertFloat(b, l, args[1], acc)));
+          Value g =
+              arith::MulFOp::create(b, l, e, convertFloat(b, l, args[3], acc));
+          Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                            toI64(b, l, args[2]), id);
+          g = arith::AddFOp::create(
+              b, l, g,
+              arith::SelectOp::create(b, l, hit,
+                                      convertFloat(b, l, args[4], acc), zero));
+          g = arith::SelectOp::create(b, l, real, g, zero);
+          linalg::YieldOp::create(b, l,
+                                  convertFloat(b, l, g, type.getElementType()));
+        });
+    rewriter.replaceOp(op, d.getResults());
+    return success();
+  }
+};
+
+/// The loss from the all-reduced partials, as gptc.cross_entropy.
+struct VocabLossToLinalg final : OpRewritePattern<VocabParallelLossOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(VocabParallelLossOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto type = cast<RankedTensorType>(op.getType());
+    auto rowsType = cast<RankedTensorType>(op.getMax().getType());
+    FloatType acc = accumulatorType(rowsType.getElementType());
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    int64_t rank = rowsType.getRank();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    AffineMap none = AffineMap::get(rank, 0, {}, ctx);
+    Value total =
+        buildGeneric(
+            rewriter, loc,
+            {op.getLabels(), op.getMax(), op.getSumExp(), op.getTarget()},
+            {id, id, id, id}, {filledTensor(rewriter, loc, {}, acc, 0.0)},
+            {none}, rank, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              Value loss = arith::SubFOp::create(
+                  b, l,
+                  arith::AddFOp::create(
+                      b, l,
+                      math::LogOp::create(b, l,
+                                          convertFloat(b, l, args[2], acc)),
+                      convertFloat(b, l, args[1], acc)),
+                  convertFloat(b, l, args[3], acc));
+              Value zero = arith::ConstantOp::create(b, l, acc,
+                                                     b.getFloatAttr(acc, 0.0));
+              Value add = arith::SelectOp::create(
+                  b, l, isKept(b, l, args[0], ignore), loss, zero);
+              linalg::YieldOp::create(
+                  b, l, arith::AddFOp::create(b, l, args[4], add).getResult());
+            })
+            .getResult(0);
+    Value n =
+        divisor(rewriter, loc, op.getLabels(), op.getNormalizer(), ignore, acc);
+    AffineMap scalar = AffineMap::get(0, 0, {}, ctx);
+    auto mean = buildGeneric(
+        rewriter, loc, {total, n}, {scalar, scalar},
+        {emptyTensor(rewriter, loc, {}, type.getElementType())}, {scalar}, 0,
+        {}, [&](OpBuilder &b, Location l, ValueRange args) {
+          Value zero =
+              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 0.0));
+          Value positive = arith::CmpFOp::create(
+              b, l, arith::CmpFPredicate::OGT, args[1], zero);
+          Value v = arith::SelectOp::create(
+              b, l, positive, arith::DivFOp::create(b, l, args[0], args[1]),
+              zero);
+          linalg::YieldOp::create(b, l,
+                                  convertFloat(b, l, v, type.getElementType()));
+        });
+    rewriter.replaceOp(op, mean.getResults());
+    return success();
+  }
+};
+
+/// d_sum_exp = grad / (n sum_exp), d_target = -grad / n on kept rows.
+struct VocabLossGradToLinalg final : OpRewritePattern<VocabParallelLossGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(VocabParallelLossGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto rowsType = cast<RankedTensorType>(op.getSumExp().getType());
+    FloatType acc = accumulatorType(rowsType.getElementType());
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    int64_t rank = rowsType.getRank();
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    AffineMap none = AffineMap::get(rank, 0, {}, ctx);
+    Value n =
+        divisor(rewriter, loc, op.getLabels(), op.getNormalizer(), ignore, acc);
+    auto dType = cast<RankedTensorType>(op.getDSumExp().getType());
+    auto tType = cast<RankedTensorType>(op.getDTarget().getType());
+    auto d = buildGeneric(
+        rewriter, loc, {op.getSumExp(), op.getLabels(), op.getGrad(), n},
+        {id, id, none, none},
+        {emptyTensor(rewriter, loc, dType.getShape(), dType.getElementType()),
+         emptyTensor(rewriter, loc, tType.getShape(), tType.getElementType())},
+        {id, id}, rank, {}, [&](OpBuilder &b, Location l, ValueRange args) {
+          Value zero =
+              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 0.0));
+          Value grad = convertFloat(b, l, args[2], acc);
+          Value keep = arith::AndIOp::create(
+              b, l, isKept(b, l, args[1], ignore),
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, args[3],
+                                    zero));
+          Value dse = arith::DivFOp::create(
+              b, l, grad,
+              arith::MulFOp::create(b, l, args[3],
+                                    convertFloat(b, l, args[0], acc)));
+          Value dt = arith::NegFOp::create(
+              b, l, arith::DivFOp::create(b, l, grad, args[3]));
+          dse = arith::SelectOp::create(b, l, keep, dse, zero);
+          dt = arith::SelectOp::create(b, l, keep, dt, zero);
+          linalg::YieldOp::create(
+              b, l,
+              ValueRange{convertFloat(b, l, dse, dType.getElementType()),
+                         convertFloat(b, l, dt, tType.getElementType())});
+        });
+    rewriter.replaceOp(op, d.getResults());
+    return success();
+  }
+};
+
+/// The identity in the forward pass (its gradient is an all-reduce).
+struct GradAllReduceToIdentity final : OpRewritePattern<GradAllReduceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GradAllReduceOp op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, op.getInput());
+    return success();
+  }
+};
 } // namespace
 
 void mlir::gptc::populateGptcLossToLinalgPatterns(RewritePatternSet &patterns) {
   patterns.add<EmbeddingToLinalg, EmbeddingGradToLinalg, CrossEntropyToLinalg,
-               CrossEntropyGradToLinalg>(patterns.getContext());
+               CrossEntropyGradToLinalg, RowMaxToLinalg, VocabPartialsToLinalg,
+               VocabPartialsGradToLinalg, VocabLossToLinalg,
+               VocabLossGradToLinalg, GradAllReduceToIdentity>(
+      patterns.getContext());
 }

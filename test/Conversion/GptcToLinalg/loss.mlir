@@ -65,3 +65,23 @@ func.func @cross_entropy_grad(%logits: tensor<2x4x7xf32>, %labels: tensor<2x4xi3
   %d = gptc.cross_entropy_grad %logits, %labels, %g over %n : tensor<2x4x7xf32>, tensor<2x4xi32>, tensor<f32>, tensor<f32> -> tensor<2x4x7xf32>
   return %d : tensor<2x4x7xf32>
 }
+
+// -----
+
+// Vocabulary parallelism: the block's partials in one pass over its
+// columns (global id = offset + column; ids from vocab_size on count in
+// neither sum); the forward's grad_all_reduce is the identity.
+// CHECK-LABEL: func.func @vocab_parallel
+// CHECK: %[[M:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<2x4x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK:   arith.maximumf
+// CHECK: %[[P:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0, %[[M]], %arg1 : {{.*}}) outs(%{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK:   linalg.index 2
+// CHECK:   arith.cmpi slt, %{{.*}}, %c7_i64
+// CHECK: return %arg0, %[[P]]#0, %[[P]]#1
+shard.grid @mesh(shape = 2)
+func.func @vocab_parallel(%logits: tensor<2x4x4xf32>, %labels: tensor<2x4xi32>, %off: tensor<i32>) -> (tensor<2x4x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %x = gptc.grad_all_reduce %logits on @mesh grid_axes = [0] : tensor<2x4x4xf32>
+  %m = gptc.row_max %x : tensor<2x4x4xf32> -> tensor<2x4xf32>
+  %s, %t = gptc.vocab_parallel_partials %x, %m, %labels offset %off vocab 7 : tensor<2x4x4xf32>, tensor<2x4xf32>, tensor<2x4xi32> -> tensor<2x4xf32>, tensor<2x4xf32>
+  return %x, %s, %t : tensor<2x4x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}

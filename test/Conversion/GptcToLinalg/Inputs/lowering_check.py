@@ -194,6 +194,29 @@ def build():
     m.op(f"gptc.cross_entropy_grad {cl}, {clab}, %dl ignore 3 : {ty(logits.shape)}, {ty(labels.shape, 'i32')}, tensor<f32> -> {ty(logits.shape)}",
          logits.shape, grad)
 
+    # Vocabulary parallelism: the padded vocabulary (8 ids, 7 real; the pad
+    # column's large logit must count nowhere) in two blocks of 4; the
+    # partials summed over the blocks give the same loss and gradient.
+    padded = np.concatenate([logits, np.full((2, 4, 1), 50.0, np.float32)], -1)
+    b0, b1 = m.const(padded[..., :4]), m.const(padded[..., 4:])
+    m.op(f"gptc.row_max {cl} : {ty(logits.shape)} -> {ty((2, 4))}", (2, 4), ld.max(-1))
+    m.lines.append(f"  %gmax = gptc.row_max {cl} : {ty(logits.shape)} -> {ty((2, 4))}")
+    m.lines.append("  %o0 = arith.constant dense<0> : tensor<i32>")
+    m.lines.append("  %o4 = arith.constant dense<4> : tensor<i32>")
+    blk = ty((2, 4, 4))
+    rows = ty((2, 4))
+    lab = ty(labels.shape, "i32")
+    m.lines.append(f"  %p0:2 = gptc.vocab_parallel_partials {b0}, %gmax, {clab} offset %o0 vocab 7 : {blk}, {rows}, {lab} -> {rows}, {rows}")
+    m.lines.append(f"  %p1:2 = gptc.vocab_parallel_partials {b1}, %gmax, {clab} offset %o4 vocab 7 : {blk}, {rows}, {lab} -> {rows}, {rows}")
+    m.lines.append(f"  %se = gptc.add %p0#0, %p1#0 : {rows}")
+    m.lines.append(f"  %tg = gptc.add %p0#1, %p1#1 : {rows}")
+    m.show("%se", (2, 4), np.exp(ld - ld.max(-1, keepdims=True)).sum(-1))
+    m.op(f"gptc.vocab_parallel_loss %gmax, %se, %tg, {clab} ignore 3 : {rows}, {lab} -> tensor<f32>",
+         (), per[kept].sum() / kept.sum())
+    m.lines.append(f"  %vg:2 = gptc.vocab_parallel_loss_grad %se, {clab}, %dl ignore 3 : {rows}, {lab}, tensor<f32>")
+    m.op(f"gptc.vocab_parallel_partials_grad {b1}, %gmax, {clab} offset %o4, %vg#0, %vg#1 vocab 7 : {blk}, {rows}, {lab}, {rows}, {rows} -> {blk}",
+         (2, 4, 4), np.concatenate([grad[..., 4:], np.zeros((2, 4, 1))], -1))
+
     # The optimizer: AdamW (plain, skipped, and two tensors in one
     # multi_adamw), the gradient norm, clipping, the schedule, fp16's loss
     # scaling and the token count.
