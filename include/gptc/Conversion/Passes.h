@@ -35,6 +35,9 @@ void populateGptcNormalizationToLinalgPatterns(RewritePatternSet &patterns);
 void populateGptcLossToLinalgPatterns(RewritePatternSet &patterns);
 /// The norm, schedule, clipping, loss scaling, token count and AdamW ops.
 void populateGptcOptimizerToLinalgPatterns(RewritePatternSet &patterns);
+/// causal_attention and its gradient (the reference lowering: the scores
+/// as a B x H x T x T tensor).
+void populateGptcAttentionToLinalgPatterns(RewritePatternSet &patterns);
 
 /// Whether gptc-form-kernels may put `op` into a generated kernel: an op
 /// with a lowering to linalg whose every result row depends only on the

@@ -33,8 +33,11 @@ def ConvertGptcToLinalgPass
     The formulas are the runtime's: the tanh of GELU is the same [13/6]
     rational approximation in f32 (vectorizable, within a few ulp of
     `tanh`), `math.tanh` in f64; layer norm's variance is two-pass.
-    Attention (the runtime's kernels), `shard_offset` and the collectives
-    (`shard` ops) have no lowering; on the CPU only the elementwise
+    Causal attention and its gradient lower to the reference form (the
+    scores as a `B x H x T x T` tensor, probabilities recomputed where
+    used; not a flash-style tiling). `shard_offset` (the rank's index),
+    the structural ops (`gptc.kernel`, `gptc.accumulate`) and the
+    collectives (`shard` ops) have no lowering; on the CPU only the elementwise
     family is compiled (the others run as library calls, see
     `hasLinalgLowering`).
 

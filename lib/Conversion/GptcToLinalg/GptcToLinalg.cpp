@@ -39,6 +39,7 @@ struct ConvertGptcToLinalgPass final
     populateGptcNormalizationToLinalgPatterns(patterns);
     populateGptcLossToLinalgPatterns(patterns);
     populateGptcOptimizerToLinalgPatterns(patterns);
+    populateGptcAttentionToLinalgPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))
       return signalPassFailure();
     if (!full)

@@ -217,6 +217,28 @@ def build():
     m.op(f"gptc.vocab_parallel_partials_grad {b1}, %gmax, {clab} offset %o4, %vg#0, %vg#1 vocab 7 : {blk}, {rows}, {lab}, {rows}, {rows} -> {blk}",
          (2, 4, 4), np.concatenate([grad[..., 4:], np.zeros((2, 4, 1))], -1))
 
+    # Causal attention (2 heads of width 4) and its gradient.
+    qa, ka, va, da = f(2, 5, 8), f(2, 5, 8), f(2, 5, 8), f(2, 5, 8)
+    cqa, cka, cva, cda = (m.const(a) for a in (qa, ka, va, da))
+    att = ty((2, 5, 8))
+    split = lambda a: a.astype(np.float64).reshape(2, 5, 2, 4).transpose(0, 2, 1, 3)
+    merge = lambda a: a.transpose(0, 2, 1, 3).reshape(2, 5, 8)
+    Q, K, V, DY = (split(a) for a in (qa, ka, va, da))
+    S = Q @ K.transpose(0, 1, 3, 2) / 2.0
+    S = np.where(np.tril(np.ones((5, 5), bool)), S, -np.inf)
+    P = np.exp(S - S.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    m.op(f"gptc.causal_attention {cqa}, {cka}, {cva} heads 2 : {att}, {att}, {att} -> {att}",
+         (2, 5, 8), merge(P @ V))
+    dV = P.transpose(0, 1, 3, 2) @ DY
+    dP = DY @ V.transpose(0, 1, 3, 2)
+    dS = P * (dP - (P * dP).sum(-1, keepdims=True)) / 2.0
+    dQ, dK = dS @ K, dS.transpose(0, 1, 3, 2) @ Q
+    m.lines.append(f"  %ag:3 = gptc.causal_attention_grad {cqa}, {cka}, {cva}, {cda} heads 2 : "
+                   f"{att}, {att}, {att}, {att} -> {att}, {att}, {att}")
+    for i, r in enumerate((dQ, dK, dV)):
+        m.show(f"%ag#{i}", (2, 5, 8), merge(r))
+
     # The optimizer: AdamW (plain, skipped, and two tensors in one
     # multi_adamw), the gradient norm, clipping, the schedule, fp16's loss
     # scaling and the token count.
