@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
@@ -38,6 +39,8 @@ void populateGptcOptimizerToLinalgPatterns(RewritePatternSet &patterns);
 /// causal_attention and its gradient (the reference lowering: the scores
 /// as a B x H x T x T tensor).
 void populateGptcAttentionToLinalgPatterns(RewritePatternSet &patterns);
+/// gptc.accumulate to an scf.for over the microbatches.
+void populateGptcAccumulateToSCFPatterns(RewritePatternSet &patterns);
 
 /// Whether gptc-form-kernels may put `op` into a generated kernel: an op
 /// with a lowering to linalg whose every result row depends only on the

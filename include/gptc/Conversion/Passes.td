@@ -35,9 +35,10 @@ def ConvertGptcToLinalgPass
     `tanh`), `math.tanh` in f64; layer norm's variance is two-pass.
     Causal attention and its gradient lower to the reference form (the
     scores as a `B x H x T x T` tensor, probabilities recomputed where
-    used; not a flash-style tiling). `shard_offset` (the rank's index),
-    the structural ops (`gptc.kernel`, `gptc.accumulate`) and the
-    collectives (`shard` ops) have no lowering; on the CPU only the elementwise
+    used; not a flash-style tiling). `gptc.accumulate` becomes an `scf.for`
+    over the microbatches carrying the sums. `shard_offset` (the rank's
+    index) and the collectives (`shard` ops) have no lowering, and
+    `gptc.kernel` regions are lowered with their kernels; on the CPU only the elementwise
     family is compiled (the others run as library calls, see
     `hasLinalgLowering`).
 
@@ -58,7 +59,8 @@ def ConvertGptcToLinalgPass
   ];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect"
   ];
 }
 

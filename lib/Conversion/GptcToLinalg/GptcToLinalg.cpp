@@ -13,6 +13,7 @@
 #include "gptc/Conversion/Passes.h"
 
 #include "gptc/Dialect/Gptc/IR/GptcDialect.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -40,11 +41,16 @@ struct ConvertGptcToLinalgPass final
     populateGptcLossToLinalgPatterns(patterns);
     populateGptcOptimizerToLinalgPatterns(patterns);
     populateGptcAttentionToLinalgPatterns(patterns);
+    populateGptcAccumulateToSCFPatterns(patterns);
     if (failed(applyPatternsGreedily(func, std::move(patterns))))
       return signalPassFailure();
     if (!full)
       return;
     WalkResult result = func.walk([&](Operation *op) {
+      // A generated kernel's region is lowered with its kernel (the CPU
+      // target outlines it first).
+      if (isa<KernelOp, YieldOp>(op))
+        return WalkResult::advance();
       if (op->getName().getDialectNamespace() !=
           GptcDialect::getDialectNamespace())
         return WalkResult::advance();

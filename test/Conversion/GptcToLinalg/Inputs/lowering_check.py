@@ -217,6 +217,16 @@ def build():
     m.op(f"gptc.vocab_parallel_partials_grad {b1}, %gmax, {clab} offset %o4, %vg#0, %vg#1 vocab 7 : {blk}, {rows}, {lab}, {rows}, {rows} -> {blk}",
          (2, 4, 4), np.concatenate([grad[..., 4:], np.zeros((2, 4, 1))], -1))
 
+    # Gradient accumulation: two microbatches of two rows, their sums added.
+    xa = f(4, 3)
+    cxa = m.const(xa)
+    m.lines.append(f"  %acc = gptc.accumulate {cxa} microbatches 2 : ({ty((4, 3))}) -> ({ty((3,))}) {{")
+    m.lines.append(f"  ^bb0(%mb: {ty((2, 3))}):")
+    m.lines.append(f"    %part = gptc.reduce_sum %mb [0] : {ty((2, 3))} -> {ty((3,))}")
+    m.lines.append(f"    gptc.yield %part : {ty((3,))}")
+    m.lines.append("  }")
+    m.show("%acc", (3,), xa.astype(np.float64).sum(0))
+
     # Causal attention (2 heads of width 4) and its gradient.
     qa, ka, va, da = f(2, 5, 8), f(2, 5, 8), f(2, 5, 8), f(2, 5, 8)
     cqa, cka, cva, cda = (m.const(a) for a in (qa, ka, va, da))
