@@ -128,18 +128,7 @@ Value merge(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
       b, loc,
       RankedTensorType::get(type.getShape(), from.getElementType()), x,
       SmallVector<ReassociationIndices>{{0}, {1}, {2, 3}});
-  if (from.getElementType() == type.getElementType())
-    return collapsed;
-  Value out = emptyTensor(b, loc, type.getShape(), type.getElementType());
-  AffineMap id = b.getMultiDimIdentityMap(3);
-  return buildGeneric(b, loc, {collapsed}, {id}, {out}, {id}, 3, {},
-                      [&](OpBuilder &nb, Location l, ValueRange args) {
-                        linalg::YieldOp::create(
-                            nb, l,
-                            convertFloat(nb, l, args[0],
-                                         type.getElementType()));
-                      })
-      .getResult(0);
+  return roundTensor(b, loc, collapsed, type.getElementType());
 }
 
 /// The scores and the causal row statistics of the scaled scores.

@@ -53,6 +53,34 @@ inline Value convertFloat(OpBuilder &b, Location loc, Value v, Type to) {
   return arith::TruncFOp::create(b, loc, target, v);
 }
 
+/// Scalar arithmetic of one float type at one location, for the bodies of
+/// generics and for the scalars of rank-0 tensors.
+struct ScalarBuilder {
+  OpBuilder &b;
+  Location loc;
+  FloatType type;
+
+  Value c(double v) {
+    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
+  }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) {
+    return arith::MinimumFOp::create(b, loc, x, y);
+  }
+  Value max(Value x, Value y) {
+    return arith::MaximumFOp::create(b, loc, x, y);
+  }
+  Value select(Value cond, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, cond, x, y);
+  }
+  Value lt(Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, y);
+  }
+};
+
 /// One linalg.generic over `rank` loops: `inputs` read through `inputMaps`,
 /// `inits` written through `outputMaps`, `reduced` the loops that reduce.
 inline linalg::GenericOp
@@ -82,6 +110,22 @@ inline AffineMap dropDims(MLIRContext *ctx, int64_t rank,
     if (!llvm::is_contained(dropped, d))
       exprs.push_back(getAffineDimExpr(d, ctx));
   return AffineMap::get(rank, 0, exprs, ctx);
+}
+
+/// `v` (a tensor of the accumulator type) rounded elementwise to
+/// `element`; `v` itself when it already has that type.
+inline Value roundTensor(OpBuilder &b, Location loc, Value v, Type element) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == element)
+    return v;
+  Value out = emptyTensor(b, loc, type.getShape(), element);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  return buildGeneric(b, loc, {v}, {id}, {out}, {id}, type.getRank(), {},
+                      [&](OpBuilder &nb, Location l, ValueRange args) {
+                        linalg::YieldOp::create(
+                            nb, l, convertFloat(nb, l, args[0], element));
+                      })
+      .getResult(0);
 }
 
 } // namespace mlir::gptc::linalg_lowering

@@ -74,22 +74,6 @@ static Value expandLeading(OpBuilder &b, Location loc, Value v,
   return tensor::ExpandShapeOp::create(b, loc, type, v, groups);
 }
 
-/// `acc` (the accumulator) rounded to `element`, elementwise.
-static Value roundTo(OpBuilder &b, Location loc, Value acc, Type element) {
-  auto type = cast<RankedTensorType>(acc.getType());
-  if (type.getElementType() == element)
-    return acc;
-  Value out = emptyTensor(b, loc, type.getShape(), element);
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  return buildGeneric(b, loc, {acc}, {id}, {out}, {id}, type.getRank(), {},
-                      [&](OpBuilder &nb, Location nested, ValueRange args) {
-                        linalg::YieldOp::create(
-                            nb, nested,
-                            convertFloat(nb, nested, args[0], element));
-                      })
-      .getResult(0);
-}
-
 namespace {
 struct MatmulToLinalg final : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -124,8 +108,8 @@ struct MatmulToLinalg final : OpRewritePattern<MatmulOp> {
       product = expandLeading(rewriter, loc, product,
                               RankedTensorType::get(type.getShape(), acc), 2);
     }
-    rewriter.replaceOp(op,
-                       roundTo(rewriter, loc, product, type.getElementType()));
+    rewriter.replaceOp(
+        op, roundTensor(rewriter, loc, product, type.getElementType()));
     return success();
   }
 };
@@ -163,7 +147,7 @@ struct LinearToLinalg final : OpRewritePattern<LinearOp> {
                        })
               .getResult(0);
     }
-    y = roundTo(rewriter, loc, y, type.getElementType());
+    y = roundTensor(rewriter, loc, y, type.getElementType());
     rewriter.replaceOp(op, expandLeading(rewriter, loc, y, type, 1));
     return success();
   }

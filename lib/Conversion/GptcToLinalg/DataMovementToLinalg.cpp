@@ -175,22 +175,8 @@ struct ReduceSumToLinalg final : OpRewritePattern<ReduceSumOp> {
                                   arith::AddFOp::create(b, nested, x, args[1])
                                       .getResult());
         });
-    Value result = sum.getResult(0);
-    if (acc != type.getElementType()) {
-      Value out = emptyTensor(rewriter, loc, type.getShape(),
-                              type.getElementType());
-      AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
-      result = buildGeneric(rewriter, loc, {result}, {id}, {out}, {id},
-                            type.getRank(), {},
-                            [&](OpBuilder &b, Location nested,
-                                ValueRange args) {
-                              linalg::YieldOp::create(
-                                  b, nested,
-                                  convertFloat(b, nested, args[0],
-                                               type.getElementType()));
-                            })
-                   .getResult(0);
-    }
+    Value result =
+        roundTensor(rewriter, loc, sum.getResult(0), type.getElementType());
     rewriter.replaceOp(op, result);
     return success();
   }

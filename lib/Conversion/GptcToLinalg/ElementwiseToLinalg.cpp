@@ -13,6 +13,8 @@
 
 #include "gptc/Conversion/Passes.h"
 
+#include "Common.h"
+
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -29,25 +31,8 @@ using namespace mlir::gptc;
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Builds scalar arithmetic of one float type at one location.
-struct Scalar {
-  OpBuilder &b;
-  Location loc;
-  FloatType type;
-
-  Value c(double v) {
-    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
-  }
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
-  Value min(Value x, Value y) {
-    return arith::MinimumFOp::create(b, loc, x, y);
-  }
-  Value max(Value x, Value y) {
-    return arith::MaximumFOp::create(b, loc, x, y);
-  }
+/// Scalar arithmetic plus GELU's formulas.
+struct Scalar : linalg_lowering::ScalarBuilder {
 
   /// tanh. In f32, the runtime's [13/6] rational approximation (Eigen's):
   /// selects and polynomials only, so the loop around it vectorizes, and
@@ -126,7 +111,7 @@ lowerElementwise(Operation *op, PatternRewriter &rewriter,
       maps, iterators,
       [&](OpBuilder &b, Location nested, ValueRange args) {
         auto element = cast<FloatType>(type.getElementType());
-        Scalar s{b, nested, element};
+        Scalar s{{b, nested, element}};
         Value result = body(s, args.drop_back());
         linalg::YieldOp::create(b, nested, result);
       });

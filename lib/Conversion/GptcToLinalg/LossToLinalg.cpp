@@ -147,19 +147,7 @@ struct EmbeddingGradToLinalg final : OpRewritePattern<EmbeddingGradOp> {
                   b, l, arith::AddFOp::create(b, l, args[2], add).getResult());
             })
             .getResult(0);
-    if (acc != type.getElementType()) {
-      Value out = emptyTensor(rewriter, loc, type.getShape(),
-                              type.getElementType());
-      AffineMap id = rewriter.getMultiDimIdentityMap(2);
-      sum = buildGeneric(rewriter, loc, {sum}, {id}, {out}, {id}, 2, {},
-                         [&](OpBuilder &b, Location l, ValueRange args) {
-                           linalg::YieldOp::create(
-                               b, l,
-                               convertFloat(b, l, args[0],
-                                            type.getElementType()));
-                         })
-                .getResult(0);
-    }
+    sum = roundTensor(rewriter, loc, sum, type.getElementType());
     rewriter.replaceOp(op, sum);
     return success();
   }
@@ -258,61 +246,73 @@ Value divisor(OpBuilder &b, Location loc, Value labels, Value normalizer,
       .getResult(0);
 }
 
+/// The mean cross-entropy from the rows' statistics: the sum over kept
+/// rows of log(sum_exp) + max - target, over the number of kept labels or
+/// the normalizer; 0 when nothing is kept (as the runtime). Shared by
+/// cross_entropy and vocab_parallel_loss.
+Value meanLoss(OpBuilder &b, Location loc, Value labels, Value max,
+               Value sumExp, Value target, Value normalizer,
+               std::optional<int64_t> ignore, FloatType acc,
+               Type resultElement) {
+  MLIRContext *ctx = b.getContext();
+  int64_t rank = cast<RankedTensorType>(labels.getType()).getRank();
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  AffineMap none = AffineMap::get(rank, 0, {}, ctx);
+  Value total =
+      buildGeneric(
+          b, loc, {labels, max, sumExp, target}, {id, id, id, id},
+          {filledTensor(b, loc, {}, acc, 0.0)}, {none}, rank,
+          llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+          [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value loss = arith::SubFOp::create(
+                nb, l,
+                arith::AddFOp::create(
+                    nb, l,
+                    math::LogOp::create(nb, l,
+                                        convertFloat(nb, l, args[2], acc)),
+                    convertFloat(nb, l, args[1], acc)),
+                convertFloat(nb, l, args[3], acc));
+            Value zero = arith::ConstantOp::create(nb, l, acc,
+                                                   nb.getFloatAttr(acc, 0.0));
+            Value add = arith::SelectOp::create(
+                nb, l, isKept(nb, l, args[0], ignore), loss, zero);
+            linalg::YieldOp::create(
+                nb, l, arith::AddFOp::create(nb, l, args[4], add).getResult());
+          })
+          .getResult(0);
+  Value n = divisor(b, loc, labels, normalizer, ignore, acc);
+  AffineMap scalar = AffineMap::get(0, 0, {}, ctx);
+  return buildGeneric(b, loc, {total, n}, {scalar, scalar},
+                      {emptyTensor(b, loc, {}, resultElement)}, {scalar}, 0, {},
+                      [&](OpBuilder &nb, Location l, ValueRange args) {
+                        Value zero = arith::ConstantOp::create(
+                            nb, l, acc, nb.getFloatAttr(acc, 0.0));
+                        Value positive = arith::CmpFOp::create(
+                            nb, l, arith::CmpFPredicate::OGT, args[1], zero);
+                        Value v = arith::SelectOp::create(
+                            nb, l, positive,
+                            arith::DivFOp::create(nb, l, args[0], args[1]),
+                            zero);
+                        linalg::YieldOp::create(
+                            nb, l, convertFloat(nb, l, v, resultElement));
+                      })
+      .getResult(0);
+}
+
 struct CrossEntropyToLinalg final : OpRewritePattern<CrossEntropyOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CrossEntropyOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
     auto type = cast<RankedTensorType>(op.getType());
-    auto labelsType = cast<RankedTensorType>(op.getLabels().getType());
     FloatType acc = accumulatorType(
         cast<RankedTensorType>(op.getLogits().getType()).getElementType());
     std::optional<int64_t> ignore = op.getIgnoreIndex();
     RowStats s = crossEntropyRows(rewriter, loc, op.getLogits(),
                                   op.getLabels(), acc);
-    // sum over kept rows of log(sumExp) + max - target.
-    int64_t rank = labelsType.getRank();
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    AffineMap none = AffineMap::get(rank, 0, {}, ctx);
-    Value init = filledTensor(rewriter, loc, {}, acc, 0.0);
-    Value total =
-        buildGeneric(
-            rewriter, loc, {op.getLabels(), s.max, s.sumExp, s.target},
-            {id, id, id, id}, {init}, {none}, rank,
-            llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-            [&](OpBuilder &b, Location l, ValueRange args) {
-              Value loss = arith::SubFOp::create(
-                  b, l,
-                  arith::AddFOp::create(b, l, math::LogOp::create(b, l, args[2]),
-                                        args[1]),
-                  args[3]);
-              Value zero = arith::ConstantOp::create(
-                  b, l, acc, b.getFloatAttr(acc, 0.0));
-              Value add = arith::SelectOp::create(
-                  b, l, isKept(b, l, args[0], ignore), loss, zero);
-              linalg::YieldOp::create(
-                  b, l, arith::AddFOp::create(b, l, args[4], add).getResult());
-            })
-            .getResult(0);
-    Value n = divisor(rewriter, loc, op.getLabels(), op.getNormalizer(),
-                      ignore, acc);
-    Value out = emptyTensor(rewriter, loc, {}, type.getElementType());
-    AffineMap scalar = AffineMap::get(0, 0, {}, ctx);
-    auto mean = buildGeneric(
-        rewriter, loc, {total, n}, {scalar, scalar}, {out}, {scalar}, 0, {},
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          // No kept label anywhere: loss 0 (as the runtime), not 0/0.
-          Value zero = arith::ConstantOp::create(
-              b, l, acc, b.getFloatAttr(acc, 0.0));
-          Value positive = arith::CmpFOp::create(
-              b, l, arith::CmpFPredicate::OGT, args[1], zero);
-          Value q = arith::DivFOp::create(b, l, args[0], args[1]);
-          Value v = arith::SelectOp::create(b, l, positive, q, zero);
-          linalg::YieldOp::create(
-              b, l, convertFloat(b, l, v, type.getElementType()));
-        });
-    rewriter.replaceOp(op, mean.getResults());
+    rewriter.replaceOp(op, meanLoss(rewriter, loc, op.getLabels(), s.max,
+                                    s.sumExp, s.target, op.getNormalizer(),
+                                    ignore, acc, type.getElementType()));
     return success();
   }
 };
@@ -371,22 +371,6 @@ struct CrossEntropyGradToLinalg final : OpRewritePattern<CrossEntropyGradOp> {
     return success();
   }
 };
-/// `v` (rows of the accumulator type) rounded to `to`'s element type.
-Value roundRows(OpBuilder &b, Location loc, Value v, RankedTensorType to) {
-  auto from = cast<RankedTensorType>(v.getType());
-  if (from.getElementType() == to.getElementType())
-    return v;
-  Value out = emptyTensor(b, loc, to.getShape(), to.getElementType());
-  AffineMap id = b.getMultiDimIdentityMap(to.getRank());
-  return buildGeneric(b, loc, {v}, {id}, {out}, {id}, to.getRank(), {},
-                      [&](OpBuilder &nb, Location l, ValueRange args) {
-                        linalg::YieldOp::create(
-                            nb, l,
-                            convertFloat(nb, l, args[0], to.getElementType()));
-                      })
-      .getResult(0);
-}
-
 /// The maximum of each row (the last dimension).
 struct RowMaxToLinalg final : OpRewritePattern<RowMaxOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -412,7 +396,8 @@ struct RowMaxToLinalg final : OpRewritePattern<RowMaxOp> {
                                .getResult());
                      })
             .getResult(0);
-    rewriter.replaceOp(op, roundRows(rewriter, loc, max, type));
+    rewriter.replaceOp(op,
+                       roundTensor(rewriter, loc, max, type.getElementType()));
     return success();
   }
 };
@@ -472,10 +457,10 @@ struct VocabPartialsToLinalg final : OpRewritePattern<VocabParallelPartialsOp> {
                          arith::AddFOp::create(b, l, args[4], t)});
         });
     rewriter.replaceOp(
-        op, {roundRows(rewriter, loc, pass.getResult(0),
-                       cast<RankedTensorType>(op.getSumExp().getType())),
-             roundRows(rewriter, loc, pass.getResult(1),
-                       cast<RankedTensorType>(op.getTarget().getType()))});
+        op, {roundTensor(rewriter, loc, pass.getResult(0),
+                         op.getSumExp().getType().getElementType()),
+             roundTensor(rewriter, loc, pass.getResult(1),
+                         op.getTarget().getType().getElementType())});
     return success();
   }
 };
@@ -535,55 +520,12 @@ struct VocabLossToLinalg final : OpRewritePattern<VocabParallelLossOp> {
   LogicalResult matchAndRewrite(VocabParallelLossOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
     auto type = cast<RankedTensorType>(op.getType());
-    auto rowsType = cast<RankedTensorType>(op.getMax().getType());
-    FloatType acc = accumulatorType(rowsType.getElementType());
-    std::optional<int64_t> ignore = op.getIgnoreIndex();
-    int64_t rank = rowsType.getRank();
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    AffineMap none = AffineMap::get(rank, 0, {}, ctx);
-    Value total =
-        buildGeneric(
-            rewriter, loc,
-            {op.getLabels(), op.getMax(), op.getSumExp(), op.getTarget()},
-            {id, id, id, id}, {filledTensor(rewriter, loc, {}, acc, 0.0)},
-            {none}, rank, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-            [&](OpBuilder &b, Location l, ValueRange args) {
-              Value loss = arith::SubFOp::create(
-                  b, l,
-                  arith::AddFOp::create(
-                      b, l,
-                      math::LogOp::create(b, l,
-                                          convertFloat(b, l, args[2], acc)),
-                      convertFloat(b, l, args[1], acc)),
-                  convertFloat(b, l, args[3], acc));
-              Value zero = arith::ConstantOp::create(b, l, acc,
-                                                     b.getFloatAttr(acc, 0.0));
-              Value add = arith::SelectOp::create(
-                  b, l, isKept(b, l, args[0], ignore), loss, zero);
-              linalg::YieldOp::create(
-                  b, l, arith::AddFOp::create(b, l, args[4], add).getResult());
-            })
-            .getResult(0);
-    Value n =
-        divisor(rewriter, loc, op.getLabels(), op.getNormalizer(), ignore, acc);
-    AffineMap scalar = AffineMap::get(0, 0, {}, ctx);
-    auto mean = buildGeneric(
-        rewriter, loc, {total, n}, {scalar, scalar},
-        {emptyTensor(rewriter, loc, {}, type.getElementType())}, {scalar}, 0,
-        {}, [&](OpBuilder &b, Location l, ValueRange args) {
-          Value zero =
-              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 0.0));
-          Value positive = arith::CmpFOp::create(
-              b, l, arith::CmpFPredicate::OGT, args[1], zero);
-          Value v = arith::SelectOp::create(
-              b, l, positive, arith::DivFOp::create(b, l, args[0], args[1]),
-              zero);
-          linalg::YieldOp::create(b, l,
-                                  convertFloat(b, l, v, type.getElementType()));
-        });
-    rewriter.replaceOp(op, mean.getResults());
+    FloatType acc = accumulatorType(op.getMax().getType().getElementType());
+    rewriter.replaceOp(op, meanLoss(rewriter, loc, op.getLabels(), op.getMax(),
+                                    op.getSumExp(), op.getTarget(),
+                                    op.getNormalizer(), op.getIgnoreIndex(),
+                                    acc, type.getElementType()));
     return success();
   }
 };

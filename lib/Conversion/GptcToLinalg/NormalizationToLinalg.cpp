@@ -22,6 +22,7 @@
 #include "mlir/IR/PatternMatch.h"
 
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -61,6 +62,31 @@ Value reduceRows(OpBuilder &b, Location loc, const RowMaps &m, FloatType acc,
       .getResult(0);
 }
 
+/// Each row's sum and sum of squared deviations from its mean (two passes,
+/// as the runtime's kernels): what layer norm and its gradient need.
+std::pair<Value, Value> rowMoments(OpBuilder &b, Location loc, const RowMaps &m,
+                                   FloatType acc, Value x) {
+  double cols = static_cast<double>(
+      cast<RankedTensorType>(x.getType()).getDimSize(m.rank - 1));
+  Value sum = reduceRows(
+      b, loc, m, acc, 0.0, {x}, {m.element},
+      [&](OpBuilder &nb, Location l, ValueRange in, Value s) -> Value {
+        return arith::AddFOp::create(nb, l, convertFloat(nb, l, in[0], acc), s);
+      });
+  Value squares = reduceRows(
+      b, loc, m, acc, 0.0, {x, sum}, {m.element, m.row},
+      [&](OpBuilder &nb, Location l, ValueRange in, Value s) -> Value {
+        Value mean = arith::DivFOp::create(
+            nb, l, in[1],
+            arith::ConstantOp::create(nb, l, acc, nb.getFloatAttr(acc, cols)));
+        Value d =
+            arith::SubFOp::create(nb, l, convertFloat(nb, l, in[0], acc), mean);
+        return arith::AddFOp::create(nb, l, arith::MulFOp::create(nb, l, d, d),
+                                     s);
+      });
+  return {sum, squares};
+}
+
 struct LayerNormToLinalg final : OpRewritePattern<LayerNormOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LayerNormOp op,
@@ -76,22 +102,8 @@ struct LayerNormToLinalg final : OpRewritePattern<LayerNormOp> {
       return arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, v));
     };
     Value x = op.getInput();
-    // The row sums, then the sums of squared deviations from the mean.
-    Value sum = reduceRows(
-        rewriter, loc, m, acc, 0.0, {x}, {m.element},
-        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
-          return arith::AddFOp::create(b, l, convertFloat(b, l, in[0], acc),
-                                       s);
-        });
-    Value squares = reduceRows(
-        rewriter, loc, m, acc, 0.0, {x, sum}, {m.element, m.row},
-        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
-          Value mean = arith::DivFOp::create(b, l, in[1], constant(b, l, cols));
-          Value d = arith::SubFOp::create(
-              b, l, convertFloat(b, l, in[0], acc), mean);
-          return arith::AddFOp::create(
-              b, l, arith::MulFOp::create(b, l, d, d), s);
-        });
+    Value sum, squares;
+    std::tie(sum, squares) = rowMoments(rewriter, loc, m, acc, x);
     Value out = emptyTensor(rewriter, loc, type.getShape(), element);
     auto y = buildGeneric(
         rewriter, loc, {x, sum, squares, op.getGamma(), op.getBeta()},
@@ -214,20 +226,8 @@ struct LayerNormGradToLinalg final : OpRewritePattern<LayerNormGradOp> {
       return arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, v));
     };
     Value x = op.getInput(), gamma = op.getGamma(), dy = op.getGrad();
-    Value sum = reduceRows(
-        rewriter, loc, m, acc, 0.0, {x}, {m.element},
-        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
-          return arith::AddFOp::create(b, l, convertFloat(b, l, in[0], acc), s);
-        });
-    Value squares = reduceRows(
-        rewriter, loc, m, acc, 0.0, {x, sum}, {m.element, m.row},
-        [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
-          Value mean = arith::DivFOp::create(b, l, in[1], constant(b, l, cols));
-          Value d =
-              arith::SubFOp::create(b, l, convertFloat(b, l, in[0], acc), mean);
-          return arith::AddFOp::create(b, l, arith::MulFOp::create(b, l, d, d),
-                                       s);
-        });
+    Value sum, squares;
+    std::tie(sum, squares) = rowMoments(rewriter, loc, m, acc, x);
     // The normalized value of an element from the row's sums.
     auto normalized = [&](OpBuilder &b, Location l, Value xv, Value s,
                           Value sq) -> std::pair<Value, Value> {
@@ -303,25 +303,12 @@ struct LayerNormGradToLinalg final : OpRewritePattern<LayerNormGradOp> {
                              b, l, args[4], arith::MulFOp::create(b, l, d, n)),
                          arith::AddFOp::create(b, l, args[5], d)});
         });
-    auto round = [&](Value v, RankedTensorType to) -> Value {
-      if (to.getElementType() == acc)
-        return v;
-      Value o = emptyTensor(rewriter, loc, to.getShape(), to.getElementType());
-      AffineMap id = rewriter.getMultiDimIdentityMap(to.getRank());
-      return buildGeneric(
-                 rewriter, loc, {v}, {id}, {o}, {id}, to.getRank(), {},
-                 [&](OpBuilder &b, Location l, ValueRange args) {
-                   linalg::YieldOp::create(
-                       b, l, convertFloat(b, l, args[0], to.getElementType()));
-                 })
-          .getResult(0);
-    };
     rewriter.replaceOp(
         op, {dx.getResult(0),
-             round(params.getResult(0),
-                   cast<RankedTensorType>(op.getGammaGrad().getType())),
-             round(params.getResult(1),
-                   cast<RankedTensorType>(op.getBetaGrad().getType()))});
+             roundTensor(rewriter, loc, params.getResult(0),
+                         op.getGammaGrad().getType().getElementType()),
+             roundTensor(rewriter, loc, params.getResult(1),
+                         op.getBetaGrad().getType().getElementType())});
     return success();
   }
 };

@@ -31,31 +31,8 @@ using namespace mlir::gptc;
 using namespace mlir::gptc::linalg_lowering;
 
 namespace {
-/// Scalar arithmetic in one float type (f64 unless said otherwise).
-struct Scalars {
-  OpBuilder &b;
-  Location loc;
-  FloatType type;
-
-  Value c(double v) {
-    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
-  }
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
-  Value min(Value x, Value y) {
-    return arith::MinimumFOp::create(b, loc, x, y);
-  }
-  Value max(Value x, Value y) {
-    return arith::MaximumFOp::create(b, loc, x, y);
-  }
-  Value select(Value cond, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, cond, x, y);
-  }
-  Value lt(Value x, Value y) {
-    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, y);
-  }
+/// Scalar arithmetic on the scalars of rank-0 tensors.
+struct Scalars : ScalarBuilder {
   /// The float scalar of a rank-0 tensor, converted to `type`.
   Value of(Value tensor) {
     Value v = tensor::ExtractOp::create(b, loc, tensor, ValueRange{});
@@ -73,7 +50,7 @@ struct Scalars {
 };
 
 Scalars f64(OpBuilder &b, Location loc) {
-  return {b, loc, Float64Type::get(b.getContext())};
+  return {{b, loc, Float64Type::get(b.getContext())}};
 }
 
 /// sum(x^2) over every element of `x`, in f64.
@@ -134,7 +111,7 @@ struct SqrtToArith final : OpRewritePattern<SqrtOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(SqrtOp op,
                                 PatternRewriter &rewriter) const override {
-    Scalars s{rewriter, op.getLoc(), rewriter.getF32Type()};
+    Scalars s{{rewriter, op.getLoc(), rewriter.getF32Type()}};
     Value r = math::SqrtOp::create(rewriter, op.getLoc(), s.of(op.getInput()));
     rewriter.replaceOp(op, s.tensorOf(r, rewriter.getF32Type()));
     return success();
@@ -145,7 +122,7 @@ struct DivToArith final : OpRewritePattern<DivOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(DivOp op,
                                 PatternRewriter &rewriter) const override {
-    Scalars s{rewriter, op.getLoc(), rewriter.getF32Type()};
+    Scalars s{{rewriter, op.getLoc(), rewriter.getF32Type()}};
     Value r = s.div(s.of(op.getLhs()), s.of(op.getRhs()));
     rewriter.replaceOp(op, s.tensorOf(r, rewriter.getF32Type()));
     return success();
@@ -221,17 +198,16 @@ struct FoundInfToLinalg final : OpRewritePattern<FoundInfOp> {
     FloatType f32 = rewriter.getF32Type();
     Value init = filledTensor(rewriter, loc, {}, f32, 0.0);
     auto flag = buildGeneric(
-        rewriter, loc, {op.getInput()},
-        {rewriter.getMultiDimIdentityMap(rank)}, {init},
-        {AffineMap::get(rank, 0, {}, op.getContext())}, rank,
+        rewriter, loc, {op.getInput()}, {rewriter.getMultiDimIdentityMap(rank)},
+        {init}, {AffineMap::get(rank, 0, {}, op.getContext())}, rank,
         llvm::to_vector(llvm::seq<int64_t>(0, rank)),
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars s{b, l, cast<FloatType>(args[0].getType())};
+          Scalars s{{b, l, cast<FloatType>(args[0].getType())}};
           // x - x is NaN exactly when x is infinite or NaN.
           Value d = s.sub(args[0], args[0]);
           Value bad = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNO,
                                             d, d);
-          Scalars f{b, l, f32};
+          Scalars f{{b, l, f32}};
           linalg::YieldOp::create(b, l,
                                   f.select(bad, f.c(1.0), args[1]));
         });
@@ -257,7 +233,7 @@ struct CountTokensToLinalg final : OpRewritePattern<CountTokensOp> {
         {AffineMap::get(rank, 0, {}, op.getContext())}, rank,
         llvm::to_vector(llvm::seq<int64_t>(0, rank)),
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars f{b, l, f32};
+          Scalars f{{b, l, f32}};
           Value add = f.c(1.0);
           if (ignore) {
             Value label = args[0];
@@ -282,7 +258,7 @@ struct LossScaleUpdateToArith final : OpRewritePattern<LossScaleUpdateOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Scalars s = f64(rewriter, loc);
-    Scalars f{rewriter, loc, rewriter.getF32Type()};
+    Scalars f{{rewriter, loc, rewriter.getF32Type()}};
     Type i32 = rewriter.getI32Type();
     auto ext = [&](Value t) {
       return tensor::ExtractOp::create(rewriter, loc, t, ValueRange{});
@@ -372,7 +348,7 @@ SmallVector<Value> adamwUpdate(OpBuilder &b, Location loc, Value p, Value g,
   auto generic = buildGeneric(
       b, loc, {p, g, m, v}, {id, id, id, id}, inits, {id, id, id}, rank, {},
       [&](OpBuilder &nb, Location l, ValueRange a) {
-        Scalars s{nb, l, element};
+        Scalars s{{nb, l, element}};
         Value grad = s.mul(a[1], scale);
         Value mi = s.add(a[2], s.mul(s.c(1.0 - beta1), s.sub(grad, a[2])));
         Value vi = s.add(s.mul(a[3], s.c(beta2)),
