@@ -213,6 +213,79 @@ TEST(Kernels, LossScaleUpdateFollowsGradScaler) {
   EXPECT_EQ(top.updates, 8);
 }
 
+/// A MULTI_ADAMW kernel that does not carry one weight decay per parameter
+/// (a hand-edited artifact) fails at run time with the kernel's location;
+/// with them, it updates each tensor and may overwrite only a tensor's own
+/// state in place.
+TEST(Executor, MultiAdamWChecksItsParameters) {
+  program::Function f;
+  f.set_name("f");
+  // 0, 1 p; 2, 3 g; 4, 5 m; 6, 7 v; 8 lr; 9 step; 10 scale
+  //   -> 11, 12 p'; 13, 14 m'; 15, 16 v'.
+  for (int id = 0; id < 17; ++id) {
+    program::Value *v = f.add_values();
+    v->set_id(id);
+    v->set_offset(-1);
+    v->mutable_type()->set_dtype(id == 9 ? program::I32 : program::F32);
+    if (id < 8 || id > 10)
+      v->mutable_type()->add_shape(id % 2 == 0 ? 3 : 2);
+  }
+  // Tensor 0 (p, g, m, v: ids 0, 2, 4, 6; results 11, 13, 15) has 3
+  // elements, tensor 1 (ids 1, 3, 5, 7; results 12, 14, 16) has 2.
+  for (int id = 11; id < 17; ++id)
+    f.mutable_values(id)->mutable_type()->set_shape(0, id % 2 == 1 ? 3 : 2);
+  for (int id = 0; id < 11; ++id)
+    f.add_inputs(id);
+  program::Kernel *k = f.add_kernels();
+  k->set_op(program::MULTI_ADAMW);
+  k->set_location("model.pbtxt:9:1");
+  for (int id = 0; id < 11; ++id)
+    k->add_inputs(id);
+  for (int id = 11; id < 17; ++id) {
+    k->add_outputs(id);
+    f.add_outputs(id);
+  }
+  program::MultiAdamWParams *h = k->mutable_multi_adamw();
+  h->set_beta1(0.9);
+  h->set_beta2(0.95);
+  h->set_eps(1e-8);
+  h->add_weight_decays(0.1); // one decay for two parameters
+  std::string error;
+  auto exec = runtime::Executor::create(f, error);
+  ASSERT_NE(exec, nullptr) << error;
+  using runtime::Tensor;
+  std::vector<Tensor> in;
+  for (int id = 0; id < 11; ++id) {
+    const program::TensorType &t = f.values(id).type();
+    in.emplace_back(t.dtype(),
+                    std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+  }
+  in[8].data<float>()[0] = 1e-3f;
+  in[10].data<float>()[0] = 1.0f;
+  std::vector<const Tensor *> args;
+  for (Tensor &t : in)
+    args.push_back(&t);
+  std::vector<Tensor> out(6);
+  EXPECT_FALSE(exec->run(args, out, error));
+  EXPECT_NE(error.find("model.pbtxt:9:1: MULTI_ADAMW: expects 4 tensors, lr, "
+                       "step and scale (and a skip flag) per update and one "
+                       "weight decay per parameter"),
+            std::string::npos)
+      << error;
+
+  h->add_weight_decays(0.0);
+  error.clear();
+  exec = runtime::Executor::create(f, error);
+  ASSERT_NE(exec, nullptr) << error;
+  EXPECT_TRUE(exec->run(args, out, error)) << error;
+  // Output p'0 (id 11, output 0) may take p0's buffer (input 0), not p1's
+  // (input 1) nor a moment of the other tensor (input 5).
+  EXPECT_TRUE(exec->canOverwriteInput(0, 0));
+  EXPECT_FALSE(exec->canOverwriteInput(0, 1));
+  EXPECT_FALSE(exec->canOverwriteInput(0, 5));
+  EXPECT_TRUE(exec->canOverwriteInput(2, 4)); // m'0 over m0
+}
+
 /// A skipped AdamW (fp16 overflow) returns its state unchanged, gradient
 /// infinities and all.
 TEST(Executor, AdamWSkipKeepsTheState) {
