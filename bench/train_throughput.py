@@ -185,9 +185,19 @@ class GptcContender:
 
 
 def predicted_bytes(build, model):
-    """--emit=summary's training memory (parameters, moments, step buffers)."""
-    out = subprocess.run([os.path.join(build, "bin", "gptc"), model, "--emit=summary"],
-                         capture_output=True, text=True).stdout
+    """--emit=summary's training memory (parameters, moments, step buffers,
+    kernel scratch) for the run the benchmark makes: without evaluation
+    (`--eval-interval 0`), so the description is summarized with
+    eval_interval 0 (otherwise the prediction adds @forward's buffers)."""
+    fd, path = tempfile.mkstemp(suffix=".pbtxt")
+    try:
+        with os.fdopen(fd, "w") as f:
+            text = re.sub(r"\beval_interval:\s*\d+", "", open(model).read())
+            f.write(re.sub(r"training \{", "training {\n  eval_interval: 0", text, count=1))
+        out = subprocess.run([os.path.join(build, "bin", "gptc"), path, "--emit=summary"],
+                             capture_output=True, text=True).stdout
+    finally:
+        os.remove(path)
     return int(re.search(r"training memory per device: (\d+) bytes", out).group(1))
 
 

@@ -232,12 +232,20 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
           scratch = std::max<int64_t>(scratch, 4 * elements);
         }
       });
+      // Evaluation (eval_interval > 0) runs @forward in its own arena, which
+      // the first validation pass makes resident.
+      int64_t evaluation = 0;
+      if (m.evalInterval > 0)
+        if (auto forward = step->lookupSymbol<func::FuncOp>("forward"))
+          if (auto a = forward->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
+            evaluation = a.getInt();
       if (arena) {
-        int64_t peak =
-            size->weightBytes + size->optimizerBytes + arena.getInt() + scratch;
+        int64_t peak = size->weightBytes + size->optimizerBytes +
+                       arena.getInt() + scratch + evaluation;
         os << "training memory per device: " << peak << " bytes ("
            << bytes(peak)
-           << ": parameters and moments + step buffers + kernel scratch)\n";
+           << ": parameters and moments + step buffers + kernel scratch"
+           << (evaluation ? " + evaluation buffers" : "") << ")\n";
       }
     }
   }
