@@ -281,6 +281,17 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     if (k.params_case() != paramsOf(k.op()))
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " does not carry its op's parameters");
+    if (k.op() == program::MULTI_ADAMW) {
+      // n parameters: 4n tensors, lr, step, scale [, skip] -> 3n results,
+      // one weight decay each.
+      int n = nout / 3, extra = nin - 4 * n;
+      if (nout % 3 != 0 || (extra != 3 && extra != 4) ||
+          k.multi_adamw().weight_decays_size() != n)
+        return fail("kernel MULTI_ADAMW at " + k.location() +
+                    " needs 4 "
+                    "tensors, lr, step and scale (and a skip flag) per update "
+                    "and one weight decay per parameter");
+    }
     for (int32_t id : k.inputs())
       if (!validId(id))
         return fail("kernel at " + k.location() + " reads value " +
