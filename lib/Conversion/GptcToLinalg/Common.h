@@ -102,6 +102,37 @@ buildGeneric(OpBuilder &b, Location loc, ValueRange inputs,
                                    iterators, body);
 }
 
+/// A reduction of the same-shaped `inputs` over every dimension into a
+/// rank-0 tensor of `acc` starting from `init`: `combine` takes the
+/// inputs' elements and the running value and returns the next one.
+inline Value reduceAll(
+    OpBuilder &b, Location loc, ValueRange inputs, FloatType acc, double init,
+    function_ref<Value(OpBuilder &, Location, ValueRange, Value)> combine) {
+  int64_t rank = cast<RankedTensorType>(inputs[0].getType()).getRank();
+  SmallVector<AffineMap> maps(inputs.size(), b.getMultiDimIdentityMap(rank));
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < rank; ++d)
+    all.push_back(d);
+  Value start = emptyTensor(b, loc, {}, acc);
+  start = linalg::FillOp::create(
+              b, loc,
+              arith::ConstantOp::create(b, loc, acc, b.getFloatAttr(acc, init))
+                  .getResult(),
+              start)
+              .getResult(0);
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::reduction);
+  maps.push_back(AffineMap::get(rank, 0, {}, b.getContext()));
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{start.getType()}, inputs, ValueRange{start},
+             maps, iterators,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, l, combine(nb, l, args.drop_back(), args.back()));
+             })
+      .getResult(0);
+}
+
 /// The map from `rank` loops to the loops except those in `dropped`.
 inline AffineMap dropDims(MLIRContext *ctx, int64_t rank,
                           ArrayRef<int64_t> dropped) {

@@ -226,24 +226,17 @@ Value divisor(OpBuilder &b, Location loc, Value labels, Value normalizer,
     return tensor::FromElementsOp::create(
         b, loc, RankedTensorType::get({}, acc), ValueRange{n});
   }
-  auto type = cast<RankedTensorType>(labels.getType());
-  int64_t rank = type.getRank();
-  Value init = filledTensor(b, loc, {}, acc, 0.0);
-  return buildGeneric(
-             b, loc, {labels}, {b.getMultiDimIdentityMap(rank)}, {init},
-             {AffineMap::get(rank, 0, {}, b.getContext())}, rank,
-             llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-             [&](OpBuilder &nb, Location l, ValueRange args) {
-               Value one = arith::ConstantOp::create(
-                   nb, l, acc, nb.getFloatAttr(acc, 1.0));
-               Value zero = arith::ConstantOp::create(
-                   nb, l, acc, nb.getFloatAttr(acc, 0.0));
-               Value add = arith::SelectOp::create(
-                   nb, l, isKept(nb, l, args[0], ignore), one, zero);
-               linalg::YieldOp::create(
-                   nb, l, arith::AddFOp::create(nb, l, args[1], add).getResult());
-             })
-      .getResult(0);
+  return reduceAll(
+      b, loc, {labels}, acc, 0.0,
+      [&](OpBuilder &nb, Location l, ValueRange in, Value count) -> Value {
+        Value one =
+            arith::ConstantOp::create(nb, l, acc, nb.getFloatAttr(acc, 1.0));
+        Value zero =
+            arith::ConstantOp::create(nb, l, acc, nb.getFloatAttr(acc, 0.0));
+        Value add = arith::SelectOp::create(nb, l, isKept(nb, l, in[0], ignore),
+                                            one, zero);
+        return arith::AddFOp::create(nb, l, count, add);
+      });
 }
 
 /// The mean cross-entropy from the rows' statistics: the sum over kept
@@ -255,31 +248,22 @@ Value meanLoss(OpBuilder &b, Location loc, Value labels, Value max,
                std::optional<int64_t> ignore, FloatType acc,
                Type resultElement) {
   MLIRContext *ctx = b.getContext();
-  int64_t rank = cast<RankedTensorType>(labels.getType()).getRank();
-  AffineMap id = b.getMultiDimIdentityMap(rank);
-  AffineMap none = AffineMap::get(rank, 0, {}, ctx);
-  Value total =
-      buildGeneric(
-          b, loc, {labels, max, sumExp, target}, {id, id, id, id},
-          {filledTensor(b, loc, {}, acc, 0.0)}, {none}, rank,
-          llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-          [&](OpBuilder &nb, Location l, ValueRange args) {
-            Value loss = arith::SubFOp::create(
+  Value total = reduceAll(
+      b, loc, {labels, max, sumExp, target}, acc, 0.0,
+      [&](OpBuilder &nb, Location l, ValueRange in, Value sum) -> Value {
+        Value loss = arith::SubFOp::create(
+            nb, l,
+            arith::AddFOp::create(
                 nb, l,
-                arith::AddFOp::create(
-                    nb, l,
-                    math::LogOp::create(nb, l,
-                                        convertFloat(nb, l, args[2], acc)),
-                    convertFloat(nb, l, args[1], acc)),
-                convertFloat(nb, l, args[3], acc));
-            Value zero = arith::ConstantOp::create(nb, l, acc,
-                                                   nb.getFloatAttr(acc, 0.0));
-            Value add = arith::SelectOp::create(
-                nb, l, isKept(nb, l, args[0], ignore), loss, zero);
-            linalg::YieldOp::create(
-                nb, l, arith::AddFOp::create(nb, l, args[4], add).getResult());
-          })
-          .getResult(0);
+                math::LogOp::create(nb, l, convertFloat(nb, l, in[2], acc)),
+                convertFloat(nb, l, in[1], acc)),
+            convertFloat(nb, l, in[3], acc));
+        Value zero =
+            arith::ConstantOp::create(nb, l, acc, nb.getFloatAttr(acc, 0.0));
+        Value add = arith::SelectOp::create(nb, l, isKept(nb, l, in[0], ignore),
+                                            loss, zero);
+        return arith::AddFOp::create(nb, l, sum, add);
+      });
   Value n = divisor(b, loc, labels, normalizer, ignore, acc);
   AffineMap scalar = AffineMap::get(0, 0, {}, ctx);
   return buildGeneric(b, loc, {total, n}, {scalar, scalar},
@@ -371,6 +355,7 @@ struct CrossEntropyGradToLinalg final : OpRewritePattern<CrossEntropyGradOp> {
     return success();
   }
 };
+
 /// The maximum of each row (the last dimension).
 struct RowMaxToLinalg final : OpRewritePattern<RowMaxOp> {
   using OpRewritePattern::OpRewritePattern;

@@ -55,23 +55,14 @@ Scalars f64(OpBuilder &b, Location loc) {
 
 /// sum(x^2) over every element of `x`, in f64.
 Value sumOfSquares(OpBuilder &b, Location loc, Value x) {
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t rank = type.getRank();
   FloatType acc = Float64Type::get(b.getContext());
-  Value init = filledTensor(b, loc, {}, acc, 0.0);
-  Value s =
-      buildGeneric(b, loc, {x}, {b.getMultiDimIdentityMap(rank)}, {init},
-                   {AffineMap::get(rank, 0, {}, b.getContext())}, rank,
-                   llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-                   [&](OpBuilder &nb, Location l, ValueRange args) {
-                     Value v = convertFloat(nb, l, args[0], acc);
-                     linalg::YieldOp::create(
-                         nb, l,
-                         arith::AddFOp::create(
-                             nb, l, args[1], arith::MulFOp::create(nb, l, v, v))
-                             .getResult());
-                   })
-          .getResult(0);
+  Value s = reduceAll(
+      b, loc, {x}, acc, 0.0,
+      [&](OpBuilder &nb, Location l, ValueRange in, Value sum) -> Value {
+        Value v = convertFloat(nb, l, in[0], acc);
+        return arith::AddFOp::create(nb, l, sum,
+                                     arith::MulFOp::create(nb, l, v, v));
+      });
   return tensor::ExtractOp::create(b, loc, s, ValueRange{});
 }
 
@@ -192,26 +183,19 @@ struct FoundInfToLinalg final : OpRewritePattern<FoundInfOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(FoundInfOp op,
                                 PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    auto type = cast<RankedTensorType>(op.getInput().getType());
-    int64_t rank = type.getRank();
     FloatType f32 = rewriter.getF32Type();
-    Value init = filledTensor(rewriter, loc, {}, f32, 0.0);
-    auto flag = buildGeneric(
-        rewriter, loc, {op.getInput()}, {rewriter.getMultiDimIdentityMap(rank)},
-        {init}, {AffineMap::get(rank, 0, {}, op.getContext())}, rank,
-        llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars s{{b, l, cast<FloatType>(args[0].getType())}};
+    Value flag = reduceAll(
+        rewriter, op.getLoc(), {op.getInput()}, f32, 0.0,
+        [&](OpBuilder &b, Location l, ValueRange in, Value found) -> Value {
+          Scalars s{{b, l, cast<FloatType>(in[0].getType())}};
           // x - x is NaN exactly when x is infinite or NaN.
-          Value d = s.sub(args[0], args[0]);
-          Value bad = arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNO,
-                                            d, d);
+          Value d = s.sub(in[0], in[0]);
+          Value bad =
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNO, d, d);
           Scalars f{{b, l, f32}};
-          linalg::YieldOp::create(b, l,
-                                  f.select(bad, f.c(1.0), args[1]));
+          return f.select(bad, f.c(1.0), found);
         });
-    rewriter.replaceOp(op, flag.getResults());
+    rewriter.replaceOp(op, flag);
     return success();
   }
 };
@@ -221,31 +205,23 @@ struct CountTokensToLinalg final : OpRewritePattern<CountTokensOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CountTokensOp op,
                                 PatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    auto type = cast<RankedTensorType>(op.getLabels().getType());
-    int64_t rank = type.getRank();
     FloatType f32 = rewriter.getF32Type();
     std::optional<int64_t> ignore = op.getIgnoreIndex();
-    Value init = filledTensor(rewriter, loc, {}, f32, 0.0);
-    auto count = buildGeneric(
-        rewriter, loc, {op.getLabels()},
-        {rewriter.getMultiDimIdentityMap(rank)}, {init},
-        {AffineMap::get(rank, 0, {}, op.getContext())}, rank,
-        llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-        [&](OpBuilder &b, Location l, ValueRange args) {
+    Value count = reduceAll(
+        rewriter, op.getLoc(), {op.getLabels()}, f32, 0.0,
+        [&](OpBuilder &b, Location l, ValueRange in, Value n) -> Value {
           Scalars f{{b, l, f32}};
           Value add = f.c(1.0);
           if (ignore) {
-            Value label = args[0];
             Value ig = arith::ConstantOp::create(
-                b, l, b.getIntegerAttr(label.getType(), *ignore));
+                b, l, b.getIntegerAttr(in[0].getType(), *ignore));
             Value kept = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
-                                               label, ig);
+                                               in[0], ig);
             add = f.select(kept, f.c(1.0), f.c(0.0));
           }
-          linalg::YieldOp::create(b, l, f.add(args[1], add));
+          return f.add(n, add);
         });
-    rewriter.replaceOp(op, count.getResults());
+    rewriter.replaceOp(op, count);
     return success();
   }
 };
