@@ -54,6 +54,13 @@ if config.gptc_have_cuda:
     config.available_features.add("cuda")
     config.substitutions.append(("%nvcc", config.gptc_cuda_compiler))
     config.substitutions.append(("%cuda_arch", config.gptc_cuda_architectures))
+# The CUDA toolkit's ptxas and libdevice: the GPU kernels' math functions
+# link libdevice and a cubin needs ptxas; PTX itself needs neither.
+toolkit = config.gptc_cuda_toolkit
+if toolkit and os.path.exists(os.path.join(toolkit, "bin", "ptxas")) and \
+        os.path.isdir(os.path.join(toolkit, "nvvm", "libdevice")):
+    config.available_features.add("cuda-toolkit")
+    config.environment["CUDA_HOME"] = toolkit
 if config.gptc_have_nccl:
     config.available_features.add("nccl")
 # MPI (MPICH) for multi-rank tests. Ranks run on this machine's cores,

@@ -8,6 +8,7 @@
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Target/CPU/Passes.h"
+#include "gptc/Target/CUDA/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -53,6 +54,11 @@ void mlir::gptc::registerPipelines() {
       "Lower a module of kernel functions to LLVM dialect with the CPU "
       "runtime's entry points",
       buildKernelLoweringPipeline);
+  PassPipelineRegistration<GpuKernelLoweringPipelineOptions>(
+      "gptc-gpu-kernel-lowering-pipeline",
+      "Lower a module of kernel functions to GPU kernels for NVIDIA GPUs "
+      "(PTX or a cubin) and the launch sequence of each",
+      buildGpuKernelLoweringPipeline);
   PassPipelineRegistration<FrontendPipelineOptions>(
       "gptc-frontend-pipeline",
       "Check and clean up an imported gptc forward graph",

@@ -6,6 +6,9 @@
 // HELP: --gptc-autodiff
 // HELP-NEXT: --function
 // HELP-NEXT: --output
+// HELP: --gptc-gpu-map-kernel
+// HELP-NEXT: --block-size
+// HELP: --gptc-gpu-merge-modules
 // HELP: --gptc-model-stats
 // HELP-NEXT: --annotate
 // HELP-NEXT: --remarks
@@ -17,6 +20,13 @@
 // HELP: Pass Pipelines:
 // HELP: --gptc-frontend-pipeline
 // HELP-NEXT: --verify-model
+// HELP: --gptc-gpu-kernel-lowering-pipeline
+// HELP-NEXT: --block-size
+// HELP-NEXT: --chip
+// HELP-NEXT: --features
+// HELP-NEXT: --format
+// HELP-NEXT: --opt-level
+// HELP-NEXT: --toolkit
 
 // Only the curated upstream passes are registered.
 // RUN: gptc-opt --help | FileCheck %s --check-prefix=CURATED
@@ -26,7 +36,7 @@
 // CURATED-NOT: --x86-
 
 // RUN: gptc-opt --show-dialects | FileCheck %s --check-prefix=DIALECTS
-// DIALECTS: Available Dialects: arith,bufferization,builtin,cf,func,gptc,linalg,llvm,math,memref,scf,shard,tensor
+// DIALECTS: Available Dialects: affine,arith,bufferization,builtin,cf,func,gptc,gpu,linalg,llvm,math,memref,nvvm,scf,shard,tensor
 
 // RUN: gptc-opt --list-passes | FileCheck %s --check-prefix=LIST
 // LIST: gptc-autodiff

@@ -4,7 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-//   gptc MODEL.pbtxt --emit=mlir|train|program|summary [-o OUT]
+//   gptc MODEL.pbtxt --emit=summary|mlir|train|program|comm|kernels [-o OUT]
+//   gptc MODEL.pbtxt --emit=cuda|ptx|cubin [--cuda-chip=sm_90] [-o OUT]
 //   gptc train MODEL.pbtxt ...      (Train.cpp)
 //   gptc sample CHECKPOINT ...
 //
@@ -26,6 +27,7 @@
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Target/CUDA/CompileKernels.h"
 #include "gptc/Target/ExportProgram.h"
 
 #include "mlir/IR/AsmState.h"
@@ -59,27 +61,49 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output filename"),
                                            cl::cat(gptcCategory));
 
 namespace {
-enum class Emit { MLIR, Train, Program, Summary, Comm, Kernels };
+enum class Emit {
+  MLIR,
+  Train,
+  Program,
+  Summary,
+  Comm,
+  Kernels,
+  Cuda,
+  Ptx,
+  Cubin
+};
 } // namespace
 
 static cl::opt<Emit> emitAction(
     "emit", cl::desc("What to produce"), cl::init(Emit::Summary),
-    cl::values(clEnumValN(Emit::MLIR, "mlir",
-                          "The forward graph in the gptc dialect"),
-               clEnumValN(Emit::Train, "train",
-                          "The training step after gptc-train-pipeline"),
-               clEnumValN(Emit::Program, "program",
-                          "The runtime artifact of the training step "
-                          "(protobuf text)"),
-               clEnumValN(Emit::Summary, "summary",
-                          "Parameters, FLOPs and per-device model state"),
-               clEnumValN(Emit::Comm, "comm",
-                          "The training step's collectives: bytes and "
-                          "volume sent per rank"),
-               clEnumValN(Emit::Kernels, "kernels",
-                          "The training step's generated kernels: the ops "
-                          "each fuses, FLOPs and bytes")),
+    cl::values(
+        clEnumValN(Emit::MLIR, "mlir", "The forward graph in the gptc dialect"),
+        clEnumValN(Emit::Train, "train",
+                   "The training step after gptc-train-pipeline"),
+        clEnumValN(Emit::Program, "program",
+                   "The runtime artifact of the training step "
+                   "(protobuf text)"),
+        clEnumValN(Emit::Summary, "summary",
+                   "Parameters, FLOPs and per-device model state"),
+        clEnumValN(Emit::Comm, "comm",
+                   "The training step's collectives: bytes and "
+                   "volume sent per rank"),
+        clEnumValN(Emit::Kernels, "kernels",
+                   "The training step's generated kernels: the ops "
+                   "each fuses, FLOPs and bytes"),
+        clEnumValN(Emit::Cuda, "cuda",
+                   "The training step's kernels for the GPU: the "
+                   "launch sequence of each"),
+        clEnumValN(Emit::Ptx, "ptx", "The training step's GPU kernels as PTX"),
+        clEnumValN(Emit::Cubin, "cubin",
+                   "The training step's GPU kernels as a cubin "
+                   "(needs the CUDA toolkit's ptxas)")),
     cl::cat(gptcCategory));
+
+static cl::opt<std::string>
+    cudaChipOpt("cuda-chip",
+                cl::desc("GPU architecture of --emit=cuda|ptx|cubin"),
+                cl::init("sm_90"), cl::cat(gptcCategory));
 
 static cl::OptionCategory parallelCategory(
     "gptc parallel options (replace the description's)");
@@ -156,8 +180,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
-  bool training = emitAction == Emit::Train || emitAction == Emit::Program ||
-                  emitAction == Emit::Comm || emitAction == Emit::Kernels;
+  bool training = emitAction != Emit::MLIR && emitAction != Emit::Summary;
   if (training)
     buildTrainPipeline(pm);
   else
@@ -187,6 +210,22 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     for (StringRef name : {"forward", "train_step"})
       if (auto func = module->lookupSymbol<func::FuncOp>(name))
         printKernelReport(func, os);
+    return success();
+  }
+  case Emit::Cuda:
+  case Emit::Ptx:
+  case Emit::Cubin: {
+    GpuKernelLoweringPipelineOptions options;
+    options.chip = cudaChipOpt;
+    options.format = emitAction == Emit::Cubin ? "bin" : "isa";
+    FailureOr<CudaKernels> kernels =
+        compileModuleKernelsForCuda(*module, options);
+    if (failed(kernels))
+      return failure();
+    if (emitAction == Emit::Cuda)
+      printCudaLaunchPlans(*kernels, os);
+    else
+      os << kernels->image;
     return success();
   }
   case Emit::Comm: {

@@ -77,14 +77,21 @@ struct GptcKernelAbiPass final
     }
     Block &entry = func.getBody().front();
     auto ret = cast<func::ReturnOp>(entry.getTerminator());
-    // 1. The parallel dimension: dimension 0 of every result.
+    // 1. The parallel dimension: dimension 0 of every result (only static
+    //    shapes without a row range).
     int64_t extent = -1;
     for (Value v : ret.getOperands()) {
       auto t = dyn_cast<RankedTensorType>(v.getType());
+      if (!rowRange && t && t.hasStaticShape()) {
+        extent = 0;
+        continue;
+      }
       if (!t || !t.hasStaticShape() || t.getRank() == 0 ||
           (extent >= 0 && t.getDimSize(0) != extent)) {
-        func.emitOpError("a kernel's results need dimension 0 of one static "
-                         "extent, got ")
+        func.emitOpError(rowRange ? "a kernel's results need dimension 0 of "
+                                    "one static extent, got "
+                                  : "a kernel's results need static shapes, "
+                                    "got ")
             << v.getType();
         return signalPassFailure();
       }
@@ -94,7 +101,8 @@ struct GptcKernelAbiPass final
       func.emitOpError("a kernel has results");
       return signalPassFailure();
     }
-    // 2. Buffers for the inputs, then the results, then begin and end.
+    // 2. Buffers for the inputs, then the results, then begin and end
+    //    (when the runtime splits rows).
     auto bufferOf = [](Type type) {
       auto t = cast<RankedTensorType>(type);
       return MemRefType::get(t.getShape(), t.getElementType());
@@ -115,9 +123,11 @@ struct GptcKernelAbiPass final
     for (Value v : ret.getOperands())
       outBuffers.push_back(entry.addArgument(bufferOf(v.getType()), loc));
     OpBuilder b(func.getContext());
-    IndexType index = b.getIndexType();
-    entry.addArgument(index, loc);
-    entry.addArgument(index, loc);
+    if (rowRange) {
+      IndexType index = b.getIndexType();
+      entry.addArgument(index, loc);
+      entry.addArgument(index, loc);
+    }
     // 3. Inputs read through to_tensor (restrict: nothing else in the
     //    kernel writes them).
     b.setInsertionPointToStart(&entry);
@@ -139,7 +149,8 @@ struct GptcKernelAbiPass final
     entry.eraseArguments(0, numInputs);
     func.setFunctionType(
         b.getFunctionType(entry.getArgumentTypes(), TypeRange{}));
-    func->setAttr(kExtentAttr, b.getI64IntegerAttr(extent));
+    if (rowRange)
+      func->setAttr(kExtentAttr, b.getI64IntegerAttr(extent));
   }
 };
 } // namespace

@@ -45,7 +45,15 @@ def GptcKernelAbiPass
     func.func @k(%a: memref<8x64xf32>, %out: memref<8x64xf32>,
                  %begin: index, %end: index) attributes {gptc.extent = 8}
     ```
+
+    With `row-range=false` (the CUDA target, whose kernels cover every
+    row in one launch) the function takes no `begin`, `end`.
   }];
+  let options = [
+    Option<"rowRange", "row-range", "bool", /*default=*/"true",
+           "End the signature with the begin, end row range the CPU "
+           "runtime splits over its threads">
+  ];
   let dependentDialects = [
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::memref::MemRefDialect"

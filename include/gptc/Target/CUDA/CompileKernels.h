@@ -1,0 +1,78 @@
+//===- CompileKernels.h - A module's kernels for NVIDIA GPUs ----*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The CUDA target's driver entry: the kernels of a compiled training step
+// lowered for a GPU, as one binary (PTX text or a cubin) holding every GPU
+// function, and for each gptc kernel the sequence of launches that
+// computes it. This is what a GPU runtime loads (cuModuleLoadData) and
+// replays (cuLaunchKernel) in place of the CPU's shared object.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_TARGET_CUDA_COMPILEKERNELS_H
+#define GPTC_TARGET_CUDA_COMPILEKERNELS_H
+
+#include "gptc/Target/CUDA/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::gptc {
+
+/// One launch of a GPU function.
+struct CudaLaunch {
+  /// The GPU function's name in the binary.
+  std::string function;
+  std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+  /// The buffers passed, as bare device pointers in this order: index i <
+  /// the kernel's operand count + result count names the kernel's operands
+  /// then its results, as the artifact lists them; a larger index names
+  /// temporary i - (operands + results).
+  std::vector<int64_t> args;
+};
+
+/// How one gptc kernel runs on the GPU.
+struct CudaKernelPlan {
+  std::string name;
+  int64_t numOperands = 0, numResults = 0;
+  /// Bytes of each temporary a launch passes to a later one.
+  std::vector<int64_t> temporaryBytes;
+  std::vector<CudaLaunch> launches;
+};
+
+/// Every kernel of a module, for one GPU architecture.
+struct CudaKernels {
+  /// "isa" (PTX text), "bin" (cubin) or "fatbin".
+  std::string format;
+  /// The binary of all GPU functions; empty when the module has none.
+  std::string image;
+  std::vector<CudaKernelPlan> kernels;
+};
+
+/// The module's kernels (gptc.kernel ops) for the GPU: gptc-outline-kernels,
+/// gptc-gpu-kernel-lowering-pipeline with `options`, then the launch
+/// sequence read from each kernel's host function. The module itself is
+/// not changed.
+FailureOr<CudaKernels>
+compileModuleKernelsForCuda(ModuleOp module,
+                            const GpuKernelLoweringPipelineOptions &options);
+
+/// Reads the launch plans and the binary from a module the pipeline has
+/// lowered (host functions of constants, allocations and gpu.launch_func;
+/// one gpu.binary). Fails with a diagnostic at whatever it cannot express.
+FailureOr<CudaKernels> readCudaLaunchPlans(ModuleOp lowered);
+
+/// Prints the plans as `--emit=cuda` does: one line per kernel, one per
+/// launch.
+void printCudaLaunchPlans(const CudaKernels &kernels, raw_ostream &os);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_TARGET_CUDA_COMPILEKERNELS_H

@@ -1,0 +1,86 @@
+//===- Passes.h - gptc CUDA code generation --------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The CUDA target: the passes and the pipeline that turn the kernel
+// functions gptc-outline-kernels builds (the same ones the CPU target
+// compiles) into GPU kernels for NVIDIA GPUs, through MLIR's gpu and nvvm
+// dialects and LLVM's NVPTX back end, and the launch sequence of each.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_TARGET_CUDA_PASSES_H
+#define GPTC_TARGET_CUDA_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace mlir {
+class OpPassManager;
+namespace gptc {
+
+#define GEN_PASS_DECL
+#include "gptc/Target/CUDA/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "gptc/Target/CUDA/Passes.h.inc"
+
+/// The name of the one gpu.module the kernels end up in.
+constexpr llvm::StringLiteral kGpuKernelModuleName = "gptc_kernels";
+
+/// Options of `gptc-gpu-kernel-lowering-pipeline`.
+struct GpuKernelLoweringPipelineOptions
+    : public PassPipelineOptions<GpuKernelLoweringPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("GPU architecture (sm_90: H100, H200)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features (sm_90 needs PTX ISA 8.0: +ptx80)"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level", llvm::cl::desc("NVPTX optimization level, 0-3"),
+      llvm::cl::init(3)};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What the kernels become: isa (PTX text), bin (a cubin, "
+                     "through the toolkit's ptxas), fatbin, or none (stop "
+                     "at the NVVM dialect)"),
+      llvm::cl::init("isa")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit (ptxas, libdevice); empty: CUDA_HOME, "
+                     "then /usr/local/cuda"),
+      llvm::cl::init("")};
+  PassOptions::Option<int64_t> blockSize{*this, "block-size",
+                                         llvm::cl::desc("Threads per block"),
+                                         llvm::cl::init(256)};
+};
+
+/// The GPU kernel lowering pipeline, on a module of kernel functions (what
+/// gptc-outline-kernels builds): gptc -> linalg, elementwise fusion, the
+/// kernel ABI without a row range, bufferization, parallel loops mapped
+/// onto blocks and threads, gpu.launch, outlining into one gpu.module,
+/// NVVM, and the module serialized as `format` says. The host functions
+/// that remain hold each kernel's launch sequence. Registered as
+/// `gptc-gpu-kernel-lowering-pipeline`.
+void buildGpuKernelLoweringPipeline(
+    OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options);
+
+/// The CUDA toolkit the pipeline uses when `toolkit` is empty: CUDA_HOME,
+/// else /usr/local/cuda; empty if neither holds nvvm/libdevice.
+std::string defaultCudaToolkit();
+
+} // namespace gptc
+} // namespace mlir
+
+#endif // GPTC_TARGET_CUDA_PASSES_H

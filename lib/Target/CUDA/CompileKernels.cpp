@@ -1,0 +1,164 @@
+//===- CompileKernels.cpp - A module's kernels for NVIDIA GPUs --*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Target/CUDA/CompileKernels.h"
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
+  CudaKernels result;
+  for (auto binary : lowered.getOps<gpu::BinaryOp>()) {
+    if (!result.image.empty() || binary.getObjects().size() != 1)
+      return binary.emitOpError("expected one object for one GPU");
+    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    result.image = object.getObject().getValue().str();
+    result.format = gpu::stringifyCompilationTarget(object.getFormat()).str();
+  }
+  for (auto func : lowered.getOps<func::FuncOp>()) {
+    CudaKernelPlan plan;
+    plan.name = func.getName().str();
+    plan.numOperands = func.getNumArguments();
+    // Buffers: the function's arguments (operands, then results, as the
+    // kernel ABI orders them), then each allocation.
+    DenseMap<Value, int64_t> bufferIndex;
+    for (BlockArgument arg : func.getArguments())
+      bufferIndex[arg] = arg.getArgNumber();
+    auto constant = [](Value v) -> std::optional<int64_t> {
+      if (auto c = v.getDefiningOp<arith::ConstantIndexOp>())
+        return c.value();
+      return std::nullopt;
+    };
+    for (Operation &op : func.getBody().front()) {
+      if (isa<arith::ConstantOp, func::ReturnOp>(op))
+        continue;
+      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+        MemRefType type = alloc.getType();
+        if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+          return alloc.emitOpError("is not a dense static temporary");
+        bufferIndex[alloc] = func.getNumArguments() +
+                             static_cast<int64_t>(plan.temporaryBytes.size());
+        plan.temporaryBytes.push_back(
+            type.getNumElements() *
+            static_cast<int64_t>(type.getElementTypeBitWidth() / 8));
+        continue;
+      }
+      auto launch = dyn_cast<gpu::LaunchFuncOp>(op);
+      if (!launch)
+        return op.emitOpError("has no place in a GPU launch sequence");
+      CudaLaunch l;
+      l.function = launch.getKernelName().str();
+      gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+      gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+      Value dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+      for (int i = 0; i < 6; ++i) {
+        std::optional<int64_t> v = constant(dims[i]);
+        if (!v)
+          return launch.emitOpError("has a launch size that is not constant");
+        (i < 3 ? l.grid[i] : l.block[i - 3]) = *v;
+      }
+      for (Value arg : launch.getKernelOperands()) {
+        auto it = bufferIndex.find(arg);
+        if (it == bufferIndex.end())
+          return launch.emitOpError("passes a value that is not a kernel "
+                                    "buffer or temporary");
+        l.args.push_back(it->second);
+      }
+      plan.launches.push_back(std::move(l));
+    }
+    result.kernels.push_back(std::move(plan));
+  }
+  return result;
+}
+
+FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
+    ModuleOp module, const GpuKernelLoweringPipelineOptions &options) {
+  // 1. The kernel functions, in a module of their own, with each kernel's
+  //    operand and result counts (the host function has them all as
+  //    arguments).
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  PassManager outline(module.getContext());
+  outline.addPass(createGptcOutlineKernelsPass());
+  if (failed(outline.run(*copy)))
+    return failure();
+  auto nested = dyn_cast_or_null<ModuleOp>(
+      SymbolTable::lookupSymbolIn(*copy, "gptc_kernels"));
+  if (!nested || nested.getBody()->empty())
+    return CudaKernels{options.format, "", {}};
+  llvm::StringMap<std::pair<int64_t, int64_t>> counts;
+  for (auto func : nested.getOps<func::FuncOp>())
+    counts[func.getName()] = {func.getNumArguments(), func.getNumResults()};
+  OwningOpRef<ModuleOp> kernels(cast<ModuleOp>(nested->clone()));
+  kernels->setSymNameAttr(nullptr);
+  // 2. GPU functions and launch sequences.
+  PassManager lower(module.getContext());
+  buildGpuKernelLoweringPipeline(lower, options);
+  if (failed(lower.run(*kernels)))
+    return failure();
+  FailureOr<CudaKernels> result = readCudaLaunchPlans(*kernels);
+  if (failed(result))
+    return failure();
+  for (CudaKernelPlan &plan : result->kernels) {
+    auto [operands, results] = counts.lookup(plan.name);
+    plan.numOperands = operands;
+    plan.numResults = results;
+    // Every result is some launch's argument (a launch that only reads it
+    // would be a bug the runtime could not see).
+    for (int64_t r = operands; r < operands + results; ++r)
+      if (llvm::none_of(plan.launches, [&](const CudaLaunch &l) {
+            return llvm::is_contained(l.args, r);
+          }))
+        return emitError(module.getLoc())
+               << "GPU kernel " << plan.name << " computes result "
+               << r - operands << " in no launch";
+  }
+  return result;
+}
+
+void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
+                                      raw_ostream &os) {
+  int64_t launches = 0;
+  for (const CudaKernelPlan &plan : kernels.kernels)
+    launches += static_cast<int64_t>(plan.launches.size());
+  os << kernels.kernels.size() << " kernels, " << launches << " launches, one "
+     << kernels.format << " image of " << kernels.image.size() << " bytes\n";
+  for (const CudaKernelPlan &plan : kernels.kernels) {
+    os << "kernel " << plan.name << " (" << plan.numOperands << " operands, "
+       << plan.numResults << " results";
+    if (!plan.temporaryBytes.empty()) {
+      os << ", temporaries";
+      for (int64_t bytes : plan.temporaryBytes)
+        os << " " << bytes;
+      os << " bytes";
+    }
+    os << ")\n";
+    int64_t buffers = plan.numOperands + plan.numResults;
+    for (const CudaLaunch &l : plan.launches) {
+      os << "  launch " << l.function << " grid (" << l.grid[0] << ", "
+         << l.grid[1] << ", " << l.grid[2] << ") block (" << l.block[0] << ", "
+         << l.block[1] << ", " << l.block[2] << ") args (";
+      llvm::interleaveComma(l.args, os, [&](int64_t i) {
+        if (i < plan.numOperands)
+          os << "in" << i;
+        else if (i < buffers)
+          os << "out" << i - plan.numOperands;
+        else
+          os << "tmp" << i - buffers;
+      });
+      os << ")\n";
+    }
+  }
+}

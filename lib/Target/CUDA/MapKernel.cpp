@@ -1,0 +1,193 @@
+//===- MapKernel.cpp - Kernel loops onto GPU blocks and threads -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// gptc-gpu-map-kernel and gptc-gpu-merge-modules; see
+// include/gptc/Target/CUDA/Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Target/CUDA/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::gptc {
+#define GEN_PASS_DEF_GPTCGPUMAPKERNELPASS
+#define GEN_PASS_DEF_GPTCGPUMERGEMODULESPASS
+#include "gptc/Target/CUDA/Passes.h.inc"
+} // namespace mlir::gptc
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+//===----------------------------------------------------------------------===//
+// gptc-gpu-map-kernel
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct GptcGpuMapKernelPass final
+    : mlir::gptc::impl::GptcGpuMapKernelPassBase<GptcGpuMapKernelPass> {
+  using Base::Base;
+
+  /// One loop nest as a grid of blocks of threads: thread t of block b
+  /// runs iteration b * tile + t of the nest's iteration space, linearized
+  /// row-major (the innermost dimension varies fastest, so that adjacent
+  /// threads touch adjacent elements).
+  LogicalResult map(scf::ParallelOp loop) {
+    // 1. A static iteration space from 0 in steps of 1.
+    SmallVector<int64_t> extents;
+    int64_t total = 1;
+    for (auto [lo, hi, step] : llvm::zip(
+             loop.getLowerBound(), loop.getUpperBound(), loop.getStep())) {
+      std::optional<int64_t> l = getConstantIntValue(lo),
+                             h = getConstantIntValue(hi),
+                             s = getConstantIntValue(step);
+      if (l != 0 || s != 1 || !h)
+        return loop.emitOpError("has no static iteration space from 0 in "
+                                "steps of 1 to map onto GPU threads");
+      extents.push_back(*h);
+      total *= *h;
+    }
+    int64_t tile = std::max<int64_t>(1, std::min<int64_t>(blockSize, total));
+    int64_t numBlocks = (total + tile - 1) / tile;
+    // 2. Blocks, then threads; out-of-range threads of the last block idle.
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    auto index = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(b, loc, v);
+    };
+    Value zero = index(0), one = index(1);
+    auto blocks = scf::ParallelOp::create(b, loc, zero, index(numBlocks), one);
+    b.setInsertionPointToStart(blocks.getBody());
+    auto threads = scf::ParallelOp::create(b, loc, zero, index(tile), one);
+    b.setInsertionPointToStart(threads.getBody());
+    Value linear = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, blocks.getInductionVars()[0],
+                              index(tile)),
+        threads.getInductionVars()[0]);
+    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                          linear, index(total));
+    auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    // 3. The nest's indices, innermost first, and its body in the guard.
+    SmallVector<Value> ivs(extents.size());
+    Value rest = linear;
+    for (int64_t d = static_cast<int64_t>(extents.size()) - 1; d >= 0; --d) {
+      Value extent = index(extents[d]);
+      ivs[d] = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, extent);
+      if (d > 0)
+        rest = arith::DivUIOp::create(b, loc, rest, extent);
+    }
+    Block *body = loop.getBody();
+    body->getTerminator()->erase();
+    IRRewriter rewriter(b);
+    rewriter.inlineBlockBefore(body, guard.thenBlock()->getTerminator(), ivs);
+    loop.erase();
+    // 4. The mapping convert-parallel-loops-to-gpu reads.
+    MLIRContext *ctx = b.getContext();
+    AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
+    auto onto = [&](gpu::Processor p) {
+      return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
+    };
+    if (failed(gpu::setMappingAttr(blocks, {onto(gpu::Processor::BlockX)})) ||
+        failed(gpu::setMappingAttr(threads, {onto(gpu::Processor::ThreadX)})))
+      return blocks.emitOpError("cannot be mapped onto GPU blocks");
+    return success();
+  }
+
+  void runOnOperation() override {
+    auto func = dyn_cast<FunctionOpInterface>(getOperation());
+    if (!func || func.isExternal())
+      return;
+    if (blockSize < 1 || blockSize > 1024) {
+      func.emitOpError("block-size must be in [1, 1024], got ")
+          << static_cast<int64_t>(blockSize);
+      return signalPassFailure();
+    }
+    SmallVector<scf::ParallelOp> loops;
+    for (Block &block : func.getFunctionBody())
+      for (Operation &op : block) {
+        if (auto loop = dyn_cast<scf::ParallelOp>(op)) {
+          loops.push_back(loop);
+          continue;
+        }
+        if (isMemoryEffectFree(&op) || op.hasTrait<OpTrait::IsTerminator>() ||
+            isa<memref::AllocOp>(op))
+          continue;
+        if (isa<scf::ForOp>(op)) {
+          op.emitOpError("is a loop nest with no parallel dimension (a "
+                         "reduction to a scalar); the GPU target has no "
+                         "mapping for it yet");
+          return signalPassFailure();
+        }
+        op.emitOpError("runs outside the kernel's parallel loops; it has no "
+                       "GPU mapping");
+        return signalPassFailure();
+      }
+    for (scf::ParallelOp loop : loops)
+      if (failed(map(loop)))
+        return signalPassFailure();
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// gptc-gpu-merge-modules
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct GptcGpuMergeModulesPass final
+    : mlir::gptc::impl::GptcGpuMergeModulesPassBase<GptcGpuMergeModulesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<gpu::GPUModuleOp> modules(module.getOps<gpu::GPUModuleOp>());
+    if (modules.empty())
+      return;
+    OpBuilder b(modules.front());
+    auto merged =
+        gpu::GPUModuleOp::create(b, modules.front().getLoc(), "gptc_merged");
+    SymbolTable symbols(merged);
+    // (old module, old name) -> the name in the merged module. The
+    // outliner names each launch's kernel after its host function, so a
+    // function of several launches gives several kernels of one name, each
+    // in its own module; the symbol table renames all but the first.
+    DenseMap<std::pair<StringAttr, StringAttr>, StringAttr> renamed;
+    for (gpu::GPUModuleOp from : modules) {
+      for (Operation &op :
+           llvm::make_early_inc_range(from.getBody()->getOperations())) {
+        if (op.hasTrait<OpTrait::IsTerminator>())
+          continue;
+        StringAttr old = SymbolTable::getSymbolName(&op);
+        op.remove();
+        renamed[{from.getNameAttr(), old}] = symbols.insert(&op);
+      }
+      from.erase();
+    }
+    merged.setName(kGpuKernelModuleName);
+    StringAttr root = b.getStringAttr(kGpuKernelModuleName);
+    WalkResult walk = module.walk([&](gpu::LaunchFuncOp launch) {
+      auto it =
+          renamed.find({launch.getKernelModuleName(), launch.getKernelName()});
+      if (it == renamed.end()) {
+        launch.emitOpError("launches a kernel outside the outlined modules");
+        return WalkResult::interrupt();
+      }
+      launch.setKernelAttr(
+          SymbolRefAttr::get(root, {FlatSymbolRefAttr::get(it->second)}));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace

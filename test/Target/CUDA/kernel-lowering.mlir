@@ -1,0 +1,57 @@
+// The CUDA target's lowering of one kernel function (what
+// gptc-outline-kernels builds from a gptc.kernel), stage by stage: a bf16
+// residual chain fused into one loop nest, one launch of 512 blocks of 256
+// threads, f32 arithmetic between bf16 loads and stores, PTX for sm_90.
+// RUN: gptc-opt %s -p 'builtin.module(gptc-gpu-kernel-lowering-pipeline{format=none})' | FileCheck %s --check-prefix=NVVM
+// RUN: gptc-opt %s -p 'builtin.module(gptc-gpu-kernel-lowering-pipeline)' | FileCheck %s --check-prefix=PTX
+// RUN: gptc-opt %s -p 'builtin.module(gptc-gpu-kernel-lowering-pipeline{block-size=128 chip=sm_80 features=+ptx70})' | FileCheck %s --check-prefix=SM80
+
+func.func @k(%a: tensor<8x64x256xbf16>, %b: tensor<8x64x256xbf16>, %c: tensor<8x64x256xbf16>) -> tensor<8x64x256xbf16> {
+  %s = gptc.add %a, %b : tensor<8x64x256xbf16>
+  %t = gptc.add %s, %c : tensor<8x64x256xbf16>
+  return %t : tensor<8x64x256xbf16>
+}
+
+// The host side: the kernel's buffers (inputs, then its result) and one
+// launch; nothing else.
+// NVVM-LABEL: func.func @k
+//  NVVM-SAME: (%[[A:.*]]: memref<8x64x256xbf16>, %[[B:.*]]: memref<8x64x256xbf16>, %[[C:.*]]: memref<8x64x256xbf16>, %[[OUT:.*]]: memref<8x64x256xbf16>)
+//   NVVM-DAG: %[[C1:.*]] = arith.constant 1 : index
+//   NVVM-DAG: %[[C512:.*]] = arith.constant 512 : index
+//   NVVM-DAG: %[[C256:.*]] = arith.constant 256 : index
+//       NVVM: gpu.launch_func @gptc_kernels::@k_kernel blocks in (%[[C512]], %[[C1]], %[[C1]]) threads in (%[[C256]], %[[C1]], %[[C1]]) args(%[[A]] : memref<8x64x256xbf16>, %[[B]] : memref<8x64x256xbf16>, %[[C]] : memref<8x64x256xbf16>, %[[OUT]] : memref<8x64x256xbf16>)
+//  NVVM-NEXT: return
+// The device side: bare pointers, constants inside, f32 math.
+//       NVVM: gpu.module @gptc_kernels [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
+//       NVVM: llvm.func @k_kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) attributes {gpu.kernel, nvvm.kernel}
+//       NVVM: nvvm.read.ptx.sreg.ctaid.x
+//       NVVM: nvvm.read.ptx.sreg.tid.x
+//       NVVM: llvm.load %{{.*}} : !llvm.ptr -> bf16
+//       NVVM: llvm.fpext %{{.*}} : bf16 to f32
+//       NVVM: llvm.fadd %{{.*}} : f32
+//       NVVM: llvm.fptrunc %{{.*}} : f32 to bf16
+//       NVVM: llvm.store %{{.*}} : bf16, !llvm.ptr
+//   NVVM-NOT: llvm.func @k_kernel_
+
+// In PTX, one entry of four pointers, 16-bit loads converted to f32 and the
+// sum rounded to bf16 once more (round to nearest even) before its store.
+// PTX: gpu.binary @gptc_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
+// PTX-SAME: assembly = "
+// PTX-SAME: .version 8.0
+// PTX-SAME: .target sm_90
+// PTX-SAME: .entry k_kernel(
+// PTX-SAME: k_kernel_param_3
+// PTX-SAME: mov.u32 {{.*}}%ctaid.x
+// PTX-SAME: mov.u32 {{.*}}%tid.x
+// PTX-SAME: ld.global.b16
+// PTX-SAME: cvt.f32.bf16
+// PTX-SAME: add.rn.f32
+// PTX-SAME: cvt.rn.bf16.f32
+// PTX-SAME: st.global.b16
+
+// Another chip and block size.
+// SM80-DAG: %[[C1024:.*]] = arith.constant 1024 : index
+// SM80-DAG: %[[C128:.*]] = arith.constant 128 : index
+// SM80: gpu.launch_func @gptc_kernels::@k_kernel blocks in (%[[C1024]], %{{.*}}) threads in (%[[C128]],
+// SM80: chip = "sm_80"
+// SM80-SAME: .target sm_80

@@ -1,0 +1,83 @@
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-kernel))' | FileCheck %s
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-kernel{block-size=128}))' | FileCheck %s --check-prefix=B128
+
+// A 2-D nest of 8 x 64 = 512 iterations: 2 blocks of 256 threads; thread
+// t of block b runs iteration b * 256 + t, row-major (the column is the
+// remainder, so adjacent threads read adjacent elements).
+// CHECK-LABEL: func.func @rows
+//       CHECK: %[[C2:.*]] = arith.constant 2 : index
+//       CHECK: scf.parallel (%[[B:.*]]) = (%{{.*}}) to (%[[C2]]) step
+//       CHECK:   %[[C256:.*]] = arith.constant 256 : index
+//       CHECK:   scf.parallel (%[[T:.*]]) = (%{{.*}}) to (%[[C256]]) step
+//       CHECK:     %[[BASE:.*]] = arith.muli %[[B]], %{{.*}}
+//       CHECK:     %[[N:.*]] = arith.addi %[[BASE]], %[[T]]
+//       CHECK:     %[[C512:.*]] = arith.constant 512 : index
+//       CHECK:     %[[IN:.*]] = arith.cmpi ult, %[[N]], %[[C512]]
+//       CHECK:     scf.if %[[IN]]
+//       CHECK:       %[[C64:.*]] = arith.constant 64 : index
+//       CHECK:       %[[J:.*]] = arith.remui %[[N]], %[[C64]]
+//       CHECK:       %[[I:.*]] = arith.divui %[[N]], %[[C64]]
+//       CHECK:       %[[X:.*]] = memref.load %{{.*}}[%[[I]], %[[J]]]
+//       CHECK:       memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]]
+//       CHECK:   } {mapping = [#gpu.loop_dim_map<processor = thread_x, map = (d0) -> (d0), bound = (d0) -> (d0)>]}
+//       CHECK: } {mapping = [#gpu.loop_dim_map<processor = block_x, map = (d0) -> (d0), bound = (d0) -> (d0)>]}
+//   CHECK-NOT: scf.parallel
+// B128-LABEL: func.func @rows
+//       B128: %[[C4:.*]] = arith.constant 4 : index
+//       B128: scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[C4]])
+//       B128:   arith.constant 128 : index
+func.func @rows(%a: memref<8x64xf32>, %out: memref<8x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c64) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<8x64xf32>
+    %y = arith.addf %x, %x : f32
+    memref.store %y, %out[%i, %j] : memref<8x64xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Fewer iterations than a block: one block of that many threads. A
+// reduction dimension stays a loop inside the thread; an allocation
+// between two nests stays on the host side (a temporary).
+// CHECK-LABEL: func.func @small
+//       CHECK: memref.alloc() : memref<10xf32>
+//       CHECK: arith.constant 0 : index
+//  CHECK-NEXT: arith.constant 1 : index
+//  CHECK-NEXT: %[[ONE:.*]] = arith.constant 1 : index
+//       CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[ONE]]) step
+//       CHECK:   %[[TEN:.*]] = arith.constant 10 : index
+//       CHECK:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[TEN]]) step
+//       CHECK:       scf.for
+//       CHECK: processor = block_x
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK: processor = block_x
+func.func @small(%a: memref<10x3xf32>, %out: memref<10xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c10 = arith.constant 10 : index
+  %zero = arith.constant 0.0 : f32
+  %tmp = memref.alloc() : memref<10xf32>
+  scf.parallel (%i) = (%c0) to (%c10) step (%c1) {
+    %s = scf.for %k = %c0 to %c3 step %c1 iter_args(%acc = %zero) -> (f32) {
+      %x = memref.load %a[%i, %k] : memref<10x3xf32>
+      %n = arith.addf %acc, %x : f32
+      scf.yield %n : f32
+    }
+    memref.store %s, %tmp[%i] : memref<10xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c10) step (%c1) {
+    %x = memref.load %tmp[%i] : memref<10xf32>
+    memref.store %x, %out[%i] : memref<10xf32>
+    scf.reduce
+  }
+  return
+}
