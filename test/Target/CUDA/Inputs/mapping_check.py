@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Runs the CUDA target's thread mapping on the CPU and checks its numbers.
+
+No GPU is needed to check the index arithmetic gptc-gpu-map-kernel writes
+(blocks x threads over the iteration space linearized row-major, the
+guarded tail, temporaries between nests): the mapped `scf.parallel` loops
+run as ordinary loops under mlir-runner, every (block, thread) pair in
+turn.
+
+`kernels OUT.mlir REF.npz` writes gptc kernel functions (tensor form, what
+gptc-outline-kernels builds) and the inputs and float64 results.
+`main MAPPED.mlir REF.npz OUT.mlir` appends to the mapped module (kernels
+in destination-passing style on buffers) globals for the inputs and a
+@main that calls each kernel and prints its results. `check OUT.txt
+REF.npz` compares what mlir-runner printed (relative error below 1e-5 of
+each result's largest magnitude).
+"""
+import re
+import sys
+
+import numpy as np
+
+rng = np.random.default_rng(11)
+
+
+def ty(shape, kind="tensor"):
+    return f"{kind}<" + "".join(f"{d}x" for d in shape) + "f32>"
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_grad(x, dy):
+    t = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))
+    dt = (1 - t * t) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x * x)
+    return dy * (0.5 * (1 + t) + 0.5 * x * dt)
+
+
+def cases():
+    """(name, gptc body, inputs, results): the body names inputs %a0...
+    and returns its results."""
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    out = []
+    # 2,800 iterations: 11 blocks of 256, the last one 240 threads short.
+    a, b = f(4, 100, 7), f(4, 100, 7)
+    out.append(("ew", [
+        f"%s = gptc.add %a0, %a1 : {ty(a.shape)}",
+        f"%g = gptc.gelu %s : {ty(a.shape)}",
+        f"return %g : {ty(a.shape)}"], [a, b], [gelu(a.astype(np.float64) + b)]))
+    # 105 iterations: one block of 105 threads.
+    c, d = f(3, 5, 7), f(3, 5, 7)
+    out.append(("small", [
+        f"%s = gptc.add %a0, %a1 : {ty(c.shape)}",
+        f"return %s : {ty(c.shape)}"], [c, d], [c.astype(np.float64) + d]))
+    # Two results fused from one producer: two launches, each recomputing it.
+    x, dy = f(3, 300), f(3, 300)
+    xs = x.astype(np.float64) + dy
+    out.append(("two", [
+        f"%s = gptc.add %a0, %a1 : {ty(x.shape)}",
+        f"%g = gptc.gelu %s : {ty(x.shape)}",
+        f"%d = gptc.gelu_grad %s, %a1 : {ty(x.shape)}",
+        f"return %g, %d : {ty(x.shape)}, {ty(x.shape)}"],
+        [x, dy], [gelu(xs), gelu_grad(xs, dy.astype(np.float64))]))
+    # Row reductions (a thread per row) and the temporaries between nests.
+    xn, g, be = f(5, 300), f(300), f(300)
+    xd = xn.astype(np.float64)
+    mean = xd.mean(-1, keepdims=True)
+    var = ((xd - mean) ** 2).mean(-1, keepdims=True)
+    out.append(("layer_norm", [
+        f"%y = gptc.layer_norm %a0, %a1, %a2 eps 1.0e-05 : {ty(xn.shape)}, {ty(g.shape)}, {ty(be.shape)} -> {ty(xn.shape)}",
+        f"return %y : {ty(xn.shape)}"],
+        [xn, g, be], [(xd - mean) / np.sqrt(var + 1e-5) * g + be]))
+    xs2 = f(7, 33) * 3
+    e = np.exp(xs2.astype(np.float64) - xs2.max(-1, keepdims=True))
+    out.append(("softmax", [
+        f"%y = gptc.softmax %a0 : {ty(xs2.shape)}",
+        f"return %y : {ty(xs2.shape)}"], [xs2], [e / e.sum(-1, keepdims=True)]))
+    return out
+
+
+def dense(a):
+    return np.array2string(np.asarray(a, np.float32), separator=", ",
+                           threshold=1 << 30, floatmode="unique").replace("\n", "")
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "kernels":
+        lines, arrays = [], {}
+        for name, body, inputs, results in cases():
+            args = ", ".join(f"%a{i}: {ty(x.shape)}" for i, x in enumerate(inputs))
+            rets = ", ".join(ty(r.shape) for r in results)
+            lines.append(f"func.func @{name}({args}) -> ({rets}) {{")
+            lines += ["  " + l for l in body]
+            lines.append("}")
+            for i, x in enumerate(inputs):
+                arrays[f"{name}.in{i}"] = x
+            for i, r in enumerate(results):
+                arrays[f"{name}.out{i}"] = r
+        open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+        np.savez(sys.argv[3], **arrays)
+        return 0
+    refs = np.load(sys.argv[3])
+    names = [name for name, *_ in cases()]
+    if mode == "main":
+        text = open(sys.argv[2]).read().rstrip()
+        assert text.endswith("}"), "expected a module"
+        glob, body = [], []
+        for name in names:
+            ins = sorted((k for k in refs.files if k.startswith(name + ".in")),
+                         key=lambda k: int(k.split(".in")[1]))
+            outs = sorted((k for k in refs.files if k.startswith(name + ".out")),
+                          key=lambda k: int(k.split(".out")[1]))
+            args, types = [], []
+            for k in ins:
+                x = refs[k]
+                sym = k.replace(".", "_")
+                glob.append(f'  memref.global "private" constant @{sym} : {ty(x.shape, "memref")} = dense<{dense(x)}>')
+                body.append(f"    %{sym} = memref.get_global @{sym} : {ty(x.shape, 'memref')}")
+                args.append(f"%{sym}")
+                types.append(ty(x.shape, "memref"))
+            for k in outs:
+                sym = k.replace(".", "_")
+                body.append(f"    %{sym} = memref.alloc() : {ty(refs[k].shape, 'memref')}")
+                args.append(f"%{sym}")
+                types.append(ty(refs[k].shape, "memref"))
+            body.append(f"    call @{name}({', '.join(args)}) : ({', '.join(types)}) -> ()")
+            for k in outs:
+                sym = k.replace(".", "_")
+                body.append(f"    %u_{sym} = memref.cast %{sym} : {ty(refs[k].shape, 'memref')} to memref<*xf32>")
+                body.append(f"    call @printMemrefF32(%u_{sym}) : (memref<*xf32>) -> ()")
+        extra = (["  func.func private @printMemrefF32(memref<*xf32>)"] + glob +
+                 ["  func.func @main() {"] + body + ["    return", "  }"])
+        open(sys.argv[4], "w").write(text[:-1] + "\n".join(extra) + "\n}\n")
+        return 0
+    text = open(sys.argv[2]).read()
+    got = []
+    for block in text.split("Unranked Memref")[1:]:
+        data = block.split("data =", 1)[1]
+        got.append(np.array([float(v) for v in re.findall(r"[-+0-9.eE]+(?:nan|inf)?", data)]))
+    expected = [refs[f"{n}.out{i}"] for n in names
+                for i in range(sum(k.startswith(n + ".out") for k in refs.files))]
+    if len(got) != len(expected):
+        print(f"FAIL: {len(got)} results printed, {len(expected)} expected")
+        return 1
+    worst = 0.0
+    for i, (g, e) in enumerate(zip(got, expected)):
+        e = e.reshape(-1)
+        if g.size != e.size:
+            print(f"FAIL: result {i} has {g.size} elements, expected {e.size}")
+            return 1
+        err = np.abs(g - e).max() / max(np.abs(e).max(), 1e-30)
+        worst = max(worst, err)
+        if err > 1e-5:
+            print(f"FAIL: result {i} off by {err:.3g} (relative)")
+            return 1
+    print(f"{len(got)} results of the GPU-mapped kernels match NumPy "
+          f"(worst relative error {worst:.1e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
