@@ -192,8 +192,11 @@ struct FoundInfToLinalg final : OpRewritePattern<FoundInfOp> {
           Value d = s.sub(in[0], in[0]);
           Value bad =
               arith::CmpFOp::create(b, l, arith::CmpFPredicate::UNO, d, d);
+          // The flag is the maximum of the per-element flags: a combiner
+          // the GPU's warp and block reductions take.
           Scalars f{{b, l, f32}};
-          return f.select(bad, f.c(1.0), found);
+          return arith::MaximumFOp::create(b, l, found,
+                                           f.select(bad, f.c(1.0), f.c(0.0)));
         });
     rewriter.replaceOp(op, flag);
     return success();

@@ -103,6 +103,60 @@ struct GptcGpuMapKernelPass final
     return success();
   }
 
+  /// Scalar code between the loop nests (a loaded scalar, the arithmetic
+  /// on it, a store to a scalar) is placed where the GPU can run it:
+  /// allocations first; then, last to first, each load or side-effect-free
+  /// op whose users all sit inside later loop nests is cloned into them
+  /// (every thread recomputes the scalar), and any other moves down to its
+  /// first user, past nothing that touches the buffer it reads. What is
+  /// left forms runs that one thread executes.
+  static void placeScalarCode(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block))
+      if (isa<memref::AllocOp>(op) && op.getNumOperands() == 0)
+        op.moveBefore(&block.front());
+    SmallVector<Operation *> candidates;
+    for (Operation &op : block) {
+      bool pure = isMemoryEffectFree(&op) && op.getNumRegions() == 0;
+      if ((pure || isa<memref::LoadOp>(op)) && op.getNumResults() == 1 &&
+          !op.hasTrait<OpTrait::ConstantLike>())
+        candidates.push_back(&op);
+    }
+    for (Operation *op : llvm::reverse(candidates)) {
+      Value result = op->getResult(0);
+      if (result.use_empty())
+        continue;
+      SmallVector<Operation *> tops;
+      for (Operation *user : result.getUsers())
+        tops.push_back(block.findAncestorOpInBlock(*user));
+      Operation *first =
+          *llvm::min_element(tops, [](Operation *a, Operation *b) {
+            return a->isBeforeInBlock(b);
+          });
+      // Nothing between op and its first user may touch what it loads.
+      if (auto load = dyn_cast<memref::LoadOp>(op)) {
+        bool clear = true;
+        for (Operation *at = op->getNextNode(); at != first;
+             at = at->getNextNode())
+          for (Operation *user : load.getMemRef().getUsers())
+            clear &= !at->isAncestor(user);
+        if (!clear)
+          continue;
+      }
+      bool allNested = llvm::all_of(result.getUsers(), [&](Operation *user) {
+        return block.findAncestorOpInBlock(*user) != user;
+      });
+      if (!allNested) {
+        op->moveBefore(first);
+        continue;
+      }
+      for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+        OpBuilder b(use.getOwner());
+        use.set(b.clone(*op)->getResult(0));
+      }
+      op->erase();
+    }
+  }
+
   void runOnOperation() override {
     auto func = dyn_cast<FunctionOpInterface>(getOperation());
     if (!func || func.isExternal())
@@ -112,26 +166,60 @@ struct GptcGpuMapKernelPass final
           << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
+    if (!llvm::hasSingleElement(func.getFunctionBody())) {
+      func.emitOpError("a kernel has one block");
+      return signalPassFailure();
+    }
+    Block &block = func.getFunctionBody().front();
+    placeScalarCode(block);
+    // Each loop nest on blocks and threads; each run of scalar code (what
+    // remains of a kernel's scalar arithmetic: loads, stores, a loop nest
+    // with no parallel dimension) in one thread of one block.
     SmallVector<scf::ParallelOp> loops;
-    for (Block &block : func.getFunctionBody())
-      for (Operation &op : block) {
-        if (auto loop = dyn_cast<scf::ParallelOp>(op)) {
-          loops.push_back(loop);
-          continue;
-        }
-        if (isMemoryEffectFree(&op) || op.hasTrait<OpTrait::IsTerminator>() ||
-            isa<memref::AllocOp>(op))
-          continue;
-        if (isa<scf::ForOp>(op)) {
-          op.emitOpError("is a loop nest with no parallel dimension (a "
-                         "reduction to a scalar); the GPU target has no "
-                         "mapping for it yet");
-          return signalPassFailure();
-        }
+    SmallVector<SmallVector<Operation *>> runs;
+    bool inRun = false;
+    for (Operation &op : block) {
+      if (auto loop = dyn_cast<scf::ParallelOp>(op)) {
+        loops.push_back(loop);
+        inRun = false;
+        continue;
+      }
+      if (op.hasTrait<OpTrait::IsTerminator>() ||
+          isa<memref::AllocOp, gpu::LaunchOp>(op)) {
+        inRun = false;
+        continue;
+      }
+      bool pure = isMemoryEffectFree(&op) && op.getNumRegions() == 0;
+      if (pure && !inRun)
+        continue;
+      if (!pure && !isa<scf::ForOp, memref::StoreOp, memref::LoadOp>(op)) {
         op.emitOpError("runs outside the kernel's parallel loops; it has no "
                        "GPU mapping");
         return signalPassFailure();
       }
+      if (!inRun)
+        runs.emplace_back();
+      inRun = true;
+      runs.back().push_back(&op);
+    }
+    for (ArrayRef<Operation *> run : runs) {
+      // A value of the run used after it would have to leave the device.
+      for (Operation *op : run)
+        for (Operation *user : op->getUsers())
+          if (!llvm::is_contained(run, block.findAncestorOpInBlock(*user))) {
+            user->emitOpError("uses a scalar computed in a GPU launch before "
+                              "it; it has no GPU mapping");
+            return signalPassFailure();
+          }
+      OpBuilder b(run.front());
+      Location loc = run.front()->getLoc();
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+      Value one = arith::ConstantIndexOp::create(b, loc, 1);
+      auto once = scf::ParallelOp::create(b, loc, zero, one, one);
+      for (Operation *op : run)
+        op->moveBefore(once.getBody()->getTerminator());
+      loops.push_back(once);
+    }
     for (scf::ParallelOp loop : loops)
       if (failed(map(loop)))
         return signalPassFailure();

@@ -69,6 +69,9 @@ void mlir::gptc::buildGpuKernelLoweringPipeline(
   pm.addPass(createCSEPass());
   // 3. Parallel loops on blocks and threads, then launches.
   OpPassManager &loops = pm.nest<func::FuncOp>();
+  GptcGpuMapReductionsPassOptions reductions;
+  reductions.warpsPerBlock = options.warpsPerBlock;
+  loops.addPass(createGptcGpuMapReductionsPass(reductions));
   loops.addPass(createConvertLinalgToParallelLoopsPass());
   GptcGpuMapKernelPassOptions mapping;
   mapping.blockSize = options.blockSize;
@@ -88,6 +91,7 @@ void mlir::gptc::buildGpuKernelLoweringPipeline(
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createGptcGpuLowerReductionsPass());
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};
   emulate.targetTypeStr = "f32";

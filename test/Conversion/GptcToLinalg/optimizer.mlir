@@ -56,6 +56,8 @@ func.func @norm_and_schedule(%g: tensor<4x3xf32>, %b: tensor<3xf32>, %step: tens
 // CHECK: linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%arg0 : tensor<8xf32>) outs(%{{.*}} : tensor<f32>)
 // CHECK:   arith.subf
 // CHECK:   arith.cmpf uno
+// CHECK:   arith.select
+// CHECK:   arith.maximumf
 // CHECK: arith.cmpi sge
 // CHECK: tensor.from_elements {{.*}} : tensor<f32>
 // CHECK: tensor.from_elements {{.*}} : tensor<i32>

@@ -1,29 +1,31 @@
 // RUN: gptc-opt %s --split-input-file --verify-diagnostics -p 'builtin.module(func.func(gptc-gpu-map-kernel))'
 
-// A reduction to a scalar has no parallel dimension to map.
-func.func @scalar(%a: memref<16xf32>, %out: memref<f32>) {
+// A scalar one thread computes that a later nest would read as a value
+// (not through memory) cannot leave its launch.
+func.func @escapes(%a: memref<16xf32>, %out: memref<16xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
   %zero = arith.constant 0.0 : f32
-  // expected-error @+1 {{is a loop nest with no parallel dimension (a reduction to a scalar); the GPU target has no mapping for it yet}}
   %s = scf.for %k = %c0 to %c16 step %c1 iter_args(%acc = %zero) -> (f32) {
     %x = memref.load %a[%k] : memref<16xf32>
     %n = arith.addf %acc, %x : f32
     scf.yield %n : f32
   }
-  memref.store %s, %out[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+    // expected-error @+1 {{uses a scalar computed in a GPU launch before it; it has no GPU mapping}}
+    memref.store %s, %out[%i] : memref<16xf32>
+    scf.reduce
+  }
   return
 }
 
 // -----
 
-// A store outside the loops would run once per thread.
-func.func @outside(%out: memref<4xf32>) {
-  %c0 = arith.constant 0 : index
-  %one = arith.constant 1.0 : f32
+// An op the mapping does not know, outside the loops.
+func.func @outside(%a: memref<4xf32>, %out: memref<4xf32>) {
   // expected-error @+1 {{runs outside the kernel's parallel loops; it has no GPU mapping}}
-  memref.store %one, %out[%c0] : memref<4xf32>
+  memref.copy %a, %out : memref<4xf32> to memref<4xf32>
   return
 }
 

@@ -47,12 +47,8 @@ func.func @rows(%a: memref<8x64xf32>, %out: memref<8x64xf32>) {
 // between two nests stays on the host side (a temporary).
 // CHECK-LABEL: func.func @small
 //       CHECK: memref.alloc() : memref<10xf32>
-//       CHECK: arith.constant 0 : index
-//  CHECK-NEXT: arith.constant 1 : index
-//  CHECK-NEXT: %[[ONE:.*]] = arith.constant 1 : index
-//       CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[ONE]]) step
-//       CHECK:   %[[TEN:.*]] = arith.constant 10 : index
-//       CHECK:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[TEN]]) step
+//       CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%c1{{(_[0-9]+)?}}) step
+//       CHECK:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%c10{{(_[0-9]+)?}}) step
 //       CHECK:       scf.for
 //       CHECK: processor = block_x
 //       CHECK: scf.parallel
@@ -77,6 +73,48 @@ func.func @small(%a: memref<10x3xf32>, %out: memref<10xf32>) {
   scf.parallel (%i) = (%c0) to (%c10) step (%c1) {
     %x = memref.load %tmp[%i] : memref<10xf32>
     memref.store %x, %out[%i] : memref<10xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Scalar code: a reduction to a scalar and the store after it run in one
+// thread of one block; the scalar a later nest reads (loaded from the
+// result) is loaded again by each of its threads, and the allocation moves
+// to the front.
+// CHECK-LABEL: func.func @scalar
+//       CHECK: %[[T:.*]] = memref.alloc() : memref<f32>
+//       CHECK: scf.parallel (%[[B:.*]]) = (%{{.*}}) to (%c1{{(_[0-9]+)?}}) step
+//       CHECK:   scf.parallel (%{{.*}}) = (%{{.*}}) to (%c1{{(_[0-9]+)?}}) step
+//       CHECK:     scf.if
+//       CHECK:       %[[S:.*]] = scf.for
+//       CHECK:       memref.store %[[S]], %[[T]][]
+//       CHECK: processor = block_x
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK:     scf.if
+//       CHECK:       %[[X:.*]] = memref.load %arg0
+//       CHECK:       %[[L:.*]] = memref.load %[[T]][]
+//       CHECK:       arith.mulf %[[X]], %[[L]]
+func.func @scalar(%a: memref<16xf32>, %out: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %zero = arith.constant 0.0 : f32
+  %s = scf.for %k = %c0 to %c16 step %c1 iter_args(%acc = %zero) -> (f32) {
+    %x = memref.load %a[%k] : memref<16xf32>
+    %n = arith.addf %acc, %x : f32
+    scf.yield %n : f32
+  }
+  %t = memref.alloc() : memref<f32>
+  memref.store %s, %t[] : memref<f32>
+  %l = memref.load %t[] : memref<f32>
+  scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+    %x = memref.load %a[%i] : memref<16xf32>
+    %y = arith.mulf %x, %l : f32
+    memref.store %y, %out[%i] : memref<16xf32>
     scf.reduce
   }
   return

@@ -14,9 +14,13 @@
 #ifndef GPTC_TARGET_CUDA_PASSES_H
 #define GPTC_TARGET_CUDA_PASSES_H
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
@@ -61,9 +65,15 @@ struct GpuKernelLoweringPipelineOptions
       llvm::cl::desc("CUDA toolkit (ptxas, libdevice); empty: CUDA_HOME, "
                      "then /usr/local/cuda"),
       llvm::cl::init("")};
-  PassOptions::Option<int64_t> blockSize{*this, "block-size",
-                                         llvm::cl::desc("Threads per block"),
-                                         llvm::cl::init(256)};
+  PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block of an elementwise launch"),
+      llvm::cl::init(256)};
+  PassOptions::Option<int64_t> warpsPerBlock{
+      *this, "warps-per-block",
+      llvm::cl::desc("Rows (warps of 32 threads) per block of a row "
+                     "reduction"),
+      llvm::cl::init(8)};
 };
 
 /// The GPU kernel lowering pipeline, on a module of kernel functions (what

@@ -9,6 +9,66 @@
 
 include "mlir/Pass/PassBase.td"
 
+def GptcGpuMapReductionsPass
+    : InterfacePass<"gptc-gpu-map-reductions", "mlir::FunctionOpInterface"> {
+  let summary = "Launch a kernel's reductions with warp and block reductions";
+  let description = [{
+    On a kernel function on buffers, before
+    `convert-linalg-to-parallel-loops`: each top-level `linalg.generic`
+    whose iterators are parallel dimensions followed by reduction
+    dimensions, with one 32-bit output indexed by the parallel dimensions
+    and a body that combines the output with one value (`out = op(out,
+    f(ins))`, `op` one of add, mul, min, max, and, or, xor), becomes a
+    `gpu.launch`:
+
+    - with parallel dimensions (a row reduction: layer norm's sums,
+      softmax's max and sum, the loss's log-sum-exp), a warp per row,
+      `warps-per-block` rows per block: lane `l` combines elements `l, l +
+      32, ...` of its row, `gpu.subgroup_reduce` combines the 32 lanes
+      (butterfly shuffles), lane 0 combines the result into the output;
+    - without (a reduction to a scalar: a sum of squares, a token count),
+      one block of 1024 threads, each combining a strided part,
+      `gpu.all_reduce` combining the block, thread 0 writing.
+
+    Any other linalg op is left to `gptc-gpu-map-kernel` (a thread per
+    output element, reductions sequential in the thread); a `memref.copy`
+    bufferization left becomes a `linalg.copy` for it.
+  }];
+  let options = [
+    Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"8",
+           "Rows (warps of 32 threads) per block of a row reduction">,
+    Option<"launchReductions", "launch-reductions", "bool", /*default=*/"true",
+           "Build the launches; false: leave every reduction to "
+           "gptc-gpu-map-kernel (a thread per row or one thread per "
+           "scalar; what the CPU can run to check the mapping)">
+  ];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::affine::AffineDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def GptcGpuLowerReductionsPass : Pass<"gptc-gpu-lower-reductions"> {
+  let summary = "Lower gpu.subgroup_reduce and gpu.all_reduce to shuffles";
+  let description = [{
+    In outlined GPU kernels: `gpu.subgroup_reduce` becomes five butterfly
+    `gpu.shuffle xor` steps over a warp of 32 lanes (`shfl.sync.bfly` in
+    PTX), and `gpu.all_reduce` a reduction within each warp, the warps'
+    partial results exchanged through workgroup (shared) memory and
+    reduced again, as MLIR's GPU rewrite patterns build them.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::vector::VectorDialect",
+    "::mlir::cf::ControlFlowDialect"
+  ];
+}
+
 def GptcGpuMapKernelPass
     : InterfacePass<"gptc-gpu-map-kernel", "mlir::FunctionOpInterface"> {
   let summary = "Map a kernel's parallel loops onto GPU blocks and threads";
@@ -26,10 +86,13 @@ def GptcGpuMapKernelPass
     `gpu.launch`.
 
     Allocations at the top of the function (values passed from one loop
-    nest to the next) stay: each becomes a device temporary the launch
-    sequence passes between kernels. Anything else at the top that touches
-    memory has no GPU mapping and is an error, as is a loop nest with no
-    parallel dimension (a reduction to a scalar).
+    nest to the next) and launches `gptc-gpu-map-reductions` built stay:
+    each allocation becomes a device temporary the launch sequence passes
+    between kernels. A store to a scalar or a loop nest with no parallel
+    dimension (a reduction to a scalar of a form the warp and block
+    reductions do not take) runs in one thread of one block: correct, and
+    slow for a large reduction. Anything else at the top that touches
+    memory has no GPU mapping and is an error.
 
     ```mlir
     scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c64) step (%c1, %c1) {...}

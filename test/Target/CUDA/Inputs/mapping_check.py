@@ -27,6 +27,7 @@ def ty(shape, kind="tensor"):
     return f"{kind}<" + "".join(f"{d}x" for d in shape) + "f32>"
 
 
+
 def gelu(x):
     return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
@@ -76,6 +77,13 @@ def cases():
     out.append(("softmax", [
         f"%y = gptc.softmax %a0 : {ty(xs2.shape)}",
         f"return %y : {ty(xs2.shape)}"], [xs2], [e / e.sum(-1, keepdims=True)]))
+    # A reduction to a scalar (in f64) and the scalar code after it: the
+    # loads sunk to their use, one thread running the run.
+    gw, gb = f(20, 30), f(30)
+    out.append(("global_norm", [
+        f"%n = gptc.global_norm %a0, %a1 : {ty(gw.shape)}, {ty(gb.shape)}",
+        "return %n : tensor<f32>"], [gw, gb],
+        [np.sqrt((gw.astype(np.float64) ** 2).sum() + (gb.astype(np.float64) ** 2).sum())]))
     return out
 
 
