@@ -39,8 +39,11 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
   func.addPass(createGptcFuseOptimizerPass());
-  if (options.kernels)
-    func.addPass(createGptcFormKernelsPass());
+  if (options.kernels) {
+    GptcFormKernelsPassOptions formOptions;
+    formOptions.target = options.kernelTarget;
+    func.addPass(createGptcFormKernelsPass(formOptions));
+  }
   func.addPass(createGptcPlanBuffersPass());
 }
 

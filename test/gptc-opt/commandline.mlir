@@ -27,6 +27,10 @@
 // HELP-NEXT: --format
 // HELP-NEXT: --opt-level
 // HELP-NEXT: --toolkit
+// HELP-NEXT: --warps-per-block
+// HELP: --gptc-train-pipeline
+// HELP-NEXT: --kernel-target
+// HELP-NEXT: --kernels
 
 // Only the curated upstream passes are registered.
 // RUN: gptc-opt --help | FileCheck %s --check-prefix=CURATED

@@ -181,9 +181,14 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
   bool training = emitAction != Emit::MLIR && emitAction != Emit::Summary;
-  if (training)
-    buildTrainPipeline(pm);
-  else
+  if (training) {
+    // The GPU's kernels take every op its code generation maps.
+    TrainPipelineOptions options;
+    if (emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
+        emitAction == Emit::Cubin)
+      options.kernelTarget = "cuda";
+    buildTrainPipeline(pm, options);
+  } else
     buildFrontendPipeline(pm, FrontendPipelineOptions());
   if (failed(pm.run(*module)))
     return failure();

@@ -44,6 +44,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "regions (gptc-form-kernels); off, every op runs as "
                      "its reference kernel in the runtime"),
       llvm::cl::init(true)};
+  PassOptions::Option<std::string> kernelTarget{
+      *this, "kernel-target",
+      llvm::cl::desc("The code generation the kernels are formed for: cpu "
+                     "or cuda (gptc-form-kernels{target=...})"),
+      llvm::cl::init("cpu")};
 };
 
 /// Builds the training step from an imported model: gptc-verify-model,

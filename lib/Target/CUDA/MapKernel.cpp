@@ -108,8 +108,8 @@ struct GptcGpuMapKernelPass final
   /// allocations first; then, last to first, each load or side-effect-free
   /// op whose users all sit inside later loop nests is cloned into them
   /// (every thread recomputes the scalar), and any other moves down to its
-  /// first user, past nothing that touches the buffer it reads. What is
-  /// left forms runs that one thread executes.
+  /// first user; a load only where nothing on the way writes its buffer. What
+  /// is left forms runs that one thread executes.
   static void placeScalarCode(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(block))
       if (isa<memref::AllocOp>(op) && op.getNumOperands() == 0)
@@ -125,35 +125,36 @@ struct GptcGpuMapKernelPass final
       Value result = op->getResult(0);
       if (result.use_empty())
         continue;
-      SmallVector<Operation *> tops;
-      for (Operation *user : result.getUsers())
-        tops.push_back(block.findAncestorOpInBlock(*user));
-      Operation *first =
-          *llvm::min_element(tops, [](Operation *a, Operation *b) {
-            return a->isBeforeInBlock(b);
-          });
-      // Nothing between op and its first user may touch what it loads.
+      // Nothing between a load and where its value is used may write the
+      // buffer it reads.
       if (auto load = dyn_cast<memref::LoadOp>(op)) {
         bool clear = true;
-        for (Operation *at = op->getNextNode(); at != first;
-             at = at->getNextNode())
-          for (Operation *user : load.getMemRef().getUsers())
-            clear &= !at->isAncestor(user);
+        for (Operation *user : result.getUsers()) {
+          Operation *top = block.findAncestorOpInBlock(*user);
+          for (Operation *at = op->getNextNode(); at && at != top;
+               at = at->getNextNode())
+            for (Operation *other : load.getMemRef().getUsers())
+              clear &= isa<memref::LoadOp>(other) || !at->isAncestor(other);
+        }
         if (!clear)
           continue;
       }
-      bool allNested = llvm::all_of(result.getUsers(), [&](Operation *user) {
-        return block.findAncestorOpInBlock(*user) != user;
-      });
-      if (!allNested) {
-        op->moveBefore(first);
-        continue;
-      }
+      // Uses inside later nests read a copy computed by each thread; the
+      // op itself moves down to its first use at the top, if any.
+      Operation *firstTop = nullptr;
       for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
-        OpBuilder b(use.getOwner());
-        use.set(b.clone(*op)->getResult(0));
+        Operation *top = block.findAncestorOpInBlock(*use.getOwner());
+        if (top != use.getOwner()) {
+          OpBuilder b(use.getOwner());
+          use.set(b.clone(*op)->getResult(0));
+        } else if (!firstTop || top->isBeforeInBlock(firstTop)) {
+          firstTop = top;
+        }
       }
-      op->erase();
+      if (firstTop)
+        op->moveBefore(firstTop);
+      else
+        op->erase();
     }
   }
 

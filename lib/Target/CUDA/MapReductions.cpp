@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -286,13 +287,66 @@ struct GptcGpuMapReductionsPass final
                              copy.getTarget());
       copy.erase();
     });
+    // A splat constant bufferization made a global (a loss gradient's seed
+    // of 1.0, a zero) is written on the device instead: the kernels carry
+    // no data the runtime would have to upload.
+    SymbolTableCollection symbols;
+    func.walk([&](memref::GetGlobalOp get) {
+      auto global = symbols.lookupNearestSymbolFrom<memref::GlobalOp>(
+          get, get.getNameAttr());
+      auto value = global ? dyn_cast_or_null<SplatElementsAttr>(
+                                global.getInitialValueAttr())
+                          : nullptr;
+      if (!value || !global.getConstant())
+        return;
+      OpBuilder b(get);
+      Location loc = get.getLoc();
+      auto buffer = memref::AllocOp::create(b, loc, get.getType());
+      Value scalar =
+          arith::ConstantOp::create(b, loc, value.getSplatValue<TypedAttr>());
+      linalg::FillOp::create(b, loc, scalar, buffer.getResult());
+      get.replaceAllUsesWith(buffer.getResult());
+      get.erase();
+    });
+    // Parallel loops first: a reduction over the leading dimensions (a
+    // bias gradient's column sums) becomes a thread per output whose
+    // neighbours read neighbouring elements, rather than one thread
+    // running every output's loop.
+    SmallVector<linalg::GenericOp> rowReductions;
+    IRRewriter rewriter(func.getContext());
+    for (Block &block : func.getFunctionBody())
+      for (auto op :
+           llvm::make_early_inc_range(block.getOps<linalg::GenericOp>())) {
+        SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+        if (!llvm::is_contained(iterators, utils::IteratorType::reduction))
+          continue;
+        SmallVector<unsigned> order;
+        for (auto kind :
+             {utils::IteratorType::parallel, utils::IteratorType::reduction})
+          for (unsigned d = 0; d < iterators.size(); ++d)
+            if (iterators[d] == kind)
+              order.push_back(d);
+        bool innermostReduced =
+            iterators.back() == utils::IteratorType::reduction;
+        if (!llvm::equal(order, llvm::seq<unsigned>(0, iterators.size()))) {
+          rewriter.setInsertionPoint(op);
+          FailureOr<linalg::GenericOp> swapped =
+              linalg::interchangeGenericOp(rewriter, op, order);
+          if (failed(swapped))
+            continue;
+          op = *swapped;
+        }
+        // Only a reduction over the innermost, contiguous dimension is a
+        // warp's: its lanes read neighbouring elements.
+        if (innermostReduced)
+          rowReductions.push_back(op);
+      }
     if (!launchReductions)
       return;
     SmallVector<Reduction> reductions;
-    for (Block &block : func.getFunctionBody())
-      for (auto op : block.getOps<linalg::GenericOp>())
-        if (std::optional<Reduction> r = matchReduction(op))
-          reductions.push_back(*r);
+    for (linalg::GenericOp op : rowReductions)
+      if (std::optional<Reduction> r = matchReduction(op))
+        reductions.push_back(*r);
     for (const Reduction &r : reductions)
       buildLaunch(r, warpsPerBlock);
   }

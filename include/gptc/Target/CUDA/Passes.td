@@ -30,9 +30,17 @@ def GptcGpuMapReductionsPass
       one block of 1024 threads, each combining a strided part,
       `gpu.all_reduce` combining the block, thread 0 writing.
 
-    Any other linalg op is left to `gptc-gpu-map-kernel` (a thread per
+    A reduction's loops are first interchanged so that its parallel
+    dimensions come first; only one whose innermost dimension was reduced
+    (contiguous in memory) takes a warp per row. A reduction over leading
+    dimensions (a bias gradient's column sums) is left, parallel loops
+    outermost, to a thread per output element, neighbouring threads
+    reading neighbouring elements. Any other linalg op is left to
+    `gptc-gpu-map-kernel` (a thread per
     output element, reductions sequential in the thread); a `memref.copy`
-    bufferization left becomes a `linalg.copy` for it.
+    bufferization left becomes a `linalg.copy` for it, and a splat
+    constant it made a global becomes a temporary `linalg.fill` writes (the
+    kernels carry no data to upload).
   }];
   let options = [
     Option<"warpsPerBlock", "warps-per-block", "int64_t", /*default=*/"8",

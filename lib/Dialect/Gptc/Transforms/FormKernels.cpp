@@ -112,12 +112,34 @@ static void buildKernel(ArrayRef<Operation *> group, StringRef name) {
 
 /// Forms the kernels of one block (not of nested regions); `counter`
 /// numbers them across the function.
-static void formKernels(Block &block, StringRef prefix, int64_t &counter) {
+/// Whether the CUDA target generates `op`'s code: every op with a linalg
+/// lowering on static shapes, except those a library or the runtime does
+/// better (GEMMs: cuBLASLt; attention: cuDNN or a flash kernel; the
+/// embedding gradient: a scatter-add with atomics; reshapes: views) and
+/// those that are not computation (collectives, the rank's offset,
+/// regions).
+static bool hasGpuLowering(Operation *op) {
+  if (!isa<GptcDialect>(op->getDialect()) ||
+      isa<LinearOp, MatmulOp, CausalAttentionOp, CausalAttentionGradOp,
+          EmbeddingGradOp, ReshapeOp, ShardOffsetOp, GradAllReduceOp,
+          AccumulateOp, KernelOp, YieldOp>(op))
+    return false;
+  auto isStatic = [](Type t) {
+    auto shaped = dyn_cast<RankedTensorType>(t);
+    return shaped && shaped.hasStaticShape();
+  };
+  return op->getNumResults() > 0 &&
+         llvm::all_of(op->getOperandTypes(), isStatic) &&
+         llvm::all_of(op->getResultTypes(), isStatic);
+}
+
+static void formKernels(Block &block, StringRef prefix, int64_t &counter,
+                        bool gpu) {
   // 1. Group, in program order.
   SmallVector<SmallVector<Operation *>> groups;
   DenseMap<Operation *, int64_t> groupOf;
   for (Operation &op : block) {
-    if (!hasLinalgLowering(&op))
+    if (!(gpu ? hasGpuLowering(&op) : hasLinalgLowering(&op)))
       continue;
     int64_t chosen = -1;
     for (Value operand : op.getOperands()) {
@@ -168,9 +190,14 @@ struct GptcFormKernelsPass final
           blocks.push_back(&block);
       return WalkResult::advance();
     });
+    if (target != "cpu" && target != "cuda") {
+      func.emitOpError("gptc-form-kernels: unknown target '")
+          << target << "' (cpu or cuda)";
+      return signalPassFailure();
+    }
     int64_t counter = 0;
     for (Block *block : blocks)
-      formKernels(*block, func.getName(), counter);
+      formKernels(*block, func.getName(), counter, target == "cuda");
   }
 };
 } // namespace

@@ -581,7 +581,7 @@ def Gptc_KernelOp : Gptc_Op<"kernel", [
     ```
   }];
   let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs, StrAttr:$name);
-  let results = (outs Variadic<Gptc_FloatTensor>:$results);
+  let results = (outs Variadic<Gptc_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $name `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
@@ -593,7 +593,7 @@ def Gptc_KernelOp : Gptc_Op<"kernel", [
 def Gptc_YieldOp : Gptc_Op<"yield", [Pure, Terminator,
                                       ParentOneOf<["AccumulateOp", "KernelOp"]>]> {
   let summary = "The values a gptc.accumulate or gptc.kernel region yields";
-  let arguments = (ins Variadic<Gptc_FloatTensor>:$values);
+  let arguments = (ins Variadic<Gptc_AnyTensor>:$values);
   let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }

@@ -318,6 +318,13 @@ def GptcFormKernelsPass
     are grouped as well. GEMMs, attention, the row reductions, the
     optimizer and collectives stay library calls of the runtime.
 
+    With `target=cuda` the kernels also take every other op that lowers
+    to linalg and that the GPU target maps (row reductions, the loss, the
+    optimizer, data movement, scalar arithmetic): everything but the
+    GEMMs (for cuBLASLt), attention (for cuDNN or a flash kernel), the
+    embedding's scatter-add gradient (atomics), reshapes (views) and the
+    collectives.
+
     ```mlir
     %s = gptc.add %a, %b : tensor<8x64xf32>
     %g = gptc.gelu %s : tensor<8x64xf32>
@@ -330,6 +337,11 @@ def GptcFormKernelsPass
     }
     ```
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The target whose code generation the kernels are for: cpu "
+           "(elementwise chains) or cuda (every op the GPU target maps)">
+  ];
 }
 
 def GptcOutlineKernelsPass : Pass<"gptc-outline-kernels", "mlir::ModuleOp"> {
