@@ -17,12 +17,12 @@
 // into L1-sized buffers once, and each query row computes its scores
 // (16 keys per vector), its causal softmax and its output without the
 // scores leaving the cache. Only the keys a row sees are touched. The
-// backward pass recomputes each row's probabilities, keeps the head's
-// probabilities and score gradients (T x T, per thread) and then sums dK
-// and dV a key at a time. The rest of the runtime is built for the
-// baseline x86-64, so these functions carry their own target attribute and
-// the caller checks the CPU first (Kernels.cpp falls back to the batched
-// GEMM path elsewhere).
+// backward pass works a block of 64 query rows at a time: it recomputes
+// the block's probabilities and score gradients (64 x T per thread, never
+// T x T) and adds the block's share of dK and dV a key at a time. The rest of
+// the runtime is built for the baseline x86-64, so these functions carry their
+// own target attribute and the caller checks the CPU first (Kernels.cpp falls
+// back to the batched GEMM path elsewhere).
 //
 //===----------------------------------------------------------------------===//
 
@@ -200,21 +200,24 @@ GPTC_AVX512 void scoreRows4(const float *x, int64_t stride, const float *xt,
   }
 }
 
-/// out rows r < R (stride) = sum_{i in [begin, end)} weight(r, i) x_i for
+/// out rows r < R (stride) = sum_{i in [begin, end)} weight(r, i) x_i (plus
+/// what out holds, with addToOut) for
 /// rows x_i of D = 16 V floats (stride): the weighted sums of attention's
 /// outputs and gradients. Each x row loaded serves the R rows; one row
 /// splits its sum over even and odd i, so that two FMA chains are in
 /// flight. V and R are template arguments so that the accumulators stay in
 /// registers.
 template <int V, int R, typename Weight>
-GPTC_AVX512 inline void accumulateRows(const float *x, const Head &h,
-                                       int64_t begin, int64_t end,
-                                       Weight weight, float *out) {
+GPTC_AVX512 inline void
+accumulateRows(const float *x, const Head &h, int64_t begin, int64_t end,
+               Weight weight, float *out, bool addToOut = false) {
   constexpr int kSets = R == 1 ? 2 : R;
   __m512 acc[kSets][V];
   for (int r = 0; r < kSets; ++r)
     for (int c = 0; c < V; ++c)
-      acc[r][c] = _mm512_setzero_ps();
+      acc[r][c] = addToOut && r < R
+                      ? _mm512_loadu_ps(out + r * h.stride + 16 * c)
+                      : _mm512_setzero_ps();
   int64_t i = begin;
   if constexpr (R == 1) {
     for (; i + 2 <= end; i += 2) {
@@ -265,14 +268,17 @@ GPTC_AVX512 void weightedRows4(const float *p, int64_t tp, const float *x,
       out);
 }
 
-/// out = sum_{t >= j} w[t][j + r] x_t for column j (R = 1) or columns
-/// j..j+3 (R = 4) of the [T][Tp] matrix w (zero above its diagonal).
+/// out += sum_{t in [max(j, t0), t1)} w[t - t0][j + r] x_t for column j
+/// (R = 1) or columns j..j+3 (R = 4) of w, the rows t0..t1 of a [T][Tp]
+/// matrix (zero above its diagonal).
 template <int V, int R>
-GPTC_AVX512 void columnRows(const float *w, int64_t tp, const float *x,
-                            const Head &h, int64_t j, float *out) {
+GPTC_AVX512 void columnRows(const float *w, int64_t tp, int64_t t0, int64_t t1,
+                            const float *x, const Head &h, int64_t j,
+                            float *out) {
   accumulateRows<V, R>(
-      x, h, j, h.seq,
-      [w, tp, j](int r, int64_t t) { return w[t * tp + j + r]; }, out);
+      x, h, std::max(j, t0), t1,
+      [w, tp, j, t0](int r, int64_t t) { return w[(t - t0) * tp + j + r]; },
+      out, /*addToOut=*/true);
 }
 
 /// The forward pass of one head: four query rows at a time (while V <= 4
@@ -324,58 +330,73 @@ GPTC_AVX512 void scoreGradRow(const Head &h, const float *p, int64_t blocks,
   }
 }
 
-/// The backward pass of one head: dQ, dK, dV (rows of stride `stride`).
-/// Pass 1 recomputes each row's probabilities P and its score gradients
-/// dS (kept as [T][Tp] matrices) and gives dQ; pass 2 gives dK and dV a
-/// key at a time (dK_j = sum_t dS[t][j] q_t, dV_j = sum_t P[t][j] dO_t), in
-/// registers rather than by read-modify-writes per query.
+/// The backward pass of one head: dQ, dK, dV (rows of stride `stride`),
+/// flash-style, a block of kAttentionBlockRows query rows at a time. For each
+/// block, pass 1 recomputes each row's probabilities P and score gradients dS
+/// and gives dQ; pass 2 adds the block's share to dK and dV a key at a time
+/// (dK_j += sum_t dS[t][j] q_t, dV_j += sum_t P[t][j] dO_t over the block's
+/// rows t), in registers rather than by read-modify-writes per query.
 template <int V>
 GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
                               const float *dout, const Head &h, float *dq,
                               float *dk, float *dv,
                               std::vector<float> &scratch) {
   int64_t tp = (h.seq + 15) / 16 * 16;
-  // P and dS start zero: what a row does not see weighs nothing in pass 2.
-  scratch.assign(2 * h.d * tp + 2 * h.seq * tp, 0.0f);
+  int64_t rows = std::min(kAttentionBlockRows, h.seq);
+  scratch.assign(2 * h.d * tp + 2 * rows * tp, 0.0f);
   float *kt = scratch.data(), *vt = kt + h.d * tp, *pm = vt + h.d * tp,
-        *dsm = pm + h.seq * tp;
+        *dsm = pm + rows * tp;
   transpose(k, h, tp, kt);
   transpose(v, h, tp, vt);
-  int64_t t = 0;
-  if constexpr (V <= 4)
-    for (; t + 4 <= h.seq; t += 4) {
-      int64_t blocks = (t + 3) / 16 + 1;
-      float *p = pm + t * tp, *ds = dsm + t * tp;
-      scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
-      for (int r = 0; r < 4; ++r) {
-        int64_t own = (t + r) / 16 + 1;
-        std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
-        softmaxRow(h, t + r, p + r * tp);
-      }
-      // dP = dO_t . v_j, then dS; dQ_t = sum_j dS_j k_j.
-      scoreRows4(dout + t * h.stride, h.stride, vt, tp, h.d, blocks, ds);
-      for (int r = 0; r < 4; ++r)
-        scoreGradRow(h, p + r * tp, blocks, ds + r * tp);
-      weightedRows4<V>(ds, tp, k, h, t + 3, dq + t * h.stride);
-    }
-  for (; t < h.seq; ++t) {
-    float *p = pm + t * tp, *ds = dsm + t * tp;
-    int64_t blocks = t / 16 + 1;
-    probabilities(q + t * h.stride, kt, tp, h, t, p);
-    scoreRow(dout + t * h.stride, vt, tp, h.d, blocks, ds);
-    scoreGradRow(h, p, blocks, ds);
-    weightedRows<V>(ds, k, h, t, dq + t * h.stride);
+  for (int64_t j = 0; j < h.seq; ++j) {
+    std::fill(dk + j * h.stride, dk + j * h.stride + h.d, 0.0f);
+    std::fill(dv + j * h.stride, dv + j * h.stride + h.d, 0.0f);
   }
-  // Pass 2: dK_j = sum_t dS[t][j] q_t, dV_j = sum_t P[t][j] dO_t.
-  int64_t j = 0;
-  if constexpr (V <= 4)
-    for (; j + 4 <= h.seq; j += 4) {
-      columnRows<V, 4>(dsm, tp, q, h, j, dk + j * h.stride);
-      columnRows<V, 4>(pm, tp, dout, h, j, dv + j * h.stride);
+  for (int64_t t0 = 0; t0 < h.seq; t0 += kAttentionBlockRows) {
+    int64_t t1 = std::min(t0 + kAttentionBlockRows, h.seq);
+    // The block's rows see the keys before t1: P and dS start zero there,
+    // so what a row does not see weighs nothing in pass 2.
+    int64_t width = ((t1 - 1) / 16 + 1) * 16;
+    for (int64_t r = 0; r < t1 - t0; ++r) {
+      std::fill(pm + r * tp, pm + r * tp + width, 0.0f);
+      std::fill(dsm + r * tp, dsm + r * tp + width, 0.0f);
     }
-  for (; j < h.seq; ++j) {
-    columnRows<V, 1>(dsm, tp, q, h, j, dk + j * h.stride);
-    columnRows<V, 1>(pm, tp, dout, h, j, dv + j * h.stride);
+    int64_t t = t0;
+    if constexpr (V <= 4)
+      for (; t + 4 <= t1; t += 4) {
+        int64_t blocks = (t + 3) / 16 + 1;
+        float *p = pm + (t - t0) * tp, *ds = dsm + (t - t0) * tp;
+        scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
+        for (int r = 0; r < 4; ++r) {
+          int64_t own = (t + r) / 16 + 1;
+          std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
+          softmaxRow(h, t + r, p + r * tp);
+        }
+        // dP = dO_t . v_j, then dS; dQ_t = sum_j dS_j k_j.
+        scoreRows4(dout + t * h.stride, h.stride, vt, tp, h.d, blocks, ds);
+        for (int r = 0; r < 4; ++r)
+          scoreGradRow(h, p + r * tp, blocks, ds + r * tp);
+        weightedRows4<V>(ds, tp, k, h, t + 3, dq + t * h.stride);
+      }
+    for (; t < t1; ++t) {
+      float *p = pm + (t - t0) * tp, *ds = dsm + (t - t0) * tp;
+      int64_t blocks = t / 16 + 1;
+      probabilities(q + t * h.stride, kt, tp, h, t, p);
+      scoreRow(dout + t * h.stride, vt, tp, h.d, blocks, ds);
+      scoreGradRow(h, p, blocks, ds);
+      weightedRows<V>(ds, k, h, t, dq + t * h.stride);
+    }
+    // Pass 2: the block's share of dK_j and dV_j for the keys it sees.
+    int64_t j = 0;
+    if constexpr (V <= 4)
+      for (; j + 4 <= t1; j += 4) {
+        columnRows<V, 4>(dsm, tp, t0, t1, q, h, j, dk + j * h.stride);
+        columnRows<V, 4>(pm, tp, t0, t1, dout, h, j, dv + j * h.stride);
+      }
+    for (; j < t1; ++j) {
+      columnRows<V, 1>(dsm, tp, t0, t1, q, h, j, dk + j * h.stride);
+      columnRows<V, 1>(pm, tp, t0, t1, dout, h, j, dv + j * h.stride);
+    }
   }
 }
 

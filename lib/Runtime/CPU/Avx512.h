@@ -29,6 +29,10 @@ bool scaledSoftmaxAvx512(const float *row, int64_t n, float lse, float scale,
 /// Whether they take heads of width / heads elements on this CPU.
 bool attentionAvx512Fits(int64_t width, int64_t heads);
 
+/// Query rows the AVX-512 attention backward works on at a time: per
+/// thread it keeps that many rows of probabilities and score gradients.
+constexpr int64_t kAttentionBlockRows = 64;
+
 /// q, k, v, out: [B, T, C], C = heads x D.
 bool causalAttentionAvx512(const float *q, const float *k, const float *v,
                            int64_t batch, int64_t seq, int64_t width,

@@ -418,11 +418,13 @@ struct HeadViews {
 int64_t causalAttentionScratch(int64_t batch, int64_t seq, int64_t width,
                                int64_t heads) {
   // The AVX-512 path keeps, per thread, a head's transposed keys and
-  // values and its probabilities and score gradients (T x T, T rounded up
-  // to 16), in two halves of what this function counts.
+  // values and a block of query rows' probabilities and score gradients
+  // (kAttentionBlockRows x T, T rounded up to 16), in two halves of what
+  // this function counts.
   if (attentionAvx512Fits(width, heads)) {
     int64_t tp = (seq + 15) / 16 * 16;
-    return omp_get_max_threads() * (width / heads + seq) * tp;
+    return omp_get_max_threads() *
+           (width / heads + std::min(kAttentionBlockRows, seq)) * tp;
   }
   return HeadViews(batch, seq, width, heads).scratch();
 }
