@@ -72,6 +72,18 @@ TEST(Gemm, BFloat16RoundsToNearestEven) {
   EXPECT_EQ(toFloat(toBFloat16(-2.5f)), -2.5f);
 }
 
+/// The GEMM library's state --emit=summary counts: building a product's
+/// primitive takes memory once; the same product again (already built, as
+/// in a runtime that ran it) and an empty one take none.
+TEST(Gemm, PrimitiveBytesCountsEachProductOnce) {
+  GemmProblem a = linearProblem(96, 40, 24, /*bias=*/true);
+  GemmProblem b = matmulProblem(3, 17, 19, 23, /*transposeA=*/false,
+                                /*transposeB=*/true);
+  EXPECT_GT(gemmPrimitiveBytes({a, b}), 0);
+  EXPECT_EQ(gemmPrimitiveBytes({a, b, a}), 0);
+  EXPECT_EQ(gemmPrimitiveBytes({linearProblem(8, 8, 0, false)}), 0);
+}
+
 /// Bytes that are not a shared object are an error, not a crash.
 TEST(KernelLibrary, GarbageIsAnError) {
   std::string error;

@@ -18,6 +18,7 @@
 #include "gptc/Frontend/ModelSpec.h"
 
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,6 +56,48 @@ static std::string bytes(int64_t value) {
   llvm::raw_string_ostream os(out);
   os << llvm::format(i ? "%.2f " : "%.0f ", v) << suffixes[i];
   return out;
+}
+
+/// The matrix products the CPU runtime runs for `func`'s linear and matmul
+/// ops, as its GEMM library sees them: bf16 products in bf16, fp16 ones
+/// widened to fp32, double ones (plain loops) not at all. Attention's own
+/// products (its path on CPUs without AVX-512) are not among them.
+static std::vector<::gptc::cpu::GemmProblem> gemmProblems(func::FuncOp func) {
+  std::vector<::gptc::cpu::GemmProblem> problems;
+  auto shapeOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  func.walk([&](Operation *op) {
+    if (!isa<LinearOp, MatmulOp>(op))
+      return;
+    auto result = cast<RankedTensorType>(op->getResult(0).getType());
+    if (result.getElementType().isF64())
+      return;
+    ::gptc::cpu::GemmProblem p;
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      ArrayRef<int64_t> x = shapeOf(linear.getInput()),
+                        w = shapeOf(linear.getWeight());
+      int64_t rows = 1;
+      for (int64_t d : x.drop_back())
+        rows *= d;
+      p = ::gptc::cpu::linearProblem(rows, w[0], x.back(),
+                                     static_cast<bool>(linear.getBias()));
+    } else {
+      auto matmul = cast<MatmulOp>(op);
+      ArrayRef<int64_t> a = shapeOf(matmul.getLhs()),
+                        b = shapeOf(matmul.getRhs());
+      size_t r = a.size();
+      bool ta = matmul.getTransposeLhs(), tb = matmul.getTransposeRhs();
+      int64_t m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
+      int64_t n = tb ? b[r - 2] : b[r - 1], batch = 1;
+      for (int64_t d : a.drop_back(2))
+        batch *= d;
+      p = ::gptc::cpu::matmulProblem(batch, m, n, k, ta, tb);
+    }
+    p.bf16 = result.getElementType().isBF16();
+    problems.push_back(p);
+  });
+  return problems;
 }
 
 LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
@@ -235,17 +278,26 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
       // Evaluation (eval_interval > 0) runs @forward in its own arena, which
       // the first validation pass makes resident.
       int64_t evaluation = 0;
-      if (m.evalInterval > 0)
-        if (auto forward = step->lookupSymbol<func::FuncOp>("forward"))
-          if (auto a = forward->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
-            evaluation = a.getInt();
+      auto forward = step->lookupSymbol<func::FuncOp>("forward");
+      if (m.evalInterval > 0 && forward)
+        if (auto a = forward->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
+          evaluation = a.getInt();
+      // The GEMM library's state: oneDNN keeps a primitive (its kernels'
+      // descriptors and scratchpad) for each distinct product the step
+      // runs, which the runtime builds on first use; here they are built
+      // the same way and their memory measured.
+      std::vector<::gptc::cpu::GemmProblem> problems = gemmProblems(train);
+      if (evaluation)
+        llvm::append_range(problems, gemmProblems(forward));
+      int64_t gemmState = ::gptc::cpu::gemmPrimitiveBytes(problems);
       if (arena) {
         int64_t peak = size->weightBytes + size->optimizerBytes +
-                       arena.getInt() + scratch + evaluation;
+                       arena.getInt() + scratch + evaluation + gemmState;
         os << "training memory per device: " << peak << " bytes ("
            << bytes(peak)
            << ": parameters and moments + step buffers + kernel scratch"
-           << (evaluation ? " + evaluation buffers" : "") << ")\n";
+           << (evaluation ? " + evaluation buffers" : "")
+           << " + GEMM library state)\n";
       }
     }
   }

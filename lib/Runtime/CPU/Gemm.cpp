@@ -18,11 +18,12 @@
 
 #include <algorithm>
 #include <array>
-#include <unordered_map>
+#include <malloc.h>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace gptc::cpu {
 
@@ -162,6 +163,54 @@ void gemm(const GemmProblem &p, const double *a, const double *b, double *c,
           out = p.accumulate ? out + sum : sum;
         }
     }
+}
+
+GemmProblem linearProblem(int64_t m, int64_t n, int64_t k, bool bias) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {0, 0, k, 1};
+  p.b = {0, 0, 1, k};
+  p.c = {0, 0, n, 1};
+  p.bias = bias;
+  return p;
+}
+
+GemmProblem matmulProblem(int64_t batch, int64_t m, int64_t n, int64_t k,
+                          bool ta, bool tb) {
+  GemmProblem p;
+  p.batch1 = batch;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = ta ? MatrixStrides{0, m * k, 1, m} : MatrixStrides{0, m * k, k, 1};
+  p.b = tb ? MatrixStrides{0, k * n, 1, k} : MatrixStrides{0, k * n, n, 1};
+  p.c = {0, m * n, n, 1};
+  return p;
+}
+
+int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems) {
+  auto inUse = [] {
+    struct mallinfo2 info = mallinfo2();
+    return static_cast<int64_t>(info.uordblks + info.hblkhd);
+  };
+  Library &lib = Library::get();
+  int64_t total = 0;
+  for (const GemmProblem &p : problems) {
+    // Problems the runtime runs without a primitive.
+    if (p.m == 0 || p.n == 0 || p.k == 0 || p.batch0 == 0 || p.batch1 == 0)
+      continue;
+    {
+      std::lock_guard<std::mutex> lock(lib.mutex);
+      if (lib.primitives.count(keyOf(p)))
+        continue;
+    }
+    int64_t before = inUse();
+    lib.lookup(p);
+    total += std::max<int64_t>(0, inUse() - before);
+  }
+  return total;
 }
 
 std::string gemmImplementation(const GemmProblem &problem) {

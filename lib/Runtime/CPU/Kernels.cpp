@@ -92,30 +92,14 @@ template <typename T>
 void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n,
             int64_t k, T *y) {
   // y = x W^T + b: the bias is the GEMM's epilogue, not a separate pass.
-  GemmProblem p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = {0, 0, k, 1};
-  p.b = {0, 0, 1, k};
-  p.c = {0, 0, n, 1};
-  p.bias = b != nullptr;
-  gemm(p, x, w, y, b);
+  gemm(linearProblem(m, n, k, b != nullptr), x, w, y, b);
 }
 
 template <typename T>
 void matmul(const T *a, const T *b, int64_t batch, int64_t m, int64_t n,
             int64_t k, bool ta, bool tb, T *c) {
   // One batched product, each operand's transposition a stride.
-  GemmProblem p;
-  p.batch1 = batch;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = ta ? MatrixStrides{0, m * k, 1, m} : MatrixStrides{0, m * k, k, 1};
-  p.b = tb ? MatrixStrides{0, k * n, 1, k} : MatrixStrides{0, k * n, n, 1};
-  p.c = {0, m * n, n, 1};
-  gemm(p, a, b, c);
+  gemm(matmulProblem(batch, m, n, k, ta, tb), a, b, c);
 }
 
 //===----------------------------------------------------------------------===//

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gptc::cpu {
 
@@ -142,6 +143,20 @@ void gemm(bool transposeA, bool transposeB, int64_t m, int64_t n, int64_t k,
 
 /// The oneDNN implementation that runs `problem` (float), e.g.
 /// "brg:avx512_core"; builds its primitive if needed.
+/// The problem linear() runs: y[m, n] = x[m, k] W[n, k]^T (+ b).
+GemmProblem linearProblem(int64_t m, int64_t n, int64_t k, bool bias);
+/// The problem matmul() runs: `batch` products of [m, k] by [k, n], either
+/// operand transposed.
+GemmProblem matmulProblem(int64_t batch, int64_t m, int64_t n, int64_t k,
+                          bool transposeA, bool transposeB);
+
+/// The heap memory oneDNN keeps for the primitives of `problems` (each
+/// distinct problem built once, as the runtime builds them on first use;
+/// those built before in this process add nothing), measured while
+/// building them: what `gptc --emit=summary` counts as the GEMM library's
+/// state.
+int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems);
+
 std::string gemmImplementation(const GemmProblem &problem);
 
 /// The number of oneDNN primitives built so far (one per distinct shape).
