@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <malloc.h>
 #include <map>
 #include <mutex>
@@ -198,8 +199,15 @@ int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems) {
   Library &lib = Library::get();
   int64_t total = 0;
   for (const GemmProblem &p : problems) {
-    // Problems the runtime runs without a primitive.
+    // Problems the runtime runs without a primitive, and products no
+    // machine holds (oneDNN's sizes are 32-bit inside; a description with
+    // a vocabulary of 2^32 must get its summary, not a crash).
     if (p.m == 0 || p.n == 0 || p.k == 0 || p.batch0 == 0 || p.batch1 == 0)
+      continue;
+    constexpr int64_t kLimit = std::numeric_limits<int32_t>::max();
+    int64_t batch = p.batch0 * p.batch1;
+    if (std::max({p.m, p.n, p.k, batch}) > kLimit ||
+        std::max({p.m * p.k, p.k * p.n, p.m * p.n}) > kLimit / batch)
       continue;
     {
       std::lock_guard<std::mutex> lock(lib.mutex);
