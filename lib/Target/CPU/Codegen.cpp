@@ -48,16 +48,22 @@ using namespace mlir::gptc;
 // The lowering pipeline
 //===----------------------------------------------------------------------===//
 
-void mlir::gptc::buildKernelLoweringPipeline(OpPassManager &pm) {
-  // 1. Tensors: gptc -> linalg, chains fused into one loop nest, then the
-  //    runtime's calling convention.
+void mlir::gptc::buildKernelTensorStage(OpPassManager &pm, bool rowRange) {
   OpPassManager &tensors = pm.nest<func::FuncOp>();
   ConvertGptcToLinalgPassOptions full;
   full.full = true;
   tensors.addPass(createConvertGptcToLinalgPass(full));
   tensors.addPass(createGptcKernelFusePass());
   tensors.addPass(createCanonicalizerPass());
-  tensors.addPass(createGptcKernelAbiPass());
+  GptcKernelAbiPassOptions abi;
+  abi.rowRange = rowRange;
+  tensors.addPass(createGptcKernelAbiPass(abi));
+}
+
+void mlir::gptc::buildKernelLoweringPipeline(OpPassManager &pm) {
+  // 1. Tensors: gptc -> linalg, chains fused into one loop nest, then the
+  //    runtime's calling convention.
+  buildKernelTensorStage(pm, /*rowRange=*/true);
   // 2. Buffers: each result computed in the runtime's buffer for it.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   pm.addPass(bufferization::createOneShotBufferizePass());

@@ -32,23 +32,15 @@ mlir::gptc::compileModuleKernels(ModuleOp module,
   if (!any)
     return std::string();
   // 1. The kernel functions, in a module of their own.
-  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
-  PassManager outline(module.getContext());
-  outline.addPass(createGptcOutlineKernelsPass());
-  if (failed(outline.run(*copy)))
+  FailureOr<OwningOpRef<ModuleOp>> kernels = outlineKernelModule(module);
+  if (failed(kernels))
     return failure();
-  auto nested = dyn_cast_or_null<ModuleOp>(
-      SymbolTable::lookupSymbolIn(*copy, "gptc_kernels"));
-  if (!nested)
-    return emitError(module.getLoc()) << "outlining produced no kernels";
-  OwningOpRef<ModuleOp> kernels(cast<ModuleOp>(nested->clone()));
-  kernels->setSymNameAttr(nullptr);
   // 2. LLVM dialect, then machine code.
   PassManager lower(module.getContext());
   buildKernelLoweringPipeline(lower);
-  if (failed(lower.run(*kernels)))
+  if (failed(lower.run(**kernels)))
     return failure();
-  return compileKernelsToSharedObject(*kernels, options);
+  return compileKernelsToSharedObject(**kernels, options);
 }
 
 LogicalResult mlir::gptc::compileProgram(ModuleOp module,

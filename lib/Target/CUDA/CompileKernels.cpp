@@ -89,20 +89,15 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
   // 1. The kernel functions, in a module of their own, with each kernel's
   //    operand and result counts (the host function has them all as
   //    arguments).
-  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
-  PassManager outline(module.getContext());
-  outline.addPass(createGptcOutlineKernelsPass());
-  if (failed(outline.run(*copy)))
+  FailureOr<OwningOpRef<ModuleOp>> outlined = outlineKernelModule(module);
+  if (failed(outlined))
     return failure();
-  auto nested = dyn_cast_or_null<ModuleOp>(
-      SymbolTable::lookupSymbolIn(*copy, "gptc_kernels"));
-  if (!nested || nested.getBody()->empty())
+  OwningOpRef<ModuleOp> kernels = std::move(*outlined);
+  if (kernels->getBody()->empty())
     return CudaKernels{options.format, "", {}};
   llvm::StringMap<std::pair<int64_t, int64_t>> counts;
-  for (auto func : nested.getOps<func::FuncOp>())
+  for (auto func : kernels->getOps<func::FuncOp>())
     counts[func.getName()] = {func.getNumArguments(), func.getNumResults()};
-  OwningOpRef<ModuleOp> kernels(cast<ModuleOp>(nested->clone()));
-  kernels->setSymNameAttr(nullptr);
   // 2. GPU functions and launch sequences.
   PassManager lower(module.getContext());
   buildGpuKernelLoweringPipeline(lower, options);

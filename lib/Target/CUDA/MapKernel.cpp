@@ -106,10 +106,10 @@ struct GptcGpuMapKernelPass final
   /// Scalar code between the loop nests (a loaded scalar, the arithmetic
   /// on it, a store to a scalar) is placed where the GPU can run it:
   /// allocations first; then, last to first, each load or side-effect-free
-  /// op whose users all sit inside later loop nests is cloned into them
-  /// (every thread recomputes the scalar), and any other moves down to its
-  /// first user; a load only where nothing on the way writes its buffer. What
-  /// is left forms runs that one thread executes.
+  /// op is cloned into the later loop nests that use it (every thread
+  /// recomputes the scalar) and moves down to its first use at the top, if
+  /// any; a load only where nothing on the way writes its buffer. What is
+  /// left forms runs that one thread executes.
   static void placeScalarCode(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(block))
       if (isa<memref::AllocOp>(op) && op.getNumOperands() == 0)

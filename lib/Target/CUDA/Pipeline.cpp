@@ -16,7 +16,6 @@
 
 #include "gptc/Target/CUDA/Passes.h"
 
-#include "gptc/Conversion/Passes.h"
 #include "gptc/Target/CPU/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -53,15 +52,7 @@ void mlir::gptc::buildGpuKernelLoweringPipeline(
     OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options) {
   // 1. Tensors: as on the CPU (gptc -> linalg, chains fused), then
   //    destination passing without a row range.
-  OpPassManager &tensors = pm.nest<func::FuncOp>();
-  ConvertGptcToLinalgPassOptions full;
-  full.full = true;
-  tensors.addPass(createConvertGptcToLinalgPass(full));
-  tensors.addPass(createGptcKernelFusePass());
-  tensors.addPass(createCanonicalizerPass());
-  GptcKernelAbiPassOptions abi;
-  abi.rowRange = false;
-  tensors.addPass(createGptcKernelAbiPass(abi));
+  buildKernelTensorStage(pm, /*rowRange=*/false);
   // 2. Buffers.
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   pm.addPass(bufferization::createOneShotBufferizePass());

@@ -33,6 +33,13 @@ namespace gptc {
 #define GEN_PASS_REGISTRATION
 #include "gptc/Target/CPU/Passes.h.inc"
 
+/// The tensor stage every target's kernel lowering starts with, on each
+/// kernel function: gptc -> linalg (`full`), elementwise fusion,
+/// canonicalization and the kernel ABI, with the begin, end row range the
+/// CPU runtime splits over its threads or (`rowRange` false: the GPU)
+/// without it.
+void buildKernelTensorStage(OpPassManager &pm, bool rowRange);
+
 /// The kernel lowering pipeline, on a module of kernel functions (what
 /// gptc-outline-kernels builds): gptc -> linalg, elementwise fusion, the
 /// kernel ABI, bufferization, loops, the parallel range, LLVM dialect and

@@ -17,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::gptc {
@@ -66,3 +67,19 @@ struct GptcOutlineKernelsPass final
   }
 };
 } // namespace
+
+FailureOr<OwningOpRef<ModuleOp>>
+mlir::gptc::outlineKernelModule(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  PassManager outline(module.getContext());
+  outline.addPass(createGptcOutlineKernelsPass());
+  if (failed(outline.run(*copy)))
+    return failure();
+  auto nested = dyn_cast_or_null<ModuleOp>(
+      SymbolTable::lookupSymbolIn(*copy, "gptc_kernels"));
+  if (!nested)
+    return emitError(module.getLoc()) << "outlining produced no kernel module";
+  OwningOpRef<ModuleOp> kernels(cast<ModuleOp>(nested->clone()));
+  kernels->setSymNameAttr(nullptr);
+  return kernels;
+}

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::gptc {
@@ -20,6 +21,11 @@ namespace mlir::gptc {
 
 #define GEN_PASS_REGISTRATION
 #include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
+
+/// The kernel functions of `module`'s gptc.kernel ops in a module of their
+/// own (gptc-outline-kernels on a copy; `module` is not changed): what a
+/// target's kernel lowering pipeline runs on. Empty when there is none.
+FailureOr<OwningOpRef<ModuleOp>> outlineKernelModule(ModuleOp module);
 
 } // namespace mlir::gptc
 
