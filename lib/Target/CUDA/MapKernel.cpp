@@ -159,8 +159,8 @@ struct GptcGpuMapKernelPass final
   }
 
   void runOnOperation() override {
-    auto func = dyn_cast<FunctionOpInterface>(getOperation());
-    if (!func || func.isExternal())
+    FunctionOpInterface func = getOperation();
+    if (func.isExternal())
       return;
     if (blockSize < 1 || blockSize > 1024) {
       func.emitOpError("block-size must be in [1, 1024], got ")

@@ -32,6 +32,10 @@ using namespace mlir::gptc;
 namespace {
 constexpr int64_t kWarpSize = 32;
 constexpr int64_t kBlockReductionThreads = 1024;
+/// A column reduction is cut into at most this many chunks of rows, each
+/// at least kRowsPerChunk long.
+constexpr int64_t kColumnChunks = 64;
+constexpr int64_t kRowsPerChunk = 256;
 
 /// How a linalg reduction combines: `out = combiner(out, value)`.
 struct Reduction {
@@ -266,13 +270,94 @@ void buildLaunch(const Reduction &r, int64_t warpsPerBlock) {
   op.erase();
 }
 
+/// A reduction over leading dimensions (a bias gradient's column sums:
+/// R rows reduced for each of P columns) in two deterministic phases of
+/// plain parallel loops, so that gptc-gpu-map-kernel gives them a thread
+/// per (chunk, column) and then per column: the rows are cut into
+/// `chunks` chunks whose partial results a temporary holds, then each
+/// column combines its chunks into the output. Neighbouring threads still
+/// read neighbouring columns, and the reduction has `chunks` times the
+/// threads a thread per column would have.
+void splitColumns(const Reduction &r, int64_t chunks) {
+  linalg::GenericOp op = r.op;
+  Location loc = op.getLoc();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  ArrayRef<int64_t> parallel = ArrayRef(ranges).take_front(r.numParallel);
+  ArrayRef<int64_t> reduced = ArrayRef(ranges).drop_front(r.numParallel);
+  int64_t columns = 1, rows = 1;
+  for (int64_t n : parallel)
+    columns *= n;
+  for (int64_t n : reduced)
+    rows *= n;
+  int64_t perChunk = (rows + chunks - 1) / chunks;
+  OpBuilder b(op);
+  auto c = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value out = op.getDpsInitOperand(0)->get();
+  Type element = cast<MemRefType>(out.getType()).getElementType();
+  Value identity =
+      arith::ConstantOp::create(b, loc, *arith::getNeutralElement(r.combiner));
+  auto partials = memref::AllocOp::create(
+      b, loc, MemRefType::get({chunks, columns}, element));
+  // 1. partials[chunk, column]: the chunk's rows of the column.
+  {
+    auto loop = scf::ParallelOp::create(b, loc, ValueRange{c(0), c(0)},
+                                        ValueRange{c(chunks), c(columns)},
+                                        ValueRange{c(1), c(1)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value chunk = loop.getInductionVars()[0],
+          column = loop.getInductionVars()[1];
+    Value begin = arith::MulIOp::create(b, loc, chunk, c(perChunk));
+    Value end = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, begin, c(perChunk)), c(rows));
+    auto rowLoop =
+        scf::ForOp::create(b, loc, begin, end, c(1), ValueRange{identity});
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(rowLoop.getBody());
+      SmallVector<Value> ivs = delinearize(b, loc, column, parallel);
+      llvm::append_range(
+          ivs, delinearize(b, loc, rowLoop.getInductionVar(), reduced));
+      Value v = valueAt(b, loc, r, ivs);
+      scf::YieldOp::create(b, loc,
+                           combine(b, r, rowLoop.getRegionIterArgs()[0], v));
+    }
+    memref::StoreOp::create(b, loc, rowLoop.getResult(0), partials,
+                            ValueRange{chunk, column});
+  }
+  // 2. out[column] = combiner(out[column], the column's partials).
+  {
+    auto loop = scf::ParallelOp::create(b, loc, c(0), c(columns), c(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value column = loop.getInductionVars()[0];
+    auto chunkLoop =
+        scf::ForOp::create(b, loc, c(0), c(chunks), c(1), ValueRange{identity});
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(chunkLoop.getBody());
+      Value part = memref::LoadOp::create(
+          b, loc, partials, ValueRange{chunkLoop.getInductionVar(), column});
+      scf::YieldOp::create(
+          b, loc, combine(b, r, chunkLoop.getRegionIterArgs()[0], part));
+    }
+    SmallVector<Value> ivs = delinearize(b, loc, column, parallel);
+    Value old = memref::LoadOp::create(b, loc, out, ivs);
+    memref::StoreOp::create(b, loc, combine(b, r, old, chunkLoop.getResult(0)),
+                            out, ivs);
+  }
+  op.erase();
+}
+
 struct GptcGpuMapReductionsPass final
     : mlir::gptc::impl::GptcGpuMapReductionsPassBase<GptcGpuMapReductionsPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    auto func = dyn_cast<FunctionOpInterface>(getOperation());
-    if (!func || func.isExternal())
+    FunctionOpInterface func = getOperation();
+    if (func.isExternal())
       return;
     if (warpsPerBlock < 1 || warpsPerBlock > 32) {
       func.emitOpError("warps-per-block must be in [1, 32], got ")
@@ -312,7 +397,7 @@ struct GptcGpuMapReductionsPass final
     // bias gradient's column sums) becomes a thread per output whose
     // neighbours read neighbouring elements, rather than one thread
     // running every output's loop.
-    SmallVector<linalg::GenericOp> rowReductions;
+    SmallVector<linalg::GenericOp> rowReductions, columnReductions;
     IRRewriter rewriter(func.getContext());
     for (Block &block : func.getFunctionBody())
       for (auto op :
@@ -337,10 +422,25 @@ struct GptcGpuMapReductionsPass final
           op = *swapped;
         }
         // Only a reduction over the innermost, contiguous dimension is a
-        // warp's: its lanes read neighbouring elements.
+        // warp's: its lanes read neighbouring elements. One over leading
+        // dimensions with many rows is split into chunks.
         if (innermostReduced)
           rowReductions.push_back(op);
+        else
+          columnReductions.push_back(op);
       }
+    for (linalg::GenericOp op : columnReductions) {
+      std::optional<Reduction> r = matchReduction(op);
+      if (!r)
+        continue;
+      int64_t rows = 1;
+      for (int64_t n :
+           ArrayRef(op.getStaticLoopRanges()).drop_front(r->numParallel))
+        rows *= n;
+      int64_t chunks = std::min<int64_t>(kColumnChunks, rows / kRowsPerChunk);
+      if (chunks >= 2)
+        splitColumns(*r, chunks);
+    }
     if (!launchReductions)
       return;
     SmallVector<Reduction> reductions;

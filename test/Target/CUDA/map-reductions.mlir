@@ -82,3 +82,38 @@ func.func @other(%x: memref<16xf32>, %out: memref<f32>) {
   }
   return
 }
+
+// -----
+
+#cols = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// Column sums over 2048 rows (reduction first, as a bias gradient's): the
+// loops are interchanged, and the rows cut into 8 chunks of 256 whose
+// partial sums a temporary holds (a thread per chunk and column), then a
+// thread per column adds its chunks to the output.
+// CHECK-LABEL: func.func @columns
+//       CHECK: %[[P:.*]] = memref.alloc() : memref<8x16xf32>
+//       CHECK: scf.parallel (%[[C:.*]], %[[J:.*]]) = (%{{.*}}, %{{.*}}) to (%c8{{(_[0-9]+)?}}, %c16{{(_[0-9]+)?}})
+//       CHECK:   %[[B:.*]] = arith.muli %[[C]], %c256
+//       CHECK:   %[[E:.*]] = arith.minui %{{.*}}, %c2048
+//       CHECK:   %[[S:.*]] = scf.for %[[R:.*]] = %[[B]] to %[[E]] step %{{.*}} iter_args
+//       CHECK:     %[[I0:.*]] = affine.apply #{{.*}}(%[[J]], %[[R]])
+//       CHECK:     %[[I1:.*]] = affine.apply #{{.*}}(%[[J]], %[[R]])
+//       CHECK:     memref.load %arg0[%[[I0]], %[[I1]]]
+//       CHECK:     arith.addf
+//       CHECK:   memref.store %[[S]], %[[P]][%[[C]], %[[J]]]
+//       CHECK: scf.parallel (%[[J2:.*]]) = (%{{.*}}) to (%c16{{(_[0-9]+)?}})
+//       CHECK:   scf.for %[[K:.*]] = %{{.*}} to %c8{{(_[0-9]+)?}}
+//       CHECK:     memref.load %[[P]][%[[K]], %[[J2]]]
+//       CHECK:   %[[OLD:.*]] = memref.load %arg1[%[[J2]]]
+//       CHECK:   memref.store %{{.*}}, %arg1[%[[J2]]]
+//   CHECK-NOT: linalg.generic
+func.func @columns(%x: memref<2048x16xf32>, %out: memref<16xf32>) {
+  linalg.generic {indexing_maps = [#cols, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<2048x16xf32>) outs(%out : memref<16xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %n = arith.addf %acc, %in : f32
+    linalg.yield %n : f32
+  }
+  return
+}

@@ -33,9 +33,12 @@ def GptcGpuMapReductionsPass
     A reduction's loops are first interchanged so that its parallel
     dimensions come first; only one whose innermost dimension was reduced
     (contiguous in memory) takes a warp per row. A reduction over leading
-    dimensions (a bias gradient's column sums) is left, parallel loops
-    outermost, to a thread per output element, neighbouring threads
-    reading neighbouring elements. Any other linalg op is left to
+    dimensions (a bias gradient's column sums) of at least 512 rows is cut
+    into up to 64 chunks of at least 256 rows, in two deterministic phases
+    of parallel loops: a temporary takes each chunk's partial result per
+    column, then each column combines its chunks into the output
+    (neighbouring threads read neighbouring columns in both); a shorter
+    one is left, parallel loops outermost, to a thread per output element. Any other linalg op is left to
     `gptc-gpu-map-kernel` (a thread per
     output element, reductions sequential in the thread); a `memref.copy`
     bufferization left becomes a `linalg.copy` for it, and a splat

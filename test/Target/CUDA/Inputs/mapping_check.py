@@ -77,6 +77,13 @@ def cases():
     out.append(("softmax", [
         f"%y = gptc.softmax %a0 : {ty(xs2.shape)}",
         f"return %y : {ty(xs2.shape)}"], [xs2], [e / e.sum(-1, keepdims=True)]))
+    # A bias gradient's column sums over 3 x 501 rows: cut into 5 chunks of
+    # 301 rows (the last one 299), a thread per (chunk, column), then a
+    # thread per column combining its chunks.
+    cs = f(3, 501, 20)
+    out.append(("column_sums", [
+        f"%s = gptc.reduce_sum %a0 [0, 1] : {ty(cs.shape)} -> {ty((20,))}",
+        f"return %s : {ty((20,))}"], [cs], [cs.astype(np.float64).sum((0, 1))]))
     # A reduction to a scalar (in f64) and the scalar code after it: the
     # loads sunk to their use, one thread running the run.
     gw, gb = f(20, 30), f(30)
