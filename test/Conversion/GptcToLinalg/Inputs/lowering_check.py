@@ -6,11 +6,15 @@ random constant inputs and prints each result (printMemrefF32), and the
 NumPy (float64) results they must equal. `check OUT.txt REF.npz` reads what
 mlir-runner printed and compares, result by result (relative error below
 1e-5 of the result's largest magnitude).
+(test/Inputs/printed_results.py parses and compares.)
 """
-import re
+import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "Inputs"))
+import printed_results  # noqa: E402
 
 rng = np.random.default_rng(7)
 
@@ -319,15 +323,6 @@ def build():
     return m
 
 
-def parse(text):
-    """The numbers of each printed memref, in order."""
-    out = []
-    for block in text.split("Unranked Memref")[1:]:
-        body = block.split("data =", 1)[1]
-        out.append(np.array([float(v) for v in re.findall(r"[-+0-9.eE]+(?:nan|inf)?", body)]))
-    return out
-
-
 def main():
     mode = sys.argv[1]
     if mode == "gen":
@@ -336,25 +331,9 @@ def main():
         np.savez(sys.argv[3], *m.refs)
         return 0
     refs = np.load(sys.argv[3])
-    got = parse(open(sys.argv[2]).read())
+    got = printed_results.parse(open(sys.argv[2]).read())
     expected = [refs[f"arr_{i}"] for i in range(len(refs.files))]
-    if len(got) != len(expected):
-        print(f"FAIL: {len(got)} results printed, {len(expected)} expected")
-        return 1
-    worst = 0.0
-    for i, (g, e) in enumerate(zip(got, expected)):
-        e = e.reshape(-1)
-        if g.size != e.size:
-            print(f"FAIL: result {i} has {g.size} elements, expected {e.size}")
-            return 1
-        err = np.abs(g - e).max() / max(np.abs(e).max(), 1e-30)
-        worst = max(worst, err)
-        if err > 1e-5:
-            print(f"FAIL: result {i} off by {err:.3g} (relative)")
-            return 1
-    print(f"{len(got)} results match NumPy (worst relative error {worst:.1e})")
-    return 0
-
+    return printed_results.compare(got, expected, "results")
 
 if __name__ == "__main__":
     sys.exit(main())

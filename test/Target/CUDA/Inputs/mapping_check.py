@@ -14,11 +14,15 @@ in destination-passing style on buffers) globals for the inputs and a
 @main that calls each kernel and prints its results. `check OUT.txt
 REF.npz` compares what mlir-runner printed (relative error below 1e-5 of
 each result's largest magnitude).
+(test/Inputs/printed_results.py parses and compares.)
 """
-import re
+import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "Inputs"))
+import printed_results  # noqa: E402
 
 rng = np.random.default_rng(11)
 
@@ -149,31 +153,11 @@ def main():
                  ["  func.func @main() {"] + body + ["    return", "  }"])
         open(sys.argv[4], "w").write(text[:-1] + "\n".join(extra) + "\n}\n")
         return 0
-    text = open(sys.argv[2]).read()
-    got = []
-    for block in text.split("Unranked Memref")[1:]:
-        data = block.split("data =", 1)[1]
-        got.append(np.array([float(v) for v in re.findall(r"[-+0-9.eE]+(?:nan|inf)?", data)]))
+    got = printed_results.parse(open(sys.argv[2]).read())
     expected = [refs[f"{n}.out{i}"] for n in names
                 for i in range(sum(k.startswith(n + ".out") for k in refs.files))]
-    if len(got) != len(expected):
-        print(f"FAIL: {len(got)} results printed, {len(expected)} expected")
-        return 1
-    worst = 0.0
-    for i, (g, e) in enumerate(zip(got, expected)):
-        e = e.reshape(-1)
-        if g.size != e.size:
-            print(f"FAIL: result {i} has {g.size} elements, expected {e.size}")
-            return 1
-        err = np.abs(g - e).max() / max(np.abs(e).max(), 1e-30)
-        worst = max(worst, err)
-        if err > 1e-5:
-            print(f"FAIL: result {i} off by {err:.3g} (relative)")
-            return 1
-    print(f"{len(got)} results of the GPU-mapped kernels match NumPy "
-          f"(worst relative error {worst:.1e})")
-    return 0
-
+    return printed_results.compare(got, expected,
+                                   "results of the GPU-mapped kernels")
 
 if __name__ == "__main__":
     sys.exit(main())
