@@ -11,6 +11,8 @@
 
 #include "gptc/Target/CUDA/Passes.h"
 
+#include "Indexing.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -77,15 +79,8 @@ struct GptcGpuMapKernelPass final
                                           linear, index(total));
     auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
     b.setInsertionPoint(guard.thenBlock()->getTerminator());
-    // 3. The nest's indices, innermost first, and its body in the guard.
-    SmallVector<Value> ivs(extents.size());
-    Value rest = linear;
-    for (int64_t d = static_cast<int64_t>(extents.size()) - 1; d >= 0; --d) {
-      Value extent = index(extents[d]);
-      ivs[d] = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, extent);
-      if (d > 0)
-        rest = arith::DivUIOp::create(b, loc, rest, extent);
-    }
+    // 3. The nest's indices and its body in the guard.
+    SmallVector<Value> ivs = delinearize(b, loc, linear, extents);
     Block *body = loop.getBody();
     body->getTerminator()->erase();
     IRRewriter rewriter(b);

@@ -12,6 +12,8 @@
 
 #include "gptc/Target/CUDA/Passes.h"
 
+#include "Indexing.h"
+
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -114,19 +116,6 @@ std::optional<Reduction> matchReduction(linalg::GenericOp op) {
   Value value = combiner->getOperand(0) == out ? combiner->getOperand(1)
                                                : combiner->getOperand(0);
   return Reduction{op, combiner, value, *kind, numParallel};
-}
-
-/// `linear` split into the extents' indices, row-major.
-SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
-                               ArrayRef<int64_t> extents) {
-  SmallVector<Value> ivs(extents.size());
-  for (int64_t d = static_cast<int64_t>(extents.size()) - 1; d >= 0; --d) {
-    Value extent = arith::ConstantIndexOp::create(b, loc, extents[d]);
-    ivs[d] = d == 0 ? linear : arith::RemUIOp::create(b, loc, linear, extent);
-    if (d > 0)
-      linear = arith::DivUIOp::create(b, loc, linear, extent);
-  }
-  return ivs;
 }
 
 /// The body's value at loop indices `ivs`: each input loaded through its
