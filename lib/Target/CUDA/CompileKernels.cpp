@@ -86,6 +86,14 @@ FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
 
 FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     ModuleOp module, const GpuKernelLoweringPipelineOptions &options) {
+  // MLIR's NVPTX serialization wants the toolkit (libdevice, and ptxas for
+  // a cubin) even for PTX: say so before it fails on a path.
+  if (options.format != "none" && options.toolkit.empty() &&
+      defaultCudaToolkit().empty())
+    return emitError(module.getLoc())
+           << "the CUDA target needs the CUDA toolkit (nvvm/libdevice, and "
+              "ptxas for a cubin): install it at /usr/local/cuda or set "
+              "CUDA_HOME";
   // 1. The kernel functions, in a module of their own, with each kernel's
   //    operand and result counts (the host function has them all as
   //    arguments).
