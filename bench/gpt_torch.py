@@ -31,7 +31,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(c)
 
     def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.h:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)

@@ -1,25 +1,52 @@
 #!/usr/bin/env bash
-# The device check for a machine with a GPU: build for sm_90, run the lit
-# tests that touch CUDA (the cuda-device ones included), compile GPT-2
-# 124M's kernels to an sm_90 cubin, and print what the runtime sees. Run on
-# the lent GPU machine as one command; figures go to docs/performance.md by
-# hand. No GPU runtime executes the generated kernels yet, so there is no
-# GPU benchmark to run: it joins this script with the runtime.
-set -euo pipefail
+# The device check, on a machine with an NVIDIA GPU (sm_90), from the
+# bundle scripts/gpu-prepare.sh made (carry .gpu). Checks the GPU step
+# against the CPU step, then benchmarks GPT-2 124M against torch.compile on
+# the same GPU, and prints one table. Needs python3 with numpy and a CUDA
+# build of PyTorch. docs/Testing.md says how the session runs it.
+#
+#   scripts/gpu-check.sh [BUNDLE]     (default .gpu/bundle.tar.xz)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-build_dir="${BUILD_DIR:-build-gpu}"
+bundle="${1:-.gpu/bundle.tar.xz}"
+work=/tmp/gptc-gpu
+rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf "$bundle" || exit 1
+export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+rt="$work/gptc-runtime"
+status=0
 
-scripts/install-deps.sh
-BUILD_DIR="$build_dir" scripts/build.sh
+echo "== device"
+nvidia-smi -L || true
 
-echo "== devices"
-"$build_dir/bin/gptc-device-info"
+echo "== the GPU step against the CPU step"
+check() { # NAME [compare flags]
+  local name=$1; shift
+  if "$rt" "$work/art/$name.gptc" --device cuda --stop-at-step 10 --eval-interval 0 \
+      --log-interval 0 --data "$work/data.txt" --checkpoint "$work/$name.ckpt" \
+      --dump-dir "$work/gpu-$name" 2>"$work/$name.log"; then
+    if [ -d "$work/ref/$name" ]; then
+      python3 test/Parallel/Inputs/compare_runs.py "$work/ref/$name" "$work/gpu-$name" 1 "$@" || status=1
+    else
+      python3 scripts/run_digest.py "$work/gpu-$name" > "$work/gpu-$name.json"
+      python3 scripts/run_digest.py --compare "$work/ref/$name.json" "$work/gpu-$name.json" "$@" || status=1
+    fi
+  else
+    status=1
+    echo "FAIL $name:"; tail -20 "$work/$name.log"
+  fi
+}
+check tiny
+check tiny-accum
+check tiny-bf16 --tol 1e-2 --loss-tol 1e-4
+check gpt2-b4
 
-echo "== GPU and CUDA tests"
-/usr/lib/llvm-22/bin/lit -sv "$build_dir/test" --filter='Runtime/|Target/CUDA/|gptc/cuda'
+echo "== where GPT-2 124M's bf16 step goes (4 steps, each kernel timed)"
+"$rt" "$work/art/gpt2-bench.gptc" --device cuda --stop-at-step 4 --eval-interval 0 \
+  --log-interval 1 --profile --data "$work/data.txt" --checkpoint "$work/bench.ckpt" 2>&1 | tail -30 || status=1
 
-echo "== GPT-2 124M's kernels for sm_90"
-start=$(date +%s)
-"$build_dir/bin/gptc" models/gpt2-124m.pbtxt --emit=cuda | head -1
-"$build_dir/bin/gptc" models/gpt2-124m.pbtxt --emit=cubin -o "$build_dir/gpt2-124m.cubin"
-echo "cubin: $(stat -c %s "$build_dir/gpt2-124m.cubin") bytes, $(( $(date +%s) - start )) s"
+echo "== GPT-2 124M bf16 against torch.compile"
+json=""
+if [ -n "${OUT:-}" ]; then json="--json $OUT/gpu-bench.json"; fi
+python3 bench/gpu_throughput.py --runtime "$rt" --artifact "$work/art/gpt2-bench.gptc" \
+  --model bench/models/gpt2-124m-gpu.pbtxt --data "$work/data.txt" $json || status=1
+exit $status

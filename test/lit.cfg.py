@@ -35,6 +35,7 @@ tools = [
     "gptc",
     "gptc-opt",
     "gptc-run",
+    "gptc-runtime",
     ToolSubst("gptc-device-info", unresolved="ignore"),
     ToolSubst("%gptc-unittests", os.path.join(config.gptc_obj_root, "unittests", "GPTCUnitTests")),
 ]

@@ -79,6 +79,8 @@ static void writeTensorField(std::ostream &out, const std::string &head,
 
 bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                              std::string &error) const {
+  if (!syncState(error))
+    return false;
   checkpoint::Checkpoint ck;
   ck.set_format_version(1);
   ck.set_model(options.model);
@@ -218,5 +220,6 @@ bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
       return false;
   step = ck.step();
   lastLoss = ck.train_loss();
+  keepStateResident();
   return true;
 }

@@ -8,12 +8,20 @@
 
 #include <fstream>
 #include <iterator>
+#include <sys/stat.h>
 
 using namespace gptc;
 using namespace gptc::runtime;
 
 bool ByteDataset::load(const std::string &path, int64_t seqLen,
                        ByteDataset &out, std::string &error) {
+  // A directory opens as a stream whose first read throws: say so first.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = "the training data '" + path + "' is not a file" +
+            (S_ISDIR(st.st_mode) ? " (a directory)" : "");
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = "cannot open the training data '" + path + "'";

@@ -6,7 +6,7 @@
 
 #include "gptc/Runtime/Progress.h"
 
-#include "gptc/Runtime/Executor.h"
+#include "gptc/Runtime/Backend.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -104,7 +104,7 @@ void Progress::validation(int64_t step, double loss) {
 
 void Progress::finish() { end = std::chrono::steady_clock::now(); }
 
-void Progress::summary(const Executor *profiled) {
+void Progress::summary(const FunctionRunner *profiled) {
   if (!enabled)
     return;
   double total = std::chrono::duration<double>(end - start).count();

@@ -55,8 +55,8 @@ static BlockLayout layoutOf(const program::Value &v) {
 /// A "Vm...:" figure of /proc/self/status in bytes, or -1.
 std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                          const TrainOptions &options,
-                                         std::string &error,
-                                         Communicator *comm) {
+                                         std::string &error, Communicator *comm,
+                                         std::unique_ptr<Backend> backend) {
   if (program.format_version() != kProgramFormatVersion) {
     error = "the program has format version " +
             std::to_string(program.format_version()) + "; this runtime reads " +
@@ -84,14 +84,14 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
             std::to_string(devices);
     return nullptr;
   }
-  if (!program.kernel_library().empty()) {
-    t->kernels = KernelLibrary::load(program.kernel_library(), error);
-    if (!t->kernels)
-      return nullptr;
-  }
-  t->trainStep = Executor::create(*step, error, t->kernels.get());
-  t->forward = Executor::create(*fwd, error, t->kernels.get());
-  if (!t->trainStep || !t->forward)
+  t->backend = backend ? std::move(backend) : createCpuBackend(program, error);
+  if (!t->backend)
+    return nullptr;
+  t->trainStep = t->backend->createRunner(*step, error);
+  if (!t->trainStep)
+    return nullptr;
+  t->forward = t->backend->createRunner(*fwd, error);
+  if (!t->forward)
     return nullptr;
   t->trainStep->setCommunicator(comm);
   t->forward->setCommunicator(comm);
@@ -299,7 +299,22 @@ bool Trainer::gather(const std::vector<Tensor> &group, int offset,
 
 bool Trainer::wholeParameters(std::vector<Tensor> &out,
                               std::string &error) const {
-  return gather(params, 0, out, error);
+  return syncState(error) && gather(params, 0, out, error);
+}
+
+void Trainer::keepStateResident() {
+  // The host copies are new (initialized or loaded): the backend forgets
+  // what it held and takes these.
+  backend->hostChanged();
+  // (The scalar state, fp16's loss scaler, stays on the host: the loop
+  // reads it every step and it is a few bytes.)
+  for (std::vector<Tensor> *group : {&params, &m, &v})
+    for (const Tensor &t : *group)
+      backend->keepResident(t);
+}
+
+bool Trainer::syncState(std::string &error) const {
+  return backend->syncToHost(error);
 }
 
 void Trainer::initialize() {
@@ -334,6 +349,7 @@ void Trainer::initialize() {
   }
   initializeScalars();
   step = 0;
+  keepStateResident();
 }
 
 void Trainer::initializeScalars() {
@@ -384,6 +400,8 @@ bool Trainer::evaluate(const ByteDataset &data, double &loss,
       in.push_back(&params[i]);
       continue;
     }
+    if (!syncState(error))
+      return false;
     if (!gatherBlocks(params[i], extra, grid, comm, gathered[i], error))
       return false;
     in.push_back(&gathered[i]);
@@ -434,6 +452,8 @@ void Trainer::layOutRows(const Tensor &whole,
 }
 
 bool Trainer::dumpFinal(std::string &error) const {
+  if (!syncState(error))
+    return false;
   std::vector<Tensor> whole;
   if (!wholeParameters(whole, error))
     return false;
@@ -529,6 +549,23 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
     typeOf(j, dtype, shape);
     out[j] = Tensor(dtype, shape);
   }
+  // The double buffers of state live in the backend too; when training
+  // ends, the ones that are not state then are forgotten.
+  std::vector<int> buffers;
+  for (int64_t k = 0; k < 3 * n; ++k)
+    if (!inPlace[k])
+      buffers.push_back(stateOut[k]);
+  for (int j : buffers)
+    backend->keepResident(out[j]);
+  struct Forget {
+    Backend &backend;
+    std::vector<Tensor> &out;
+    std::vector<int> &buffers;
+    ~Forget() {
+      for (int j : buffers)
+        backend.release(out[j]);
+    }
+  } forget{*backend, out, buffers};
   for (; step < stop; ++step) {
     std::mt19937_64 rng(options.dataSeed * 1000003 + step);
     data.sampleTrain(rng, stepRows, T, tokens.data<int32_t>(),

@@ -630,11 +630,13 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.set_op(pg::COMPILED);
             pg::CompiledParams *compiled = kernel.mutable_compiled();
             compiled->set_symbol(o.getName().str());
+            // The CPU splits dimension 0 over threads; a GPU kernel's
+            // launch plan has its own mapping and may compute scalars
+            // (extent 0, which the CPU executor refuses).
             auto first = dyn_cast<RankedTensorType>(o.getResult(0).getType());
-            if (!first || first.getRank() == 0)
-              return o.emitOpError("needs results with a dimension 0 to be "
-                                   "split over threads");
-            compiled->set_extent(first.getDimSize(0));
+            if (!first)
+              return o.emitOpError("needs ranked tensor results");
+            compiled->set_extent(first.getRank() ? first.getDimSize(0) : 0);
             return success();
           })
           .Case([&](AccumulateOp o) -> LogicalResult {

@@ -22,6 +22,10 @@
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 #include "gptc/Target/CPU/CompileProgram.h"
+#include "gptc/Target/CUDA/CompileKernels.h"
+#ifdef GPTC_HAVE_CUDA
+#include "gptc/Runtime/CUDA/CudaBackend.h"
+#endif
 #include "gptc/Target/ExportProgram.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -121,7 +125,8 @@ static int fail(const std::string &message) {
 static LogicalResult compile(ModuleOp module,
                              function_ref<void(OpPassManager &)> pipeline,
                              ArrayRef<StringRef> names,
-                             ::gptc::program::Program &program) {
+                             ::gptc::program::Program &program,
+                             const DeviceChoice &device = {}) {
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
@@ -129,6 +134,12 @@ static LogicalResult compile(ModuleOp module,
   pipeline(pm);
   if (failed(pm.run(module)))
     return failure();
+  if (device.cuda) {
+    GpuKernelLoweringPipelineOptions options;
+    options.chip = device.chip;
+    options.format = "bin";
+    return compileProgramForCuda(module, names, program, options);
+  }
   return compileProgram(module, names, program);
 }
 
@@ -155,6 +166,30 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (failed(desc))
     return 1;
   const ModelConfig &m = desc->getConfig();
+  FailureOr<DeviceChoice> device = getDeviceChoice();
+  if (failed(device))
+    return 1;
+  if (device->cuda) {
+#ifdef GPTC_HAVE_CUDA
+    int64_t meshDevices =
+        m.dataParallel * m.tensorParallel * m.pipelineParallel;
+    if (meshDevices > 1)
+      return fail("--device cuda trains on one GPU for now; the mesh has " +
+                  std::to_string(meshDevices) +
+                  " devices (collectives over NCCL on device buffers are "
+                  "not implemented yet)");
+    if (!codegenOpt)
+      return fail("--device cuda runs generated kernels; --codegen=false "
+                  "is for the CPU");
+    // Before compiling: a cubin for GPT-2 takes half a minute.
+    std::string why;
+    if (!rt::cudaDeviceAvailable(why))
+      return fail(why);
+#else
+    return fail("--device cuda: this gptc was built without the CUDA "
+                "runtime (no CUDA toolkit was found when it was built)");
+#endif
+  }
   if (m.pipelineParallel > 1)
     return fail("the mesh has a pipeline-parallel axis of size > 1; "
                 "pipeline parallelism is not implemented yet");
@@ -183,10 +218,13 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   ::gptc::program::Program program;
   TrainPipelineOptions pipelineOptions;
   pipelineOptions.kernels = codegenOpt;
+  if (device->cuda)
+    pipelineOptions.kernelTarget = "cuda";
   auto pipeline = [&](OpPassManager &pm) {
     buildTrainPipeline(pm, pipelineOptions);
   };
-  if (failed(compile(*module, pipeline, {"forward", "train_step"}, program)))
+  if (failed(compile(*module, pipeline, {"forward", "train_step"}, program,
+                     *device)))
     return 1;
 
   // 3. One process per device: MPI when the mesh has several devices or an
@@ -272,7 +310,16 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   int64_t compilePeak = rt::peakResidentBytes();
   int64_t before = rt::residentBytes();
   bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
-  auto trainer = rt::Trainer::create(program, opts, error, comm.get());
+  std::unique_ptr<rt::Backend> backend;
+#ifdef GPTC_HAVE_CUDA
+  if (device->cuda) {
+    backend = rt::createCudaBackend(program, 0, error);
+    if (!backend)
+      return failAll(error);
+  }
+#endif
+  auto trainer =
+      rt::Trainer::create(program, opts, error, comm.get(), std::move(backend));
   if (!trainer)
     return failAll(error);
   if (resumeOpt) {
@@ -289,6 +336,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                  << data.validationSize() << " bytes), batch " << m.batchSize
                  << " x " << opts.seqLen << ", steps " << trainer->getStep()
                  << ".." << opts.steps << "\n";
+    if (device->cuda)
+      llvm::errs() << "gptc: on " << trainer->device() << "\n";
     if (devices > 1 || m.gradAccumSteps > 1)
       llvm::errs() << "gptc: " << devices << " processes: data parallel "
                    << m.dataParallel << ", tensor parallel "

@@ -19,6 +19,13 @@ namespace mlir::gptc {
 /// The --mesh, --zero-stage and --grad-accum options (errors printed).
 FailureOr<ParallelOverrides> getParallelOverrides();
 
+/// `--device` and `--cuda-chip`: where the step runs.
+struct DeviceChoice {
+  bool cuda = false;
+  std::string chip;
+};
+FailureOr<DeviceChoice> getDeviceChoice();
+
 int runTrain(const std::string &modelPath, const DialectRegistry &registry);
 
 /// `gptc sample CHECKPOINT`: recompiles the checkpoint's model for sampling

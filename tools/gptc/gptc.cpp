@@ -27,6 +27,7 @@
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Target/CPU/CompileProgram.h"
 #include "gptc/Target/CUDA/CompileKernels.h"
 #include "gptc/Target/ExportProgram.h"
 
@@ -70,7 +71,8 @@ enum class Emit {
   Kernels,
   Cuda,
   Ptx,
-  Cubin
+  Cubin,
+  Artifact
 };
 } // namespace
 
@@ -97,13 +99,33 @@ static cl::opt<Emit> emitAction(
         clEnumValN(Emit::Ptx, "ptx", "The training step's GPU kernels as PTX"),
         clEnumValN(Emit::Cubin, "cubin",
                    "The training step's GPU kernels as a cubin "
-                   "(needs the CUDA toolkit's ptxas)")),
+                   "(needs the CUDA toolkit's ptxas)"),
+        clEnumValN(Emit::Artifact, "artifact",
+                   "The compiled program with its training settings "
+                   "(binary protobuf) for gptc-runtime; --device picks "
+                   "the CPU's or the GPU's code")),
     cl::cat(gptcCategory));
 
 static cl::opt<std::string>
     cudaChipOpt("cuda-chip",
-                cl::desc("GPU architecture of --emit=cuda|ptx|cubin"),
+                cl::desc("GPU architecture of --emit=cuda|ptx|cubin and "
+                         "--device cuda"),
                 cl::init("sm_90"), cl::cat(gptcCategory));
+
+static cl::opt<std::string> deviceOpt(
+    "device",
+    cl::desc("What runs the step: cpu (default) or cuda (one NVIDIA GPU); "
+             "--emit=program prints the artifact for it"),
+    cl::init("cpu"), cl::cat(gptcCategory));
+
+FailureOr<DeviceChoice> mlir::gptc::getDeviceChoice() {
+  if (deviceOpt != "cpu" && deviceOpt != "cuda") {
+    llvm::errs() << "gptc: error: --device takes cpu or cuda, got '"
+                 << deviceOpt << "'\n";
+    return failure();
+  }
+  return DeviceChoice{deviceOpt == "cuda", cudaChipOpt};
+}
 
 static cl::OptionCategory parallelCategory(
     "gptc parallel options (replace the description's)");
@@ -180,12 +202,17 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
+  FailureOr<DeviceChoice> device = getDeviceChoice();
+  if (failed(device))
+    return failure();
   bool training = emitAction != Emit::MLIR && emitAction != Emit::Summary;
   if (training) {
     // The GPU's kernels take every op its code generation maps.
     TrainPipelineOptions options;
     if (emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
-        emitAction == Emit::Cubin)
+        emitAction == Emit::Cubin ||
+        ((emitAction == Emit::Program || emitAction == Emit::Artifact) &&
+         device->cuda))
       options.kernelTarget = "cuda";
     buildTrainPipeline(pm, options);
   } else
@@ -202,11 +229,58 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     return success();
   case Emit::Program: {
     ::gptc::program::Program program;
-    if (failed(exportProgram(*module, {"forward", "train_step"}, program)))
+    if (device->cuda) {
+      // The artifact `gptc train --device cuda` runs; the image is
+      // summarized (--emit=cubin writes it).
+      GpuKernelLoweringPipelineOptions options;
+      options.chip = device->chip;
+      options.format = "bin";
+      if (failed(compileProgramForCuda(*module, {"forward", "train_step"},
+                                       program, options)))
+        return failure();
+      size_t bytes = program.cuda().image().size();
+      program.mutable_cuda()->set_image("<" + std::to_string(bytes) +
+                                        " bytes of " + program.cuda().format() +
+                                        ">");
+    } else if (failed(exportProgram(*module, {"forward", "train_step"},
+                                    program))) {
       return failure();
+    }
     std::string text;
     google::protobuf::TextFormat::PrintToString(program, &text);
     os << text;
+    return success();
+  }
+  case Emit::Artifact: {
+    ::gptc::program::Program program;
+    if (device->cuda) {
+      GpuKernelLoweringPipelineOptions options;
+      options.chip = device->chip;
+      options.format = "bin";
+      if (failed(compileProgramForCuda(*module, {"forward", "train_step"},
+                                       program, options)))
+        return failure();
+    } else if (failed(compileProgram(*module, {"forward", "train_step"},
+                                     program))) {
+      return failure();
+    }
+    const ModelConfig &m = desc->getConfig();
+    ::gptc::program::TrainSettings &t = *program.mutable_train();
+    t.set_description(sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                          ->getBuffer()
+                          .str());
+    t.set_micro_batch(m.microBatchSize);
+    t.set_seq_len(m.seqLen);
+    t.set_vocab(m.vocabSize);
+    t.set_steps(m.steps);
+    t.set_eval_interval(m.evalInterval);
+    t.set_checkpoint_interval(m.checkpointInterval);
+    t.set_init_seed(m.initSeed);
+    t.set_data_seed(m.dataSeed);
+    std::string bytes;
+    if (!program.SerializeToString(&bytes))
+      return module->emitError("the artifact does not serialize (over 2 GiB?)");
+    os << bytes;
     return success();
   }
   case Emit::Summary:

@@ -13,6 +13,7 @@
 #ifndef GPTC_RUNTIME_EXECUTOR_H
 #define GPTC_RUNTIME_EXECUTOR_H
 
+#include "gptc/Runtime/Backend.h"
 #include "gptc/Runtime/Tensor.h"
 #include "gptc/Runtime/program.pb.h"
 
@@ -29,7 +30,7 @@ class Communicator;
 class KernelLibrary;
 
 /// Runs one Function.
-class Executor {
+class Executor : public FunctionRunner {
 public:
   /// Checks `function` (value ids, types, kernel arities) and allocates its
   /// values. Returns null with `error` set on a malformed function.
@@ -48,31 +49,33 @@ public:
   /// owned storage is written in place, with no copy: a training loop
   /// passes last step's state back as this step's output buffers.
   bool run(const std::vector<const Tensor *> &inputs,
-           std::vector<Tensor> &outputs, std::string &error);
+           std::vector<Tensor> &outputs, std::string &error) override;
 
-  const program::Function &getFunction() const { return function; }
+  const program::Function &getFunction() const override { return function; }
 
   /// Whether output `output` may be computed in the buffer of input
   /// `input` (the caller passing one buffer as both): every kernel that
   /// reads the input runs before the kernel that writes the output, or is
   /// that kernel and updates elementwise (AdamW). A training loop updates
   /// its state in place this way instead of double-buffering it.
-  bool canOverwriteInput(int output, int input) const;
+  bool canOverwriteInput(int output, int input) const override {
+    return runtime::canOverwriteInput(function, output, input);
+  }
 
   /// The processes collectives run over; without one, a collective over
   /// more than one device is an error.
-  void setCommunicator(Communicator *c);
+  void setCommunicator(Communicator *c) override;
 
   /// Fault injection, for testing overflow handling: in the next run, the
   /// first kernel of kind `op` finds +inf in element 0 of its first input
   /// (a floating-point tensor the run computed). Returns false when the
   /// function has no such kernel.
-  bool injectInfinityBefore(program::OpKind op);
+  bool injectInfinityBefore(program::OpKind op) override;
 
   /// Time every kernel from now on; `profile()` returns seconds per op kind.
-  void enableProfiling();
-  const std::vector<double> &profile() const { return seconds; }
-  const std::vector<int64_t> &profileCalls() const { return calls; }
+  void enableProfiling() override;
+  const std::vector<double> &profile() const override { return seconds; }
+  const std::vector<int64_t> &profileCalls() const override { return calls; }
 
 private:
   explicit Executor(const program::Function &function);

@@ -23,7 +23,7 @@
 
 namespace gptc::runtime {
 
-class Executor;
+class FunctionRunner;
 
 /// What one optimizer step reports.
 struct StepReport {
@@ -53,7 +53,7 @@ public:
   void finish();
   /// "N steps in S s; R tok/s after the first step", then, when `profiled`
   /// timed its kernels, the time by kernel kind.
-  void summary(const Executor *profiled);
+  void summary(const FunctionRunner *profiled);
 
 private:
   std::ostream &log;

@@ -13,10 +13,9 @@
 #ifndef GPTC_RUNTIME_TRAINER_H
 #define GPTC_RUNTIME_TRAINER_H
 
-#include "gptc/Runtime/CPU/KernelLibrary.h"
+#include "gptc/Runtime/Backend.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
-#include "gptc/Runtime/Executor.h"
 
 #include <cstdint>
 #include <iosfwd>
@@ -62,11 +61,12 @@ public:
   /// shape and prepares their executors.
   /// `comm` runs the collectives of a program for several devices (one
   /// process per device; null for one device). Rank 0 writes checkpoints
-  /// and dumps; every rank computes the same losses.
-  static std::unique_ptr<Trainer> create(const program::Program &program,
-                                         const TrainOptions &options,
-                                         std::string &error,
-                                         Communicator *comm = nullptr);
+  /// and dumps; every rank computes the same losses. `backend` runs the
+  /// functions (null: the CPU).
+  static std::unique_ptr<Trainer>
+  create(const program::Program &program, const TrainOptions &options,
+         std::string &error, Communicator *comm = nullptr,
+         std::unique_ptr<Backend> backend = nullptr);
 
   /// Initializes every parameter from its `init` (seeded normal, zeros,
   /// ones) and zeroes the optimizer state.
@@ -92,15 +92,21 @@ public:
   /// The whole parameters (gathered from the ranks' blocks when sharded).
   bool wholeParameters(std::vector<Tensor> &out, std::string &error) const;
   int rank() const { return comm ? comm->rank() : 0; }
+  /// What runs the steps ("cpu", or the GPU's name).
+  std::string device() const { return backend->describe(); }
 
 private:
   Trainer() = default;
 
   TrainOptions options;
-  /// The program's generated kernels (before the executors that call
-  /// them, so that it is destroyed after them).
-  std::unique_ptr<KernelLibrary> kernels;
-  std::unique_ptr<Executor> trainStep, forward;
+  /// What runs the functions (before the runners it creates, so that it
+  /// is destroyed after them).
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<FunctionRunner> trainStep, forward;
+  /// The state (parameters and moments) lives in the backend between runs;
+  /// the host copies are brought up to date before they are read.
+  void keepStateResident();
+  bool syncState(std::string &error) const;
   std::vector<std::string> names;
   std::vector<Tensor> params, m, v;
   std::vector<program::ParamInit> inits;

@@ -460,7 +460,38 @@ bool Executor::injectInfinityBefore(program::OpKind op) {
   return false;
 }
 
-bool Executor::canOverwriteInput(int output, int input) const {
+FunctionRunner::~FunctionRunner() = default;
+Backend::~Backend() = default;
+
+namespace {
+/// The CPU backend: Executors over the program's kernel library.
+class CpuBackend : public Backend {
+public:
+  std::string describe() const override { return "cpu"; }
+  std::unique_ptr<FunctionRunner>
+  createRunner(const program::Function &function, std::string &error) override {
+    return Executor::create(function, error, kernels.get());
+  }
+  /// The generated kernels (outliving the executors, which the trainer
+  /// destroys first).
+  std::unique_ptr<KernelLibrary> kernels;
+};
+} // namespace
+
+std::unique_ptr<Backend>
+gptc::runtime::createCpuBackend(const program::Program &program,
+                                std::string &error) {
+  auto backend = std::make_unique<CpuBackend>();
+  if (!program.kernel_library().empty()) {
+    backend->kernels = KernelLibrary::load(program.kernel_library(), error);
+    if (!backend->kernels)
+      return nullptr;
+  }
+  return backend;
+}
+
+bool gptc::runtime::canOverwriteInput(const program::Function &function,
+                                      int output, int input) {
   if (output < 0 || output >= function.outputs_size() || input < 0 ||
       input >= function.inputs_size())
     return false;

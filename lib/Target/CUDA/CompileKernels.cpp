@@ -8,6 +8,7 @@
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
+#include "gptc/Target/ExportProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -164,4 +165,46 @@ void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
       os << ")\n";
     }
   }
+}
+
+LogicalResult mlir::gptc::compileProgramForCuda(
+    ModuleOp module, ArrayRef<StringRef> functions,
+    ::gptc::program::Program &program,
+    const GpuKernelLoweringPipelineOptions &options) {
+  if (failed(exportProgram(module, functions, program)))
+    return failure();
+  // Only the exported functions' kernels go into the image.
+  OwningOpRef<ModuleOp> exported = module.clone();
+  if (!functions.empty())
+    for (auto func :
+         llvm::make_early_inc_range(exported->getOps<func::FuncOp>()))
+      if (!llvm::is_contained(functions, func.getName()))
+        func.erase();
+  FailureOr<CudaKernels> kernels =
+      compileModuleKernelsForCuda(*exported, options);
+  if (failed(kernels))
+    return failure();
+  ::gptc::program::CudaModule &cuda = *program.mutable_cuda();
+  cuda.set_chip(options.chip);
+  cuda.set_format(kernels->format);
+  cuda.set_image(std::move(kernels->image));
+  for (const CudaKernelPlan &plan : kernels->kernels) {
+    ::gptc::program::CudaKernel &k = *cuda.add_kernels();
+    k.set_symbol(plan.name);
+    k.set_num_operands(plan.numOperands);
+    k.set_num_results(plan.numResults);
+    for (int64_t bytes : plan.temporaryBytes)
+      k.add_temporary_bytes(bytes);
+    for (const CudaLaunch &l : plan.launches) {
+      ::gptc::program::CudaLaunch &out = *k.add_launches();
+      out.set_function(l.function);
+      for (int i = 0; i < 3; ++i) {
+        out.add_grid(l.grid[i]);
+        out.add_block(l.block[i]);
+      }
+      for (int64_t a : l.args)
+        out.add_args(a);
+    }
+  }
+  return success();
 }

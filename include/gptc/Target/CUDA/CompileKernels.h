@@ -15,6 +15,7 @@
 #ifndef GPTC_TARGET_CUDA_COMPILEKERNELS_H
 #define GPTC_TARGET_CUDA_COMPILEKERNELS_H
 
+#include "gptc/Runtime/program.pb.h"
 #include "gptc/Target/CUDA/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -72,6 +73,15 @@ FailureOr<CudaKernels> readCudaLaunchPlans(ModuleOp lowered);
 /// Prints the plans as `--emit=cuda` does: one line per kernel, one per
 /// launch.
 void printCudaLaunchPlans(const CudaKernels &kernels, raw_ostream &os);
+
+/// The artifact for a GPU: exportProgram of `functions`, then the kernels
+/// compiled with `options` into `program.cuda` (every COMPILED kernel's
+/// symbol has its plan there). The module's kernels must have been formed
+/// for the GPU (gptc-form-kernels{target=cuda}).
+LogicalResult
+compileProgramForCuda(ModuleOp module, ArrayRef<StringRef> functions,
+                      ::gptc::program::Program &program,
+                      const GpuKernelLoweringPipelineOptions &options);
 
 } // namespace mlir::gptc
 

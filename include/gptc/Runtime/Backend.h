@@ -1,0 +1,89 @@
+//===- Backend.h - What runs a program's functions -------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The trainer runs @train_step and @forward through a Backend: the CPU's
+// (the default: Executor over host buffers and the program's kernel
+// library) or a device's (the CUDA runtime, lib/Runtime/CUDA). A device
+// backend keeps the tensors the trainer marks resident (parameters,
+// moments, scalar state) in device memory between runs and copies them
+// to the host only when the trainer asks (checkpoints, dumps).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_BACKEND_H
+#define GPTC_RUNTIME_BACKEND_H
+
+#include "gptc/Runtime/Tensor.h"
+#include "gptc/Runtime/program.pb.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gptc::runtime {
+
+class Communicator;
+
+/// Runs one Function (see Executor for the contract of each method).
+class FunctionRunner {
+public:
+  virtual ~FunctionRunner();
+  /// Runs the function on `inputs`; outputs passed with the output's type
+  /// and storage are written in place.
+  virtual bool run(const std::vector<const Tensor *> &inputs,
+                   std::vector<Tensor> &outputs, std::string &error) = 0;
+  virtual const program::Function &getFunction() const = 0;
+  /// Whether output `output` may be computed in input `input`'s buffer.
+  virtual bool canOverwriteInput(int output, int input) const = 0;
+  virtual void setCommunicator(Communicator *c) = 0;
+  /// Fault injection: +inf in element 0 of the first input of the next
+  /// run's first kernel of kind `op`; false when there is none.
+  virtual bool injectInfinityBefore(program::OpKind op) = 0;
+  virtual void enableProfiling() = 0;
+  /// Seconds and calls per program::OpKind since profiling was enabled.
+  virtual const std::vector<double> &profile() const = 0;
+  virtual const std::vector<int64_t> &profileCalls() const = 0;
+};
+
+/// Whether `function`'s output `output` may be computed in the buffer of
+/// its input `input`: every kernel that reads the input runs before the
+/// kernel that writes the output, or is that kernel and updates
+/// elementwise (AdamW).
+bool canOverwriteInput(const program::Function &function, int output,
+                       int input);
+
+class Backend {
+public:
+  virtual ~Backend();
+  /// "cpu", or the device's name and index.
+  virtual std::string describe() const = 0;
+  virtual std::unique_ptr<FunctionRunner>
+  createRunner(const program::Function &function, std::string &error) = 0;
+  /// `t`'s storage holds state the runs read and write: a device keeps it
+  /// in its own memory between runs, keyed by `t.raw()`, which must stay
+  /// valid while the backend lives.
+  virtual void keepResident(const Tensor &t) { (void)t; }
+  /// `t` is no longer resident (its storage is about to go).
+  virtual void release(const Tensor &t) { (void)t; }
+  /// The host copies of resident tensors are brought up to date.
+  virtual bool syncToHost(std::string &error) {
+    (void)error;
+    return true;
+  }
+  /// The caller wrote resident tensors on the host: the next run reads
+  /// them from there.
+  virtual void hostChanged() {}
+};
+
+/// The CPU: Executors over the program's kernel library. Null with `error`
+/// set when the library does not load.
+std::unique_ptr<Backend> createCpuBackend(const program::Program &program,
+                                          std::string &error);
+
+} // namespace gptc::runtime
+
+#endif // GPTC_RUNTIME_BACKEND_H

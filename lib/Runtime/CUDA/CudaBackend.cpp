@@ -1,0 +1,1071 @@
+//===- CudaBackend.cpp - Run a compiled program on an NVIDIA GPU -===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `createRunner` checks a function against what this backend runs and
+// prepares every kernel (launch plans resolved to GPU functions, cuBLASLt
+// descriptors and algorithms, scratch sizes), so that a run only binds
+// pointers and enqueues. Setup failures are errors the caller reports;
+// a failing CUDA or cuBLASLt call during a run aborts with the call and
+// its file:line (Check.h): the device's state is then unknown.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/CUDA/CudaBackend.h"
+
+#include "DeviceKernels.h"
+#include "gptc/Runtime/CUDA/Check.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+using namespace gptc;
+using namespace gptc::runtime;
+using program::DType;
+using program::Kernel;
+
+#define GPTC_CUBLAS_CHECK(call)                                                \
+  do {                                                                         \
+    cublasStatus_t gptcStatus_ = (call);                                       \
+    if (gptcStatus_ != CUBLAS_STATUS_SUCCESS)                                  \
+      ::gptc::cuda::fail(cublasLtGetStatusString(gptcStatus_), #call,          \
+                         __FILE__, __LINE__);                                  \
+  } while (0)
+
+namespace {
+
+int64_t elementBytes(DType t) {
+  switch (t) {
+  case program::F32:
+  case program::I32:
+    return 4;
+  case program::F64:
+  case program::I64:
+    return 8;
+  case program::BF16:
+  case program::F16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+int64_t numElements(const program::Value &v) {
+  int64_t n = 1;
+  for (int64_t d : v.type().shape())
+    n *= d;
+  return n;
+}
+
+/// Device memory that frees itself.
+struct DeviceBuffer {
+  void *ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() {
+    if (ptr)
+      cudaFree(ptr);
+  }
+  /// Allocates `n` bytes (at least one); false on failure.
+  bool allocate(size_t n) {
+    bytes = n;
+    return cudaMalloc(&ptr, n ? n : 1) == cudaSuccess;
+  }
+};
+
+class CudaBackend;
+
+/// The cuBLASLt side of one LINEAR or MATMUL: C = op(A) op(B) (+ bias) in
+/// cuBLAS's column-major terms, A and B being the kernel's operands
+/// swapped (row-major C^T = op(b)^T op(a)^T).
+struct Gemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+  cudaDataType_t scaleType = CUDA_R_32F;
+  /// Value ids: cuBLAS's A, B, the bias (-1: none) and C.
+  int32_t aId = -1, bId = -1, biasId = -1, cId = -1;
+  ~Gemm() {
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+    for (cublasLtMatrixLayout_t l : {a, b, c})
+      if (l)
+        cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+/// One launch of a generated kernel, its arguments resolved.
+struct Launch {
+  cudaKernel_t function;
+  dim3 grid, block;
+  /// Per argument: a value id (>= 0) or temporary -1 - i.
+  std::vector<int64_t> args;
+};
+
+class CudaRunner;
+
+/// The state the trainer keeps on the device, by host address.
+struct Mirror {
+  DeviceBuffer memory;
+  /// Whether the device copy, and the host copy, hold the current value.
+  bool deviceValid = false, hostValid = true;
+};
+
+class CudaBackend : public Backend {
+public:
+  static std::unique_ptr<CudaBackend> create(const program::Program &program,
+                                             int device, std::string &error);
+  ~CudaBackend() override;
+
+  std::string describe() const override { return description; }
+  std::unique_ptr<FunctionRunner>
+  createRunner(const program::Function &function, std::string &error) override;
+  void keepResident(const Tensor &t) override;
+  void release(const Tensor &t) override {
+    mirrors.erase(static_cast<const void *>(t.raw()));
+  }
+  bool syncToHost(std::string &error) override;
+  void hostChanged() override { mirrors.clear(); }
+
+  Mirror *findMirror(const void *host) {
+    auto it = mirrors.find(host);
+    return it == mirrors.end() ? nullptr : it->second.get();
+  }
+
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  DeviceBuffer workspace;
+  /// The program's launch plans by symbol, and the GPU functions by name.
+  std::map<std::string, const program::CudaKernel *> plans;
+  std::map<std::string, cudaKernel_t> functions;
+  program::CudaModule module;
+
+private:
+  CudaBackend() = default;
+  std::string description;
+  cudaLibrary_t library = nullptr;
+  std::unordered_map<const void *, std::unique_ptr<Mirror>> mirrors;
+};
+
+class CudaRunner : public FunctionRunner {
+public:
+  static std::unique_ptr<CudaRunner> create(CudaBackend &backend,
+                                            const program::Function &function,
+                                            std::string &error);
+
+  bool run(const std::vector<const Tensor *> &inputs,
+           std::vector<Tensor> &outputs, std::string &error) override;
+  const program::Function &getFunction() const override { return function; }
+  bool canOverwriteInput(int output, int input) const override {
+    // The generated kernels that update state (AdamW) are not known to be
+    // elementwise in place: state is double-buffered on the device.
+    (void)output;
+    (void)input;
+    return false;
+  }
+  void setCommunicator(Communicator *c) override { (void)c; }
+  bool injectInfinityBefore(program::OpKind op) override;
+  void enableProfiling() override;
+  const std::vector<double> &profile() const override { return seconds; }
+  const std::vector<int64_t> &profileCalls() const override { return calls; }
+
+  /// Runs the kernels with the function's inputs and outputs at `in` and
+  /// `out` (device pointers; a null output: the runner's own buffer, whose
+  /// address `out` then receives). Enqueues only.
+  bool enqueue(const std::vector<void *> &in, std::vector<void *> &out,
+               std::string &error);
+
+private:
+  CudaRunner(CudaBackend &backend, const program::Function &function)
+      : backend(backend), function(function) {}
+  bool prepare(std::string &error);
+  bool prepareGemm(const Kernel &k, Gemm &g, std::string &error);
+  void runKernel(size_t index);
+  void *valuePtr(int64_t id) { return ptr[id]; }
+  /// The runner's own buffer for unplanned value `id`.
+  void *ownBuffer(int32_t id);
+
+  CudaBackend &backend;
+  program::Function function;
+  DeviceBuffer arena, scratch, attentionStats;
+  std::vector<void *> ptr;
+  std::map<int32_t, std::unique_ptr<DeviceBuffer>> own;
+  /// Per kernel (by index): its launches, GEMM or accumulation body.
+  std::map<size_t, std::vector<Launch>> launches;
+  std::map<size_t, std::vector<int64_t>> temporaryOffsets;
+  std::map<size_t, std::unique_ptr<Gemm>> gemms;
+  std::map<size_t, std::unique_ptr<CudaRunner>> bodies;
+  /// ACCUMULATE: the body's per-microbatch outputs after the first.
+  std::map<size_t, std::vector<std::unique_ptr<DeviceBuffer>>> partials;
+  bool profiling = false;
+  int poisonKernel = -1;
+  double poison[1] = {INFINITY};
+  std::vector<double> seconds;
+  std::vector<int64_t> calls;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The backend
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<CudaBackend>
+CudaBackend::create(const program::Program &program, int device,
+                    std::string &error) {
+  if (!program.has_cuda()) {
+    error = "the program has no CUDA image: compile it with --device cuda";
+    return nullptr;
+  }
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    error = "no CUDA device: " + std::string(status != cudaSuccess
+                                                 ? cudaGetErrorString(status)
+                                                 : "none is visible");
+    return nullptr;
+  }
+  if (device < 0 || device >= count) {
+    error = "no CUDA device " + std::to_string(device) + " (" +
+            std::to_string(count) + " visible)";
+    return nullptr;
+  }
+  cudaDeviceProp prop;
+  if ((status = cudaSetDevice(device)) != cudaSuccess ||
+      (status = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+    error = "CUDA device " + std::to_string(device) +
+            " does not start: " + cudaGetErrorString(status);
+    return nullptr;
+  }
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->module = program.cuda();
+  // A cubin runs on its architecture; PTX on it and later ones.
+  int have = prop.major * 10 + prop.minor, want = 0;
+  const std::string &chip = b->module.chip();
+  if (chip.rfind("sm_", 0) != 0 ||
+      std::sscanf(chip.c_str() + 3, "%d", &want) != 1) {
+    error = "the program's CUDA image is for '" + chip +
+            "', not an sm_XY architecture";
+    return nullptr;
+  }
+  bool ptx = b->module.format() == "isa";
+  if (ptx ? have < want : have / 10 != want / 10 || have < want) {
+    error = "the program's CUDA image is for " + chip + " but device " +
+            std::to_string(device) + " (" + prop.name + ") is sm_" +
+            std::to_string(have) + ": compile with --cuda-chip=sm_" +
+            std::to_string(have);
+    return nullptr;
+  }
+  b->description = "cuda:" + std::to_string(device) + " (" + prop.name +
+                   ", sm_" + std::to_string(have) + ", " +
+                   std::to_string(prop.totalGlobalMem >> 20) + " MiB)";
+  if ((status = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) !=
+      cudaSuccess) {
+    error = std::string("cudaStreamCreate: ") + cudaGetErrorString(status);
+    return nullptr;
+  }
+  if (!b->module.image().empty()) {
+    status = cudaLibraryLoadData(&b->library, b->module.image().c_str(),
+                                 nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (status != cudaSuccess) {
+      error = "the program's CUDA image (" + b->module.format() + " for " +
+              chip + ") does not load: " + cudaGetErrorString(status);
+      return nullptr;
+    }
+  }
+  for (const program::CudaKernel &k : b->module.kernels()) {
+    b->plans[k.symbol()] = &k;
+    for (const program::CudaLaunch &l : k.launches()) {
+      if (b->functions.count(l.function()))
+        continue;
+      cudaKernel_t f;
+      if (!b->library ||
+          (status = cudaLibraryGetKernel(
+               &f, b->library, l.function().c_str())) != cudaSuccess) {
+        error = "the program's CUDA image has no GPU function '" +
+                l.function() + "' (kernel " + k.symbol() + ")";
+        return nullptr;
+      }
+      b->functions[l.function()] = f;
+    }
+  }
+  cublasStatus_t blas = cublasLtCreate(&b->lt);
+  if (blas != CUBLAS_STATUS_SUCCESS) {
+    error = std::string("cublasLtCreate: ") + cublasLtGetStatusString(blas);
+    return nullptr;
+  }
+  // cuBLASLt's workspace, shared by the GEMMs (they run in stream order).
+  if (!b->workspace.allocate(size_t(32) << 20)) {
+    error = "cannot allocate cuBLASLt's 32 MiB workspace";
+    return nullptr;
+  }
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  mirrors.clear();
+  if (lt)
+    cublasLtDestroy(lt);
+  if (library)
+    cudaLibraryUnload(library);
+  if (stream)
+    cudaStreamDestroy(stream);
+}
+
+std::unique_ptr<FunctionRunner>
+CudaBackend::createRunner(const program::Function &function,
+                          std::string &error) {
+  return CudaRunner::create(*this, function, error);
+}
+
+void CudaBackend::keepResident(const Tensor &t) {
+  const void *host = t.raw();
+  if (!host || mirrors.count(host))
+    return;
+  auto m = std::make_unique<Mirror>();
+  GPTC_CUDA_CHECK(
+      cudaMalloc(&m->memory.ptr, std::max<size_t>(1, t.byteSize())));
+  m->memory.bytes = t.byteSize();
+  mirrors[host] = std::move(m);
+}
+
+bool CudaBackend::syncToHost(std::string &error) {
+  (void)error;
+  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (auto &[host, m] : mirrors) {
+    if (m->hostValid)
+      continue;
+    GPTC_CUDA_CHECK(cudaMemcpy(const_cast<void *>(host), m->memory.ptr,
+                               m->memory.bytes, cudaMemcpyDeviceToHost));
+    m->hostValid = true;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Preparing a function
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<CudaRunner>
+CudaRunner::create(CudaBackend &backend, const program::Function &function,
+                   std::string &error) {
+  std::unique_ptr<CudaRunner> r(new CudaRunner(backend, function));
+  if (!r->prepare(error))
+    return nullptr;
+  return r;
+}
+
+void *CudaRunner::ownBuffer(int32_t id) {
+  std::unique_ptr<DeviceBuffer> &b = own[id];
+  if (!b) {
+    b = std::make_unique<DeviceBuffer>();
+    const program::Value &v = function.values(id);
+    GPTC_CUDA_CHECK(cudaMalloc(
+        &b->ptr,
+        std::max<int64_t>(1, numElements(v) * elementBytes(v.type().dtype()))));
+    b->bytes = numElements(v) * elementBytes(v.type().dtype());
+  }
+  return b->ptr;
+}
+
+bool CudaRunner::prepare(std::string &error) {
+  auto fail = [&](const std::string &message) {
+    error = "function '" + function.name() + "' on the GPU: " + message;
+    return false;
+  };
+  int64_t count = function.values_size();
+  for (int64_t d : function.grid_shape())
+    if (d != 1)
+      return fail("the CUDA runtime runs programs for one device; this one "
+                  "is for a mesh (collectives over NCCL on device buffers "
+                  "are not implemented yet)");
+  if (function.arena_bytes() < 0)
+    return fail("negative arena size");
+  if (function.arena_bytes() > 0 &&
+      !arena.allocate(static_cast<size_t>(function.arena_bytes())))
+    return fail("cannot allocate an arena of " +
+                std::to_string(function.arena_bytes()) + " bytes");
+  ptr.assign(count, nullptr);
+  for (int64_t i = 0; i < count; ++i) {
+    const program::Value &v = function.values(i);
+    if (v.id() != i)
+      return fail("value #" + std::to_string(i) + " has id " +
+                  std::to_string(v.id()));
+    if (elementBytes(v.type().dtype()) == 0)
+      return fail("value #" + std::to_string(i) + " has no known dtype");
+    for (int64_t d : v.type().shape())
+      if (d < 0)
+        return fail("value #" + std::to_string(i) + " has an invalid shape");
+    int64_t bytes = numElements(v) * elementBytes(v.type().dtype());
+    if (v.offset() >= 0) {
+      if (v.offset() + bytes > function.arena_bytes())
+        return fail("value #" + std::to_string(i) +
+                    " is planned outside the arena");
+      ptr[i] = static_cast<std::byte *>(arena.ptr) + v.offset();
+    }
+  }
+  auto validId = [&](int32_t id) { return id >= 0 && id < count; };
+  for (int32_t id : function.inputs())
+    if (!validId(id))
+      return fail("input id out of range");
+  for (int32_t id : function.outputs())
+    if (!validId(id))
+      return fail("output id out of range");
+  // Unplanned intermediates get their own buffers now; inputs and outputs
+  // are bound per run.
+  std::vector<bool> bound(count, false);
+  for (int32_t id : function.inputs())
+    bound[id] = true;
+  for (int32_t id : function.outputs())
+    bound[id] = true;
+  size_t scratchBytes = 0, statsFloats = 0;
+  for (size_t index = 0; index < static_cast<size_t>(function.kernels_size());
+       ++index) {
+    const Kernel &k = function.kernels(static_cast<int>(index));
+    std::string where = program::OpKind_Name(k.op()) + " at " + k.location();
+    for (int32_t id : k.inputs())
+      if (!validId(id))
+        return fail(where + " reads a value out of range");
+    for (int32_t id : k.outputs()) {
+      if (!validId(id))
+        return fail(where + " writes a value out of range");
+      if (!ptr[id] && !bound[id])
+        ptr[id] = ownBuffer(id);
+    }
+    auto dtypeOf = [&](int32_t id) {
+      return function.values(id).type().dtype();
+    };
+    auto shapeOf = [&](int32_t id) {
+      const auto &s = function.values(id).type().shape();
+      return std::vector<int64_t>(s.begin(), s.end());
+    };
+    switch (k.op()) {
+    case program::COMPILED: {
+      const std::string &symbol = k.compiled().symbol();
+      auto it = backend.plans.find(symbol);
+      if (it == backend.plans.end())
+        return fail("the CUDA image has no kernel '" + symbol + "' (" +
+                    k.location() + ")");
+      const program::CudaKernel &plan = *it->second;
+      int64_t buffers = plan.num_operands() + plan.num_results();
+      if (plan.num_operands() != k.inputs_size() ||
+          plan.num_results() != k.outputs_size())
+        return fail("kernel '" + symbol + "' has " +
+                    std::to_string(k.inputs_size()) + " operands and " +
+                    std::to_string(k.outputs_size()) +
+                    " results; its launch plan another count");
+      std::vector<int64_t> offsets;
+      size_t temporaries = 0;
+      for (int64_t bytes : plan.temporary_bytes()) {
+        offsets.push_back(static_cast<int64_t>(temporaries));
+        temporaries += (static_cast<size_t>(bytes) + 255) / 256 * 256;
+      }
+      scratchBytes = std::max(scratchBytes, temporaries);
+      temporaryOffsets[index] = offsets;
+      std::vector<Launch> ls;
+      for (const program::CudaLaunch &l : plan.launches()) {
+        Launch launch;
+        launch.function = backend.functions.at(l.function());
+        if (l.grid_size() != 3 || l.block_size() != 3)
+          return fail("kernel '" + symbol + "' has a launch without 3-d sizes");
+        for (int64_t d : l.grid())
+          if (d < 1 || d > INT32_MAX)
+            return fail("kernel '" + symbol + "' has an invalid grid");
+        for (int64_t d : l.block())
+          if (d < 1 || d > 1024)
+            return fail("kernel '" + symbol + "' has an invalid block");
+        launch.grid = dim3(static_cast<unsigned>(l.grid(0)),
+                           static_cast<unsigned>(l.grid(1)),
+                           static_cast<unsigned>(l.grid(2)));
+        launch.block = dim3(static_cast<unsigned>(l.block(0)),
+                            static_cast<unsigned>(l.block(1)),
+                            static_cast<unsigned>(l.block(2)));
+        for (int64_t a : l.args()) {
+          if (a < 0 || a >= buffers + plan.temporary_bytes_size())
+            return fail("kernel '" + symbol + "' passes buffer " +
+                        std::to_string(a) + ", which it does not have");
+          if (a < plan.num_operands())
+            launch.args.push_back(k.inputs(static_cast<int>(a)));
+          else if (a < buffers)
+            launch.args.push_back(
+                k.outputs(static_cast<int>(a - plan.num_operands())));
+          else
+            launch.args.push_back(-1 - (a - buffers));
+        }
+        ls.push_back(std::move(launch));
+      }
+      launches[index] = std::move(ls);
+      break;
+    }
+    case program::LINEAR:
+    case program::MATMUL: {
+      auto g = std::make_unique<Gemm>();
+      if (!prepareGemm(k, *g, error))
+        return fail(where + ": " + error);
+      gemms[index] = std::move(g);
+      break;
+    }
+    case program::CAUSAL_ATTENTION:
+    case program::CAUSAL_ATTENTION_GRAD: {
+      bool grad = k.op() == program::CAUSAL_ATTENTION_GRAD;
+      if (k.inputs_size() != (grad ? 4 : 3) ||
+          k.outputs_size() != (grad ? 3 : 1) || !k.has_attention())
+        return fail(where + " is malformed");
+      std::vector<int64_t> q = shapeOf(k.inputs(0));
+      int64_t heads = k.attention().num_heads();
+      if (q.size() != 3 || heads < 1 || q[2] % heads != 0)
+        return fail(where + ": operand shapes do not match");
+      for (int32_t id : k.inputs())
+        if (shapeOf(id) != q || dtypeOf(id) != program::F32)
+          return fail(where + ": the GPU's attention takes f32 [B, T, C] "
+                              "operands of one shape");
+      for (int32_t id : k.outputs())
+        if (shapeOf(id) != q || dtypeOf(id) != program::F32)
+          return fail(where + ": operand shapes do not match");
+      if (!cuda::attentionSupportsHeadDim(q[2] / heads))
+        return fail(where +
+                    ": the GPU's attention takes heads 8, 16, 32, "
+                    "64 or 128 wide, not " +
+                    std::to_string(q[2] / heads));
+      if (grad)
+        statsFloats = std::max<size_t>(
+            statsFloats, cuda::attentionScratchFloats(q[0], q[1], heads));
+      break;
+    }
+    case program::EMBEDDING_GRAD: {
+      if (k.inputs_size() < 2 || k.outputs_size() != 1)
+        return fail(where + " is malformed");
+      std::vector<int64_t> table = shapeOf(k.outputs(0));
+      if (dtypeOf(k.inputs(0)) != program::I32 ||
+          dtypeOf(k.inputs(1)) != program::F32 ||
+          dtypeOf(k.outputs(0)) != program::F32 || table.size() != 2 ||
+          numElements(function.values(k.inputs(1))) !=
+              numElements(function.values(k.inputs(0))) * table[1] ||
+          (k.inputs_size() > 2 && dtypeOf(k.inputs(2)) != program::I32))
+        return fail(where + ": the GPU's embedding gradient takes i32 ids "
+                            "and f32 gradients of matching shapes");
+      break;
+    }
+    case program::RESHAPE:
+      if (k.inputs_size() != 1 || k.outputs_size() != 1 ||
+          numElements(function.values(k.inputs(0))) *
+                  elementBytes(dtypeOf(k.inputs(0))) !=
+              numElements(function.values(k.outputs(0))) *
+                  elementBytes(dtypeOf(k.outputs(0))))
+        return fail(where + ": operand sizes do not match");
+      break;
+    case program::ACCUMULATE: {
+      const program::AccumulateParams &a = k.accumulate();
+      if (!k.has_accumulate() || a.microbatches() < 1 ||
+          a.stacked_inputs() < 0 || a.stacked_inputs() > k.inputs_size() ||
+          a.body().inputs_size() != k.inputs_size() ||
+          a.body().outputs_size() != k.outputs_size())
+        return fail(where + " is malformed");
+      for (int64_t i = 0; i < a.stacked_inputs(); ++i) {
+        std::vector<int64_t> s = shapeOf(k.inputs(static_cast<int>(i)));
+        if (s.empty() || s[0] % a.microbatches() != 0)
+          return fail(where + ": an input does not hold the microbatches");
+      }
+      for (int32_t id : k.outputs()) {
+        DType t = dtypeOf(id);
+        if (t != program::F32 && t != program::F64 && t != program::BF16 &&
+            t != program::F16)
+          return fail(where + " sums only floating-point values");
+      }
+      std::unique_ptr<CudaRunner> body =
+          CudaRunner::create(backend, a.body(), error);
+      if (!body)
+        return false;
+      std::vector<std::unique_ptr<DeviceBuffer>> parts;
+      for (int32_t id : k.outputs()) {
+        auto b = std::make_unique<DeviceBuffer>();
+        if (!b->allocate(numElements(function.values(id)) *
+                         elementBytes(dtypeOf(id))))
+          return fail(where + ": cannot allocate the microbatch sums");
+        parts.push_back(std::move(b));
+      }
+      partials[index] = std::move(parts);
+      bodies[index] = std::move(body);
+      break;
+    }
+    default:
+      return fail(where + " has no CUDA implementation (the GPU runs generated "
+                          "kernels, GEMMs, attention, the embedding gradient, "
+                          "reshapes and microbatch accumulation)");
+    }
+  }
+  if (scratchBytes && !scratch.allocate(scratchBytes))
+    return fail("cannot allocate the kernels' scratch");
+  if (statsFloats && !attentionStats.allocate(statsFloats * sizeof(float)))
+    return fail("cannot allocate attention's scratch");
+  return true;
+}
+
+bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
+  auto shapeOf = [&](int32_t id) {
+    const auto &s = function.values(id).type().shape();
+    return std::vector<int64_t>(s.begin(), s.end());
+  };
+  bool linear = k.op() == program::LINEAR;
+  if (k.inputs_size() < 2 || k.inputs_size() > (linear ? 3 : 2) ||
+      k.outputs_size() != 1) {
+    error = "has the wrong number of operands";
+    return false;
+  }
+  DType dtype = function.values(k.outputs(0)).type().dtype();
+  for (int32_t id : k.inputs())
+    if (function.values(id).type().dtype() != dtype) {
+      error = "mixes element types";
+      return false;
+    }
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (dtype) {
+  case program::F32:
+    type = CUDA_R_32F; // CUBLAS_COMPUTE_32F: full fp32, no TF32
+    break;
+  case program::BF16:
+    type = CUDA_R_16BF;
+    break;
+  case program::F16:
+    type = CUDA_R_16F;
+    break;
+  default:
+    error = "the GPU's GEMMs take f32, bf16 or f16";
+    return false;
+  }
+  // Row-major sizes: C[M, N] = op(a)[M, K] op(b)[K, N], `batch` times.
+  int64_t M, N, K, batch = 1;
+  bool transA = false, transB = false; // cuBLAS's ops on its A (b), B (a)
+  int64_t lda, ldb;
+  std::vector<int64_t> c = shapeOf(k.outputs(0));
+  if (linear) {
+    std::vector<int64_t> x = shapeOf(k.inputs(0)), w = shapeOf(k.inputs(1));
+    if (w.size() != 2 || x.empty() || x.back() != w[1] || c.empty() ||
+        c.back() != w[0]) {
+      error = "operand shapes do not match";
+      return false;
+    }
+    N = w[0];
+    K = w[1];
+    M = numElements(function.values(k.inputs(0))) / std::max<int64_t>(K, 1);
+    // cuBLAS A = W ([N, K] row-major: K x N column-major), transposed.
+    transA = true;
+    lda = K;
+    ldb = K;
+    g.aId = k.inputs(1);
+    g.bId = k.inputs(0);
+    if (k.inputs_size() == 3) {
+      if (shapeOf(k.inputs(2)) != std::vector<int64_t>{N}) {
+        error = "the bias is not [N]";
+        return false;
+      }
+      g.biasId = k.inputs(2);
+    }
+  } else {
+    std::vector<int64_t> a = shapeOf(k.inputs(0)), b = shapeOf(k.inputs(1));
+    if (a.size() < 2 || a.size() != b.size() || c.size() != a.size()) {
+      error = "operand shapes do not match";
+      return false;
+    }
+    for (size_t d = 0; d + 2 < a.size(); ++d) {
+      if (a[d] != b[d] || a[d] != c[d]) {
+        error = "batch dimensions do not match";
+        return false;
+      }
+      batch *= a[d];
+    }
+    size_t r = a.size();
+    bool tl = k.matmul().transpose_lhs(), tr = k.matmul().transpose_rhs();
+    M = tl ? a[r - 1] : a[r - 2];
+    K = tl ? a[r - 2] : a[r - 1];
+    N = tr ? b[r - 2] : b[r - 1];
+    if ((tr ? b[r - 1] : b[r - 2]) != K || c[r - 2] != M || c[r - 1] != N) {
+      error = "operand shapes do not match";
+      return false;
+    }
+    transA = tr;
+    lda = tr ? K : N;
+    transB = tl;
+    ldb = tl ? M : K;
+    g.aId = k.inputs(1);
+    g.bId = k.inputs(0);
+  }
+  g.cId = k.outputs(0);
+  // cuBLAS: C (m x n) = op(A) (m x k) op(B) (k x n), m = N, n = M.
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  auto check = [&](cublasStatus_t s, const char *what) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+      error = std::string(what) + ": " + cublasLtGetStatusString(s);
+    return s == CUBLAS_STATUS_SUCCESS;
+  };
+  if (!check(cublasLtMatmulDescCreate(&g.desc, compute, CUDA_R_32F),
+             "cublasLtMatmulDescCreate") ||
+      !check(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                            &opA, sizeof(opA)),
+             "cublasLtMatmulDescSetAttribute") ||
+      !check(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                            &opB, sizeof(opB)),
+             "cublasLtMatmulDescSetAttribute"))
+    return false;
+  if (g.biasId >= 0) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (!check(cublasLtMatmulDescSetAttribute(g.desc,
+                                              CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                              &epilogue, sizeof(epilogue)),
+               "cublasLtMatmulDescSetAttribute"))
+      return false;
+  }
+  auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols,
+                    int64_t ld, int64_t stride) {
+    if (!check(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
+               "cublasLtMatrixLayoutCreate"))
+      return false;
+    if (batch == 1)
+      return true;
+    int32_t n = static_cast<int32_t>(batch);
+    return check(cublasLtMatrixLayoutSetAttribute(
+                     l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof(n)),
+                 "cublasLtMatrixLayoutSetAttribute") &&
+           check(cublasLtMatrixLayoutSetAttribute(
+                     l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                     sizeof(stride)),
+                 "cublasLtMatrixLayoutSetAttribute");
+  };
+  int64_t m = N, n = M;
+  if (!layout(g.a, transA ? K : m, transA ? m : K, lda, N * K) ||
+      !layout(g.b, transB ? n : K, transB ? K : n, ldb, M * K) ||
+      !layout(g.c, m, n, m, M * N))
+    return false;
+  // The algorithm, once: cuBLASLt's first heuristic choice for these
+  // shapes, with pointers aligned to 16 bytes (the buffer plan aligns to
+  // 64; microbatch slices and views to their rows).
+  cublasLtMatmulPreference_t pref;
+  if (!check(cublasLtMatmulPreferenceCreate(&pref),
+             "cublasLtMatmulPreferenceCreate"))
+    return false;
+  size_t ws = backend.workspace.bytes;
+  uint32_t align = 16;
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+      backend.lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+    error = "cuBLASLt has no algorithm for " + std::to_string(M) + " x " +
+            std::to_string(N) + " x " + std::to_string(K) + " (batch " +
+            std::to_string(batch) + ")";
+    return false;
+  }
+  g.algo = result.algo;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+void CudaRunner::runKernel(size_t index) {
+  const Kernel &k = function.kernels(static_cast<int>(index));
+  cudaStream_t stream = backend.stream;
+  switch (k.op()) {
+  case program::COMPILED: {
+    const std::vector<int64_t> &offsets = temporaryOffsets[index];
+    std::vector<void *> args;
+    std::vector<void *> params;
+    for (const Launch &l : launches[index]) {
+      args.clear();
+      for (int64_t a : l.args)
+        args.push_back(a >= 0 ? ptr[a]
+                              : static_cast<std::byte *>(scratch.ptr) +
+                                    offsets[-1 - a]);
+      params.clear();
+      for (void *&a : args)
+        params.push_back(&a);
+      GPTC_CUDA_CHECK(
+          cudaLaunchKernel(reinterpret_cast<const void *>(l.function), l.grid,
+                           l.block, params.data(), 0, stream));
+    }
+    return;
+  }
+  case program::LINEAR:
+  case program::MATMUL: {
+    Gemm &g = *gemms[index];
+    float one = 1.f, zero = 0.f;
+    if (g.biasId >= 0) {
+      void *bias = ptr[g.biasId];
+      GPTC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    GPTC_CUBLAS_CHECK(
+        cublasLtMatmul(backend.lt, g.desc, &one, ptr[g.aId], g.a, ptr[g.bId],
+                       g.b, &zero, ptr[g.cId], g.c, ptr[g.cId], g.c, &g.algo,
+                       backend.workspace.ptr, backend.workspace.bytes, stream));
+    return;
+  }
+  case program::CAUSAL_ATTENTION:
+  case program::CAUSAL_ATTENTION_GRAD: {
+    const auto &s = function.values(k.inputs(0)).type().shape();
+    int64_t heads = k.attention().num_heads();
+    auto f = [&](int i) {
+      return static_cast<const float *>(ptr[k.inputs(i)]);
+    };
+    auto o = [&](int i) { return static_cast<float *>(ptr[k.outputs(i)]); };
+    if (k.op() == program::CAUSAL_ATTENTION)
+      GPTC_CUDA_CHECK(cuda::attentionForward(f(0), f(1), f(2), o(0), s[0], s[1],
+                                             s[2], heads, stream));
+    else
+      GPTC_CUDA_CHECK(
+          cuda::attentionBackward(f(0), f(1), f(2), f(3), o(0), o(1), o(2),
+                                  static_cast<float *>(attentionStats.ptr),
+                                  s[0], s[1], s[2], heads, stream));
+    return;
+  }
+  case program::EMBEDDING_GRAD: {
+    const auto &t = function.values(k.outputs(0)).type().shape();
+    int64_t n = numElements(function.values(k.inputs(0)));
+    GPTC_CUDA_CHECK(cuda::embeddingGrad(
+        static_cast<const int32_t *>(ptr[k.inputs(0)]), n,
+        static_cast<const float *>(ptr[k.inputs(1)]), t[0], t[1],
+        k.inputs_size() > 2 ? static_cast<const int32_t *>(ptr[k.inputs(2)])
+                            : nullptr,
+        static_cast<float *>(ptr[k.outputs(0)]), stream));
+    return;
+  }
+  case program::RESHAPE: {
+    // The buffer plan stores a reshape where its operand is: then a view.
+    void *in = ptr[k.inputs(0)], *out = ptr[k.outputs(0)];
+    if (in != out) {
+      const program::Value &v = function.values(k.outputs(0));
+      GPTC_CUDA_CHECK(cudaMemcpyAsync(
+          out, in, numElements(v) * elementBytes(v.type().dtype()),
+          cudaMemcpyDeviceToDevice, stream));
+    }
+    return;
+  }
+  case program::ACCUMULATE: {
+    CudaRunner &body = *bodies[index];
+    int64_t micro = k.accumulate().microbatches(),
+            stacked = k.accumulate().stacked_inputs();
+    std::vector<void *> in, out;
+    std::string error;
+    for (int64_t j = 0; j < micro; ++j) {
+      in.clear();
+      for (int i = 0; i < k.inputs_size(); ++i) {
+        const program::Value &v = function.values(k.inputs(i));
+        int64_t bytes = numElements(v) * elementBytes(v.type().dtype());
+        in.push_back(static_cast<std::byte *>(ptr[k.inputs(i)]) +
+                     (i < stacked ? j * (bytes / micro) : 0));
+      }
+      // The first microbatch writes the sums; later ones add to them.
+      out.clear();
+      for (int o = 0; o < k.outputs_size(); ++o)
+        out.push_back(j == 0 ? ptr[k.outputs(o)] : partials[index][o]->ptr);
+      if (!body.enqueue(in, out, error))
+        cuda::fail(error.c_str(), "ACCUMULATE", __FILE__, __LINE__);
+      if (j == 0)
+        continue;
+      for (int o = 0; o < k.outputs_size(); ++o) {
+        const program::Value &v = function.values(k.outputs(o));
+        GPTC_CUDA_CHECK(cuda::addInPlace(v.type().dtype(), ptr[k.outputs(o)],
+                                         out[o], numElements(v), stream));
+      }
+    }
+    return;
+  }
+  default:
+    // prepare() admits no other op.
+    cuda::fail("unexpected op", program::OpKind_Name(k.op()).c_str(), __FILE__,
+               __LINE__);
+  }
+}
+
+bool CudaRunner::enqueue(const std::vector<void *> &in,
+                         std::vector<void *> &out, std::string &error) {
+  if (in.size() != static_cast<size_t>(function.inputs_size()) ||
+      out.size() != static_cast<size_t>(function.outputs_size())) {
+    error = "function '" + function.name() + "' takes " +
+            std::to_string(function.inputs_size()) + " inputs and " +
+            std::to_string(function.outputs_size()) + " outputs";
+    return false;
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    ptr[function.inputs(static_cast<int>(i))] = in[i];
+  // An output that is an input passes it through (a copy after the run).
+  std::vector<std::pair<void *, size_t>> passed(out.size(), {nullptr, 0});
+  for (size_t i = 0; i < out.size(); ++i) {
+    int32_t id = function.outputs(static_cast<int>(i));
+    for (size_t j = 0; j < in.size(); ++j)
+      if (function.inputs(static_cast<int>(j)) == id) {
+        const program::Value &v = function.values(id);
+        passed[i] = {in[j], numElements(v) * elementBytes(v.type().dtype())};
+      }
+    if (!out[i])
+      out[i] = ownBuffer(id);
+    if (!passed[i].first)
+      ptr[id] = out[i];
+  }
+  for (size_t index = 0; index < static_cast<size_t>(function.kernels_size());
+       ++index) {
+    const Kernel &k = function.kernels(static_cast<int>(index));
+    if (static_cast<int>(index) == poisonKernel) {
+      poisonKernel = -1;
+      const program::Value &v = function.values(k.inputs(0));
+      float f = INFINITY;
+      uint16_t bits = v.type().dtype() == program::BF16 ? 0x7f80 : 0x7c00;
+      const void *src =
+          v.type().dtype() == program::F64   ? static_cast<const void *>(poison)
+          : v.type().dtype() == program::F32 ? static_cast<const void *>(&f)
+                                             : static_cast<const void *>(&bits);
+      GPTC_CUDA_CHECK(cudaMemcpyAsync(ptr[k.inputs(0)], src,
+                                      elementBytes(v.type().dtype()),
+                                      cudaMemcpyHostToDevice, backend.stream));
+      GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
+    }
+    if (!profiling) {
+      runKernel(index);
+      continue;
+    }
+    auto start = std::chrono::steady_clock::now();
+    runKernel(index);
+    GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
+    seconds[k.op()] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    ++calls[k.op()];
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (passed[i].first && passed[i].first != out[i])
+      GPTC_CUDA_CHECK(cudaMemcpyAsync(out[i], passed[i].first, passed[i].second,
+                                      cudaMemcpyDeviceToDevice,
+                                      backend.stream));
+  return true;
+}
+
+bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
+                     std::vector<Tensor> &outputs, std::string &error) {
+  int nin = function.inputs_size(), nout = function.outputs_size();
+  if (inputs.size() != static_cast<size_t>(nin)) {
+    error = "function '" + function.name() + "' takes " + std::to_string(nin) +
+            " inputs, got " + std::to_string(inputs.size());
+    return false;
+  }
+  auto matches = [&](const Tensor &t, int32_t id) {
+    const program::Value &v = function.values(id);
+    return t.dtype == v.type().dtype() &&
+           t.shape == std::vector<int64_t>(v.type().shape().begin(),
+                                           v.type().shape().end());
+  };
+  cudaStream_t stream = backend.stream;
+  std::vector<void *> in(nin), out(nout, nullptr);
+  for (int i = 0; i < nin; ++i) {
+    const Tensor &t = *inputs[i];
+    int32_t id = function.inputs(i);
+    if (!matches(t, id)) {
+      error = "input " + std::to_string(i) + " of '" + function.name() +
+              "' has the wrong type or shape";
+      return false;
+    }
+    if (Mirror *m = backend.findMirror(t.raw())) {
+      if (!m->deviceValid) {
+        GPTC_CUDA_CHECK(cudaMemcpyAsync(m->memory.ptr, t.raw(), t.byteSize(),
+                                        cudaMemcpyHostToDevice, stream));
+        m->deviceValid = true;
+      }
+      in[i] = m->memory.ptr;
+      continue;
+    }
+    // Data (tokens, labels, the step): staged through the runner's own
+    // buffer.
+    in[i] = ownBuffer(id);
+    GPTC_CUDA_CHECK(cudaMemcpyAsync(in[i], t.raw(), t.byteSize(),
+                                    cudaMemcpyHostToDevice, stream));
+  }
+  outputs.resize(nout);
+  std::vector<Mirror *> written(nout, nullptr);
+  for (int j = 0; j < nout; ++j) {
+    Tensor &t = outputs[j];
+    if (t.raw() && matches(t, function.outputs(j)))
+      if (Mirror *m = backend.findMirror(t.raw())) {
+        out[j] = m->memory.ptr;
+        written[j] = m;
+      }
+  }
+  if (!enqueue(in, out, error))
+    return false;
+  for (int j = 0; j < nout; ++j) {
+    if (written[j]) {
+      written[j]->deviceValid = true;
+      written[j]->hostValid = false;
+      continue;
+    }
+    const program::Value &v = function.values(function.outputs(j));
+    Tensor &t = outputs[j];
+    if (!t.raw() || !matches(t, v.id()))
+      t = Tensor(v.type().dtype(),
+                 std::vector<int64_t>(v.type().shape().begin(),
+                                      v.type().shape().end()));
+    GPTC_CUDA_CHECK(cudaMemcpyAsync(t.raw(), out[j], t.byteSize(),
+                                    cudaMemcpyDeviceToHost, stream));
+  }
+  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return true;
+}
+
+bool CudaRunner::injectInfinityBefore(program::OpKind op) {
+  for (int i = 0; i < function.kernels_size(); ++i) {
+    const Kernel &k = function.kernels(i);
+    if (k.op() != op || !k.inputs_size())
+      continue;
+    DType t = function.values(k.inputs(0)).type().dtype();
+    if (t != program::F32 && t != program::F64 && t != program::BF16 &&
+        t != program::F16)
+      continue;
+    poisonKernel = i;
+    return true;
+  }
+  return false;
+}
+
+void CudaRunner::enableProfiling() {
+  profiling = true;
+  seconds.assign(program::OpKind_ARRAYSIZE, 0.0);
+  calls.assign(program::OpKind_ARRAYSIZE, 0);
+  for (auto &[index, body] : bodies)
+    body->enableProfiling();
+}
+
+std::unique_ptr<Backend>
+gptc::runtime::createCudaBackend(const program::Program &program, int device,
+                                 std::string &error) {
+  return CudaBackend::create(program, device, error);
+}
+
+bool gptc::runtime::cudaDeviceAvailable(std::string &why) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaSuccess && count > 0)
+    return true;
+  why = "no CUDA device: " + std::string(status != cudaSuccess
+                                             ? cudaGetErrorString(status)
+                                             : "none is visible");
+  return false;
+}

@@ -1,0 +1,55 @@
+//===- DeviceKernels.h - The CUDA runtime's hand-written kernels -*- C++
+//-*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// What the CUDA runtime runs besides the generated kernels and cuBLASLt:
+// causal attention (forward and backward, fp32, a tiled online softmax
+// that never forms the T x T scores), the embedding's scatter-add
+// gradient, and the sum ACCUMULATE takes over microbatches. Each launcher
+// enqueues on `stream` and returns the launch's error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_LIB_RUNTIME_CUDA_DEVICEKERNELS_H
+#define GPTC_LIB_RUNTIME_CUDA_DEVICEKERNELS_H
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gptc::cuda {
+
+/// Whether the attention kernels take heads of width `headDim`.
+bool attentionSupportsHeadDim(int64_t headDim);
+
+/// out = causal softmax(q k^T / sqrt(D)) v per head; q, k, v, out are
+/// [batch, T, C] with head h in columns [h D, (h + 1) D).
+cudaError_t attentionForward(const float *q, const float *k, const float *v,
+                             float *out, int64_t batch, int64_t T, int64_t C,
+                             int64_t heads, cudaStream_t stream);
+
+/// The gradients of attentionForward. `stats` is scratch of
+/// attentionScratchFloats(batch, T, heads) floats.
+cudaError_t attentionBackward(const float *q, const float *k, const float *v,
+                              const float *dout, float *dq, float *dk,
+                              float *dv, float *stats, int64_t batch, int64_t T,
+                              int64_t C, int64_t heads, cudaStream_t stream);
+int64_t attentionScratchFloats(int64_t batch, int64_t T, int64_t heads);
+
+/// dtable[id - offset] += dy[i] over the n positions (dtable zeroed first);
+/// ids outside [offset, offset + vocab) add nothing.
+cudaError_t embeddingGrad(const int32_t *ids, int64_t n, const float *dy,
+                          int64_t vocab, int64_t width, const int32_t *offset,
+                          float *dtable, cudaStream_t stream);
+
+/// y += x elementwise, for dtype 1 (f32), 2 (f64), 5 (bf16) or 6 (f16), as
+/// program.proto numbers them (bf16 and f16 sum in f32).
+cudaError_t addInPlace(int dtype, void *y, const void *x, int64_t n,
+                       cudaStream_t stream);
+
+} // namespace gptc::cuda
+
+#endif // GPTC_LIB_RUNTIME_CUDA_DEVICEKERNELS_H

@@ -1,0 +1,206 @@
+//===- gptc-runtime.cpp - Train a compiled artifact, no compiler -===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Trains the program of `gptc MODEL --emit=artifact [--device cuda]` with the
+// runtime alone: no MLIR or LLVM, so the binary and its few libraries can
+// go where the compiler cannot (a GPU machine without the toolchain). One
+// process; the artifact carries the description's training settings.
+//
+//   gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE] [--steps-to N]
+//                [--checkpoint FILE] [--resume] [--log-interval N]
+//                [--eval-interval N] [--dump-dir DIR] [--profile]
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/Dataset.h"
+#include "gptc/Runtime/ProgramFormat.h"
+#include "gptc/Runtime/Trainer.h"
+#include "gptc/Runtime/program.pb.h"
+
+#ifdef GPTC_HAVE_CUDA
+#include "gptc/Runtime/CUDA/CudaBackend.h"
+#endif
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+namespace rt = gptc::runtime;
+namespace pg = gptc::program;
+
+static int fail(const std::string &message, int code = 1) {
+  std::cerr << "gptc-runtime: error: " << message << "\n";
+  return code;
+}
+
+static const char *kUsage =
+    "usage: gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]\n"
+    "                    [--stop-at-step N] [--checkpoint FILE] [--resume]\n"
+    "                    [--log-interval N] [--eval-interval N]\n"
+    "                    [--dump-dir DIR] [--profile]\n";
+
+/// A non-negative integer option's value, or -1.
+static int64_t parseCount(const std::string &text) {
+  if (text.empty() || text.size() > 18)
+    return -1;
+  for (char c : text)
+    if (c < '0' || c > '9')
+      return -1;
+  return std::strtoll(text.c_str(), nullptr, 10);
+}
+
+int main(int argc, char **argv) {
+  std::string artifact, device = "cpu",
+                        data = "/usr/share/common-licenses/GPL-3", checkpoint,
+                        dumpDir;
+  int64_t stopAt = -1, logInterval = 10, evalInterval = -1;
+  bool resume = false, profile = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    auto count = [&](int64_t &out) {
+      std::string text;
+      if (!value(text))
+        return false;
+      out = parseCount(text);
+      return out >= 0;
+    };
+    bool ok = true;
+    if (arg == "--device")
+      ok = value(device);
+    else if (arg == "--data")
+      ok = value(data);
+    else if (arg == "--checkpoint")
+      ok = value(checkpoint);
+    else if (arg == "--dump-dir")
+      ok = value(dumpDir);
+    else if (arg == "--stop-at-step")
+      ok = count(stopAt);
+    else if (arg == "--log-interval")
+      ok = count(logInterval);
+    else if (arg == "--eval-interval")
+      ok = count(evalInterval);
+    else if (arg == "--resume")
+      resume = true;
+    else if (arg == "--profile")
+      profile = true;
+    else if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    } else if (!arg.empty() && arg[0] == '-')
+      return fail("unknown option '" + arg + "'\n" + kUsage, 2);
+    else if (artifact.empty())
+      artifact = arg;
+    else
+      return fail("one artifact, got '" + artifact + "' and '" + arg + "'", 2);
+    if (!ok)
+      return fail(arg + " takes " +
+                      (arg == "--device" || arg == "--data" ||
+                               arg == "--checkpoint" || arg == "--dump-dir"
+                           ? std::string("a value")
+                           : std::string("a count (an integer >= 0)")),
+                  2);
+  }
+  if (artifact.empty())
+    return fail(std::string("no artifact\n") + kUsage, 2);
+  if (device != "cpu" && device != "cuda")
+    return fail("--device takes cpu or cuda, got '" + device + "'", 2);
+
+  pg::Program program;
+  {
+    std::ifstream in(artifact, std::ios::binary);
+    if (!in)
+      return fail("cannot open '" + artifact + "'");
+    if (!program.ParseFromIstream(&in))
+      return fail("'" + artifact + "' is not a gptc artifact");
+  }
+  if (program.format_version() != rt::kProgramFormatVersion)
+    return fail("'" + artifact + "' has format version " +
+                std::to_string(program.format_version()) +
+                "; this runtime reads " +
+                std::to_string(rt::kProgramFormatVersion));
+  if (!program.has_train())
+    return fail("'" + artifact +
+                "' has no training settings: make it with gptc MODEL "
+                "--emit=artifact");
+  const pg::TrainSettings &s = program.train();
+  if (device == "cuda" && !program.has_cuda())
+    return fail("'" + artifact +
+                "' holds CPU code: compile it with --emit=artifact "
+                "--device=cuda");
+  if (device == "cpu" && program.has_cuda())
+    return fail("'" + artifact + "' holds GPU code: run it with --device cuda");
+
+  std::string error;
+  rt::ByteDataset dataset;
+  if (!rt::ByteDataset::load(data, s.seq_len(), dataset, error))
+    return fail(error);
+  rt::TrainOptions opts;
+  opts.model = program.model();
+  opts.description = s.description();
+  opts.batch = s.micro_batch();
+  opts.seqLen = s.seq_len();
+  opts.vocab = s.vocab();
+  opts.steps = s.steps();
+  opts.stopAfter = stopAt >= 0 ? std::min(stopAt, opts.steps) : opts.steps;
+  opts.evalInterval = evalInterval >= 0 ? evalInterval : s.eval_interval();
+  opts.checkpointInterval = s.checkpoint_interval();
+  opts.checkpointPath = checkpoint.empty() ? opts.model + ".ckpt" : checkpoint;
+  opts.initSeed = s.init_seed();
+  opts.dataSeed = s.data_seed();
+  opts.logInterval = logInterval;
+  opts.liveProgress = isatty(STDERR_FILENO);
+  opts.dumpDir = dumpDir;
+  opts.profile = profile;
+
+  std::unique_ptr<rt::Backend> backend;
+  if (device == "cuda") {
+#ifdef GPTC_HAVE_CUDA
+    backend = rt::createCudaBackend(program, 0, error);
+    if (!backend)
+      return fail(error);
+#else
+    return fail("--device cuda: this build has no CUDA runtime");
+#endif
+  }
+  auto trainer =
+      rt::Trainer::create(program, opts, error, nullptr, std::move(backend));
+  if (!trainer)
+    return fail(error);
+  if (resume) {
+    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
+      return fail(error);
+  } else {
+    trainer->initialize();
+  }
+  std::cerr << "gptc-runtime: training " << opts.model << " ("
+            << trainer->numParameters() << " parameters) on "
+            << trainer->device() << ", steps " << trainer->getStep() << ".."
+            << opts.steps << "\n";
+  if (opts.evalInterval > 0 && trainer->getStep() == 0) {
+    double val;
+    if (!trainer->evaluate(dataset, val, error))
+      return fail(error);
+    std::cerr << "step     0/" << opts.steps << " | validation loss " << val
+              << std::endl;
+  }
+  if (!trainer->train(dataset, std::cerr, error))
+    return fail(error);
+  if (!trainer->saveCheckpoint(opts.checkpointPath, error))
+    return fail(error);
+  std::cerr << "gptc-runtime: wrote " << opts.checkpointPath << " (step "
+            << trainer->getStep() << ")\n";
+  return 0;
+}
