@@ -11,9 +11,17 @@ cd "$(dirname "$0")/.."
 bundle="${1:-.gpu/bundle.tar.xz}"
 work=/tmp/gptc-gpu
 rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf "$bundle" || exit 1
-export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's libraries, then CUDA's own (cudart, cuBLASLt) from the
+# toolkit or, failing that, from PyTorch's wheels.
+cuda_libs=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
+wheel_libs=$(python3 -c "import os, nvidia.cublas, nvidia.cuda_runtime as r; print(os.path.dirname(nvidia.cublas.__file__) + '/lib:' + os.path.dirname(r.__file__) + '/lib')" 2>/dev/null || true)
+export LD_LIBRARY_PATH="$work/lib:$cuda_libs${wheel_libs:+:$wheel_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rt="$work/gptc-runtime"
 status=0
+if ldd "$rt" | grep "not found"; then
+  echo "gpu-check: gptc-runtime misses the libraries above"
+  exit 1
+fi
 
 echo "== device"
 nvidia-smi -L || true
