@@ -60,6 +60,9 @@ mlir::gptc::collectCollectives(func::FuncOp func) {
       }
       double n = static_cast<double>(c.ranks);
       c.volume = factor * (n - 1) / n * static_cast<double>(c.bytes);
+      for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
+        if (auto loop = dyn_cast<AccumulateOp>(p))
+          c.runs *= loop.getMicrobatches();
       out.push_back(c);
       return WalkResult::advance();
     };
@@ -122,7 +125,9 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
   os << "communication of @" << func.getSymName()
      << " per rank and step (G: bytes of the whole tensor, N: ranks in the "
         "group;\n  all_reduce 2(N-1)/N G, reduce_scatter and all_gather "
-        "(N-1)/N G, all_slice 0)\n";
+        "(N-1)/N G, all_slice 0;\n  a collective in the microbatch loop "
+        "runs once per microbatch (xM): its sent bytes and\n  the totals "
+        "count every run)\n";
   os << llvm::format("%4s  %-15s %-6s %3s  %-16s %12s %12s  %s\n", "#",
                      "collective", "axes", "N", "tensor", "G bytes",
                      "sent bytes", "for");
@@ -140,20 +145,23 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
     Type shown = isa<shard::AllReduceOp, shard::AllGatherOp>(c.op)
                      ? c.op->getResult(0).getType()
                      : c.op->getOperand(0).getType();
-    os << llvm::format("%4zu  %-15s %-6s %3lld  %-16s %12lld %12.0f  %s\n",
-                       i + 1, c.kind.c_str(), axes.c_str(),
-                       static_cast<long long>(c.ranks),
-                       typeString(shown).c_str(),
-                       static_cast<long long>(c.bytes), c.volume,
-                       purpose(c.op).c_str());
+    double runs = static_cast<double>(c.runs);
+    std::string what = purpose(c.op);
+    if (c.runs > 1)
+      what += (what.empty() ? "x" : " x") + std::to_string(c.runs);
+    os << llvm::format(
+        "%4zu  %-15s %-6s %3lld  %-16s %12lld %12.0f  %s\n", i + 1,
+        c.kind.c_str(), axes.c_str(), static_cast<long long>(c.ranks),
+        typeString(shown).c_str(), static_cast<long long>(c.bytes),
+        c.volume * runs, what.c_str());
     auto it = llvm::find_if(byKind, [&](auto &e) { return e.first == c.kind; });
     if (it == byKind.end())
       it = byKind.insert(byKind.end(), {c.kind, Total()});
     Total &t = it->second;
     for (Total *x : {&t, &total}) {
-      ++x->count;
-      x->bytes += c.bytes;
-      x->volume += c.volume;
+      x->count += c.runs;
+      x->bytes += c.bytes * c.runs;
+      x->volume += c.volume * runs;
     }
   }
   for (auto &[kind, t] : byKind)

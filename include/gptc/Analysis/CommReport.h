@@ -32,7 +32,10 @@ struct Collective {
   std::vector<int64_t> axes;    ///< grid axes
   int64_t ranks = 1;            ///< N
   int64_t bytes = 0;            ///< G
-  double volume = 0;            ///< bytes sent per rank
+  double volume = 0;            ///< bytes sent per rank, per run
+  /// Runs per step: the product of the enclosing gptc.accumulate ops'
+  /// microbatches (1 outside the microbatch loop).
+  int64_t runs = 1;
 };
 
 /// The collectives of `func` in program order; fails on a collective whose
