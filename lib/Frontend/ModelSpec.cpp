@@ -563,10 +563,11 @@ LogicalResult ModelDescription::validate() {
           << " does not divide num_heads (" << m.numHeads << ")";
     // tp | num_heads | model_dim | model_dim x mlp_ratio: the MLP width and
     // the attention width are then divisible too.
-    if (m.numLayers % m.pipelineParallel != 0)
+    // Stages may hold different numbers of layers, but each holds one.
+    if (m.numLayers < m.pipelineParallel)
       v.error(axisField(MeshAxis::Kind::Pipeline))
-          << "pipeline size " << m.pipelineParallel
-          << " does not divide num_layers (" << m.numLayers << ")";
+          << "pipeline size " << m.pipelineParallel << " exceeds num_layers ("
+          << m.numLayers << "): every stage needs a layer";
   }
   if (spec.has_training()) {
     int64_t slots;

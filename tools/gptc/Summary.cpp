@@ -176,6 +176,14 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   if (size->paddedVocabSize != m.vocabSize)
     os << "vocabulary padded to: " << size->paddedVocabSize
        << " rows for tensor parallelism\n";
+  if (m.pipelineParallel > 1) {
+    // No figure for a feature that does not run.
+    os << "pipeline: " << m.pipelineParallel
+       << " stages do not run yet (docs/Limitations.md); --emit=schedule "
+          "plans the stages and schedules. Per-device figures are given for "
+          "meshes without a pipeline axis.\n";
+    return success();
+  }
 
   // Model state.
   if (requested == Precision::BF16)
@@ -236,6 +244,18 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
            << " bytes of intermediate values, reused by liveness ("
            << llvm::format("%.1f", double(values) / arena.getInt())
            << "x)\n";
+      // The microbatch loop's body has an arena of its own, live next to
+      // the step's (the runtime allocates both).
+      int64_t loopArena = 0;
+      train.walk([&](AccumulateOp loop) {
+        if (auto a = loop->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
+          loopArena += a.getInt();
+      });
+      if (loopArena > 0)
+        os << "microbatch loop buffers: " << loopArena << " bytes ("
+           << bytes(loopArena)
+           << ": the accumulation body's own arena, one microbatch's "
+              "activations)\n";
       // The generated kernels (gptc --emit=kernels lists them).
       std::vector<KernelInfo> kernels = collectKernels(train);
       if (!kernels.empty()) {
@@ -292,11 +312,12 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
       int64_t gemmState = ::gptc::cpu::gemmPrimitiveBytes(problems);
       if (arena) {
         int64_t peak = size->weightBytes + size->optimizerBytes +
-                       arena.getInt() + scratch + evaluation + gemmState;
+                       arena.getInt() + loopArena + scratch + evaluation +
+                       gemmState;
         os << "training memory per device: " << peak << " bytes ("
-           << bytes(peak)
-           << ": parameters and moments + step buffers + kernel scratch"
-           << (evaluation ? " + evaluation buffers" : "")
+           << bytes(peak) << ": parameters and moments + step buffers"
+           << (loopArena ? " + microbatch loop buffers" : "")
+           << " + kernel scratch" << (evaluation ? " + evaluation buffers" : "")
            << " + GEMM library state)\n";
       }
     }

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Schedule.h"
 #include "Summary.h"
 #include "Train.h"
 
@@ -72,7 +73,8 @@ enum class Emit {
   Cuda,
   Ptx,
   Cubin,
-  Artifact
+  Artifact,
+  Schedule
 };
 } // namespace
 
@@ -103,7 +105,12 @@ static cl::opt<Emit> emitAction(
         clEnumValN(Emit::Artifact, "artifact",
                    "The compiled program with its training settings "
                    "(binary protobuf) for gptc-runtime; --device picks "
-                   "the CPU's or the GPU's code")),
+                   "the CPU's or the GPU's code"),
+        clEnumValN(Emit::Schedule, "schedule",
+                   "The pipeline's stages and schedule: each stage's "
+                   "program with its sends and receives, the bubble, the "
+                   "activations in flight (--pipeline-schedule, "
+                   "--schedule-svg, --schedule-trace)")),
     cl::cat(gptcCategory));
 
 static cl::opt<std::string>
@@ -194,6 +201,17 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
       ModelDescription::parse(sourceMgr, &context, *overrides);
   if (failed(desc))
     return failure();
+  // Pipelines are planned (--emit=schedule) but not compiled yet: no other
+  // output may pass a pipeline mesh off as a one-device step.
+  if (emitAction == Emit::Schedule)
+    return printPipelineSchedule(*desc, os);
+  if (desc->getConfig().pipelineParallel > 1 && emitAction != Emit::Summary &&
+      emitAction != Emit::MLIR)
+    return emitError(desc->locate({{"mesh"}}))
+           << "the mesh has a pipeline axis of size "
+           << desc->getConfig().pipelineParallel
+           << ": pipeline parallelism does not compile yet (--emit=schedule "
+              "plans its stages and schedule)";
   OwningOpRef<ModuleOp> module = importModel(*desc, &context);
   if (!module)
     return failure();
@@ -283,6 +301,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     os << bytes;
     return success();
   }
+  case Emit::Schedule: // answered before compiling
   case Emit::Summary:
     return printSummary(*desc, *module, os);
   case Emit::Kernels: {

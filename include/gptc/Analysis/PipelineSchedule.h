@@ -1,0 +1,119 @@
+//===- PipelineSchedule.h - Pipeline stages and their schedules -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Pipeline parallelism's plan, independent of the IR: the layers cut into
+// chunks (stage s holds chunks s, s + p, ...: one per stage, or v virtual
+// stages each for interleaving) balanced by their forward FLOPs with the
+// embedding on the first and the head and loss on the last; each stage's
+// program as an ordered list of computations and the sends and receives
+// between them (GPipe, 1F1B, interleaved 1F1B over m microbatches); and a
+// simulation of those programs that times them, finds the bubble and the
+// activations each stage holds, and rejects programs that can deadlock.
+// `gptc --emit=schedule` prints it (docs/Pipeline.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_ANALYSIS_PIPELINESCHEDULE_H
+#define GPTC_ANALYSIS_PIPELINESCHEDULE_H
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::gptc {
+
+enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved };
+
+/// "gpipe", "1f1b", "interleaved"; nullopt for another name.
+std::optional<PipelineScheduleKind> parsePipelineSchedule(const std::string &s);
+const char *pipelineScheduleName(PipelineScheduleKind kind);
+
+/// The layers cut into `chunks.size()` contiguous chunks; chunk c runs on
+/// stage c % stages.
+struct PipelinePartition {
+  int64_t stages = 1, virtualStages = 1, layers = 0;
+  /// Per chunk: its first layer and one past its last.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  /// Per chunk: forward FLOPs per token (layers, plus the embedding on
+  /// chunk 0 and the final norm, head and loss on the last).
+  std::vector<double> forwardCost;
+};
+
+/// Cuts `layers` layers of `layerCost` forward FLOPs each into stages x
+/// virtualStages chunks, the embedding (`firstCost`) before the first and
+/// the head (`lastCost`) after the last, minimizing the largest chunk's
+/// cost (ties: earlier chunks take fewer layers). Uneven counts are
+/// allowed; every chunk gets a layer. Fails with `error` when there are
+/// more chunks than layers.
+std::optional<PipelinePartition>
+partitionPipeline(int64_t layers, int64_t stages, int64_t virtualStages,
+                  double layerCost, double firstCost, double lastCost,
+                  std::string &error);
+
+/// One operation of a stage's program.
+struct PipelineOp {
+  enum Kind { Forward, Backward, Send, Recv } kind;
+  int64_t microbatch = 0, chunk = 0;
+  /// Send/Recv: the other stage and whether the message is the activation
+  /// (forward) or its gradient (backward).
+  int64_t peer = -1;
+  bool gradient = false;
+};
+
+/// Each stage's program for `microbatches` microbatches under `kind`
+/// (interleaved needs partition.virtualStages > 1 and microbatches a
+/// multiple of the stages). Sends follow the computation that produces
+/// them; receives precede the one that consumes them.
+std::optional<std::vector<std::vector<PipelineOp>>>
+buildPipelinePrograms(const PipelinePartition &partition, int64_t microbatches,
+                      PipelineScheduleKind kind, std::string &error);
+
+/// A simulated run: each stage executes its program in order; a send does
+/// not wait (the message is buffered), a receive waits for its message.
+struct PipelineTimeline {
+  struct Interval {
+    int64_t stage;
+    PipelineOp op; // Forward or Backward
+    double start, end;
+  };
+  std::vector<Interval> intervals;
+  double makespan = 0;
+  /// 1 - busy time / (stages x makespan).
+  double bubbleFraction = 0;
+  /// Per stage: the most microbatches whose forward ran and backward did
+  /// not, in units of a whole stage's activations (a chunk counts 1/v).
+  std::vector<double> peakInFlight;
+};
+
+/// Simulates `programs` with forward costs per chunk (`forwardCost`) and
+/// backward costs twice those. Fails with `error` describing the wait
+/// cycle when the programs deadlock, or naming a receive whose message
+/// no stage sends.
+std::optional<PipelineTimeline>
+simulatePipeline(const std::vector<std::vector<PipelineOp>> &programs,
+                 const std::vector<double> &forwardCost, int64_t virtualStages,
+                 std::string &error);
+
+/// "F3.1", "B0", "send act 2 -> 1", "recv grad 0 <- 2": an op as the
+/// report prints it (the chunk after a dot when there are virtual stages).
+std::string describePipelineOp(const PipelineOp &op, bool chunks);
+
+/// The timeline as a Chrome trace (JSON, opens in Perfetto or
+/// chrome://tracing): one track per stage, one slice per computation,
+/// times in microseconds of `unitSeconds` per cost unit.
+void writePipelineTraceJson(const PipelineTimeline &t, int64_t stages,
+                            bool chunks, double unitSeconds, std::ostream &os);
+
+/// The timeline as an SVG picture: a row per stage, forwards and
+/// backwards in two colors, labeled with their microbatch.
+void writePipelineSvg(const PipelineTimeline &t, int64_t stages, bool chunks,
+                      const std::string &title, std::ostream &os);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_ANALYSIS_PIPELINESCHEDULE_H
