@@ -9,6 +9,7 @@
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/ProgramFormat.h"
 #include "gptc/Runtime/Progress.h"
+#include "gptc/Runtime/Trace.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 
 #include <chrono>
@@ -508,6 +509,20 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
     return false;
   if (options.profile)
     trainStep->enableProfiling();
+  // The timeline (--trace): the steps on track 0, their kernels on 1.
+  std::unique_ptr<TraceRecorder> trace;
+  if (!options.tracePath.empty()) {
+    trace = std::make_unique<TraceRecorder>(rank());
+    trainStep->setTrace(trace.get());
+    forward->setTrace(trace.get());
+  }
+  struct StopTracing {
+    FunctionRunner &a, &b;
+    ~StopTracing() {
+      a.setTrace(nullptr);
+      b.setTrace(nullptr);
+    }
+  } stopTracing{*trainStep, *forward};
   std::vector<const Tensor *> in;
   // The outputs' buffers. A state tensor (parameter, moment) the step may
   // update in place (Executor::canOverwriteInput: its old value is read
@@ -601,8 +616,12 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
         return false;
       }
     }
+    double stepStart = TraceRecorder::now();
     if (!trainStep->run(in, out, error))
       return false;
+    if (trace)
+      trace->slice("step " + std::to_string(step + 1), "step", stepStart,
+                   TraceRecorder::now(), 0);
     for (ScalarState &s : scalars)
       std::swap(s.value, out[s.output]);
     for (int64_t k = 0; k < 3 * n; ++k)
@@ -630,19 +649,40 @@ bool Trainer::train(const ByteDataset &data, std::ostream &log,
                    ((step + 1) % options.evalInterval == 0 || final);
     if (evalNow) {
       double val;
+      double start = TraceRecorder::now();
       if (!evaluate(data, val, error))
         return false;
+      if (trace)
+        trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
       progress.validation(step, val);
     }
     if (options.checkpointInterval > 0 &&
         (step + 1) % options.checkpointInterval == 0 && !final &&
         !options.checkpointPath.empty()) {
       // The checkpoint records the steps completed, this one included.
+      double start = TraceRecorder::now();
       if (!saveCheckpoint(options.checkpointPath, step + 1, error))
         return false;
+      if (trace)
+        trace->slice("checkpoint", "checkpoint", start, TraceRecorder::now(),
+                     0);
     }
   }
   progress.finish();
+  if (trace) {
+    std::string path = options.tracePath;
+    if (comm && comm->size() > 1) {
+      size_t dot = path.rfind('.'), slash = path.rfind('/');
+      std::string tag = ".rank" + std::to_string(rank());
+      if (dot == std::string::npos ||
+          (slash != std::string::npos && dot < slash))
+        path += tag;
+      else
+        path.insert(dot, tag);
+    }
+    if (!trace->write(path, error))
+      return false;
+  }
   if (!options.dumpDir.empty() && !dumpFinal(error))
     return false;
   progress.summary(options.profile ? trainStep.get() : nullptr);

@@ -44,7 +44,7 @@ static const char *kUsage =
     "usage: gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]\n"
     "                    [--stop-at-step N] [--checkpoint FILE] [--resume]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
-    "                    [--dump-dir DIR] [--profile]\n";
+    "                    [--dump-dir DIR] [--profile] [--trace FILE]\n";
 
 /// A non-negative integer option's value, or -1.
 static int64_t parseCount(const std::string &text) {
@@ -59,7 +59,7 @@ static int64_t parseCount(const std::string &text) {
 int main(int argc, char **argv) {
   std::string artifact, device = "cpu",
                         data = "/usr/share/common-licenses/GPL-3", checkpoint,
-                        dumpDir;
+                        dumpDir, tracePath;
   int64_t stopAt = -1, logInterval = 10, evalInterval = -1;
   bool resume = false, profile = false;
   for (int i = 1; i < argc; ++i) {
@@ -86,6 +86,8 @@ int main(int argc, char **argv) {
       ok = value(checkpoint);
     else if (arg == "--dump-dir")
       ok = value(dumpDir);
+    else if (arg == "--trace")
+      ok = value(tracePath);
     else if (arg == "--stop-at-step")
       ok = count(stopAt);
     else if (arg == "--log-interval")
@@ -108,7 +110,8 @@ int main(int argc, char **argv) {
     if (!ok)
       return fail(arg + " takes " +
                       (arg == "--device" || arg == "--data" ||
-                               arg == "--checkpoint" || arg == "--dump-dir"
+                               arg == "--checkpoint" || arg == "--dump-dir" ||
+                               arg == "--trace"
                            ? std::string("a value")
                            : std::string("a count (an integer >= 0)")),
                   2);
@@ -164,6 +167,7 @@ int main(int argc, char **argv) {
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDir;
   opts.profile = profile;
+  opts.tracePath = tracePath;
 
   std::unique_ptr<rt::Backend> backend;
   if (device == "cuda") {

@@ -82,6 +82,12 @@ static cl::opt<int64_t> evalIntervalOpt(
 static cl::opt<int64_t> logIntervalOpt("log-interval",
                                        cl::desc("A progress line every N steps"),
                                        cl::init(10), cl::cat(trainCategory));
+static cl::opt<std::string> traceOpt(
+    "trace",
+    cl::desc("Record the run's timeline (steps, kernels, evaluations, "
+             "checkpoints) as a Chrome trace for Perfetto; under mpirun "
+             "each rank writes FILE with .rank<r> before the extension"),
+    cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<bool> profileOpt("profile",
                                 cl::desc("Print the time spent per kernel kind"),
                                 cl::init(false), cl::cat(trainCategory));
@@ -298,6 +304,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
   opts.profile = profileOpt;
+  opts.tracePath = traceOpt;
   opts.injectOverflowStep = injectStep - 1;
   opts.injectOverflowRank = static_cast<int>(injectRank);
   if (injectStep > 0 && injectRank >= (comm ? comm->size() : 1))

@@ -27,6 +27,7 @@
 namespace gptc::runtime {
 
 class Communicator;
+class TraceRecorder;
 
 /// Runs one Function (see Executor for the contract of each method).
 class FunctionRunner {
@@ -44,6 +45,8 @@ public:
   /// run's first kernel of kind `op`; false when there is none.
   virtual bool injectInfinityBefore(program::OpKind op) = 0;
   virtual void enableProfiling() = 0;
+  /// Record every kernel of later runs in `trace` (null: stop).
+  virtual void setTrace(TraceRecorder *trace) { (void)trace; }
   /// Seconds and calls per program::OpKind since profiling was enabled.
   virtual const std::vector<double> &profile() const = 0;
   virtual const std::vector<int64_t> &profileCalls() const = 0;

@@ -74,6 +74,7 @@ public:
 
   /// Time every kernel from now on; `profile()` returns seconds per op kind.
   void enableProfiling() override;
+  void setTrace(TraceRecorder *t) override;
   const std::vector<double> &profile() const override { return seconds; }
   const std::vector<int64_t> &profileCalls() const override { return calls; }
 
@@ -96,6 +97,7 @@ private:
   /// Inputs bound for the current run (by value id), to avoid copies.
   std::vector<const Tensor *> bound;
   bool profiling = false;
+  TraceRecorder *trace = nullptr;
   /// The kernel that injectInfinityBefore poisons in the next run, or -1.
   int poisonKernel = -1;
   Communicator *communicator = nullptr;

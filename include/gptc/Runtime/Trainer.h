@@ -53,6 +53,10 @@ struct TrainOptions {
   /// norm is taken (-1: never).
   int64_t injectOverflowStep = -1;
   int injectOverflowRank = 0;
+  /// Record the run's timeline (steps, kernels, evaluations, checkpoints)
+  /// as a Chrome trace here; under several processes each rank writes
+  /// its own file, `.rank<r>` before the extension.
+  std::string tracePath;
 };
 
 class Trainer {

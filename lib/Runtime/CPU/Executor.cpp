@@ -19,6 +19,7 @@
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
+#include "gptc/Runtime/Trace.h"
 
 #include <chrono>
 #include <cmath>
@@ -419,6 +420,12 @@ void Executor::enableProfiling() {
     body->enableProfiling();
 }
 
+void Executor::setTrace(TraceRecorder *t) {
+  trace = t;
+  for (auto &[kernel, body] : bodies)
+    body->setTrace(t);
+}
+
 bool Executor::runCompiled(const Kernel &k, std::string &error) {
   // Buffers: the inputs', then the outputs'; the kernel's shapes are
   // compiled in and were checked when the executor was created.
@@ -618,7 +625,7 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
         return false;
       }
     }
-  } else if (!profiling) {
+  } else if (!profiling && !trace) {
     for (const Kernel &k : function.kernels())
       if (!runKernel(k, error)) {
         restore();
@@ -628,15 +635,18 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
     seconds.resize(program::OpKind_ARRAYSIZE, 0.0);
     calls.resize(program::OpKind_ARRAYSIZE, 0);
     for (const Kernel &k : function.kernels()) {
-      auto start = std::chrono::steady_clock::now();
+      double start = TraceRecorder::now();
       if (!runKernel(k, error)) {
         restore();
         return false;
       }
-      seconds[k.op()] += std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+      double end = TraceRecorder::now();
+      seconds[k.op()] += (end - start) * 1e-6;
       ++calls[k.op()];
+      if (trace)
+        trace->slice(k.op() == program::COMPILED ? k.compiled().symbol()
+                                                 : program::OpKind_Name(k.op()),
+                     "kernel", start, end, 1, k.location());
     }
   }
   restore();
