@@ -51,10 +51,9 @@ static cl::opt<std::string>
     svgOpt("schedule-svg", cl::desc("Write the timeline as an SVG picture"),
            cl::value_desc("file"), cl::init(""), cl::cat(scheduleCategory));
 
-LogicalResult mlir::gptc::printPipelineSchedule(const ModelDescription &desc,
-                                                raw_ostream &os) {
+FailureOr<PipelinePlanning>
+mlir::gptc::planPipeline(const ModelDescription &desc) {
   Location meshLoc = desc.locate({{"mesh"}});
-  MLIRContext *ctx = meshLoc.getContext();
   const ModelConfig &m = desc.getConfig();
   std::optional<PipelineScheduleKind> kind = parsePipelineSchedule(scheduleOpt);
   if (!kind) {
@@ -102,6 +101,28 @@ LogicalResult mlir::gptc::printPipelineSchedule(const ModelDescription &desc,
   auto programs = buildPipelinePrograms(*partition, micro, *kind, error);
   if (!programs)
     return emitError(meshLoc) << error;
+  // A schedule that cannot finish is refused here, whatever runs it.
+  std::vector<double> equal(partition->forwardCost.size(), 1.0);
+  if (!simulatePipeline(*programs, equal, v, error))
+    return emitError(meshLoc) << error;
+  return PipelinePlanning{*kind, v, micro, std::move(*partition),
+                          std::move(*programs)};
+}
+
+LogicalResult mlir::gptc::printPipelineSchedule(const ModelDescription &desc,
+                                                raw_ostream &os) {
+  Location meshLoc = desc.locate({{"mesh"}});
+  MLIRContext *ctx = meshLoc.getContext();
+  const ModelConfig &m = desc.getConfig();
+  FailureOr<PipelinePlanning> plan = planPipeline(desc);
+  if (failed(plan))
+    return failure();
+  std::string error;
+  PipelineScheduleKind *kind = &plan->kind;
+  int64_t v = plan->virtualStages, p = m.pipelineParallel,
+          micro = plan->microbatches;
+  const PipelinePartition *partition = &plan->partition;
+  auto *programs = &plan->programs;
   // Equal stages (each chunk 1/v of a stage) and this partition's FLOPs,
   // in units of the largest chunk.
   std::vector<double> equal(partition->forwardCost.size(),
@@ -181,7 +202,8 @@ LogicalResult mlir::gptc::printPipelineSchedule(const ModelDescription &desc,
   };
   // One time unit: the largest chunk's forward, as FLOPs at 1 TFLOP/s per
   // token of a microbatch (a picture's scale, not a prediction).
-  double unit = largest * (m.batchSize / (m.dataParallel * micro)) * T / 1e12;
+  double unit = largest * (m.batchSize / (m.dataParallel * micro)) *
+                static_cast<double>(m.seqLen) / 1e12;
   if (!traceOpt.empty() && failed(write(traceOpt, [&](std::ostream &out) {
         writePipelineTraceJson(*real, p, chunks, unit, out);
       })))

@@ -7,10 +7,24 @@
 #ifndef GPTC_TOOLS_GPTC_SCHEDULE_H
 #define GPTC_TOOLS_GPTC_SCHEDULE_H
 
+#include "gptc/Analysis/PipelineSchedule.h"
+
 #include "mlir/Support/LLVM.h"
+
+#include <vector>
 
 namespace mlir::gptc {
 class ModelDescription;
+
+/// The description's pipeline as --pipeline-schedule and --virtual-stages
+/// ask: its partition and each stage's program, checked to finish.
+struct PipelinePlanning {
+  PipelineScheduleKind kind;
+  int64_t virtualStages, microbatches;
+  PipelinePartition partition;
+  std::vector<std::vector<PipelineOp>> programs;
+};
+FailureOr<PipelinePlanning> planPipeline(const ModelDescription &description);
 
 /// Plans the description's pipeline (its mesh's pipeline axis, its
 /// gradient-accumulation microbatches, --pipeline-schedule and

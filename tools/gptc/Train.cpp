@@ -12,11 +12,16 @@
 
 #include "Train.h"
 
+#include "Schedule.h"
+
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProcessMemory.h"
 #include "gptc/Runtime/Sampling.h"
 #include "gptc/Runtime/Trainer.h"
@@ -32,6 +37,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -40,8 +46,9 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <thread>
 #include <iostream>
+#include <map>
+#include <thread>
 #include <unistd.h>
 
 using namespace mlir;
@@ -149,6 +156,213 @@ static LogicalResult compile(ModuleOp module,
   return compileProgram(module, names, program);
 }
 
+/// The pipeline's program (docs/Pipeline.md): @forward cut into chunks
+/// (gptc-pipeline-split), each chunk's backward by gptc-autodiff, kernels
+/// and buffers as for the one-device step, then the plan: each stage's
+/// steps, the parameters in the one-device order and the optimizer's
+/// settings.
+static LogicalResult compilePipeline(const ModelDescription &desc,
+                                     ModuleOp module, bool codegen,
+                                     ::gptc::program::Program &program) {
+  namespace pg = ::gptc::program;
+  FailureOr<PipelinePlanning> plan = planPipeline(desc);
+  if (failed(plan))
+    return failure();
+  int64_t n = static_cast<int64_t>(plan->partition.chunks.size());
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(pm);
+  pm.addPass(createGptcVerifyModelPass());
+  GptcPipelineSplitPassOptions split;
+  for (int64_t c = 1; c < n; ++c)
+    split.boundaries.push_back(plan->partition.chunks[c].first);
+  pm.addPass(createGptcPipelineSplitPass(split));
+  SmallVector<std::string> names;
+  for (int64_t c = 0; c < n; ++c) {
+    GptcAutodiffPassOptions ad;
+    std::string chunk = "chunk" + std::to_string(c);
+    ad.function = c + 1 < n ? chunk + "_objective" : chunk;
+    ad.output = chunk + "_backward";
+    pm.addPass(createGptcAutodiffPass(ad));
+    if (c + 1 < n)
+      names.push_back(chunk);
+    names.push_back(ad.output);
+  }
+  OpPassManager &func = pm.nest<func::FuncOp>();
+  func.addPass(createCanonicalizerPass());
+  func.addPass(createCSEPass());
+  if (codegen)
+    func.addPass(createGptcFormKernelsPass());
+  func.addPass(createGptcPlanBuffersPass());
+  if (failed(pm.run(module)))
+    return failure();
+  SmallVector<StringRef> refs(names.begin(), names.end());
+  if (failed(compileProgram(module, refs, program)))
+    return failure();
+
+  pg::PipelinePlan &out = *program.mutable_pipeline();
+  const ModelConfig &m = desc.getConfig();
+  out.set_stages(m.pipelineParallel);
+  out.set_virtual_stages(plan->virtualStages);
+  out.set_microbatches(plan->microbatches);
+  out.set_schedule(pipelineScheduleName(plan->kind));
+  for (const std::vector<PipelineOp> &ops : plan->programs) {
+    pg::PipelineStageProgram &stage = *out.add_programs();
+    for (const PipelineOp &op : ops) {
+      pg::PipelineStep &step = *stage.add_steps();
+      step.set_kind(op.kind == PipelineOp::Forward ? pg::PipelineStep::FORWARD
+                    : op.kind == PipelineOp::Backward
+                        ? pg::PipelineStep::BACKWARD
+                    : op.kind == PipelineOp::Send ? pg::PipelineStep::SEND
+                                                  : pg::PipelineStep::RECV);
+      step.set_microbatch(op.microbatch);
+      step.set_chunk(op.chunk);
+      step.set_peer(op.peer);
+      step.set_gradient(op.gradient);
+    }
+  }
+  // The parameters in @forward's order, with their inits as the chunks'
+  // functions export them, and the optimizer's settings.
+  std::map<std::string, const pg::Value *> exported;
+  for (const pg::Function &f : program.functions())
+    for (int32_t id : f.inputs())
+      if (f.values(id).role() == pg::ROLE_PARAMETER)
+        exported[f.values(id).name()] = &f.values(id);
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  OptimizerAttr opt = getOptimizerConfig(module);
+  if (!forward || !opt)
+    return module.emitError("the pipeline needs @forward and its optimizer");
+  double decay = opt.getWeightDecay().convertToDouble();
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto name = forward.getArgAttrOfType<StringAttr>(i, kParamAttrName);
+    if (!name)
+      continue;
+    auto it = exported.find(name.str());
+    if (it == exported.end())
+      return forward.emitOpError("parameter '")
+             << name.getValue() << "' is used by no pipeline chunk";
+    pg::Value &v = *out.add_params();
+    v = *it->second;
+    v.set_id(static_cast<int32_t>(out.params_size() - 1));
+    v.set_offset(-1);
+    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
+    bool embedding = bool(forward.getArgAttr(i, kEmbeddingTableAttrName));
+    out.add_weight_decays(
+        type.getRank() >= 2 && (!embedding || opt.getDecayEmbeddings()) ? decay
+                                                                        : 0.0);
+  }
+  out.set_beta1(opt.getBeta1().convertToDouble());
+  out.set_beta2(opt.getBeta2().convertToDouble());
+  out.set_eps(opt.getEps().convertToDouble());
+  out.set_max_norm(opt.getGradClip().convertToDouble());
+  pg::ScheduleParams &sched = *out.mutable_schedule_params();
+  sched.set_peak(opt.getLr().convertToDouble());
+  sched.set_min(opt.getMinLr().convertToDouble());
+  sched.set_warmup(opt.getWarmupSteps());
+  sched.set_total(opt.getTotalSteps());
+  StringRef d = opt.getDecay();
+  sched.set_decay(d == "cosine"   ? pg::ScheduleParams::COSINE
+                  : d == "linear" ? pg::ScheduleParams::LINEAR
+                                  : pg::ScheduleParams::CONSTANT);
+  return success();
+}
+
+/// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
+static int runPipelineTrain(ModelDescription &desc,
+                            const std::string &description,
+                            MLIRContext &context) {
+  const ModelConfig &m = desc.getConfig();
+  if (m.dataParallel > 1 || m.tensorParallel > 1)
+    return fail("pipeline stages run alone for now: a mesh with data or "
+                "tensor parallel axes as well does not train yet "
+                "(docs/Limitations.md)");
+  if (m.precision != Precision::FP32)
+    return fail("pipeline stages train in fp32 for now");
+  if (resumeOpt)
+    return fail("pipeline runs do not resume from checkpoints yet");
+  if (m.vocabSize < 256)
+    return fail("byte-level training needs vocab_size >= 256, got " +
+                std::to_string(m.vocabSize));
+  if (stepsOpt >= 0)
+    desc.setSteps(stepsOpt);
+  OwningOpRef<ModuleOp> module = importModel(desc, &context);
+  if (!module)
+    return 1;
+  ::gptc::program::Program program;
+  if (failed(compilePipeline(desc, *module, codegenOpt, program)))
+    return 1;
+  auto comm = rt::createMpiCommunicator(nullptr, nullptr);
+  bool leader = comm->rank() == 0;
+  auto failAll = [&](const std::string &message) {
+    llvm::errs() << ("gptc: error: rank " + std::to_string(comm->rank()) +
+                     ": " + message + "\n");
+    comm->abort(1);
+    return 1;
+  };
+  if (comm->size() != m.pipelineParallel) {
+    if (leader)
+      llvm::errs() << "gptc: error: the mesh has " << m.pipelineParallel
+                   << " devices but " << comm->size()
+                   << " processes run it: use mpirun -np " << m.pipelineParallel
+                   << "\n";
+    if (comm->size() > 1)
+      comm->abort(1);
+    return 1;
+  }
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    int local = comm->size();
+    if (const char *n = std::getenv("MPI_LOCALNRANKS"))
+      local = std::max(1, std::atoi(n));
+    ::gptc::cpu::setNumThreads(std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / local));
+  }
+  std::string error;
+  rt::ByteDataset data;
+  if (!rt::ByteDataset::load(dataPath, m.seqLen, data, error))
+    return failAll(error);
+  rt::TrainOptions opts;
+  opts.model = desc.getName().str();
+  opts.description = description;
+  opts.batch = m.microBatchSize;
+  opts.seqLen = m.seqLen;
+  opts.vocab = m.vocabSize;
+  opts.steps = stepsOpt >= 0 ? stepsOpt : m.steps;
+  opts.stopAfter = stopAfterOpt >= 0
+                       ? std::min<int64_t>(stopAfterOpt, opts.steps)
+                       : opts.steps;
+  opts.initSeed = m.initSeed;
+  opts.dataSeed = m.dataSeed;
+  opts.logInterval = logIntervalOpt;
+  opts.liveProgress = isatty(STDERR_FILENO);
+  opts.dumpDir = dumpDirOpt;
+  auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get());
+  if (!trainer)
+    return failAll(error);
+  trainer->initialize();
+  if (leader) {
+    const ::gptc::program::PipelinePlan &plan = program.pipeline();
+    llvm::errs() << "gptc: training " << opts.model << " ("
+                 << trainer->numParameters() << " parameters) on "
+                 << data.getPath() << ", batch " << m.batchSize << " x "
+                 << opts.seqLen << ", steps " << trainer->getStep() << ".."
+                 << opts.steps << "\n";
+    llvm::errs() << "gptc: pipeline of " << plan.stages() << " stages"
+                 << (plan.virtual_stages() > 1
+                         ? " x " + std::to_string(plan.virtual_stages()) +
+                               " virtual stages"
+                         : std::string())
+                 << ", " << plan.schedule() << ", " << plan.microbatches()
+                 << " microbatches of " << m.microBatchSize << " sequences\n";
+    if (m.evalInterval > 0 || evalIntervalOpt > 0)
+      llvm::errs() << "gptc: note: pipeline runs do not evaluate or write "
+                      "checkpoints yet\n";
+  }
+  if (!trainer->train(data, std::cerr, error))
+    return failAll(error);
+  return 0;
+}
+
 int mlir::gptc::runTrain(const std::string &modelPath,
                          const DialectRegistry &registry) {
   MLIRContext context(registry);
@@ -197,8 +411,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
 #endif
   }
   if (m.pipelineParallel > 1)
-    return fail("the mesh has a pipeline-parallel axis of size > 1; "
-                "pipeline parallelism is not implemented yet");
+    return runPipelineTrain(*desc, description, context);
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));

@@ -69,6 +69,17 @@ public:
                                 const std::vector<int64_t> &grid,
                                 const std::vector<int64_t> &axes,
                                 std::string &error) = 0;
+
+  /// Point to point (pipeline stages). `send` starts sending `bytes` at
+  /// `data` to rank `dest` with `tag` and returns at once: the data must
+  /// stay unchanged until `waitSends`, which completes every send started.
+  /// `recv` waits for the message of `tag` from `source`. The default
+  /// implementations fail: only MPI has them.
+  virtual bool send(const void *data, int64_t bytes, int dest, int64_t tag,
+                    std::string &error);
+  virtual bool recv(void *data, int64_t bytes, int source, int64_t tag,
+                    std::string &error);
+  virtual bool waitSends(std::string &error);
 };
 
 /// Starts MPI (MPI_Init) and returns a communicator over MPI_COMM_WORLD;

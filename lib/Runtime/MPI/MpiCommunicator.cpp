@@ -20,15 +20,33 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
+#include <string>
+#include <vector>
 
 using namespace gptc;
 using namespace gptc::runtime;
 
 Communicator::~Communicator() = default;
+
+bool Communicator::send(const void *, int64_t, int, int64_t,
+                        std::string &error) {
+  error = "this communicator has no point-to-point messages";
+  return false;
+}
+
+bool Communicator::recv(void *, int64_t, int, int64_t, std::string &error) {
+  error = "this communicator has no point-to-point messages";
+  return false;
+}
+
+bool Communicator::waitSends(std::string &error) {
+  error = "this communicator has no point-to-point messages";
+  return false;
+}
 
 namespace {
 class MpiCommunicator final : public Communicator {
@@ -57,6 +75,56 @@ public:
 
   int rank() const override { return myRank; }
   int size() const override { return mySize; }
+
+  bool send(const void *data, int64_t bytes, int dest, int64_t tag,
+            std::string &error) override {
+    if (!checkMessage(bytes, dest, tag, error))
+      return false;
+    MPI_Request request;
+    if (MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest,
+                  static_cast<int>(tag), MPI_COMM_WORLD,
+                  &request) != MPI_SUCCESS) {
+      error = "MPI_Isend to rank " + std::to_string(dest) + " failed";
+      return false;
+    }
+    pending.push_back(request);
+    return true;
+  }
+
+  bool recv(void *data, int64_t bytes, int source, int64_t tag,
+            std::string &error) override {
+    if (!checkMessage(bytes, source, tag, error))
+      return false;
+    MPI_Status status;
+    if (MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, source,
+                 static_cast<int>(tag), MPI_COMM_WORLD,
+                 &status) != MPI_SUCCESS) {
+      error = "MPI_Recv from rank " + std::to_string(source) + " failed";
+      return false;
+    }
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (got != bytes) {
+      error = "rank " + std::to_string(source) + " sent " +
+              std::to_string(got) + " bytes where " + std::to_string(bytes) +
+              " were expected";
+      return false;
+    }
+    return true;
+  }
+
+  bool waitSends(std::string &error) override {
+    if (pending.empty())
+      return true;
+    int rc = MPI_Waitall(static_cast<int>(pending.size()), pending.data(),
+                         MPI_STATUSES_IGNORE);
+    pending.clear();
+    if (rc != MPI_SUCCESS) {
+      error = "MPI_Waitall of the pipeline's sends failed";
+      return false;
+    }
+    return true;
+  }
 
   bool allReduceSum(void *data, int64_t count, program::DType dtype,
                     const std::vector<int64_t> &grid,
@@ -175,6 +243,22 @@ private:
 
   int myRank = 0, mySize = 1;
   bool owns = false;
+  /// Sends started and not yet completed.
+  std::vector<MPI_Request> pending;
+
+  bool checkMessage(int64_t bytes, int peer, int64_t tag,
+                    std::string &error) const {
+    int *ub = nullptr, found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    if (bytes < 0 || bytes > INT_MAX || peer < 0 || peer >= mySize || tag < 0 ||
+        (found && ub && tag > *ub)) {
+      error = "a point-to-point message of " + std::to_string(bytes) +
+              " bytes with rank " + std::to_string(peer) + " and tag " +
+              std::to_string(tag) + " is beyond MPI's limits";
+      return false;
+    }
+    return true;
+  }
   std::map<std::vector<int64_t>, MPI_Comm> groups;
 };
 } // namespace

@@ -145,6 +145,8 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
     resultTypes.push_back(v.getType());
   func.setFunctionType(
       FunctionType::get(func.getContext(), body.getArgumentTypes(), resultTypes));
+  // The forward function's result attributes describe its one result.
+  func.removeResAttrsAttr();
   func.setResultAttr(0, kOutputAttrName, b.getStringAttr("loss"));
   for (auto [i, name] : llvm::enumerate(names))
     func.setResultAttr(i + 1, kGradAttrName, name);

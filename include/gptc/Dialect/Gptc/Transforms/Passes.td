@@ -123,6 +123,39 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
                            "::mlir::shard::ShardDialect"];
 }
 
+def GptcPipelineSplitPass : Pass<"gptc-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cut @forward into pipeline chunks with their backward objectives";
+  let description = [{
+    Cuts the model function `@forward` into `boundaries.size() + 1`
+    chunks: chunk c holds the ops of layers [boundaries[c-1],
+    boundaries[c]) (an op's layer is read from its `h.<i>.` name
+    location), the embedding's ops before the first layer in chunk 0, and
+    the final norm, head and loss in the last chunk; an op without a layer
+    joins the latest chunk of its operands. Each chunk becomes
+
+    ```mlir
+    func.func @chunk<c>(%params..., %data..., %in...) -> (%out...)
+    ```
+    taking the parameters and data inputs it uses and the values that
+    cross its incoming boundary (`gptc.pipeline_in = k`, also marked as
+    `gptc.param = "pipeline.in.<k>"` so that autodiff differentiates with
+    respect to them), and returning the values that cross its outgoing
+    boundary (the last chunk: the loss). For every chunk but the last,
+    `@chunk<c>_objective` takes a cotangent per output
+    (`gptc.input = "pipeline.cot.<k>"`) and returns the sum of the
+    outputs' dot products with them, a scalar whose gradient is the
+    chunk's vector-Jacobian product: gptc-autodiff on it (or on the last
+    chunk) gives the backward a pipeline stage runs. A tied parameter
+    (`wte`) is an argument of every chunk that uses it; the runtime sums
+    its gradients. `@forward` is left as it was.
+  }];
+  let options = [
+    ListOption<"boundaries", "boundaries", "int64_t",
+               "The first layer of each chunk after the first">
+  ];
+  let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
+}
+
 def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Megatron tensor parallelism of @forward's transformer blocks";
   let description = [{

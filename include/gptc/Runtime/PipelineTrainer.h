@@ -1,0 +1,55 @@
+//===- PipelineTrainer.h - Training on pipeline stages ---------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Runs a pipeline program (program.proto's PipelinePlan): one process per
+// stage executes its steps in order, each chunk's forward and backward
+// through the CPU executor, activations and their gradients as MPI
+// messages between stages, then the optimizer step on the stage's
+// parameters with the gradient norm of the whole model. The backward of a
+// chunk recomputes its forward from the chunk's input, so a stage keeps
+// only its in-flight microbatches' inputs. See docs/Pipeline.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_PIPELINETRAINER_H
+#define GPTC_RUNTIME_PIPELINETRAINER_H
+
+#include "gptc/Runtime/Trainer.h"
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+namespace gptc::runtime {
+
+class PipelineTrainer {
+public:
+  /// Checks the plan and the functions it names and prepares this rank's
+  /// stage (rank = stage). Null with `error` set otherwise.
+  static std::unique_ptr<PipelineTrainer>
+  create(const program::Program &program, const TrainOptions &options,
+         std::string &error, Communicator *comm);
+  ~PipelineTrainer();
+
+  /// Draws every parameter as one device would and keeps this stage's.
+  void initialize();
+  /// Trains options.steps steps (to stopAfter). Every rank reports the same
+  /// loss, gradient norm and learning rate; rank 0 prints and writes the
+  /// dump directory's table, each rank the final parameters it holds.
+  bool train(const ByteDataset &data, std::ostream &log, std::string &error);
+  int64_t numParameters() const;
+  int64_t getStep() const { return step; }
+
+private:
+  PipelineTrainer() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+  int64_t step = 0;
+};
+
+} // namespace gptc::runtime
+
+#endif // GPTC_RUNTIME_PIPELINETRAINER_H

@@ -1,0 +1,460 @@
+//===- PipelineTrainer.cpp - Training on pipeline stages -------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/PipelineTrainer.h"
+
+#include "gptc/Runtime/Backend.h"
+#include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/Npy.h"
+#include "gptc/Runtime/Progress.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <sys/stat.h>
+
+using namespace gptc;
+using namespace gptc::runtime;
+
+namespace {
+
+/// What feeds one input of a chunk function, or what one output is.
+struct Binding {
+  enum Kind { Param, In, Tokens, Labels, Cot, Loss, Grad, InGrad, Out } kind;
+  /// Param/Grad: the stage's parameter; In/Cot/InGrad/Out: the boundary
+  /// value's position.
+  int index = 0;
+};
+
+struct ChunkFunction {
+  std::unique_ptr<FunctionRunner> runner;
+  std::vector<Binding> inputs, outputs;
+  /// Types of the boundary inputs and of the cotangents, by position.
+  std::vector<std::pair<program::DType, std::vector<int64_t>>> inTypes,
+      cotTypes;
+};
+
+std::vector<int64_t> shapeOf(const program::Value &v) {
+  return {v.type().shape().begin(), v.type().shape().end()};
+}
+
+/// A message's tag: distinct for each (microbatch, chunk, direction,
+/// position).
+int64_t tagOf(int64_t micro, int64_t chunk, int64_t chunks, bool gradient,
+              int64_t k) {
+  return (((micro * chunks + chunk) * 2 + (gradient ? 1 : 0)) * 16) + k;
+}
+
+} // namespace
+
+struct PipelineTrainer::Impl {
+  program::PipelinePlan plan;
+  TrainOptions options;
+  Communicator *comm = nullptr;
+  int stage = 0;
+  int64_t stages = 1, chunks = 1, micro = 1;
+  std::unique_ptr<Backend> backend;
+  std::map<int64_t, ChunkFunction> forward, backward;
+  /// This stage's parameters (indices into plan.params, in plan order).
+  std::vector<int> own;
+  std::map<std::string, int> ownIndex;
+  std::vector<Tensor> params, m, v, grads;
+  /// Per plan parameter: the stages that hold it.
+  std::vector<std::set<int>> holders;
+
+  bool bind(const program::Function &f, ChunkFunction &out, bool backwardFn,
+            std::string &error);
+};
+
+PipelineTrainer::~PipelineTrainer() = default;
+
+bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
+                                 bool backwardFn, std::string &error) {
+  auto fail = [&](const std::string &what) {
+    error = "pipeline function '" + f.name() + "': " + what;
+    return false;
+  };
+  for (int32_t id : f.inputs()) {
+    const program::Value &v = f.values(id);
+    const std::string &name = v.name();
+    Binding b{Binding::Param, 0};
+    if (name.rfind("pipeline.in.", 0) == 0) {
+      b = {Binding::In, std::stoi(name.substr(12))};
+      if (static_cast<int>(out.inTypes.size()) <= b.index)
+        out.inTypes.resize(b.index + 1);
+      out.inTypes[b.index] = {v.type().dtype(), shapeOf(v)};
+    } else if (name.rfind("pipeline.cot.", 0) == 0) {
+      b = {Binding::Cot, std::stoi(name.substr(13))};
+      if (static_cast<int>(out.cotTypes.size()) <= b.index)
+        out.cotTypes.resize(b.index + 1);
+      out.cotTypes[b.index] = {v.type().dtype(), shapeOf(v)};
+    } else if (v.role() == program::ROLE_TOKENS) {
+      b = {Binding::Tokens, 0};
+    } else if (v.role() == program::ROLE_LABELS) {
+      b = {Binding::Labels, 0};
+    } else if (v.role() == program::ROLE_PARAMETER) {
+      auto it = ownIndex.find(name);
+      if (it == ownIndex.end())
+        return fail("takes '" + name + "', which is not a model parameter");
+      b = {Binding::Param, it->second};
+    } else {
+      return fail("has an input '" + name + "' no pipeline role fits");
+    }
+    out.inputs.push_back(b);
+  }
+  for (int i = 0; i < f.outputs_size(); ++i) {
+    const program::Value &v = f.values(f.outputs(i));
+    std::string name = v.name();
+    // Gradients are named after their parameter ("grad:<name>").
+    if (name.rfind("grad:", 0) == 0)
+      name = name.substr(5);
+    Binding b{Binding::Out, i};
+    if (backwardFn && i == 0) {
+      b = {Binding::Loss, 0};
+    } else if (backwardFn && name.rfind("pipeline.in.", 0) == 0) {
+      b = {Binding::InGrad, std::stoi(name.substr(12))};
+    } else if (backwardFn) {
+      auto it = ownIndex.find(name);
+      if (it == ownIndex.end())
+        return fail("returns the gradient of '" + name +
+                    "', which is not this stage's parameter");
+      b = {Binding::Grad, it->second};
+    }
+    out.outputs.push_back(b);
+  }
+  return true;
+}
+
+std::unique_ptr<PipelineTrainer>
+PipelineTrainer::create(const program::Program &program,
+                        const TrainOptions &options, std::string &error,
+                        Communicator *comm) {
+  const program::PipelinePlan &plan = program.pipeline();
+  std::unique_ptr<PipelineTrainer> t(new PipelineTrainer());
+  t->impl = std::make_unique<Impl>();
+  Impl &I = *t->impl;
+  I.plan = plan;
+  I.options = options;
+  I.comm = comm;
+  I.stages = plan.stages();
+  I.chunks = plan.stages() * plan.virtual_stages();
+  I.micro = plan.microbatches();
+  int processes = comm ? comm->size() : 1;
+  if (I.stages < 2 || processes != I.stages ||
+      plan.programs_size() != I.stages || I.micro < 1 ||
+      plan.weight_decays_size() != plan.params_size()) {
+    error = "the pipeline has " + std::to_string(I.stages) + " stages but " +
+            std::to_string(processes) +
+            " processes run it: start it with mpirun -np " +
+            std::to_string(I.stages);
+    return nullptr;
+  }
+  I.stage = comm->rank();
+  I.backend = createCpuBackend(program, error);
+  if (!I.backend)
+    return nullptr;
+  auto find = [&](const std::string &name) -> const program::Function * {
+    for (const program::Function &f : program.functions())
+      if (f.name() == name)
+        return &f;
+    return nullptr;
+  };
+  // Which stages hold each parameter: those running a chunk that takes it.
+  std::map<std::string, int> planIndex;
+  for (int i = 0; i < plan.params_size(); ++i)
+    planIndex[plan.params(i).name()] = i;
+  I.holders.resize(plan.params_size());
+  for (int64_t c = 0; c < I.chunks; ++c) {
+    const program::Function *f =
+        find("chunk" + std::to_string(c) + "_backward");
+    if (!f) {
+      error =
+          "the pipeline program has no chunk" + std::to_string(c) + "_backward";
+      return nullptr;
+    }
+    for (int32_t id : f->inputs()) {
+      auto it = planIndex.find(f->values(id).name());
+      if (it != planIndex.end())
+        I.holders[it->second].insert(static_cast<int>(c % I.stages));
+    }
+  }
+  for (int i = 0; i < plan.params_size(); ++i)
+    if (I.holders[i].count(I.stage)) {
+      I.ownIndex[plan.params(i).name()] = static_cast<int>(I.own.size());
+      I.own.push_back(i);
+      const program::Value &v = plan.params(i);
+      for (std::vector<Tensor> *g : {&I.params, &I.m, &I.v, &I.grads})
+        g->emplace_back(v.type().dtype(), shapeOf(v));
+      if (v.type().dtype() != program::F32) {
+        error =
+            "pipeline stages train fp32 parameters; '" + v.name() + "' is not";
+        return nullptr;
+      }
+    }
+  for (int64_t c = I.stage; c < I.chunks; c += I.stages) {
+    std::string name = "chunk" + std::to_string(c);
+    for (bool backwardFn : {false, true}) {
+      if (!backwardFn && c + 1 == I.chunks)
+        continue; // the last chunk's backward recomputes its forward
+      const program::Function *f = find(backwardFn ? name + "_backward" : name);
+      if (!f) {
+        error = "the pipeline program has no " +
+                (backwardFn ? name + "_backward" : name);
+        return nullptr;
+      }
+      ChunkFunction &cf = (backwardFn ? I.backward : I.forward)[c];
+      cf.runner = I.backend->createRunner(*f, error);
+      if (!cf.runner || !I.bind(*f, cf, backwardFn, error))
+        return nullptr;
+    }
+  }
+  return t;
+}
+
+int64_t PipelineTrainer::numParameters() const {
+  int64_t n = 0;
+  for (const program::Value &v : impl->plan.params()) {
+    int64_t e = 1;
+    for (int64_t d : v.type().shape())
+      e *= d;
+    n += e;
+  }
+  return n;
+}
+
+void PipelineTrainer::initialize() {
+  // As Trainer::initialize on one device: every parameter drawn in order
+  // from one generator, this stage keeping its own.
+  Impl &I = *impl;
+  std::mt19937_64 rng(I.options.initSeed);
+  for (int i = 0; i < I.plan.params_size(); ++i) {
+    const program::Value &pv = I.plan.params(i);
+    Tensor whole(pv.type().dtype(), shapeOf(pv));
+    int64_t count = whole.numElements();
+    const program::ParamInit &init = pv.init();
+    std::normal_distribution<double> normal(0.0, init.std());
+    int64_t drawn = count;
+    if (init.rows() > 0 && !whole.shape.empty() && whole.shape[0] > 0)
+      drawn = std::min(count, init.rows() * (count / whole.shape[0]));
+    for (int64_t j = 0; j < count; ++j) {
+      double x = j >= drawn                                  ? 0.0
+                 : init.kind() == program::ParamInit::NORMAL ? normal(rng)
+                 : init.kind() == program::ParamInit::ONES   ? 1.0
+                                                             : 0.0;
+      whole.data<float>()[j] = static_cast<float>(x);
+    }
+    auto it = I.ownIndex.find(pv.name());
+    if (it == I.ownIndex.end())
+      continue;
+    int k = it->second;
+    I.params[k] = std::move(whole);
+    std::memset(I.m[k].raw(), 0, I.m[k].byteSize());
+    std::memset(I.v[k].raw(), 0, I.v[k].byteSize());
+  }
+  step = 0;
+}
+
+bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
+                            std::string &error) {
+  Impl &I = *impl;
+  const TrainOptions &o = I.options;
+  int64_t T = o.seqLen, mb = o.batch, rows = mb * I.micro;
+  Tensor tokens(program::I32, {rows, T}), labels(program::I32, {rows, T});
+  auto microView = [&](Tensor &whole, int64_t i) {
+    return Tensor::view(program::I32, {mb, T},
+                        whole.raw() + i * mb * T * sizeof(int32_t));
+  };
+  std::vector<int64_t> grid{I.stages}, axes{0};
+  bool writer = I.stage == 0;
+  int64_t first = step, last = o.steps;
+  int64_t stop = o.stopAfter >= 0 ? std::min(o.stopAfter, last) : last;
+  Progress progress(log, writer, first, stop, last, rows * T, o.logInterval,
+                    o.liveProgress, false);
+  if (!o.dumpDir.empty()) {
+    ::mkdir(o.dumpDir.c_str(), 0755);
+    if (!progress.openTable(o.dumpDir + "/steps.tsv", error))
+      return false;
+  }
+  using Key = std::pair<int64_t, int64_t>; // microbatch, chunk
+  int lastStage = static_cast<int>((I.chunks - 1) % I.stages);
+  const program::PipelineStageProgram &prog = I.plan.programs(I.stage);
+  for (; step < stop; ++step) {
+    std::mt19937_64 rng(o.dataSeed * 1000003 + step);
+    data.sampleTrain(rng, rows, T, tokens.data<int32_t>(),
+                     labels.data<int32_t>());
+    for (Tensor &g : I.grads)
+      std::memset(g.raw(), 0, g.byteSize());
+    std::map<Key, std::vector<Tensor>> acts, cots, outbox;
+    std::vector<std::vector<Tensor>> sent;
+    double lossSum = 0;
+    auto run = [&](ChunkFunction &f, int64_t i, int64_t c,
+                   std::vector<Tensor> &out) {
+      Tensor tok = microView(tokens, i), lab = microView(labels, i);
+      std::vector<const Tensor *> in;
+      for (const Binding &b : f.inputs)
+        in.push_back(b.kind == Binding::Param    ? &I.params[b.index]
+                     : b.kind == Binding::Tokens ? &tok
+                     : b.kind == Binding::Labels ? &lab
+                     : b.kind == Binding::In     ? &acts[{i, c}].at(b.index)
+                                                 : &cots[{i, c}].at(b.index));
+      return f.runner->run(in, out, error);
+    };
+    for (const program::PipelineStep &s : prog.steps()) {
+      int64_t i = s.microbatch(), c = s.chunk();
+      switch (s.kind()) {
+      case program::PipelineStep::FORWARD: {
+        auto it = I.forward.find(c);
+        if (it == I.forward.end())
+          break; // the last chunk: its backward recomputes it
+        std::vector<Tensor> out;
+        if (!run(it->second, i, c, out))
+          return false;
+        outbox[{i, c + 1}] = std::move(out);
+        break;
+      }
+      case program::PipelineStep::BACKWARD: {
+        ChunkFunction &f = I.backward.at(c);
+        std::vector<Tensor> out;
+        if (!run(f, i, c, out))
+          return false;
+        std::vector<Tensor> inGrads(f.inTypes.size());
+        for (size_t j = 0; j < f.outputs.size(); ++j) {
+          const Binding &b = f.outputs[j];
+          if (b.kind == Binding::Loss && c + 1 == I.chunks) {
+            lossSum += out[j].data<float>()[0];
+          } else if (b.kind == Binding::Grad) {
+            float *g = I.grads[b.index].data<float>();
+            const float *x = out[j].data<float>();
+            for (int64_t e = 0, n = out[j].numElements(); e < n; ++e)
+              g[e] += x[e];
+          } else if (b.kind == Binding::InGrad) {
+            inGrads.at(b.index) = std::move(out[j]);
+          }
+        }
+        if (c > 0)
+          outbox[{i, c - 1}] = std::move(inGrads);
+        acts.erase({i, c});
+        cots.erase({i, c});
+        break;
+      }
+      case program::PipelineStep::SEND: {
+        auto it = outbox.find({i, c});
+        if (it == outbox.end()) {
+          error = "pipeline stage " + std::to_string(I.stage) +
+                  " sends a message it has not computed";
+          return false;
+        }
+        for (size_t k = 0; k < it->second.size(); ++k) {
+          const Tensor &t = it->second[k];
+          if (!I.comm->send(
+                  t.raw(), t.byteSize(), static_cast<int>(s.peer()),
+                  tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
+                  error))
+            return false;
+        }
+        sent.push_back(std::move(it->second));
+        outbox.erase(it);
+        break;
+      }
+      case program::PipelineStep::RECV: {
+        // The types: the receiving chunk's boundary inputs (activations) or
+        // cotangents (gradients).
+        const ChunkFunction &f = I.backward.at(c);
+        const auto &types = s.gradient() ? f.cotTypes : f.inTypes;
+        std::vector<Tensor> got;
+        for (size_t k = 0; k < types.size(); ++k) {
+          got.emplace_back(types[k].first, types[k].second);
+          if (!I.comm->recv(
+                  got.back().raw(), got.back().byteSize(),
+                  static_cast<int>(s.peer()),
+                  tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
+                  error))
+            return false;
+        }
+        (s.gradient() ? cots : acts)[{i, c}] = std::move(got);
+        break;
+      }
+      default:
+        error = "unknown pipeline step";
+        return false;
+      }
+    }
+    if (!I.comm->waitSends(error))
+      return false;
+    // The step's gradients: the mean over the microbatches, a tied
+    // parameter's summed over the stages that hold it.
+    float inv = 1.0f / static_cast<float>(I.micro);
+    for (Tensor &g : I.grads)
+      for (int64_t e = 0, n = g.numElements(); e < n; ++e)
+        g.data<float>()[e] *= inv;
+    for (int i = 0; i < I.plan.params_size(); ++i) {
+      if (I.holders[i].size() < 2)
+        continue;
+      auto it = I.ownIndex.find(I.plan.params(i).name());
+      Tensor zeros;
+      Tensor *g = nullptr;
+      if (it != I.ownIndex.end()) {
+        g = &I.grads[it->second];
+      } else {
+        zeros = Tensor(program::F32, shapeOf(I.plan.params(i)));
+        std::memset(zeros.raw(), 0, zeros.byteSize());
+        g = &zeros;
+      }
+      if (!I.comm->allReduceSum(g->raw(), g->numElements(), program::F32, grid,
+                                axes, error))
+        return false;
+    }
+    // The gradient norm of the whole model (each parameter counted once,
+    // by its first holder), the loss from the last stage.
+    double sums[2] = {0, 0};
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      if (*I.holders[I.own[k]].begin() != I.stage)
+        continue;
+      const float *g = I.grads[k].data<float>();
+      for (int64_t e = 0, n = I.grads[k].numElements(); e < n; ++e)
+        sums[0] += static_cast<double>(g[e]) * g[e];
+    }
+    if (I.stage == lastStage)
+      sums[1] = lossSum / static_cast<double>(I.micro);
+    if (!I.comm->allReduceSum(sums, 2, program::F64, grid, axes, error))
+      return false;
+    float norm = static_cast<float>(std::sqrt(sums[0]));
+    double loss = static_cast<float>(sums[1]);
+    const program::ScheduleParams &sp = I.plan.schedule_params();
+    float lr = static_cast<float>(
+        cpu::learningRate(step, sp.peak(), sp.min(), sp.warmup(), sp.total(),
+                          static_cast<int>(sp.decay())));
+    float scale = static_cast<float>(cpu::clipScale(norm, I.plan.max_norm()));
+    std::vector<cpu::AdamWTensor> update;
+    for (size_t k = 0; k < I.own.size(); ++k)
+      update.push_back({I.params[k].data<float>(), I.grads[k].data<float>(),
+                        I.m[k].data<float>(), I.v[k].data<float>(),
+                        I.params[k].data<float>(), I.m[k].data<float>(),
+                        I.v[k].data<float>(), I.params[k].numElements(),
+                        I.plan.weight_decays(I.own[k])});
+    cpu::multiAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
+                    I.plan.eps());
+    if (!std::isfinite(loss)) {
+      error = "the loss is " +
+              std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+              std::to_string(step + 1);
+      return false;
+    }
+    progress.step({step, loss, norm, lr, false, std::nullopt});
+  }
+  progress.finish();
+  if (!o.dumpDir.empty())
+    for (size_t k = 0; k < I.own.size(); ++k)
+      if (*I.holders[I.own[k]].begin() == I.stage &&
+          !writeNpy(o.dumpDir + "/final." + I.plan.params(I.own[k]).name() +
+                        ".npy",
+                    I.params[k], error))
+        return false;
+  progress.summary(nullptr);
+  return true;
+}
