@@ -77,6 +77,59 @@ static void writeTensorField(std::ostream &out, const std::string &head,
             static_cast<std::streamsize>(size));
 }
 
+bool gptc::runtime::writeCheckpointFile(
+    const std::string &path, const checkpoint::Checkpoint &header,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    std::string &error) {
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  bool ok = out && header.SerializeToOstream(&out);
+  for (const auto &[name, t] : tensors) {
+    if (!ok)
+      break;
+    checkpoint::Tensor entry;
+    entry.set_name(name);
+    entry.set_dtype(t->dtype);
+    for (int64_t d : t->shape)
+      entry.add_shape(d);
+    std::string head;
+    ok = entry.SerializeToString(&head);
+    if (ok) {
+      writeTensorField(out, head, t->raw(), t->byteSize());
+      ok = bool(out);
+    }
+  }
+  if (ok) {
+    out.flush();
+    out.close();
+    ok = bool(out);
+  }
+  if (!ok) {
+    error = "cannot write the checkpoint '" + tmp + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot move the checkpoint into place at '" + path + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+std::string gptc::runtime::modelFingerprint(
+    const std::vector<const program::Value *> &params,
+    const std::vector<std::vector<int64_t>> &shapes) {
+  std::ostringstream fp;
+  for (size_t i = 0; i < params.size(); ++i) {
+    fp << params[i]->name() << ":";
+    for (int64_t d : shapes[i])
+      fp << d << "x";
+    fp << dtypeName(params[i]->type().dtype()) << ";";
+  }
+  return std::to_string(std::hash<std::string>()(fp.str()));
+}
+
 bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                              std::string &error) const {
   if (!syncState(error))

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -446,6 +447,11 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
       return false;
     }
     progress.step({step, loss, norm, lr, false, std::nullopt});
+    lastLoss = loss;
+    if (o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0 &&
+        step + 1 < stop && !o.checkpointPath.empty() &&
+        !saveCheckpoint(o.checkpointPath, step + 1, error))
+      return false;
   }
   progress.finish();
   if (!o.dumpDir.empty())
@@ -456,5 +462,123 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                     I.params[k], error))
         return false;
   progress.summary(nullptr);
+  return true;
+}
+
+namespace {
+/// Tags of a checkpoint's tensors, above every microbatch message's.
+constexpr int64_t kCheckpointTag = int64_t(1) << 22;
+
+std::string fingerprintOf(const program::PipelinePlan &plan) {
+  std::vector<const program::Value *> values;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const program::Value &v : plan.params()) {
+    values.push_back(&v);
+    shapes.push_back(shapeOf(v));
+  }
+  return modelFingerprint(values, shapes);
+}
+} // namespace
+
+bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
+                                     std::string &error) {
+  Impl &I = *impl;
+  // Each parameter's state comes from its first holder; rank 0 gathers.
+  std::vector<std::vector<Tensor>> received(I.plan.params_size());
+  for (int i = 0; i < I.plan.params_size(); ++i) {
+    int owner = *I.holders[i].begin();
+    if (owner == 0)
+      continue;
+    if (I.stage == owner) {
+      int k = I.ownIndex.at(I.plan.params(i).name());
+      const Tensor *state[3] = {&I.params[k], &I.m[k], &I.v[k]};
+      for (int j = 0; j < 3; ++j)
+        if (!I.comm->send(state[j]->raw(), state[j]->byteSize(), 0,
+                          kCheckpointTag + 3 * i + j, error))
+          return false;
+    } else if (I.stage == 0) {
+      for (int j = 0; j < 3; ++j) {
+        received[i].emplace_back(program::F32, shapeOf(I.plan.params(i)));
+        if (!I.comm->recv(received[i].back().raw(),
+                          received[i].back().byteSize(), owner,
+                          kCheckpointTag + 3 * i + j, error))
+          return false;
+      }
+    }
+  }
+  if (!I.comm->waitSends(error))
+    return false;
+  if (I.stage != 0)
+    return true;
+  checkpoint::Checkpoint header;
+  header.set_format_version(1);
+  header.set_model(I.options.model);
+  header.set_description(I.options.description);
+  header.set_fingerprint(fingerprintOf(I.plan));
+  header.set_step(stepsDone);
+  header.set_data_seed(I.options.dataSeed);
+  header.set_train_loss(lastLoss);
+  header.set_val_loss(NAN);
+  std::vector<std::pair<std::string, const Tensor *>> tensors;
+  for (int i = 0; i < I.plan.params_size(); ++i) {
+    const std::string &name = I.plan.params(i).name();
+    const Tensor *state[3];
+    if (received[i].empty()) {
+      int k = I.ownIndex.at(name);
+      state[0] = &I.params[k];
+      state[1] = &I.m[k];
+      state[2] = &I.v[k];
+    } else {
+      for (int j = 0; j < 3; ++j)
+        state[j] = &received[i][j];
+    }
+    tensors.push_back({name, state[0]});
+    tensors.push_back({"m:" + name, state[1]});
+    tensors.push_back({"v:" + name, state[2]});
+  }
+  return writeCheckpointFile(path, header, tensors, error);
+}
+
+bool PipelineTrainer::loadCheckpoint(const std::string &path,
+                                     std::string &error) {
+  Impl &I = *impl;
+  checkpoint::Checkpoint ck;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open the checkpoint '" + path + "'";
+    return false;
+  }
+  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
+    error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
+    return false;
+  }
+  if (ck.fingerprint() != fingerprintOf(I.plan)) {
+    error = "the checkpoint '" + path + "' is of model '" + ck.model() +
+            "' with other parameters; it does not fit '" + I.options.model +
+            "'";
+    return false;
+  }
+  std::map<std::string, const checkpoint::Tensor *> byName;
+  for (const checkpoint::Tensor &t : ck.tensors())
+    byName[t.name()] = &t;
+  for (size_t k = 0; k < I.own.size(); ++k) {
+    const std::string &name = I.plan.params(I.own[k]).name();
+    Tensor *state[3] = {&I.params[k], &I.m[k], &I.v[k]};
+    const std::string names[3] = {name, "m:" + name, "v:" + name};
+    for (int j = 0; j < 3; ++j) {
+      auto it = byName.find(names[j]);
+      if (it == byName.end() ||
+          static_cast<int64_t>(it->second->data().size()) !=
+              state[j]->byteSize()) {
+        error = "the checkpoint '" + path + "' lacks or mis-sizes '" +
+                names[j] + "'";
+        return false;
+      }
+      std::memcpy(state[j]->raw(), it->second->data().data(),
+                  state[j]->byteSize());
+    }
+  }
+  step = ck.step();
+  lastLoss = ck.train_loss();
   return true;
 }

@@ -246,16 +246,14 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
               "' but does not return its next value";
       return nullptr;
     }
-  std::ostringstream fp;
+  // The fingerprint is of the whole model, so that checkpoints move
+  // between meshes.
+  std::vector<const program::Value *> fpValues;
+  std::vector<std::vector<int64_t>> fpShapes;
   for (int i = 0; i < n; ++i) {
-    // The fingerprint is of the whole model, so that checkpoints move
-    // between meshes.
     const program::Value &v = step->values(step->inputs(t->stateIn[i]));
-    BlockLayout whole = layoutOf(v);
-    fp << v.name() << ":";
-    for (int64_t d : whole.shape)
-      fp << d << "x";
-    fp << dtypeName(v.type().dtype()) << ";";
+    fpValues.push_back(&v);
+    fpShapes.push_back(layoutOf(v).shape);
   }
   if (fwd->inputs_size() != n + 2) {
     error = "@forward does not take the parameters, tokens and labels";
@@ -266,7 +264,7 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
   t->layouts.resize(3 * n);
   for (int k = 0; k < 3 * n; ++k)
     t->layouts[k] = layoutOf(step->values(step->inputs(t->stateIn[k])));
-  t->fingerprint = std::to_string(std::hash<std::string>()(fp.str()));
+  t->fingerprint = modelFingerprint(fpValues, fpShapes);
   return t;
 }
 

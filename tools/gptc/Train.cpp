@@ -279,8 +279,6 @@ static int runPipelineTrain(ModelDescription &desc,
                 "(docs/Limitations.md)");
   if (m.precision != Precision::FP32)
     return fail("pipeline stages train in fp32 for now");
-  if (resumeOpt)
-    return fail("pipeline runs do not resume from checkpoints yet");
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));
@@ -336,10 +334,18 @@ static int runPipelineTrain(ModelDescription &desc,
   opts.logInterval = logIntervalOpt;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
+  opts.checkpointInterval = m.checkpointInterval;
+  opts.checkpointPath =
+      checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
   auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get());
   if (!trainer)
     return failAll(error);
-  trainer->initialize();
+  if (resumeOpt) {
+    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
+      return failAll(error);
+  } else {
+    trainer->initialize();
+  }
   if (leader) {
     const ::gptc::program::PipelinePlan &plan = program.pipeline();
     llvm::errs() << "gptc: training " << opts.model << " ("
@@ -355,11 +361,15 @@ static int runPipelineTrain(ModelDescription &desc,
                  << ", " << plan.schedule() << ", " << plan.microbatches()
                  << " microbatches of " << m.microBatchSize << " sequences\n";
     if (m.evalInterval > 0 || evalIntervalOpt > 0)
-      llvm::errs() << "gptc: note: pipeline runs do not evaluate or write "
-                      "checkpoints yet\n";
+      llvm::errs() << "gptc: note: pipeline runs do not evaluate yet\n";
   }
   if (!trainer->train(data, std::cerr, error))
     return failAll(error);
+  if (!trainer->saveCheckpoint(opts.checkpointPath, trainer->getStep(), error))
+    return failAll(error);
+  if (leader)
+    llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
+                 << trainer->getStep() << ")\n";
   return 0;
 }
 

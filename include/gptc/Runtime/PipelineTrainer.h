@@ -42,12 +42,20 @@ public:
   bool train(const ByteDataset &data, std::ostream &log, std::string &error);
   int64_t numParameters() const;
   int64_t getStep() const { return step; }
+  /// The whole model's state in the one-device checkpoint format (rank 0
+  /// receives the other stages' tensors and writes): a pipeline's
+  /// checkpoint resumes on one device or another mesh and the other way.
+  bool saveCheckpoint(const std::string &path, int64_t stepsDone,
+                      std::string &error);
+  /// Every rank reads the file and keeps its stage's tensors.
+  bool loadCheckpoint(const std::string &path, std::string &error);
 
 private:
   PipelineTrainer() = default;
   struct Impl;
   std::unique_ptr<Impl> impl;
   int64_t step = 0;
+  double lastLoss = 0;
 };
 
 } // namespace gptc::runtime

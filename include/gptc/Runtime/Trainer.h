@@ -16,6 +16,7 @@
 #include "gptc/Runtime/Backend.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
+#include "gptc/Runtime/checkpoint.pb.h"
 
 #include <cstdint>
 #include <iosfwd>
@@ -58,6 +59,18 @@ struct TrainOptions {
   /// its own file, `.rank<r>` before the extension.
   std::string tracePath;
 };
+
+/// Writes `header` and then `tensors` (name, tensor) as one checkpoint,
+/// atomically (a temporary file renamed into place).
+bool writeCheckpointFile(
+    const std::string &path, const checkpoint::Checkpoint &header,
+    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
+    std::string &error);
+
+/// The fingerprint checkpoints carry: the parameters' names, whole shapes
+/// and dtypes, in the model's order (checkpoints move between meshes).
+std::string modelFingerprint(const std::vector<const program::Value *> &params,
+                             const std::vector<std::vector<int64_t>> &shapes);
 
 class Trainer {
 public:
