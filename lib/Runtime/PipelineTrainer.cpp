@@ -10,6 +10,7 @@
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/Progress.h"
+#include "gptc/Runtime/Trace.h"
 
 #include <cmath>
 #include <cstring>
@@ -281,6 +282,20 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     if (!progress.openTable(o.dumpDir + "/steps.tsv", error))
       return false;
   }
+  // The timeline (--trace): steps, each chunk's forward and backward and
+  // each wait for a message, and the kernels.
+  std::unique_ptr<TraceRecorder> trace;
+  if (!o.tracePath.empty()) {
+    trace = std::make_unique<TraceRecorder>(I.stage);
+    for (auto *fns : {&I.forward, &I.backward})
+      for (auto &[c, f] : *fns)
+        f.runner->setTrace(trace.get());
+  }
+  bool chunkNames = I.plan.virtual_stages() > 1;
+  auto label = [&](const char *what, int64_t i, int64_t c) {
+    return what + std::to_string(i) +
+           (chunkNames ? "." + std::to_string(c) : std::string());
+  };
   using Key = std::pair<int64_t, int64_t>; // microbatch, chunk
   int lastStage = static_cast<int>((I.chunks - 1) % I.stages);
   const program::PipelineStageProgram &prog = I.plan.programs(I.stage);
@@ -305,8 +320,10 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                                                  : &cots[{i, c}].at(b.index));
       return f.runner->run(in, out, error);
     };
+    double stepStart = TraceRecorder::now();
     for (const program::PipelineStep &s : prog.steps()) {
       int64_t i = s.microbatch(), c = s.chunk();
+      double opStart = TraceRecorder::now();
       switch (s.kind()) {
       case program::PipelineStep::FORWARD: {
         auto it = I.forward.find(c);
@@ -316,6 +333,9 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         if (!run(it->second, i, c, out))
           return false;
         outbox[{i, c + 1}] = std::move(out);
+        if (trace)
+          trace->slice(label("F", i, c), "forward", opStart,
+                       TraceRecorder::now(), 2);
         break;
       }
       case program::PipelineStep::BACKWARD: {
@@ -341,6 +361,9 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
           outbox[{i, c - 1}] = std::move(inGrads);
         acts.erase({i, c});
         cots.erase({i, c});
+        if (trace)
+          trace->slice(label("B", i, c), "backward", opStart,
+                       TraceRecorder::now(), 2);
         break;
       }
       case program::PipelineStep::SEND: {
@@ -378,6 +401,11 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
             return false;
         }
         (s.gradient() ? cots : acts)[{i, c}] = std::move(got);
+        if (trace)
+          trace->slice(std::string("wait ") +
+                           (s.gradient() ? "grad " : "act ") +
+                           std::to_string(i),
+                       "wait", opStart, TraceRecorder::now(), 2);
         break;
       }
       default:
@@ -446,6 +474,9 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
               std::to_string(step + 1);
       return false;
     }
+    if (trace)
+      trace->slice("step " + std::to_string(step + 1), "step", stepStart,
+                   TraceRecorder::now(), 0);
     progress.step({step, loss, norm, lr, false, std::nullopt});
     lastLoss = loss;
     if (o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0 &&
@@ -454,6 +485,20 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
       return false;
   }
   progress.finish();
+  if (trace) {
+    for (auto *fns : {&I.forward, &I.backward})
+      for (auto &[c, f] : *fns)
+        f.runner->setTrace(nullptr);
+    std::string path = o.tracePath;
+    size_t dot = path.rfind('.'), slash = path.rfind('/');
+    std::string tag = ".rank" + std::to_string(I.stage);
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+      path += tag;
+    else
+      path.insert(dot, tag);
+    if (!trace->write(path, error))
+      return false;
+  }
   if (!o.dumpDir.empty())
     for (size_t k = 0; k < I.own.size(); ++k)
       if (*I.holders[I.own[k]].begin() == I.stage &&

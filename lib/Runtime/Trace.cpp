@@ -48,6 +48,12 @@ bool TraceRecorder::write(const std::string &path, std::string &error) const {
       << ", \"tid\": 0, \"args\": {\"name\": \"steps\"}},\n";
   out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid
       << ", \"tid\": 1, \"args\": {\"name\": \"kernels\"}}";
+  for (const Event &e : events)
+    if (e.tid == 2) {
+      out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid
+          << ", \"tid\": 2, \"args\": {\"name\": \"pipeline\"}}";
+      break;
+    }
   char num[64];
   for (const Event &e : events) {
     out << ",\n{\"name\": \"" << escape(e.name) << "\", \"cat\": \""

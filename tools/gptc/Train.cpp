@@ -337,6 +337,7 @@ static int runPipelineTrain(ModelDescription &desc,
   opts.checkpointInterval = m.checkpointInterval;
   opts.checkpointPath =
       checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
+  opts.tracePath = traceOpt;
   auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get());
   if (!trainer)
     return failAll(error);

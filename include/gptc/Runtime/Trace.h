@@ -32,7 +32,8 @@ public:
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  /// A slice [start, end) on track `tid` (0: the step, 1: its kernels).
+  /// A slice [start, end) on track `tid` (0: the step, 1: its kernels, 2:
+  /// a pipeline stage's computations and waits).
   void slice(std::string name, const char *category, double start, double end,
              int tid, std::string location = "");
   size_t size() const { return events.size(); }

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Pipeline parallelism's throughput on the CPU: tokens/s of `gptc train`
+on one process against the same model on P pipeline stages (P MPI
+processes, GPipe, 1F1B and interleaved, M microbatches), same global
+batch and cores, in one run, contenders alternating in short windows and
+each keeping its best (this machine's speed swings 2x within a minute).
+
+    python3 bench/pipeline_throughput.py [--build build] [--stages 2] [--microbatches 4]
+
+One process uses every core; P processes use cores/P threads each (gptc
+sets that itself). With the same cores in both, a pipeline cannot beat one
+process: its backward recomputes each chunk's forward (4/3 of the FLOPs)
+and its stages idle for the bubble, so its ideal is (1 - bubble) x 3/4 of
+one process (0.6x for 2 stages and 4 microbatches); the figure measures
+how close the runtime comes to that. See docs/performance.md.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rate(build, mpirun, model, steps, stages=1, micro=1, schedule=None):
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [os.path.join(build, "bin", "gptc"), "train", model, "--steps", str(steps + 1),
+               "--eval-interval", "0", "--log-interval", "0",
+               "--checkpoint", os.path.join(tmp, "c.ckpt")]
+        if stages > 1:
+            cmd = [mpirun, "-np", str(stages)] + cmd + [
+                "--mesh", "pp=%d" % stages, "--grad-accum", str(micro),
+                "--pipeline-schedule=" + schedule]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(" ".join(cmd) + "\n" + out.stderr[-2000:])
+        return float(re.search(r"([0-9.]+) tok/s after the first step", out.stderr).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--mpirun", default="mpirun.mpich")
+    ap.add_argument("--model", default=os.path.join(ROOT, "bench", "models", "mid-4x256.pbtxt"))
+    ap.add_argument("--stages", type=int, default=2)
+    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    contenders = [("one process", dict())]
+    for s in ("gpipe", "1f1b", "interleaved"):
+        contenders.append(("pp=%d %s" % (a.stages, s),
+                           dict(stages=a.stages, micro=a.microbatches, schedule=s)))
+    best = {name: 0.0 for name, _ in contenders}
+    for _ in range(a.rounds):
+        for name, kw in contenders:
+            best[name] = max(best[name], rate(a.build, a.mpirun, a.model, a.steps, **kw))
+    base = best["one process"]
+    print("model %s, %d cores, %d microbatches, best of %d windows"
+          % (os.path.basename(a.model), os.cpu_count(), a.microbatches, a.rounds))
+    for name, _ in contenders:
+        print("%-22s %9.0f tok/s  %.2fx one process" % (name, best[name], best[name] / base))
+
+
+if __name__ == "__main__":
+    main()
