@@ -59,6 +59,17 @@ struct PipelineTrainer::Impl {
   TrainOptions options;
   Communicator *comm = nullptr;
   int stage = 0;
+  /// The process grid, the stage and replica axes (-1: none), this rank's
+  /// coordinates and its data-parallel replica.
+  std::vector<int64_t> grid, coords;
+  int64_t ppAxis = 0, dpAxis = -1, replica = 0, replicas = 1;
+  /// The rank of stage `s` in this rank's replica.
+  int rankOf(int64_t s) const {
+    int64_t r = 0;
+    for (size_t a = 0; a < grid.size(); ++a)
+      r = r * grid[a] + (static_cast<int64_t>(a) == ppAxis ? s : coords[a]);
+    return static_cast<int>(r);
+  }
   int64_t stages = 1, chunks = 1, micro = 1;
   std::unique_ptr<Backend> backend;
   std::map<int64_t, ChunkFunction> forward, backward;
@@ -147,16 +158,37 @@ PipelineTrainer::create(const program::Program &program,
   I.chunks = plan.stages() * plan.virtual_stages();
   I.micro = plan.microbatches();
   int processes = comm ? comm->size() : 1;
-  if (I.stages < 2 || processes != I.stages ||
+  I.grid.assign(plan.grid().begin(), plan.grid().end());
+  if (I.grid.empty())
+    I.grid = {I.stages};
+  int64_t devices = 1;
+  for (int64_t d : I.grid)
+    devices *= d;
+  I.ppAxis = plan.grid_size() ? plan.pipeline_axis() : 0;
+  I.dpAxis = plan.grid_size() ? plan.data_axis() : -1;
+  if (I.stages < 2 || processes != devices ||
       plan.programs_size() != I.stages || I.micro < 1 ||
-      plan.weight_decays_size() != plan.params_size()) {
-    error = "the pipeline has " + std::to_string(I.stages) + " stages but " +
-            std::to_string(processes) +
+      plan.weight_decays_size() != plan.params_size() || I.ppAxis < 0 ||
+      I.ppAxis >= static_cast<int64_t>(I.grid.size()) ||
+      I.grid[I.ppAxis] != I.stages ||
+      I.dpAxis >= static_cast<int64_t>(I.grid.size())) {
+    error = "the pipeline's mesh has " + std::to_string(devices) +
+            " devices but " + std::to_string(processes) +
             " processes run it: start it with mpirun -np " +
-            std::to_string(I.stages);
+            std::to_string(devices);
     return nullptr;
   }
-  I.stage = comm->rank();
+  I.coords.assign(I.grid.size(), 0);
+  for (int64_t a = static_cast<int64_t>(I.grid.size()) - 1, r = comm->rank();
+       a >= 0; --a) {
+    I.coords[a] = r % I.grid[a];
+    r /= I.grid[a];
+  }
+  I.stage = static_cast<int>(I.coords[I.ppAxis]);
+  if (I.dpAxis >= 0) {
+    I.replica = I.coords[I.dpAxis];
+    I.replicas = I.grid[I.dpAxis];
+  }
   I.backend = createCpuBackend(program, error);
   if (!I.backend)
     return nullptr;
@@ -265,17 +297,23 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                             std::string &error) {
   Impl &I = *impl;
   const TrainOptions &o = I.options;
-  int64_t T = o.seqLen, mb = o.batch, rows = mb * I.micro;
-  Tensor tokens(program::I32, {rows, T}), labels(program::I32, {rows, T});
+  // The step's batch: this replica's rows (contiguous), in microbatches.
+  int64_t T = o.seqLen, mb = o.batch, rows = mb * I.micro,
+          batch = rows * I.replicas;
+  Tensor tokens(program::I32, {batch, T}), labels(program::I32, {batch, T});
   auto microView = [&](Tensor &whole, int64_t i) {
     return Tensor::view(program::I32, {mb, T},
-                        whole.raw() + i * mb * T * sizeof(int32_t));
+                        whole.raw() +
+                            (I.replica * rows + i * mb) * T * sizeof(int32_t));
   };
-  std::vector<int64_t> grid{I.stages}, axes{0};
-  bool writer = I.stage == 0;
+  const std::vector<int64_t> &grid = I.grid;
+  std::vector<int64_t> stageAxes{I.ppAxis}, allAxes;
+  for (int64_t a = 0; a < static_cast<int64_t>(grid.size()); ++a)
+    allAxes.push_back(a);
+  bool writer = I.comm->rank() == 0;
   int64_t first = step, last = o.steps;
   int64_t stop = o.stopAfter >= 0 ? std::min(o.stopAfter, last) : last;
-  Progress progress(log, writer, first, stop, last, rows * T, o.logInterval,
+  Progress progress(log, writer, first, stop, last, batch * T, o.logInterval,
                     o.liveProgress, false);
   if (!o.dumpDir.empty()) {
     ::mkdir(o.dumpDir.c_str(), 0755);
@@ -286,7 +324,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
   // each wait for a message, and the kernels.
   std::unique_ptr<TraceRecorder> trace;
   if (!o.tracePath.empty()) {
-    trace = std::make_unique<TraceRecorder>(I.stage);
+    trace = std::make_unique<TraceRecorder>(I.comm->rank());
     for (auto *fns : {&I.forward, &I.backward})
       for (auto &[c, f] : *fns)
         f.runner->setTrace(trace.get());
@@ -301,7 +339,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
   const program::PipelineStageProgram &prog = I.plan.programs(I.stage);
   for (; step < stop; ++step) {
     std::mt19937_64 rng(o.dataSeed * 1000003 + step);
-    data.sampleTrain(rng, rows, T, tokens.data<int32_t>(),
+    data.sampleTrain(rng, batch, T, tokens.data<int32_t>(),
                      labels.data<int32_t>());
     for (Tensor &g : I.grads)
       std::memset(g.raw(), 0, g.byteSize());
@@ -376,7 +414,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         for (size_t k = 0; k < it->second.size(); ++k) {
           const Tensor &t = it->second[k];
           if (!I.comm->send(
-                  t.raw(), t.byteSize(), static_cast<int>(s.peer()),
+                  t.raw(), t.byteSize(), I.rankOf(s.peer()),
                   tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
                   error))
             return false;
@@ -394,8 +432,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         for (size_t k = 0; k < types.size(); ++k) {
           got.emplace_back(types[k].first, types[k].second);
           if (!I.comm->recv(
-                  got.back().raw(), got.back().byteSize(),
-                  static_cast<int>(s.peer()),
+                  got.back().raw(), got.back().byteSize(), I.rankOf(s.peer()),
                   tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
                   error))
             return false;
@@ -415,9 +452,14 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     }
     if (!I.comm->waitSends(error))
       return false;
-    // The step's gradients: the mean over the microbatches, a tied
-    // parameter's summed over the stages that hold it.
-    float inv = 1.0f / static_cast<float>(I.micro);
+    // The step's gradients: the mean over the microbatches and the
+    // replicas, a tied parameter's summed over the stages that hold it.
+    for (Tensor &g : I.grads)
+      if (I.replicas > 1 &&
+          !I.comm->allReduceSum(g.raw(), g.numElements(), program::F32, grid,
+                                {I.dpAxis}, error))
+        return false;
+    float inv = 1.0f / static_cast<float>(I.micro * I.replicas);
     for (Tensor &g : I.grads)
       for (int64_t e = 0, n = g.numElements(); e < n; ++e)
         g.data<float>()[e] *= inv;
@@ -435,7 +477,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         g = &zeros;
       }
       if (!I.comm->allReduceSum(g->raw(), g->numElements(), program::F32, grid,
-                                axes, error))
+                                stageAxes, error))
         return false;
     }
     // The gradient norm of the whole model (each parameter counted once,
@@ -449,8 +491,10 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         sums[0] += static_cast<double>(g[e]) * g[e];
     }
     if (I.stage == lastStage)
-      sums[1] = lossSum / static_cast<double>(I.micro);
-    if (!I.comm->allReduceSum(sums, 2, program::F64, grid, axes, error))
+      sums[1] = lossSum / static_cast<double>(I.micro * I.replicas);
+    if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, stageAxes,
+                              error) ||
+        !I.comm->allReduceSum(&sums[1], 1, program::F64, grid, allAxes, error))
       return false;
     float norm = static_cast<float>(std::sqrt(sums[0]));
     double loss = static_cast<float>(sums[1]);
@@ -499,7 +543,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     if (!trace->write(path, error))
       return false;
   }
-  if (!o.dumpDir.empty())
+  if (!o.dumpDir.empty() && I.replica == 0)
     for (size_t k = 0; k < I.own.size(); ++k)
       if (*I.holders[I.own[k]].begin() == I.stage &&
           !writeNpy(o.dumpDir + "/final." + I.plan.params(I.own[k]).name() +
@@ -528,6 +572,9 @@ std::string fingerprintOf(const program::PipelinePlan &plan) {
 bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                                      std::string &error) {
   Impl &I = *impl;
+  // The replicas hold the same state: the first one's stages send it.
+  if (I.replica != 0)
+    return true;
   // Each parameter's state comes from its first holder; rank 0 gathers.
   std::vector<std::vector<Tensor>> received(I.plan.params_size());
   for (int i = 0; i < I.plan.params_size(); ++i) {
@@ -538,14 +585,14 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
       int k = I.ownIndex.at(I.plan.params(i).name());
       const Tensor *state[3] = {&I.params[k], &I.m[k], &I.v[k]};
       for (int j = 0; j < 3; ++j)
-        if (!I.comm->send(state[j]->raw(), state[j]->byteSize(), 0,
+        if (!I.comm->send(state[j]->raw(), state[j]->byteSize(), I.rankOf(0),
                           kCheckpointTag + 3 * i + j, error))
           return false;
     } else if (I.stage == 0) {
       for (int j = 0; j < 3; ++j) {
         received[i].emplace_back(program::F32, shapeOf(I.plan.params(i)));
         if (!I.comm->recv(received[i].back().raw(),
-                          received[i].back().byteSize(), owner,
+                          received[i].back().byteSize(), I.rankOf(owner),
                           kCheckpointTag + 3 * i + j, error))
           return false;
       }

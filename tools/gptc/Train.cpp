@@ -252,6 +252,15 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
         type.getRank() >= 2 && (!embedding || opt.getDecayEmbeddings()) ? decay
                                                                         : 0.0);
   }
+  out.set_pipeline_axis(-1);
+  out.set_data_axis(-1);
+  for (auto [i, axis] : llvm::enumerate(desc.getMeshAxes())) {
+    out.add_grid(axis.size);
+    if (axis.kind == MeshAxis::Kind::Pipeline)
+      out.set_pipeline_axis(static_cast<int64_t>(i));
+    else if (axis.kind == MeshAxis::Kind::Data)
+      out.set_data_axis(static_cast<int64_t>(i));
+  }
   out.set_beta1(opt.getBeta1().convertToDouble());
   out.set_beta2(opt.getBeta2().convertToDouble());
   out.set_eps(opt.getEps().convertToDouble());
@@ -273,10 +282,12 @@ static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
                             MLIRContext &context) {
   const ModelConfig &m = desc.getConfig();
-  if (m.dataParallel > 1 || m.tensorParallel > 1)
-    return fail("pipeline stages run alone for now: a mesh with data or "
-                "tensor parallel axes as well does not train yet "
-                "(docs/Limitations.md)");
+  if (m.tensorParallel > 1)
+    return fail("pipeline stages with tensor parallelism do not train yet: "
+                "a mesh of pipeline and data axes does (docs/Limitations.md)");
+  if (m.zeroStage > 0)
+    return fail("pipeline stages keep whole optimizer state: ZeRO with a "
+                "pipeline does not train yet");
   if (m.precision != Precision::FP32)
     return fail("pipeline stages train in fp32 for now");
   if (m.vocabSize < 256)
@@ -298,12 +309,12 @@ static int runPipelineTrain(ModelDescription &desc,
     comm->abort(1);
     return 1;
   };
-  if (comm->size() != m.pipelineParallel) {
+  int64_t devices = m.pipelineParallel * m.dataParallel;
+  if (comm->size() != devices) {
     if (leader)
-      llvm::errs() << "gptc: error: the mesh has " << m.pipelineParallel
-                   << " devices but " << comm->size()
-                   << " processes run it: use mpirun -np " << m.pipelineParallel
-                   << "\n";
+      llvm::errs() << "gptc: error: the mesh has " << devices << " devices but "
+                   << comm->size() << " processes run it: use mpirun -np "
+                   << devices << "\n";
     if (comm->size() > 1)
       comm->abort(1);
     return 1;
@@ -360,7 +371,12 @@ static int runPipelineTrain(ModelDescription &desc,
                                " virtual stages"
                          : std::string())
                  << ", " << plan.schedule() << ", " << plan.microbatches()
-                 << " microbatches of " << m.microBatchSize << " sequences\n";
+                 << " microbatches of " << m.microBatchSize << " sequences"
+                 << (m.dataParallel > 1
+                         ? ", " + std::to_string(m.dataParallel) +
+                               " data-parallel replicas"
+                         : std::string())
+                 << "\n";
     if (m.evalInterval > 0 || evalIntervalOpt > 0)
       llvm::errs() << "gptc: note: pipeline runs do not evaluate yet\n";
   }
