@@ -233,9 +233,9 @@ PipelineTrainer::create(const program::Program &program,
   for (int64_t c = I.stage; c < I.chunks; c += I.stages) {
     std::string name = "chunk" + std::to_string(c);
     for (bool backwardFn : {false, true}) {
-      if (!backwardFn && c + 1 == I.chunks)
-        continue; // the last chunk's backward recomputes its forward
       const program::Function *f = find(backwardFn ? name + "_backward" : name);
+      if (!f && !backwardFn)
+        continue;
       if (!f) {
         error = "the pipeline program has no " +
                 (backwardFn ? name + "_backward" : name);
@@ -364,9 +364,13 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
       double opStart = TraceRecorder::now();
       switch (s.kind()) {
       case program::PipelineStep::FORWARD: {
-        auto it = I.forward.find(c);
-        if (it == I.forward.end())
+        if (c + 1 == I.chunks)
           break; // the last chunk: its backward recomputes it
+        auto it = I.forward.find(c);
+        if (it == I.forward.end()) {
+          error = "the pipeline program has no chunk" + std::to_string(c);
+          return false;
+        }
         std::vector<Tensor> out;
         if (!run(it->second, i, c, out))
           return false;
@@ -523,6 +527,15 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                    TraceRecorder::now(), 0);
     progress.step({step, loss, norm, lr, false, std::nullopt});
     lastLoss = loss;
+    bool final = step + 1 == stop;
+    if (o.evalInterval > 0 && ((step + 1) % o.evalInterval == 0 || final)) {
+      double start = TraceRecorder::now(), val;
+      if (!evaluate(data, val, error))
+        return false;
+      if (trace)
+        trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
+      progress.validation(step, val);
+    }
     if (o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0 &&
         step + 1 < stop && !o.checkpointPath.empty() &&
         !saveCheckpoint(o.checkpointPath, step + 1, error))
@@ -672,5 +685,80 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
   }
   step = ck.step();
   lastLoss = ck.train_loss();
+  return true;
+}
+
+bool PipelineTrainer::evaluate(const ByteDataset &data, double &loss,
+                               std::string &error) {
+  // Each validation batch goes forward through the chunks in order: a
+  // stage runs its chunks' forwards, receiving the input from the previous
+  // chunk's stage and sending the output to the next one's; the last
+  // chunk's forward gives the loss.
+  //
+  // The validation batches are the one-device run's (the description's
+  // batch_size rows each), each run as microbatch-sized pieces whose mean
+  // losses average to the batch's.
+  Impl &I = *impl;
+  const TrainOptions &o = I.options;
+  int64_t T = o.seqLen, mb = o.batch, batches = o.evalBatches;
+  int64_t rows = mb * I.micro * I.replicas, pieces = rows / mb;
+  Tensor wholeTokens(program::I32, {rows, T}),
+      wholeLabels(program::I32, {rows, T});
+  constexpr int64_t kEvalTag = int64_t(1) << 21;
+  double sum = 0;
+  for (int64_t b = 0; b < batches * pieces; ++b) {
+    int64_t k = b, piece = b % pieces;
+    if (piece == 0)
+      data.validationBatch(b / pieces, batches, rows, T,
+                           wholeTokens.data<int32_t>(),
+                           wholeLabels.data<int32_t>());
+    auto view = [&](Tensor &whole) {
+      return Tensor::view(program::I32, {mb, T},
+                          whole.raw() + piece * mb * T * sizeof(int32_t));
+    };
+    Tensor tokens = view(wholeTokens), labels = view(wholeLabels);
+    for (int64_t c = I.stage; c < I.chunks; c += I.stages) {
+      ChunkFunction &f = I.forward.at(c);
+      std::vector<Tensor> in(f.inTypes.size());
+      int prev = I.rankOf((c - 1) % I.stages),
+          next = I.rankOf((c + 1) % I.stages);
+      for (size_t j = 0; j < in.size(); ++j) {
+        in[j] = Tensor(f.inTypes[j].first, f.inTypes[j].second);
+        if (!I.comm->recv(in[j].raw(), in[j].byteSize(), prev,
+                          kEvalTag + (k * I.chunks + c) * 16 +
+                              static_cast<int64_t>(j),
+                          error))
+          return false;
+      }
+      std::vector<const Tensor *> args;
+      for (const Binding &b : f.inputs)
+        args.push_back(b.kind == Binding::Param    ? &I.params[b.index]
+                       : b.kind == Binding::Tokens ? &tokens
+                       : b.kind == Binding::Labels ? &labels
+                                                   : &in.at(b.index));
+      std::vector<Tensor> out;
+      if (!f.runner->run(args, out, error))
+        return false;
+      if (c + 1 == I.chunks) {
+        sum += out[0].data<float>()[0];
+        continue;
+      }
+      for (size_t j = 0; j < out.size(); ++j)
+        if (!I.comm->send(out[j].raw(), out[j].byteSize(), next,
+                          kEvalTag + (k * I.chunks + c + 1) * 16 +
+                              static_cast<int64_t>(j),
+                          error))
+          return false;
+      if (!I.comm->waitSends(error))
+        return false;
+    }
+  }
+  // The last stage has the sum; every stage of the replica gets it.
+  double mean = I.stage == static_cast<int>((I.chunks - 1) % I.stages)
+                    ? sum / static_cast<double>(batches * pieces)
+                    : 0.0;
+  if (!I.comm->allReduceSum(&mean, 1, program::F64, I.grid, {I.ppAxis}, error))
+    return false;
+  loss = mean;
   return true;
 }

@@ -188,8 +188,7 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
     ad.function = c + 1 < n ? chunk + "_objective" : chunk;
     ad.output = chunk + "_backward";
     pm.addPass(createGptcAutodiffPass(ad));
-    if (c + 1 < n)
-      names.push_back(chunk);
+    names.push_back(chunk); // the last one's: for evaluation
     names.push_back(ad.output);
   }
   OpPassManager &func = pm.nest<func::FuncOp>();
@@ -353,6 +352,7 @@ static int runPipelineTrain(ModelDescription &desc,
   opts.checkpointPath =
       checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
   opts.tracePath = traceOpt;
+  opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
   auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get());
   if (!trainer)
     return failAll(error);
@@ -381,8 +381,14 @@ static int runPipelineTrain(ModelDescription &desc,
                                " data-parallel replicas"
                          : std::string())
                  << "\n";
-    if (m.evalInterval > 0 || evalIntervalOpt > 0)
-      llvm::errs() << "gptc: note: pipeline runs do not evaluate yet\n";
+  }
+  if (opts.evalInterval > 0 && trainer->getStep() == 0) {
+    double val;
+    if (!trainer->evaluate(data, val, error))
+      return failAll(error);
+    if (leader)
+      std::cerr << "step     0/" << opts.steps << " | validation loss "
+                << std::fixed << val << std::endl;
   }
   if (!trainer->train(data, std::cerr, error))
     return failAll(error);
