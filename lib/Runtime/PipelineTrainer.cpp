@@ -8,6 +8,7 @@
 
 #include "gptc/Runtime/Backend.h"
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/Progress.h"
 #include "gptc/Runtime/Trace.h"
@@ -45,6 +46,20 @@ std::vector<int64_t> shapeOf(const program::Value &v) {
   return {v.type().shape().begin(), v.type().shape().end()};
 }
 
+/// How a parameter is split over the grid (whole when not).
+BlockLayout layoutOf(const program::Value &v) {
+  BlockLayout l;
+  if (v.has_sharding()) {
+    l.shape.assign(v.sharding().shape().begin(), v.sharding().shape().end());
+    for (const auto &a : v.sharding().axes())
+      l.axes.emplace_back(a.axes().begin(), a.axes().end());
+  } else {
+    l.shape = shapeOf(v);
+    l.axes.resize(l.shape.size());
+  }
+  return l;
+}
+
 /// A message's tag: distinct for each (microbatch, chunk, direction,
 /// position).
 int64_t tagOf(int64_t micro, int64_t chunk, int64_t chunks, bool gradient,
@@ -62,7 +77,8 @@ struct PipelineTrainer::Impl {
   /// The process grid, the stage and replica axes (-1: none), this rank's
   /// coordinates and its data-parallel replica.
   std::vector<int64_t> grid, coords;
-  int64_t ppAxis = 0, dpAxis = -1, replica = 0, replicas = 1;
+  int64_t ppAxis = 0, dpAxis = -1, tpAxis = -1, replica = 0, replicas = 1,
+          tpRank = 0;
   /// The rank of stage `s` in this rank's replica.
   int rankOf(int64_t s) const {
     int64_t r = 0;
@@ -166,12 +182,14 @@ PipelineTrainer::create(const program::Program &program,
     devices *= d;
   I.ppAxis = plan.grid_size() ? plan.pipeline_axis() : 0;
   I.dpAxis = plan.grid_size() ? plan.data_axis() : -1;
+  I.tpAxis = plan.grid_size() ? plan.tensor_axis() : -1;
   if (I.stages < 2 || processes != devices ||
       plan.programs_size() != I.stages || I.micro < 1 ||
       plan.weight_decays_size() != plan.params_size() || I.ppAxis < 0 ||
       I.ppAxis >= static_cast<int64_t>(I.grid.size()) ||
       I.grid[I.ppAxis] != I.stages ||
-      I.dpAxis >= static_cast<int64_t>(I.grid.size())) {
+      I.dpAxis >= static_cast<int64_t>(I.grid.size()) ||
+      I.tpAxis >= static_cast<int64_t>(I.grid.size())) {
     error = "the pipeline's mesh has " + std::to_string(devices) +
             " devices but " + std::to_string(processes) +
             " processes run it: start it with mpirun -np " +
@@ -188,6 +206,35 @@ PipelineTrainer::create(const program::Program &program,
   if (I.dpAxis >= 0) {
     I.replica = I.coords[I.dpAxis];
     I.replicas = I.grid[I.dpAxis];
+  }
+  if (I.tpAxis >= 0)
+    I.tpRank = I.coords[I.tpAxis];
+  // MPI makes a group's communicator the first time a collective needs it,
+  // a collective over every process: stages reach their first collective
+  // at different times (one waits in a receive), so every group is made
+  // here, by all, in one order: those of the chunks' collectives and the
+  // trainer's.
+  std::set<std::vector<int64_t>> groups;
+  for (const program::Function &f : program.functions())
+    for (const program::Kernel &k : f.kernels())
+      if (k.has_collective())
+        groups.insert({k.collective().grid_axes().begin(),
+                       k.collective().grid_axes().end()});
+  std::vector<int64_t> all;
+  for (int64_t a = 0; a < static_cast<int64_t>(I.grid.size()); ++a)
+    all.push_back(a);
+  groups.insert(all);
+  groups.insert({I.ppAxis});
+  if (I.dpAxis >= 0)
+    groups.insert({I.dpAxis});
+  if (I.tpAxis >= 0) {
+    std::vector<int64_t> pt{I.ppAxis, I.tpAxis};
+    groups.insert(pt);
+  }
+  for (const std::vector<int64_t> &axes : groups) {
+    double zero = 0;
+    if (!comm->allReduceSum(&zero, 1, program::F64, I.grid, axes, error))
+      return nullptr;
   }
   I.backend = createCpuBackend(program, error);
   if (!I.backend)
@@ -245,6 +292,8 @@ PipelineTrainer::create(const program::Program &program,
       cf.runner = I.backend->createRunner(*f, error);
       if (!cf.runner || !I.bind(*f, cf, backwardFn, error))
         return nullptr;
+      // Tensor parallelism's all-reduces run inside the chunks.
+      cf.runner->setCommunicator(comm);
     }
   }
   return t;
@@ -254,7 +303,7 @@ int64_t PipelineTrainer::numParameters() const {
   int64_t n = 0;
   for (const program::Value &v : impl->plan.params()) {
     int64_t e = 1;
-    for (int64_t d : v.type().shape())
+    for (int64_t d : layoutOf(v).shape)
       e *= d;
     n += e;
   }
@@ -268,7 +317,8 @@ void PipelineTrainer::initialize() {
   std::mt19937_64 rng(I.options.initSeed);
   for (int i = 0; i < I.plan.params_size(); ++i) {
     const program::Value &pv = I.plan.params(i);
-    Tensor whole(pv.type().dtype(), shapeOf(pv));
+    BlockLayout layout = layoutOf(pv);
+    Tensor whole(pv.type().dtype(), layout.shape);
     int64_t count = whole.numElements();
     const program::ParamInit &init = pv.init();
     std::normal_distribution<double> normal(0.0, init.std());
@@ -286,7 +336,9 @@ void PipelineTrainer::initialize() {
     if (it == I.ownIndex.end())
       continue;
     int k = it->second;
-    I.params[k] = std::move(whole);
+    I.params[k] = layout.isSplit()
+                      ? sliceBlock(whole, layout, I.grid, I.comm->rank())
+                      : std::move(whole);
     std::memset(I.m[k].raw(), 0, I.m[k].byteSize());
     std::memset(I.v[k].raw(), 0, I.v[k].byteSize());
   }
@@ -307,7 +359,9 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                             (I.replica * rows + i * mb) * T * sizeof(int32_t));
   };
   const std::vector<int64_t> &grid = I.grid;
-  std::vector<int64_t> stageAxes{I.ppAxis}, allAxes;
+  std::vector<int64_t> stageAxes{I.ppAxis}, normAxes{I.ppAxis}, allAxes;
+  if (I.tpAxis >= 0)
+    normAxes.push_back(I.tpAxis);
   for (int64_t a = 0; a < static_cast<int64_t>(grid.size()); ++a)
     allAxes.push_back(a);
   bool writer = I.comm->rank() == 0;
@@ -486,17 +540,21 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     }
     // The gradient norm of the whole model (each parameter counted once,
     // by its first holder), the loss from the last stage.
+    // (With tensor parallelism a block counts on its rank, a replicated
+    // parameter on the first tensor rank only.)
     double sums[2] = {0, 0};
     for (size_t k = 0; k < I.own.size(); ++k) {
       if (*I.holders[I.own[k]].begin() != I.stage)
+        continue;
+      if (!layoutOf(I.plan.params(I.own[k])).isSplit() && I.tpRank != 0)
         continue;
       const float *g = I.grads[k].data<float>();
       for (int64_t e = 0, n = I.grads[k].numElements(); e < n; ++e)
         sums[0] += static_cast<double>(g[e]) * g[e];
     }
-    if (I.stage == lastStage)
+    if (I.stage == lastStage && I.tpRank == 0)
       sums[1] = lossSum / static_cast<double>(I.micro * I.replicas);
-    if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, stageAxes,
+    if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, normAxes,
                               error) ||
         !I.comm->allReduceSum(&sums[1], 1, program::F64, grid, allAxes, error))
       return false;
@@ -557,12 +615,23 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
       return false;
   }
   if (!o.dumpDir.empty() && I.replica == 0)
-    for (size_t k = 0; k < I.own.size(); ++k)
-      if (*I.holders[I.own[k]].begin() == I.stage &&
-          !writeNpy(o.dumpDir + "/final." + I.plan.params(I.own[k]).name() +
-                        ".npy",
-                    I.params[k], error))
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      if (*I.holders[I.own[k]].begin() != I.stage)
+        continue;
+      // Whole tensors: a tensor-parallel block is gathered first.
+      const program::Value &pv = I.plan.params(I.own[k]);
+      BlockLayout layout = layoutOf(pv);
+      Tensor whole;
+      const Tensor *t = &I.params[k];
+      if (layout.isSplit()) {
+        if (!gatherBlocks(I.params[k], layout, I.grid, I.comm, whole, error))
+          return false;
+        t = &whole;
+      }
+      if (I.tpRank == 0 &&
+          !writeNpy(o.dumpDir + "/final." + pv.name() + ".npy", *t, error))
         return false;
+    }
   progress.summary(nullptr);
   return true;
 }
@@ -576,7 +645,7 @@ std::string fingerprintOf(const program::PipelinePlan &plan) {
   std::vector<std::vector<int64_t>> shapes;
   for (const program::Value &v : plan.params()) {
     values.push_back(&v);
-    shapes.push_back(shapeOf(v));
+    shapes.push_back(layoutOf(v).shape);
   }
   return modelFingerprint(values, shapes);
 }
@@ -589,21 +658,42 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   if (I.replica != 0)
     return true;
   // Each parameter's state comes from its first holder; rank 0 gathers.
+  // A tensor-parallel block is gathered by its stage's tensor ranks first.
   std::vector<std::vector<Tensor>> received(I.plan.params_size());
   for (int i = 0; i < I.plan.params_size(); ++i) {
     int owner = *I.holders[i].begin();
-    if (owner == 0)
-      continue;
+    BlockLayout layout = layoutOf(I.plan.params(i));
+    std::vector<Tensor> whole;
     if (I.stage == owner) {
       int k = I.ownIndex.at(I.plan.params(i).name());
-      const Tensor *state[3] = {&I.params[k], &I.m[k], &I.v[k]};
+      for (Tensor *t : {&I.params[k], &I.m[k], &I.v[k]}) {
+        whole.emplace_back();
+        if (layout.isSplit()) {
+          if (!gatherBlocks(*t, layout, I.grid, I.comm, whole.back(), error))
+            return false;
+        } else {
+          whole.back() = *t;
+        }
+      }
+      if (owner == 0) {
+        if (I.comm->rank() == 0)
+          received[i] = std::move(whole);
+        continue;
+      }
+    }
+    if (owner == 0 || I.tpRank != 0)
+      continue;
+    if (I.stage == owner) {
+      const Tensor *state[3] = {&whole[0], &whole[1], &whole[2]};
       for (int j = 0; j < 3; ++j)
         if (!I.comm->send(state[j]->raw(), state[j]->byteSize(), I.rankOf(0),
                           kCheckpointTag + 3 * i + j, error))
           return false;
+      if (!I.comm->waitSends(error))
+        return false;
     } else if (I.stage == 0) {
       for (int j = 0; j < 3; ++j) {
-        received[i].emplace_back(program::F32, shapeOf(I.plan.params(i)));
+        received[i].emplace_back(program::F32, layout.shape);
         if (!I.comm->recv(received[i].back().raw(),
                           received[i].back().byteSize(), I.rankOf(owner),
                           kCheckpointTag + 3 * i + j, error))
@@ -613,7 +703,7 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   }
   if (!I.comm->waitSends(error))
     return false;
-  if (I.stage != 0)
+  if (I.comm->rank() != 0)
     return true;
   checkpoint::Checkpoint header;
   header.set_format_version(1);
@@ -628,15 +718,8 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   for (int i = 0; i < I.plan.params_size(); ++i) {
     const std::string &name = I.plan.params(i).name();
     const Tensor *state[3];
-    if (received[i].empty()) {
-      int k = I.ownIndex.at(name);
-      state[0] = &I.params[k];
-      state[1] = &I.m[k];
-      state[2] = &I.v[k];
-    } else {
-      for (int j = 0; j < 3; ++j)
-        state[j] = &received[i][j];
-    }
+    for (int j = 0; j < 3; ++j)
+      state[j] = &received[i].at(j);
     tensors.push_back({name, state[0]});
     tensors.push_back({"m:" + name, state[1]});
     tensors.push_back({"v:" + name, state[2]});
@@ -667,20 +750,24 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
   for (const checkpoint::Tensor &t : ck.tensors())
     byName[t.name()] = &t;
   for (size_t k = 0; k < I.own.size(); ++k) {
-    const std::string &name = I.plan.params(I.own[k]).name();
+    const program::Value &pv = I.plan.params(I.own[k]);
+    const std::string &name = pv.name();
+    BlockLayout layout = layoutOf(pv);
     Tensor *state[3] = {&I.params[k], &I.m[k], &I.v[k]};
     const std::string names[3] = {name, "m:" + name, "v:" + name};
     for (int j = 0; j < 3; ++j) {
       auto it = byName.find(names[j]);
+      Tensor whole(program::F32, layout.shape);
       if (it == byName.end() ||
-          static_cast<int64_t>(it->second->data().size()) !=
-              state[j]->byteSize()) {
+          static_cast<int64_t>(it->second->data().size()) != whole.byteSize()) {
         error = "the checkpoint '" + path + "' lacks or mis-sizes '" +
                 names[j] + "'";
         return false;
       }
-      std::memcpy(state[j]->raw(), it->second->data().data(),
-                  state[j]->byteSize());
+      std::memcpy(whole.raw(), it->second->data().data(), whole.byteSize());
+      *state[j] = layout.isSplit()
+                      ? sliceBlock(whole, layout, I.grid, I.comm->rank())
+                      : std::move(whole);
     }
   }
   step = ck.step();

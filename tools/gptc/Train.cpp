@@ -174,6 +174,9 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
   pm.addPass(createGptcVerifyModelPass());
+  // Megatron blocks first (each chunk then holds its layers' blocks and
+  // all-reduces over the tensor axis), as in the one-program step.
+  pm.addPass(createGptcTensorParallelPass());
   // bf16: the GEMMs' casts are ops of @forward, so each chunk keeps its
   // own (fp32 master weights and activations between stages).
   pm.addPass(createGptcMixedPrecisionPass());
@@ -256,12 +259,15 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
   }
   out.set_pipeline_axis(-1);
   out.set_data_axis(-1);
+  out.set_tensor_axis(-1);
   for (auto [i, axis] : llvm::enumerate(desc.getMeshAxes())) {
     out.add_grid(axis.size);
     if (axis.kind == MeshAxis::Kind::Pipeline)
       out.set_pipeline_axis(static_cast<int64_t>(i));
     else if (axis.kind == MeshAxis::Kind::Data)
       out.set_data_axis(static_cast<int64_t>(i));
+    else
+      out.set_tensor_axis(static_cast<int64_t>(i));
   }
   out.set_beta1(opt.getBeta1().convertToDouble());
   out.set_beta2(opt.getBeta2().convertToDouble());
@@ -284,9 +290,6 @@ static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
                             MLIRContext &context) {
   const ModelConfig &m = desc.getConfig();
-  if (m.tensorParallel > 1)
-    return fail("pipeline stages with tensor parallelism do not train yet: "
-                "a mesh of pipeline and data axes does (docs/Limitations.md)");
   if (m.zeroStage > 0)
     return fail("pipeline stages keep whole optimizer state: ZeRO with a "
                 "pipeline does not train yet");
@@ -312,7 +315,7 @@ static int runPipelineTrain(ModelDescription &desc,
     comm->abort(1);
     return 1;
   };
-  int64_t devices = m.pipelineParallel * m.dataParallel;
+  int64_t devices = m.pipelineParallel * m.dataParallel * m.tensorParallel;
   if (comm->size() != devices) {
     if (leader)
       llvm::errs() << "gptc: error: the mesh has " << devices << " devices but "
@@ -380,6 +383,9 @@ static int runPipelineTrain(ModelDescription &desc,
                          ? ", " + std::to_string(m.dataParallel) +
                                " data-parallel replicas"
                          : std::string())
+                 << (m.tensorParallel > 1 ? ", tensor parallel " +
+                                                std::to_string(m.tensorParallel)
+                                          : std::string())
                  << "\n";
   }
   if (opts.evalInterval > 0 && trainer->getStep() == 0) {

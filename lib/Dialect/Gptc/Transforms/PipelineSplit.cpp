@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace mlir::gptc {
@@ -86,6 +87,13 @@ void GptcPipelineSplitPass::runOnOperation() {
 
   // 1. Each op's chunk: its layer's, the last for the head, else the
   //    latest of its operands' (never earlier than those).
+  // Ops of no operands (constants, iotas, a rank's shard offset) are
+  // cloned into every chunk that uses them instead of crossing a
+  // boundary.
+  auto isRemat = [](Operation &op) {
+    return op.getNumOperands() == 0 && op.getNumRegions() == 0 &&
+           op.getNumResults() > 0;
+  };
   DenseMap<Operation *, int64_t> chunkOf;
   for (Operation &op : body.without_terminator()) {
     int64_t c = 0;
@@ -95,7 +103,7 @@ void GptcPipelineSplitPass::runOnOperation() {
     else if (isHead(op.getLoc()))
       c = n - 1;
     for (Value v : op.getOperands())
-      if (Operation *def = v.getDefiningOp())
+      if (Operation *def = v.getDefiningOp(); def && !isRemat(*def))
         c = std::max(c, chunkOf.lookup(def));
     if (layer >= 0 && c != chunkOfLayer(layer)) {
       op.emitOpError("of layer ")
@@ -121,10 +129,17 @@ void GptcPipelineSplitPass::runOnOperation() {
   std::vector<SmallVector<Value>> crossing(n);
   for (Operation &op : body.without_terminator())
     for (Value v : op.getResults()) {
+      if (isRemat(op))
+        continue;
       int64_t def = chunkOf.lookup(&op), last = def;
       for (Operation *user : v.getUsers())
         last = std::max(last, isa<func::ReturnOp>(user) ? n - 1
                                                         : chunkOf.lookup(user));
+      if (last > def && !isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
+        op.emitOpError("computes a value of another pipeline chunk that is "
+                       "not floating point; it cannot cross a boundary");
+        return signalPassFailure();
+      }
       for (int64_t b = def; b < last; ++b)
         crossing[b].push_back(v);
     }
@@ -180,9 +195,13 @@ void GptcPipelineSplitPass::runOnOperation() {
       map.map(v, entry->getArgument(i++));
     }
     OpBuilder b = OpBuilder::atBlockEnd(entry);
-    for (Operation &op : body.without_terminator())
-      if (chunkOf.lookup(&op) == c)
+    for (Operation &op : body.without_terminator()) {
+      bool used = isRemat(op) && llvm::any_of(op.getUsers(), [&](Operation *u) {
+                    return !isa<func::ReturnOp>(u) && chunkOf.lookup(u) == c;
+                  });
+      if (used || (!isRemat(op) && chunkOf.lookup(&op) == c))
         b.clone(op, map);
+    }
     SmallVector<Value> results;
     for (Value v : outs)
       results.push_back(map.lookup(v));
