@@ -77,6 +77,47 @@ static void writeTensorField(std::ostream &out, const std::string &head,
             static_cast<std::streamsize>(size));
 }
 
+/// One `tensors` entry for `t` named `name`; false when it cannot be
+/// written.
+static bool appendTensor(std::ostream &out, const std::string &name,
+                         const Tensor &t) {
+  // The entry's small fields through protobuf, its data straight from
+  // the tensor: setting `data` would copy the tensor (GPT-2's embedding
+  // is 154 MB) and serializing the message buffer it again.
+  checkpoint::Tensor entry;
+  entry.set_name(name);
+  entry.set_dtype(t.dtype);
+  for (int64_t d : t.shape)
+    entry.add_shape(d);
+  std::string head;
+  if (!entry.SerializeToString(&head))
+    return false;
+  writeTensorField(out, head, t.raw(), t.byteSize());
+  return bool(out);
+}
+
+bool gptc::runtime::readCheckpointFile(const std::string &path,
+                                       const std::string &fingerprint,
+                                       const std::string &model,
+                                       checkpoint::Checkpoint &ck,
+                                       std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open the checkpoint '" + path + "'";
+    return false;
+  }
+  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
+    error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
+    return false;
+  }
+  if (ck.fingerprint() != fingerprint) {
+    error = "the checkpoint '" + path + "' is of model '" + ck.model() +
+            "' with other parameters; it does not fit '" + model + "'";
+    return false;
+  }
+  return true;
+}
+
 bool gptc::runtime::writeCheckpointFile(
     const std::string &path, const checkpoint::Checkpoint &header,
     const std::vector<std::pair<std::string, const Tensor *>> &tensors,
@@ -84,21 +125,8 @@ bool gptc::runtime::writeCheckpointFile(
   std::string tmp = path + ".tmp";
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   bool ok = out && header.SerializeToOstream(&out);
-  for (const auto &[name, t] : tensors) {
-    if (!ok)
-      break;
-    checkpoint::Tensor entry;
-    entry.set_name(name);
-    entry.set_dtype(t->dtype);
-    for (int64_t d : t->shape)
-      entry.add_shape(d);
-    std::string head;
-    ok = entry.SerializeToString(&head);
-    if (ok) {
-      writeTensorField(out, head, t->raw(), t->byteSize());
-      ok = bool(out);
-    }
-  }
+  for (const auto &[name, t] : tensors)
+    ok = ok && appendTensor(out, name, *t);
   if (ok) {
     out.flush();
     out.close();
@@ -172,21 +200,7 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     }
     if (rank() != 0)
       return true;
-    // The entry's small fields through protobuf, its data straight from
-    // the tensor: setting `data` would copy the tensor (GPT-2's embedding
-    // is 154 MB) and serializing the message buffer it again.
-    checkpoint::Tensor entry;
-    entry.set_name(name);
-    entry.set_dtype(t->dtype);
-    for (int64_t d : t->shape)
-      entry.add_shape(d);
-    std::string head;
-    if (!entry.SerializeToString(&head)) {
-      error = "cannot write the checkpoint '" + tmp + "'";
-      return false;
-    }
-    writeTensorField(out, head, t->raw(), t->byteSize());
-    if (!out) {
+    if (!appendTensor(out, name, *t)) {
       error = "cannot write the checkpoint '" + tmp + "'";
       return false;
     }
@@ -229,20 +243,8 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
 
 bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
   checkpoint::Checkpoint ck;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open the checkpoint '" + path + "'";
+  if (!readCheckpointFile(path, fingerprint, options.model, ck, error))
     return false;
-  }
-  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
-    error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
-    return false;
-  }
-  if (ck.fingerprint() != fingerprint) {
-    error = "the checkpoint '" + path + "' is of model '" + ck.model() +
-            "' with other parameters; it does not fit '" + options.model + "'";
-    return false;
-  }
   std::map<std::string, const checkpoint::Tensor *> byName;
   for (const auto &t : ck.tensors())
     byName[t.name()] = &t;

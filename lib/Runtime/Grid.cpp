@@ -120,6 +120,19 @@ static void copyBlock(Tensor &whole, Tensor &block, int64_t axis, int64_t index,
   }
 }
 
+BlockLayout runtime::layoutOf(const program::Value &v) {
+  BlockLayout l;
+  if (v.has_sharding()) {
+    l.shape.assign(v.sharding().shape().begin(), v.sharding().shape().end());
+    for (const auto &a : v.sharding().axes())
+      l.axes.emplace_back(a.axes().begin(), a.axes().end());
+  } else {
+    l.shape.assign(v.type().shape().begin(), v.type().shape().end());
+    l.axes.resize(l.shape.size());
+  }
+  return l;
+}
+
 Tensor runtime::sliceBlock(const Tensor &whole, const BlockLayout &layout,
                            const std::vector<int64_t> &grid, int64_t rank) {
   Tensor current = whole;

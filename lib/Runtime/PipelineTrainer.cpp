@@ -46,20 +46,6 @@ std::vector<int64_t> shapeOf(const program::Value &v) {
   return {v.type().shape().begin(), v.type().shape().end()};
 }
 
-/// How a parameter is split over the grid (whole when not).
-BlockLayout layoutOf(const program::Value &v) {
-  BlockLayout l;
-  if (v.has_sharding()) {
-    l.shape.assign(v.sharding().shape().begin(), v.sharding().shape().end());
-    for (const auto &a : v.sharding().axes())
-      l.axes.emplace_back(a.axes().begin(), a.axes().end());
-  } else {
-    l.shape = shapeOf(v);
-    l.axes.resize(l.shape.size());
-  }
-  return l;
-}
-
 /// A message's tag: distinct for each (microbatch, chunk, direction,
 /// position).
 int64_t tagOf(int64_t micro, int64_t chunk, int64_t chunks, bool gradient,
@@ -731,21 +717,9 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
                                      std::string &error) {
   Impl &I = *impl;
   checkpoint::Checkpoint ck;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open the checkpoint '" + path + "'";
+  if (!readCheckpointFile(path, fingerprintOf(I.plan), I.options.model, ck,
+                          error))
     return false;
-  }
-  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
-    error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
-    return false;
-  }
-  if (ck.fingerprint() != fingerprintOf(I.plan)) {
-    error = "the checkpoint '" + path + "' is of model '" + ck.model() +
-            "' with other parameters; it does not fit '" + I.options.model +
-            "'";
-    return false;
-  }
   std::map<std::string, const checkpoint::Tensor *> byName;
   for (const checkpoint::Tensor &t : ck.tensors())
     byName[t.name()] = &t;

@@ -40,19 +40,6 @@ static const program::Function *findFunction(const program::Program &p,
   return nullptr;
 }
 
-static BlockLayout layoutOf(const program::Value &v) {
-  BlockLayout l;
-  if (v.has_sharding()) {
-    l.shape.assign(v.sharding().shape().begin(), v.sharding().shape().end());
-    for (const auto &a : v.sharding().axes())
-      l.axes.emplace_back(a.axes().begin(), a.axes().end());
-  } else {
-    l.shape.assign(v.type().shape().begin(), v.type().shape().end());
-    l.axes.resize(l.shape.size());
-  }
-  return l;
-}
-
 /// A "Vm...:" figure of /proc/self/status in bytes, or -1.
 std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
                                          const TrainOptions &options,

@@ -285,6 +285,18 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
   return success();
 }
 
+/// Processes on one node share its cores (unless the user chose with
+/// OMP_NUM_THREADS).
+static void shareCores(const rt::Communicator &comm) {
+  if (comm.size() < 2 || std::getenv("OMP_NUM_THREADS"))
+    return;
+  int local = comm.size();
+  if (const char *n = std::getenv("MPI_LOCALNRANKS"))
+    local = std::max(1, std::atoi(n));
+  ::gptc::cpu::setNumThreads(std::max(
+      1, static_cast<int>(std::thread::hardware_concurrency()) / local));
+}
+
 /// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
 static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
@@ -325,13 +337,7 @@ static int runPipelineTrain(ModelDescription &desc,
       comm->abort(1);
     return 1;
   }
-  if (!std::getenv("OMP_NUM_THREADS")) {
-    int local = comm->size();
-    if (const char *n = std::getenv("MPI_LOCALNRANKS"))
-      local = std::max(1, std::atoi(n));
-    ::gptc::cpu::setNumThreads(std::max(
-        1, static_cast<int>(std::thread::hardware_concurrency()) / local));
-  }
+  shareCores(*comm);
   std::string error;
   rt::ByteDataset data;
   if (!rt::ByteDataset::load(dataPath, m.seqLen, data, error))
@@ -527,15 +533,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
             " processes run it: use mpirun -np " + std::to_string(devices),
         /*everyRank=*/true);
 
-  // Processes on one node share its cores (unless the user chose with
-  // OMP_NUM_THREADS).
-  if (comm && comm->size() > 1 && !std::getenv("OMP_NUM_THREADS")) {
-    int local = comm->size();
-    if (const char *n = std::getenv("MPI_LOCALNRANKS"))
-      local = std::max(1, std::atoi(n));
-    ::gptc::cpu::setNumThreads(std::max(
-        1, static_cast<int>(std::thread::hardware_concurrency()) / local));
-  }
+  if (comm)
+    shareCores(*comm);
 
   // 4. Data, options, parameters.
   rt::ByteDataset data;

@@ -190,6 +190,17 @@ static cl::opt<bool> verifyDiagnostics(
              "expected-* lines in the input"),
     cl::init(false), cl::cat(gptcCategory));
 
+/// @forward and @train_step with their kernels as an sm_XY cubin.
+static LogicalResult compileCudaArtifact(ModuleOp module,
+                                         const DeviceChoice &device,
+                                         ::gptc::program::Program &program) {
+  GpuKernelLoweringPipelineOptions options;
+  options.chip = device.chip;
+  options.format = "bin";
+  return compileProgramForCuda(module, {"forward", "train_step"}, program,
+                               options);
+}
+
 /// Compiles the description in `sourceMgr`'s main buffer and prints the
 /// requested stage to `os`.
 static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
@@ -250,11 +261,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     if (device->cuda) {
       // The artifact `gptc train --device cuda` runs; the image is
       // summarized (--emit=cubin writes it).
-      GpuKernelLoweringPipelineOptions options;
-      options.chip = device->chip;
-      options.format = "bin";
-      if (failed(compileProgramForCuda(*module, {"forward", "train_step"},
-                                       program, options)))
+      if (failed(compileCudaArtifact(*module, *device, program)))
         return failure();
       size_t bytes = program.cuda().image().size();
       program.mutable_cuda()->set_image("<" + std::to_string(bytes) +
@@ -272,11 +279,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   case Emit::Artifact: {
     ::gptc::program::Program program;
     if (device->cuda) {
-      GpuKernelLoweringPipelineOptions options;
-      options.chip = device->chip;
-      options.format = "bin";
-      if (failed(compileProgramForCuda(*module, {"forward", "train_step"},
-                                       program, options)))
+      if (failed(compileCudaArtifact(*module, *device, program)))
         return failure();
     } else if (failed(compileProgram(*module, {"forward", "train_step"},
                                      program))) {

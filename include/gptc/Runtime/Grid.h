@@ -13,6 +13,8 @@
 #ifndef GPTC_RUNTIME_GRID_H
 #define GPTC_RUNTIME_GRID_H
 
+#include "gptc/Runtime/program.pb.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,6 +55,9 @@ struct BlockLayout {
   /// The shape of one block on `grid`.
   std::vector<int64_t> blockShape(const std::vector<int64_t> &grid) const;
 };
+
+/// How a function's value is split (its `sharding`), or whole.
+BlockLayout layoutOf(const program::Value &value);
 
 /// This rank's block of `whole`.
 Tensor sliceBlock(const Tensor &whole, const BlockLayout &layout,

@@ -67,6 +67,12 @@ bool writeCheckpointFile(
     const std::vector<std::pair<std::string, const Tensor *>> &tensors,
     std::string &error);
 
+/// Reads a checkpoint; fails on another format or another model's
+/// fingerprint, naming the file.
+bool readCheckpointFile(const std::string &path, const std::string &fingerprint,
+                        const std::string &model, checkpoint::Checkpoint &ck,
+                        std::string &error);
+
 /// The fingerprint checkpoints carry: the parameters' names, whole shapes
 /// and dtypes, in the model's order (checkpoints move between meshes).
 std::string modelFingerprint(const std::vector<const program::Value *> &params,

@@ -33,6 +33,54 @@ __host__ __device__ constexpr int tileRows() {
   return D <= 64 ? 64 : 32;
 }
 
+/// Rows [first, first + B) of a head's columns of `x` and `y` (zeros past
+/// T) into shared tiles, by the block's B threads.
+template <int D, int B>
+__device__ void loadTiles(float (*xs)[D], float (*ys)[D], const float *x,
+                          const float *y, size_t base, int first, int T,
+                          int C) {
+  for (int i = threadIdx.x; i < B * D; i += B) {
+    int r = i / D, c = i % D, row = first + r;
+    size_t at = base + static_cast<size_t>(row) * C + c;
+    xs[r][c] = row < T ? x[at] : 0.f;
+    ys[r][c] = row < T ? y[at] : 0.f;
+  }
+}
+
+/// The online softmax of query row `row` (scaled `qr`) over the keys
+/// [0, row]: `acc` gets the unnormalized output, `mx` the row's maximum
+/// score, `l` its sum of exponentials. Every thread of the block calls it
+/// (it synchronizes); rows past T compute nothing.
+template <int D>
+__device__ void attendCausal(const float *k, const float *v, size_t base,
+                             int T, int C, int r0, int row, const float *qr,
+                             float *acc, float &mx, float &l,
+                             float (*ks)[D], float (*vs)[D]) {
+  constexpr int B = tileRows<D>();
+  int keys = min(T, r0 + B);
+  for (int k0 = 0; k0 < keys; k0 += B) {
+    loadTiles<D, B>(ks, vs, k, v, base, k0, T, C);
+    __syncthreads();
+    if (row < T) {
+      int end = min(B, row - k0 + 1);
+      for (int j = 0; j < end; ++j) {
+        float s = 0.f;
+#pragma unroll
+        for (int c = 0; c < D; ++c)
+          s = fmaf(qr[c], ks[j][c], s);
+        float m2 = fmaxf(mx, s);
+        float corr = expf(mx - m2), p = expf(s - m2);
+        l = l * corr + p;
+#pragma unroll
+        for (int c = 0; c < D; ++c)
+          acc[c] = fmaf(p, vs[j][c], acc[c] * corr);
+        mx = m2;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 template <int D>
 __global__ void attentionForwardKernel(const float *__restrict__ q,
                                        const float *__restrict__ k,
@@ -53,33 +101,7 @@ __global__ void attentionForwardKernel(const float *__restrict__ q,
       acc[c] = 0.f;
     }
   }
-  int keys = min(T, r0 + B);
-  for (int k0 = 0; k0 < keys; k0 += B) {
-    for (int i = threadIdx.x; i < B * D; i += B) {
-      int kr = i / D, c = i % D, key = k0 + kr;
-      size_t at = base + static_cast<size_t>(key) * C + c;
-      ks[kr][c] = key < T ? k[at] : 0.f;
-      vs[kr][c] = key < T ? v[at] : 0.f;
-    }
-    __syncthreads();
-    if (row < T) {
-      int end = min(B, row - k0 + 1);
-      for (int j = 0; j < end; ++j) {
-        float s = 0.f;
-#pragma unroll
-        for (int c = 0; c < D; ++c)
-          s = fmaf(qr[c], ks[j][c], s);
-        float m2 = fmaxf(mx, s);
-        float corr = expf(mx - m2), p = expf(s - m2);
-        l = l * corr + p;
-#pragma unroll
-        for (int c = 0; c < D; ++c)
-          acc[c] = fmaf(p, vs[j][c], acc[c] * corr);
-        mx = m2;
-      }
-    }
-    __syncthreads();
-  }
+  attendCausal<D>(k, v, base, T, C, r0, row, qr, acc, mx, l, ks, vs);
   if (row < T) {
     float inv = 1.f / l;
 #pragma unroll
@@ -112,34 +134,9 @@ __global__ void attentionBackwardQueryKernel(
       acc[c] = 0.f;
     }
   }
-  int keys = min(T, r0 + B);
   // Pass 1: the softmax's statistics and the output row.
-  for (int k0 = 0; k0 < keys; k0 += B) {
-    for (int i = threadIdx.x; i < B * D; i += B) {
-      int kr = i / D, c = i % D, key = k0 + kr;
-      size_t at = base + static_cast<size_t>(key) * C + c;
-      ks[kr][c] = key < T ? k[at] : 0.f;
-      vs[kr][c] = key < T ? v[at] : 0.f;
-    }
-    __syncthreads();
-    if (row < T) {
-      int end = min(B, row - k0 + 1);
-      for (int j = 0; j < end; ++j) {
-        float s = 0.f;
-#pragma unroll
-        for (int c = 0; c < D; ++c)
-          s = fmaf(qr[c], ks[j][c], s);
-        float m2 = fmaxf(mx, s);
-        float corr = expf(mx - m2), p = expf(s - m2);
-        l = l * corr + p;
-#pragma unroll
-        for (int c = 0; c < D; ++c)
-          acc[c] = fmaf(p, vs[j][c], acc[c] * corr);
-        mx = m2;
-      }
-    }
-    __syncthreads();
-  }
+  attendCausal<D>(k, v, base, T, C, r0, row, qr, acc, mx, l, ks, vs);
+  int keys = min(T, r0 + B);
   if (row < T) {
     float inv = 1.f / l;
 #pragma unroll
@@ -154,12 +151,7 @@ __global__ void attentionBackwardQueryKernel(
   }
   // Pass 2: dS = P (dP - delta), dq = sum_j dS k_j / sqrt(D).
   for (int k0 = 0; k0 < keys; k0 += B) {
-    for (int i = threadIdx.x; i < B * D; i += B) {
-      int kr = i / D, c = i % D, key = k0 + kr;
-      size_t at = base + static_cast<size_t>(key) * C + c;
-      ks[kr][c] = key < T ? k[at] : 0.f;
-      vs[kr][c] = key < T ? v[at] : 0.f;
-    }
+    loadTiles<D, B>(ks, vs, k, v, base, k0, T, C);
     __syncthreads();
     if (row < T) {
       int end = min(B, row - k0 + 1);
