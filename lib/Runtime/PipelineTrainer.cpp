@@ -79,6 +79,17 @@ struct PipelineTrainer::Impl {
   std::vector<int> own;
   std::map<std::string, int> ownIndex;
   std::vector<Tensor> params, m, v, grads;
+  /// ZeRO-1: per own parameter, the first element of this replica's slice
+  /// and its length (the whole tensor when not sliced); m and v hold the
+  /// slice.
+  std::vector<int64_t> sliceBegin, sliceSize;
+  bool sliced(size_t k) const {
+    return sliceSize[k] != params[k].numElements();
+  }
+  /// The whole moment `state` (m or v) of parameter k: gathered over the
+  /// replicas when sliced (every replica takes part).
+  bool wholeMoment(size_t k, const Tensor &state, Tensor &out,
+                   std::string &error);
   /// Per plan parameter: the stages that hold it.
   std::vector<std::set<int>> holders;
 
@@ -255,8 +266,19 @@ PipelineTrainer::create(const program::Program &program,
       I.ownIndex[plan.params(i).name()] = static_cast<int>(I.own.size());
       I.own.push_back(i);
       const program::Value &v = plan.params(i);
-      for (std::vector<Tensor> *g : {&I.params, &I.m, &I.v, &I.grads})
-        g->emplace_back(v.type().dtype(), shapeOf(v));
+      std::vector<int64_t> shape = shapeOf(v);
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      bool slice = plan.zero_stage() >= 1 && I.replicas > 1 && !shape.empty() &&
+                   shape[0] % I.replicas == 0;
+      int64_t size = slice ? n / I.replicas : n;
+      I.sliceBegin.push_back(slice ? I.replica * size : 0);
+      I.sliceSize.push_back(size);
+      for (std::vector<Tensor> *g : {&I.params, &I.grads})
+        g->emplace_back(v.type().dtype(), shape);
+      for (std::vector<Tensor> *g : {&I.m, &I.v})
+        g->emplace_back(v.type().dtype(), std::vector<int64_t>{size});
       if (v.type().dtype() != program::F32) {
         error =
             "pipeline stages train fp32 parameters; '" + v.name() + "' is not";
@@ -551,15 +573,28 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         cpu::learningRate(step, sp.peak(), sp.min(), sp.warmup(), sp.total(),
                           static_cast<int>(sp.decay())));
     float scale = static_cast<float>(cpu::clipScale(norm, I.plan.max_norm()));
+    // AdamW on this replica's slice of each parameter (ZeRO-1; the whole
+    // parameter otherwise), then the slices all-gathered.
     std::vector<cpu::AdamWTensor> update;
-    for (size_t k = 0; k < I.own.size(); ++k)
-      update.push_back({I.params[k].data<float>(), I.grads[k].data<float>(),
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      float *p = I.params[k].data<float>() + I.sliceBegin[k];
+      update.push_back({p, I.grads[k].data<float>() + I.sliceBegin[k],
+                        I.m[k].data<float>(), I.v[k].data<float>(), p,
                         I.m[k].data<float>(), I.v[k].data<float>(),
-                        I.params[k].data<float>(), I.m[k].data<float>(),
-                        I.v[k].data<float>(), I.params[k].numElements(),
-                        I.plan.weight_decays(I.own[k])});
+                        I.sliceSize[k], I.plan.weight_decays(I.own[k])});
+    }
     cpu::multiAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
                     I.plan.eps());
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      if (!I.sliced(k))
+        continue;
+      Tensor mine(program::F32, {I.sliceSize[k]});
+      std::memcpy(mine.raw(), I.params[k].data<float>() + I.sliceBegin[k],
+                  mine.byteSize());
+      if (!I.comm->allGather(mine.raw(), I.params[k].raw(), I.sliceSize[k],
+                             program::F32, grid, {I.dpAxis}, error))
+        return false;
+    }
     if (!std::isfinite(loss)) {
       error = "the loss is " +
               std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
@@ -640,6 +675,12 @@ std::string fingerprintOf(const program::PipelinePlan &plan) {
 bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                                      std::string &error) {
   Impl &I = *impl;
+  // ZeRO-1's moments are whole again once every replica has sent its slice.
+  std::vector<Tensor> wholeM(I.own.size()), wholeV(I.own.size());
+  for (size_t k = 0; k < I.own.size(); ++k)
+    if (!I.wholeMoment(k, I.m[k], wholeM[k], error) ||
+        !I.wholeMoment(k, I.v[k], wholeV[k], error))
+      return false;
   // The replicas hold the same state: the first one's stages send it.
   if (I.replica != 0)
     return true;
@@ -652,7 +693,7 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     std::vector<Tensor> whole;
     if (I.stage == owner) {
       int k = I.ownIndex.at(I.plan.params(i).name());
-      for (Tensor *t : {&I.params[k], &I.m[k], &I.v[k]}) {
+      for (Tensor *t : {&I.params[k], &wholeM[k], &wholeV[k]}) {
         whole.emplace_back();
         if (layout.isSplit()) {
           if (!gatherBlocks(*t, layout, I.grid, I.comm, whole.back(), error))
@@ -739,9 +780,16 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
         return false;
       }
       std::memcpy(whole.raw(), it->second->data().data(), whole.byteSize());
-      *state[j] = layout.isSplit()
-                      ? sliceBlock(whole, layout, I.grid, I.comm->rank())
-                      : std::move(whole);
+      Tensor block = layout.isSplit()
+                         ? sliceBlock(whole, layout, I.grid, I.comm->rank())
+                         : std::move(whole);
+      if (j == 0) {
+        *state[j] = std::move(block);
+      } else {
+        // ZeRO-1: this replica's slice of the moment.
+        std::memcpy(state[j]->raw(), block.data<float>() + I.sliceBegin[k],
+                    state[j]->byteSize());
+      }
     }
   }
   step = ck.step();
@@ -822,4 +870,15 @@ bool PipelineTrainer::evaluate(const ByteDataset &data, double &loss,
     return false;
   loss = mean;
   return true;
+}
+
+bool PipelineTrainer::Impl::wholeMoment(size_t k, const Tensor &state,
+                                        Tensor &out, std::string &error) {
+  out = Tensor(program::F32, params[k].shape);
+  if (!sliced(k)) {
+    std::memcpy(out.raw(), state.raw(), out.byteSize());
+    return true;
+  }
+  return comm->allGather(state.raw(), out.raw(), sliceSize[k], program::F32,
+                         grid, {dpAxis}, error);
 }

@@ -269,6 +269,7 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
     else
       out.set_tensor_axis(static_cast<int64_t>(i));
   }
+  out.set_zero_stage(m.zeroStage);
   out.set_beta1(opt.getBeta1().convertToDouble());
   out.set_beta2(opt.getBeta2().convertToDouble());
   out.set_eps(opt.getEps().convertToDouble());
@@ -302,9 +303,11 @@ static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
                             MLIRContext &context) {
   const ModelConfig &m = desc.getConfig();
-  if (m.zeroStage > 0)
-    return fail("pipeline stages keep whole optimizer state: ZeRO with a "
-                "pipeline does not train yet");
+  if (m.zeroStage > 1)
+    return fail("pipelines shard the optimizer state (ZeRO-1) but not the "
+                "gradients or parameters: ZeRO stage " +
+                std::to_string(m.zeroStage) +
+                " with a pipeline does not train yet");
   if (m.precision == Precision::FP16)
     return fail("pipeline stages train in fp32 or bf16 for now (fp16's "
                 "loss scaling is not wired into the stages)");
@@ -313,12 +316,7 @@ static int runPipelineTrain(ModelDescription &desc,
                 std::to_string(m.vocabSize));
   if (stepsOpt >= 0)
     desc.setSteps(stepsOpt);
-  OwningOpRef<ModuleOp> module = importModel(desc, &context);
-  if (!module)
-    return 1;
-  ::gptc::program::Program program;
-  if (failed(compilePipeline(desc, *module, codegenOpt, program)))
-    return 1;
+  // The processes first: compiling a large model takes minutes.
   auto comm = rt::createMpiCommunicator(nullptr, nullptr);
   bool leader = comm->rank() == 0;
   auto failAll = [&](const std::string &message) {
@@ -333,6 +331,14 @@ static int runPipelineTrain(ModelDescription &desc,
       llvm::errs() << "gptc: error: the mesh has " << devices << " devices but "
                    << comm->size() << " processes run it: use mpirun -np "
                    << devices << "\n";
+    if (comm->size() > 1)
+      comm->abort(1);
+    return 1;
+  }
+  // Every process compiles the same program; an error stops them all.
+  OwningOpRef<ModuleOp> module = importModel(desc, &context);
+  ::gptc::program::Program program;
+  if (!module || failed(compilePipeline(desc, *module, codegenOpt, program))) {
     if (comm->size() > 1)
       comm->abort(1);
     return 1;
@@ -392,6 +398,8 @@ static int runPipelineTrain(ModelDescription &desc,
                  << (m.tensorParallel > 1 ? ", tensor parallel " +
                                                 std::to_string(m.tensorParallel)
                                           : std::string())
+                 << (m.zeroStage > 0 ? ", ZeRO-" + std::to_string(m.zeroStage)
+                                     : std::string())
                  << "\n";
   }
   if (opts.evalInterval > 0 && trainer->getStep() == 0) {
