@@ -77,6 +77,25 @@ static void writeTensorField(std::ostream &out, const std::string &head,
             static_cast<std::streamsize>(size));
 }
 
+/// Closes the temporary file `tmp` and renames it to `path`: the rename
+/// replaces the previous checkpoint only once the new one is complete.
+static bool commitCheckpoint(std::ofstream &out, const std::string &tmp,
+                             const std::string &path, std::string &error) {
+  out.flush();
+  out.close();
+  if (!out) {
+    error = "cannot write the checkpoint '" + tmp + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot move the checkpoint into place at '" + path + "'";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
 /// One `tensors` entry for `t` named `name`; false when it cannot be
 /// written.
 static bool appendTensor(std::ostream &out, const std::string &name,
@@ -127,22 +146,12 @@ bool gptc::runtime::writeCheckpointFile(
   bool ok = out && header.SerializeToOstream(&out);
   for (const auto &[name, t] : tensors)
     ok = ok && appendTensor(out, name, *t);
-  if (ok) {
-    out.flush();
-    out.close();
-    ok = bool(out);
-  }
   if (!ok) {
     error = "cannot write the checkpoint '" + tmp + "'";
     std::remove(tmp.c_str());
     return false;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot move the checkpoint into place at '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return commitCheckpoint(out, tmp, path, error);
 }
 
 std::string gptc::runtime::modelFingerprint(
@@ -224,21 +233,7 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     }
   if (rank() != 0)
     return true;
-  out.flush();
-  out.close();
-  if (!out) {
-    error = "cannot write the checkpoint '" + tmp + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  // The rename replaces the previous checkpoint only once the new one is
-  // complete.
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot move the checkpoint into place at '" + path + "'";
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
+  return commitCheckpoint(out, tmp, path, error);
 }
 
 bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
