@@ -286,6 +286,29 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
   return success();
 }
 
+/// What gptc train does with either trainer once it is set up: a
+/// validation pass before the first step, the steps, the final checkpoint.
+template <typename TrainerT>
+static bool trainAndSave(TrainerT &trainer, const rt::TrainOptions &opts,
+                         const rt::ByteDataset &data, bool leader,
+                         std::string &error) {
+  if (opts.evalInterval > 0 && trainer.getStep() == 0) {
+    double val;
+    if (!trainer.evaluate(data, val, error))
+      return false;
+    if (leader)
+      std::cerr << "step     0/" << opts.steps << " | validation loss "
+                << std::fixed << val << std::endl;
+  }
+  if (!trainer.train(data, std::cerr, error) ||
+      !trainer.saveCheckpoint(opts.checkpointPath, trainer.getStep(), error))
+    return false;
+  if (leader)
+    llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
+                 << trainer.getStep() << ")\n";
+  return true;
+}
+
 /// Processes on one node share its cores (unless the user chose with
 /// OMP_NUM_THREADS).
 static void shareCores(const rt::Communicator &comm) {
@@ -402,21 +425,8 @@ static int runPipelineTrain(ModelDescription &desc,
                                      : std::string())
                  << "\n";
   }
-  if (opts.evalInterval > 0 && trainer->getStep() == 0) {
-    double val;
-    if (!trainer->evaluate(data, val, error))
-      return failAll(error);
-    if (leader)
-      std::cerr << "step     0/" << opts.steps << " | validation loss "
-                << std::fixed << val << std::endl;
-  }
-  if (!trainer->train(data, std::cerr, error))
+  if (!trainAndSave(*trainer, opts, data, leader, error))
     return failAll(error);
-  if (!trainer->saveCheckpoint(opts.checkpointPath, trainer->getStep(), error))
-    return failAll(error);
-  if (leader)
-    llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
-                 << trainer->getStep() << ")\n";
   return 0;
 }
 
@@ -617,21 +627,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    << ", " << m.gradAccumSteps << " microbatch(es) of "
                    << m.microBatchSize << " sequences per rank\n";
   }
-  if (opts.evalInterval > 0 && trainer->getStep() == 0) {
-    double val;
-    if (!trainer->evaluate(data, val, error))
-      return failAll(error);
-    if (leader)
-      std::cerr << "step     0/" << opts.steps << " | validation loss "
-                << std::fixed << val << std::endl;
-  }
-  if (!trainer->train(data, std::cerr, error))
-    return failAll(error);
-  if (!trainer->saveCheckpoint(opts.checkpointPath, error))
+  if (!trainAndSave(*trainer, opts, data, leader, error))
     return failAll(error);
   if (leader) {
-    llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
-                 << trainer->getStep() << ")\n";
     // The whole run's peak (compilation, training and the checkpoint) and
     // what training added to the memory the compiler and the libraries
     // held when it began (--emit=summary's "training memory" predicts it).

@@ -17,6 +17,7 @@
 
 #include "DeviceKernels.h"
 #include "gptc/Runtime/CUDA/Check.h"
+#include "gptc/Runtime/Tensor.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -41,22 +42,6 @@ using program::Kernel;
   } while (0)
 
 namespace {
-
-int64_t elementBytes(DType t) {
-  switch (t) {
-  case program::F32:
-  case program::I32:
-    return 4;
-  case program::F64:
-  case program::I64:
-    return 8;
-  case program::BF16:
-  case program::F16:
-    return 2;
-  default:
-    return 0;
-  }
-}
 
 int64_t numElements(const program::Value &v) {
   int64_t n = 1;
@@ -372,8 +357,8 @@ void *CudaRunner::ownBuffer(int32_t id) {
     const program::Value &v = function.values(id);
     GPTC_CUDA_CHECK(cudaMalloc(
         &b->ptr,
-        std::max<int64_t>(1, numElements(v) * elementBytes(v.type().dtype()))));
-    b->bytes = numElements(v) * elementBytes(v.type().dtype());
+        std::max<int64_t>(1, numElements(v) * elementSize(v.type().dtype()))));
+    b->bytes = numElements(v) * elementSize(v.type().dtype());
   }
   return b->ptr;
 }
@@ -401,12 +386,12 @@ bool CudaRunner::prepare(std::string &error) {
     if (v.id() != i)
       return fail("value #" + std::to_string(i) + " has id " +
                   std::to_string(v.id()));
-    if (elementBytes(v.type().dtype()) == 0)
+    if (elementSize(v.type().dtype()) == 0)
       return fail("value #" + std::to_string(i) + " has no known dtype");
     for (int64_t d : v.type().shape())
       if (d < 0)
         return fail("value #" + std::to_string(i) + " has an invalid shape");
-    int64_t bytes = numElements(v) * elementBytes(v.type().dtype());
+    int64_t bytes = numElements(v) * elementSize(v.type().dtype());
     if (v.offset() >= 0) {
       if (v.offset() + bytes > function.arena_bytes())
         return fail("value #" + std::to_string(i) +
@@ -559,9 +544,9 @@ bool CudaRunner::prepare(std::string &error) {
     case program::RESHAPE:
       if (k.inputs_size() != 1 || k.outputs_size() != 1 ||
           numElements(function.values(k.inputs(0))) *
-                  elementBytes(dtypeOf(k.inputs(0))) !=
+                  elementSize(dtypeOf(k.inputs(0))) !=
               numElements(function.values(k.outputs(0))) *
-                  elementBytes(dtypeOf(k.outputs(0))))
+                  elementSize(dtypeOf(k.outputs(0))))
         return fail(where + ": operand sizes do not match");
       break;
     case program::ACCUMULATE: {
@@ -590,7 +575,7 @@ bool CudaRunner::prepare(std::string &error) {
       for (int32_t id : k.outputs()) {
         auto b = std::make_unique<DeviceBuffer>();
         if (!b->allocate(numElements(function.values(id)) *
-                         elementBytes(dtypeOf(id))))
+                         elementSize(dtypeOf(id))))
           return fail(where + ": cannot allocate the microbatch sums");
         parts.push_back(std::move(b));
       }
@@ -856,7 +841,7 @@ void CudaRunner::runKernel(size_t index) {
     if (in != out) {
       const program::Value &v = function.values(k.outputs(0));
       GPTC_CUDA_CHECK(cudaMemcpyAsync(
-          out, in, numElements(v) * elementBytes(v.type().dtype()),
+          out, in, numElements(v) * elementSize(v.type().dtype()),
           cudaMemcpyDeviceToDevice, stream));
     }
     return;
@@ -871,7 +856,7 @@ void CudaRunner::runKernel(size_t index) {
       in.clear();
       for (int i = 0; i < k.inputs_size(); ++i) {
         const program::Value &v = function.values(k.inputs(i));
-        int64_t bytes = numElements(v) * elementBytes(v.type().dtype());
+        int64_t bytes = numElements(v) * elementSize(v.type().dtype());
         in.push_back(static_cast<std::byte *>(ptr[k.inputs(i)]) +
                      (i < stacked ? j * (bytes / micro) : 0));
       }
@@ -916,7 +901,7 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
     for (size_t j = 0; j < in.size(); ++j)
       if (function.inputs(static_cast<int>(j)) == id) {
         const program::Value &v = function.values(id);
-        passed[i] = {in[j], numElements(v) * elementBytes(v.type().dtype())};
+        passed[i] = {in[j], numElements(v) * elementSize(v.type().dtype())};
       }
     if (!out[i])
       out[i] = ownBuffer(id);
@@ -936,7 +921,7 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
           : v.type().dtype() == program::F32 ? static_cast<const void *>(&f)
                                              : static_cast<const void *>(&bits);
       GPTC_CUDA_CHECK(cudaMemcpyAsync(ptr[k.inputs(0)], src,
-                                      elementBytes(v.type().dtype()),
+                                      elementSize(v.type().dtype()),
                                       cudaMemcpyHostToDevice, backend.stream));
       GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
     }

@@ -33,16 +33,16 @@ __host__ __device__ constexpr int tileRows() {
   return D <= 64 ? 64 : 32;
 }
 
-/// Rows [first, first + B) of a head's columns of `x` and `y` (zeros past
-/// T) into shared tiles, by the block's B threads.
+/// Rows [first, first + B) of a head's columns of `x` (times `xScale`) and
+/// `y` (zeros past T) into shared tiles, by the block's B threads.
 template <int D, int B>
 __device__ void loadTiles(float (*xs)[D], float (*ys)[D], const float *x,
-                          const float *y, size_t base, int first, int T,
-                          int C) {
+                          const float *y, size_t base, int first, int T, int C,
+                          float xScale = 1.f) {
   for (int i = threadIdx.x; i < B * D; i += B) {
     int r = i / D, c = i % D, row = first + r;
     size_t at = base + static_cast<size_t>(row) * C + c;
-    xs[r][c] = row < T ? x[at] : 0.f;
+    xs[r][c] = row < T ? x[at] * xScale : 0.f;
     ys[r][c] = row < T ? y[at] : 0.f;
   }
 }
@@ -202,12 +202,7 @@ __global__ void attentionBackwardKeyKernel(
     }
   }
   for (int q0 = k0; q0 < T; q0 += B) {
-    for (int i = threadIdx.x; i < B * D; i += B) {
-      int r = i / D, c = i % D, row = q0 + r;
-      size_t at = base + static_cast<size_t>(row) * C + c;
-      qs[r][c] = row < T ? q[at] * scale : 0.f;
-      gs[r][c] = row < T ? dout[at] : 0.f;
-    }
+    loadTiles<D, B>(qs, gs, q, dout, base, q0, T, C, scale);
     {
       int row = q0 + threadIdx.x;
       size_t s = (static_cast<size_t>(blockIdx.y) * T + row) * 2;
