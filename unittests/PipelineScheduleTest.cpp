@@ -109,10 +109,14 @@ TEST(PipelineSchedule, DeadlockIsDiagnosed) {
                  {PipelineOp::Backward, 0, 1, -1, true},
                  {PipelineOp::Send, 0, 0, 0, true}};
   std::string error;
-  EXPECT_FALSE(simulatePipeline(programs, {1.0, 1.0}, 1, error));
+  PipelineStall stall;
+  EXPECT_FALSE(simulatePipeline(programs, {1.0, 1.0}, 1, error, &stall));
   EXPECT_EQ(error, "the pipeline schedule deadlocks: stage 0 waits for the "
                    "gradient of microbatch 0 from stage 1, which waits for "
                    "the activation of microbatch 0 from stage 0 (a cycle)");
+  // Where: stage 0's first op, the receive the chain starts from.
+  EXPECT_EQ(stall.stage, 0);
+  EXPECT_EQ(stall.index, 0u);
   // A receive nobody sends.
   programs[1].pop_back();
   EXPECT_FALSE(simulatePipeline(programs, {1.0, 1.0}, 1, error));
@@ -137,4 +141,29 @@ TEST(PipelineSchedule, ScheduleArgumentsAreChecked) {
       buildPipelinePrograms(*two, 8, PipelineScheduleKind::OneFOneB, error));
   EXPECT_NE(error.find("virtual stages are for the interleaved"),
             std::string::npos);
+}
+
+// Every message is timed: sent when its sender reaches the send, taken
+// when its receiver reaches the receive (never before it was sent).
+TEST(PipelineSchedule, MessagesAreTimed) {
+  std::string error;
+  auto part = partitionPipeline(8, 4, 1, 1.0, 0.0, 0.0, error);
+  ASSERT_TRUE(part);
+  for (PipelineScheduleKind kind :
+       {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB}) {
+    auto programs = buildPipelinePrograms(*part, 8, kind, error);
+    ASSERT_TRUE(programs) << error;
+    auto t = simulatePipeline(*programs, part->forwardCost, 1, error);
+    ASSERT_TRUE(t) << error;
+    size_t sends = 0;
+    for (const auto &program : *programs)
+      for (const PipelineOp &op : program)
+        sends += op.kind == PipelineOp::Send;
+    ASSERT_EQ(t->messages.size(), sends);
+    for (const auto &m : t->messages) {
+      EXPECT_GE(m.received, m.sent);
+      EXPECT_EQ(m.to, m.op.peer);
+      EXPECT_EQ(m.from + (m.op.gradient ? -1 : 1), m.to);
+    }
+  }
 }

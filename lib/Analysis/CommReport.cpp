@@ -15,6 +15,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::gptc;
 
@@ -26,17 +28,37 @@ static int64_t tensorBytes(Type type) {
          static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
 }
 
-FailureOr<std::vector<Collective>>
-mlir::gptc::collectCollectives(func::FuncOp func) {
-  std::vector<Collective> out;
-  SymbolTableCollection symbols;
+/// Appends `func`'s collectives, each run `runs` times per step, to `out`:
+/// an op met again (a function called more than once) adds its runs to its
+/// row; sends and receives of one kind, peer and type share a row.
+static LogicalResult collectInto(func::FuncOp func, int64_t runs,
+                                 SymbolTableCollection &symbols,
+                                 std::vector<Collective> &out,
+                                 std::map<std::string, size_t> &rows,
+                                 int depth) {
+  if (depth > 8)
+    return func.emitOpError("calls nest too deep for the report");
   WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+    int64_t loops = 1;
+    for (Operation *p = op->getParentOp(); p && p != func; p = p->getParentOp())
+      if (auto loop = dyn_cast<AccumulateOp>(p))
+        loops *= loop.getMicrobatches();
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(
+          op, call.getCalleeAttr());
+      if (!callee || callee.isExternal())
+        return WalkResult::advance();
+      return failed(collectInto(callee, runs * loops, symbols, out, rows,
+                                depth + 1))
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    }
     Collective c;
     c.op = op;
     // G is the bytes of the whole tensor the collective moves.
     auto record = [&](StringRef kind, FlatSymbolRefAttr gridName,
-                      ArrayRef<shard::GridAxis> axes, Type whole,
-                      double factor) -> WalkResult {
+                      ArrayRef<shard::GridAxis> axes, Type whole, double factor,
+                      std::string key) -> WalkResult {
       FailureOr<shard::GridOp> grid =
           shard::getGridOrNull(op, gridName, symbols);
       if (failed(grid) || !*grid) {
@@ -59,12 +81,36 @@ mlir::gptc::collectCollectives(func::FuncOp func) {
         return WalkResult::interrupt();
       }
       double n = static_cast<double>(c.ranks);
-      c.volume = factor * (n - 1) / n * static_cast<double>(c.bytes);
-      for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
-        if (auto loop = dyn_cast<AccumulateOp>(p))
-          c.runs *= loop.getMicrobatches();
-      out.push_back(c);
+      // Point to point: the pair; a send moves the whole tensor, a receive
+      // nothing of this rank's.
+      if (kind == "send" || kind == "recv") {
+        c.ranks = 2;
+        c.volume = factor * static_cast<double>(c.bytes);
+      } else {
+        c.volume = factor * (n - 1) / n * static_cast<double>(c.bytes);
+      }
+      c.runs = runs * loops;
+      if (key.empty()) {
+        std::string s;
+        llvm::raw_string_ostream os(s);
+        os << static_cast<const void *>(op);
+        key = s;
+      }
+      auto [it, fresh] = rows.try_emplace(key, out.size());
+      if (fresh)
+        out.push_back(c);
+      else
+        out[it->second].runs += c.runs;
       return WalkResult::advance();
+    };
+    auto pointToPoint = [&](StringRef kind, ArrayRef<int64_t> peer) {
+      std::string key;
+      llvm::raw_string_ostream os(key);
+      os << kind << (op->hasAttr(kGradientAttrName) ? " gradient" : "") << " "
+         << op->getOperand(0).getType();
+      for (int64_t p : peer)
+        os << " " << p;
+      return key;
     };
     return llvm::TypeSwitch<Operation *, WalkResult>(op)
         .Case([&](shard::AllReduceOp o) {
@@ -72,23 +118,42 @@ mlir::gptc::collectCollectives(func::FuncOp func) {
                             ? "all_reduce_max"
                             : "all_reduce",
                         o.getGridAttr(), o.getGridAxes(),
-                        o.getResult().getType(), 2.0);
+                        o.getResult().getType(), 2.0, "");
         })
         .Case([&](shard::ReduceScatterOp o) {
           return record("reduce_scatter", o.getGridAttr(), o.getGridAxes(),
-                        o.getInput().getType(), 1.0);
+                        o.getInput().getType(), 1.0, "");
         })
         .Case([&](shard::AllGatherOp o) {
           return record("all_gather", o.getGridAttr(), o.getGridAxes(),
-                        o.getResult().getType(), 1.0);
+                        o.getResult().getType(), 1.0, "");
         })
         .Case([&](shard::AllSliceOp o) {
           return record("all_slice", o.getGridAttr(), o.getGridAxes(),
-                        o.getInput().getType(), 0.0);
+                        o.getInput().getType(), 0.0, "");
+        })
+        .Case([&](shard::SendOp o) {
+          return record("send", o.getGridAttr(), o.getGridAxes(),
+                        o.getInput().getType(), 1.0,
+                        pointToPoint("send", o.getDestination()));
+        })
+        .Case([&](shard::RecvOp o) {
+          return record("recv", o.getGridAttr(), o.getGridAxes(),
+                        o.getResult().getType(), 0.0,
+                        pointToPoint("recv", o.getSource().value_or(
+                                                 ArrayRef<int64_t>())));
         })
         .Default([](Operation *) { return WalkResult::advance(); });
   });
-  if (walk.wasInterrupted())
+  return failure(walk.wasInterrupted());
+}
+
+FailureOr<std::vector<Collective>>
+mlir::gptc::collectCollectives(func::FuncOp func) {
+  std::vector<Collective> out;
+  std::map<std::string, size_t> rows;
+  SymbolTableCollection symbols;
+  if (failed(collectInto(func, 1, symbols, out, rows, 0)))
     return failure();
   return out;
 }
@@ -125,9 +190,9 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
   os << "communication of @" << func.getSymName()
      << " per rank and step (G: bytes of the whole tensor, N: ranks in the "
         "group;\n  all_reduce 2(N-1)/N G, reduce_scatter and all_gather "
-        "(N-1)/N G, all_slice 0;\n  a collective in the microbatch loop "
-        "runs once per microbatch (xM): its sent bytes and\n  the totals "
-        "count every run)\n";
+        "(N-1)/N G, all_slice 0, send G, recv 0;\n  a collective in the "
+        "microbatch loop (or in a function called M times) runs xM: its "
+        "sent bytes\n  and the totals count every run)\n";
   os << llvm::format("%4s  %-15s %-6s %3s  %-16s %12s %12s  %s\n", "#",
                      "collective", "axes", "N", "tensor", "G bytes",
                      "sent bytes", "for");
@@ -142,9 +207,10 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
     for (auto [j, a] : llvm::enumerate(c.axes))
       axes += (j ? "," : "") + std::to_string(a);
     axes += "]";
-    Type shown = isa<shard::AllReduceOp, shard::AllGatherOp>(c.op)
-                     ? c.op->getResult(0).getType()
-                     : c.op->getOperand(0).getType();
+    Type shown =
+        isa<shard::AllReduceOp, shard::AllGatherOp, shard::RecvOp>(c.op)
+            ? c.op->getResult(0).getType()
+            : c.op->getOperand(0).getType();
     double runs = static_cast<double>(c.runs);
     std::string what = purpose(c.op);
     if (c.runs > 1)
@@ -177,6 +243,18 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
 }
 
 static std::string purpose(Operation *op) {
+  auto stageOf = [](std::optional<ArrayRef<int64_t>> peer) {
+    return peer && peer->size() == 1 ? std::to_string((*peer)[0])
+                                     : std::string("?");
+  };
+  if (auto send = dyn_cast<shard::SendOp>(op))
+    return (op->hasAttr(kGradientAttrName) ? "gradient to stage "
+                                           : "activation to stage ") +
+           stageOf(send.getDestination());
+  if (auto recv = dyn_cast<shard::RecvOp>(op))
+    return (op->hasAttr(kGradientAttrName) ? "gradient from stage "
+                                           : "activation from stage ") +
+           stageOf(recv.getSource());
   if (Operation *def = op->getOperand(0).getDefiningOp()) {
     if (isa<CountTokensOp>(def))
       return "token count";

@@ -274,7 +274,7 @@ std::string mlir::gptc::describePipelineOp(const PipelineOp &op, bool chunks) {
 std::optional<PipelineTimeline> mlir::gptc::simulatePipeline(
     const std::vector<std::vector<PipelineOp>> &programs,
     const std::vector<double> &forwardCost, int64_t virtualStages,
-    std::string &error) {
+    std::string &error, PipelineStall *stall) {
   int64_t p = static_cast<int64_t>(programs.size());
   bool chunks = virtualStages > 1;
   using Key = std::tuple<bool, int64_t, int64_t>; // gradient, mb, chunk
@@ -285,6 +285,7 @@ std::optional<PipelineTimeline> mlir::gptc::simulatePipeline(
       if (op.kind == PipelineOp::Send)
         senders[{op.peer, Key{op.gradient, op.microbatch, op.chunk}}] = s;
   std::map<std::pair<int64_t, Key>, double> arrived; // (to, key) -> time
+  std::map<std::pair<int64_t, Key>, size_t> message; // -> t.messages
   std::vector<size_t> pc(p, 0);
   std::vector<double> clock(p, 0);
   std::vector<std::map<std::pair<int64_t, int64_t>, bool>> live(p);
@@ -304,9 +305,13 @@ std::optional<PipelineTimeline> mlir::gptc::simulatePipeline(
           if (it == arrived.end())
             break;
           clock[s] = std::max(clock[s], it->second);
+          t.messages[message.at(it->first)].received = clock[s];
         } else if (op.kind == PipelineOp::Send) {
           arrived[{op.peer, Key{op.gradient, op.microbatch, op.chunk}}] =
               clock[s];
+          message[{op.peer, Key{op.gradient, op.microbatch, op.chunk}}] =
+              t.messages.size();
+          t.messages.push_back({s, op.peer, op, clock[s], -1});
         } else {
           if (op.chunk < 0 ||
               op.chunk >= static_cast<int64_t>(forwardCost.size())) {
@@ -346,6 +351,8 @@ std::optional<PipelineTimeline> mlir::gptc::simulatePipeline(
     for (int64_t s : stuck) {
       const PipelineOp &op = programs[s][pc[s]];
       if (!senders.count({s, Key{op.gradient, op.microbatch, op.chunk}})) {
+        if (stall)
+          *stall = {s, pc[s]};
         error = "the pipeline schedule deadlocks: " + waitOf(s) +
                 ", which never sends it";
         return std::nullopt;
@@ -355,6 +362,8 @@ std::optional<PipelineTimeline> mlir::gptc::simulatePipeline(
     std::string chain;
     std::vector<bool> seen(p, false);
     int64_t s = stuck.front();
+    if (stall)
+      *stall = {s, pc[s]};
     while (!seen[s] && pc[s] < programs[s].size()) {
       seen[s] = true;
       chain += (chain.empty() ? "" : ", which ") +

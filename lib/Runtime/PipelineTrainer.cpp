@@ -79,9 +79,9 @@ struct PipelineTrainer::Impl {
   std::vector<int> own;
   std::map<std::string, int> ownIndex;
   std::vector<Tensor> params, m, v, grads;
-  /// ZeRO-1: per own parameter, the first element of this replica's slice
-  /// and its length (the whole tensor when not sliced); m and v hold the
-  /// slice.
+  /// ZeRO-1 and 2: per own parameter, the first element of this replica's
+  /// slice and its length (the whole tensor when not sliced); m and v hold
+  /// the slice (ZeRO-2: and the reduced gradient is only valid there).
   std::vector<int64_t> sliceBegin, sliceSize;
   bool sliced(size_t k) const {
     return sliceSize[k] != params[k].numElements();
@@ -92,6 +92,17 @@ struct PipelineTrainer::Impl {
                    std::string &error);
   /// Per plan parameter: the stages that hold it.
   std::vector<std::set<int>> holders;
+  /// The axes the gradient norm's sum runs over: the stages, the tensor
+  /// ranks and, with ZeRO-2 (each replica holds a slice of the reduced
+  /// gradient), the replicas.
+  std::vector<int64_t> normAxes() const {
+    std::vector<int64_t> axes{ppAxis};
+    if (tpAxis >= 0)
+      axes.push_back(tpAxis);
+    if (plan.zero_stage() >= 2 && dpAxis >= 0 && replicas > 1)
+      axes.push_back(dpAxis);
+    return axes;
+  }
 
   bool bind(const program::Function &f, ChunkFunction &out, bool backwardFn,
             std::string &error);
@@ -224,10 +235,7 @@ PipelineTrainer::create(const program::Program &program,
   groups.insert({I.ppAxis});
   if (I.dpAxis >= 0)
     groups.insert({I.dpAxis});
-  if (I.tpAxis >= 0) {
-    std::vector<int64_t> pt{I.ppAxis, I.tpAxis};
-    groups.insert(pt);
-  }
+  groups.insert(I.normAxes());
   for (const std::vector<int64_t> &axes : groups) {
     double zero = 0;
     if (!comm->allReduceSum(&zero, 1, program::F64, I.grid, axes, error))
@@ -367,9 +375,7 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                             (I.replica * rows + i * mb) * T * sizeof(int32_t));
   };
   const std::vector<int64_t> &grid = I.grid;
-  std::vector<int64_t> stageAxes{I.ppAxis}, normAxes{I.ppAxis}, allAxes;
-  if (I.tpAxis >= 0)
-    normAxes.push_back(I.tpAxis);
+  std::vector<int64_t> stageAxes{I.ppAxis}, normAxes = I.normAxes(), allAxes;
   for (int64_t a = 0; a < static_cast<int64_t>(grid.size()); ++a)
     allAxes.push_back(a);
   bool writer = I.comm->rank() == 0;
@@ -406,7 +412,9 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     for (Tensor &g : I.grads)
       std::memset(g.raw(), 0, g.byteSize());
     std::map<Key, std::vector<Tensor>> acts, cots, outbox;
-    std::vector<std::vector<Tensor>> sent;
+    // Each MPI send's data until it completes (in send order).
+    std::vector<Tensor> sent;
+    std::vector<size_t> done;
     double lossSum = 0;
     auto run = [&](ChunkFunction &f, int64_t i, int64_t c,
                    std::vector<Tensor> &out) {
@@ -424,6 +432,13 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     for (const program::PipelineStep &s : prog.steps()) {
       int64_t i = s.microbatch(), c = s.chunk();
       double opStart = TraceRecorder::now();
+      // Messages are kept only until their send completes.
+      if (!sent.empty()) {
+        if (!I.comm->testSends(done, error))
+          return false;
+        for (size_t j : done)
+          sent.at(j) = Tensor();
+      }
       switch (s.kind()) {
       case program::PipelineStep::FORWARD: {
         if (c + 1 == I.chunks)
@@ -485,7 +500,8 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                   error))
             return false;
         }
-        sent.push_back(std::move(it->second));
+        for (Tensor &t : it->second)
+          sent.push_back(std::move(t));
         outbox.erase(it);
         break;
       }
@@ -518,17 +534,10 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
     }
     if (!I.comm->waitSends(error))
       return false;
-    // The step's gradients: the mean over the microbatches and the
-    // replicas, a tied parameter's summed over the stages that hold it.
-    for (Tensor &g : I.grads)
-      if (I.replicas > 1 &&
-          !I.comm->allReduceSum(g.raw(), g.numElements(), program::F32, grid,
-                                {I.dpAxis}, error))
-        return false;
-    float inv = 1.0f / static_cast<float>(I.micro * I.replicas);
-    for (Tensor &g : I.grads)
-      for (int64_t e = 0, n = g.numElements(); e < n; ++e)
-        g.data<float>()[e] *= inv;
+    // The step's gradients (as the stage functions' ends say): a tied
+    // parameter's summed over the stages that hold it, then each summed
+    // over the replicas (ZeRO-2: each replica gets the sum of its slice
+    // only), then the mean over the microbatches and the replicas.
     for (int i = 0; i < I.plan.params_size(); ++i) {
       if (I.holders[i].size() < 2)
         continue;
@@ -546,6 +555,32 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
                                 stageAxes, error))
         return false;
     }
+    bool zero2 = I.plan.zero_stage() >= 2;
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      if (I.replicas < 2)
+        break;
+      Tensor &g = I.grads[k];
+      if (zero2 && I.sliced(k)) {
+        Tensor mine(program::F32, {I.sliceSize[k]});
+        if (!I.comm->reduceScatterSum(g.raw(), mine.raw(), I.sliceSize[k],
+                                      program::F32, grid, {I.dpAxis}, error))
+          return false;
+        std::memcpy(g.data<float>() + I.sliceBegin[k], mine.raw(),
+                    mine.byteSize());
+      } else if (!I.comm->allReduceSum(g.raw(), g.numElements(), program::F32,
+                                       grid, {I.dpAxis}, error)) {
+        return false;
+      }
+    }
+    float inv = 1.0f / static_cast<float>(I.micro * I.replicas);
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      // ZeRO-2: only the slice holds the reduced gradient.
+      bool slice = zero2 && I.sliced(k);
+      float *g = I.grads[k].data<float>() + (slice ? I.sliceBegin[k] : 0);
+      int64_t n = slice ? I.sliceSize[k] : I.grads[k].numElements();
+      for (int64_t e = 0; e < n; ++e)
+        g[e] *= inv;
+    }
     // The gradient norm of the whole model (each parameter counted once,
     // by its first holder), the loss from the last stage.
     // (With tensor parallelism a block counts on its rank, a replicated
@@ -556,8 +591,14 @@ bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
         continue;
       if (!layoutOf(I.plan.params(I.own[k])).isSplit() && I.tpRank != 0)
         continue;
-      const float *g = I.grads[k].data<float>();
-      for (int64_t e = 0, n = I.grads[k].numElements(); e < n; ++e)
+      // ZeRO-2: each replica counts its slice (a whole gradient, on the
+      // first replica only).
+      bool slice = zero2 && I.sliced(k);
+      if (zero2 && !slice && I.replica != 0)
+        continue;
+      const float *g = I.grads[k].data<float>() + (slice ? I.sliceBegin[k] : 0);
+      int64_t n = slice ? I.sliceSize[k] : I.grads[k].numElements();
+      for (int64_t e = 0; e < n; ++e)
         sums[0] += static_cast<double>(g[e]) * g[e];
     }
     if (I.stage == lastStage && I.tpRank == 0)

@@ -32,7 +32,7 @@ using namespace mlir::gptc;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory scheduleCategory(
-    "gptc pipeline options (--emit=schedule; pipelines do not train yet)");
+    "gptc pipeline options (meshes with a pp axis: gptc train, --emit=*)");
 static cl::opt<std::string> scheduleOpt(
     "pipeline-schedule",
     cl::desc("Pipeline schedule: gpipe, 1f1b (default) or interleaved"),

@@ -11,10 +11,13 @@
 
 #include "Summary.h"
 
-#include "gptc/Analysis/ModelSize.h"
+#include "Train.h"
+
 #include "gptc/Analysis/KernelReport.h"
+#include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Frontend/ModelSpec.h"
 
 #include "gptc/Pipelines/Pipelines.h"
@@ -25,6 +28,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -98,6 +103,139 @@ static std::vector<::gptc::cpu::GemmProblem> gemmProblems(func::FuncOp func) {
     problems.push_back(p);
   });
   return problems;
+}
+
+static int64_t tensorBytes(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return t.getNumElements() *
+         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// A pipeline's figures per stage, from its compilation (gptc train's):
+/// what one rank of each stage holds as PipelineTrainer runs it.
+static LogicalResult printPipelineStages(const ModelDescription &desc,
+                                         ModuleOp module, raw_ostream &os) {
+  const ModelConfig &m = desc.getConfig();
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  ::gptc::program::Program program;
+  if (failed(compilePipeline(desc, *copy, /*codegen=*/true, program,
+                             /*kernelLibrary=*/false)))
+    return failure();
+  FailureOr<std::vector<std::vector<PipelineOp>>> programs =
+      readPipelinePrograms(*copy);
+  if (failed(programs))
+    return failure();
+  const ::gptc::program::PipelinePlan &plan = program.pipeline();
+  int64_t p = plan.stages(), micro = plan.microbatches();
+  std::string error;
+  std::optional<PipelineTimeline> timeline = simulatePipeline(
+      *programs,
+      std::vector<double>(plan.stages() * plan.virtual_stages(), 1.0),
+      plan.virtual_stages(), error);
+  if (!timeline)
+    return copy->emitError(error);
+  os << "pipeline: " << p << " stages"
+     << (plan.virtual_stages() > 1
+             ? " x " + std::to_string(plan.virtual_stages()) + " virtual stages"
+             : std::string())
+     << ", " << plan.schedule() << ", " << micro
+     << " microbatches (gptc train runs it; --emit=schedule shows the "
+        "timeline)\n";
+  os << "per stage, on each of its ranks (fp32 parameters, gradients and "
+        "AdamW moments"
+     << (m.zeroStage >= 1 && m.dataParallel > 1
+             ? ", moments sliced over the data axis (ZeRO-1)"
+             : "")
+     << "; each chunk's forward and backward with its own buffers; the "
+        "boundary tensors: activations received and held for the "
+        "backward, gradients received, messages sent and kept until their "
+        "receiver takes them, timed with equal chunks):\n";
+  for (int64_t s = 0; s < p; ++s) {
+    auto stage = copy->lookupSymbol<func::FuncOp>("stage" + std::to_string(s));
+    int64_t params = 0, weights = 0, moments = 0;
+    for (unsigned i = 0; i < stage.getNumArguments(); ++i) {
+      if (!stage.getArgAttr(i, kParamAttrName))
+        continue;
+      auto t = cast<RankedTensorType>(stage.getArgument(i).getType());
+      params += t.getNumElements();
+      weights += 4 * t.getNumElements();
+      bool sliced = m.zeroStage >= 1 && m.dataParallel > 1 && t.getRank() > 0 &&
+                    t.getDimSize(0) % m.dataParallel == 0;
+      moments += 8 * t.getNumElements() / (sliced ? m.dataParallel : 1);
+    }
+    // Each chunk function's arena (its runner keeps it between calls).
+    int64_t buffers = 0;
+    std::string chunks;
+    for (int64_t c = s; c < plan.stages() * plan.virtual_stages(); c += p)
+      for (std::string name : {"chunk" + std::to_string(c),
+                               "chunk" + std::to_string(c) + "_backward"}) {
+        auto f = copy->lookupSymbol<func::FuncOp>(name);
+        if (!f)
+          continue;
+        if (auto a = f->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
+          buffers += a.getInt();
+        chunks += (chunks.empty() ? "@" : ", @") + name;
+      }
+    // The boundary tensors the program holds, at its peak.
+    auto inBytes = [&](int64_t c) {
+      auto f = copy->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c));
+      int64_t b = 0;
+      for (unsigned i = 0; i < f.getNumArguments(); ++i)
+        if (f.getArgAttr(i, kPipelineInAttrName))
+          b += tensorBytes(f.getArgument(i).getType());
+      return b;
+    };
+    auto outBytes = [&](int64_t c) {
+      auto f = copy->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c));
+      int64_t b = 0;
+      for (Type t : f.getResultTypes())
+        b += tensorBytes(t);
+      return b;
+    };
+    auto messageBytes = [&](const PipelineOp &op) {
+      return op.gradient ? outBytes(op.chunk) : inBytes(op.chunk);
+    };
+    int64_t held = 0, peakHeld = 0;
+    std::map<std::pair<int64_t, int64_t>, int64_t> live;
+    for (const PipelineOp &op : (*programs)[s]) {
+      if (op.kind == PipelineOp::Recv) {
+        int64_t b = messageBytes(op);
+        live[{op.microbatch, op.chunk}] += b;
+        held += b;
+      } else if (op.kind == PipelineOp::Backward) {
+        held -= live[{op.microbatch, op.chunk}];
+        live.erase({op.microbatch, op.chunk});
+      }
+      peakHeld = std::max(peakHeld, held);
+    }
+    // A sent message is kept until its receiver takes it: the most bytes
+    // outstanding at once in the simulated timeline (a receive at the
+    // instant of the send takes it at once).
+    std::vector<std::pair<double, int64_t>> events;
+    for (const PipelineTimeline::Message &msg : timeline->messages)
+      if (msg.from == s) {
+        events.push_back({msg.sent, messageBytes(msg.op)});
+        events.push_back({msg.received, -messageBytes(msg.op)});
+      }
+    llvm::sort(events);
+    int64_t sent = 0, outstanding = 0;
+    for (auto [time, b] : events) {
+      outstanding += b;
+      sent = std::max(sent, outstanding);
+    }
+    int64_t total = 2 * weights + moments + buffers + peakHeld + sent;
+    os << "stage " << s << ": " << params << " parameters (" << human(params)
+       << "), model state " << 2 * weights + moments << " bytes ("
+       << bytes(2 * weights + moments) << ")\n";
+    os << "  buffers of " << chunks << ": " << buffers << " bytes ("
+       << bytes(buffers) << ")\n";
+    os << "  boundary tensors: " << peakHeld << " bytes received and held ("
+       << bytes(peakHeld) << ") + " << sent << " bytes sent, not yet received ("
+       << bytes(sent) << ")\n";
+    os << "  stage memory: " << total << " bytes (" << bytes(total)
+       << "; kernel scratch and the GEMM library's state not counted)\n";
+  }
+  return success();
 }
 
 LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
@@ -176,14 +314,8 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   if (size->paddedVocabSize != m.vocabSize)
     os << "vocabulary padded to: " << size->paddedVocabSize
        << " rows for tensor parallelism\n";
-  if (m.pipelineParallel > 1) {
-    // No figure for a feature that does not run.
-    os << "pipeline: " << m.pipelineParallel
-       << " stages do not run yet (docs/Limitations.md); --emit=schedule "
-          "plans the stages and schedules. Per-device figures are given for "
-          "meshes without a pipeline axis.\n";
-    return success();
-  }
+  if (m.pipelineParallel > 1)
+    return printPipelineStages(desc, module, os);
 
   // Model state.
   if (requested == Precision::BF16)

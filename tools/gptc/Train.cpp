@@ -161,10 +161,28 @@ static LogicalResult compile(ModuleOp module,
 /// and buffers as for the one-device step, then the plan: each stage's
 /// steps, the parameters in the one-device order and the optimizer's
 /// settings.
-static LogicalResult compilePipeline(const ModelDescription &desc,
-                                     ModuleOp module, bool codegen,
-                                     ::gptc::program::Program &program) {
+/// What pipelines do not compile yet, refused with the mesh's location.
+static LogicalResult checkPipelineSupported(const ModelDescription &desc) {
+  const ModelConfig &m = desc.getConfig();
+  if (m.zeroStage > 2)
+    return emitError(desc.locate({{"mesh"}}))
+           << "pipelines shard the optimizer state and gradients (ZeRO-1, "
+              "ZeRO-2) but not the parameters: ZeRO stage "
+           << m.zeroStage << " with a pipeline does not train yet";
+  if (m.precision == Precision::FP16)
+    return emitError(desc.locate({{"mesh"}}))
+           << "pipeline stages train in fp32 or bf16 for now (fp16's loss "
+              "scaling is not wired into the stages)";
+  return success();
+}
+
+LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
+                                          ModuleOp module, bool codegen,
+                                          ::gptc::program::Program &program,
+                                          bool kernelLibrary) {
   namespace pg = ::gptc::program;
+  if (failed(checkPipelineSupported(desc)))
+    return failure();
   FailureOr<PipelinePlanning> plan = planPipeline(desc);
   if (failed(plan))
     return failure();
@@ -200,10 +218,21 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
   if (codegen)
     func.addPass(createGptcFormKernelsPass());
   func.addPass(createGptcPlanBuffersPass());
+  // Each stage's program in the IR (calls, sends, receives), checked for
+  // deadlocks; the runtime's plan is read back from it.
+  GptcPipelineSchedulePassOptions schedule;
+  schedule.schedule = pipelineScheduleName(plan->kind);
+  schedule.microbatches = plan->microbatches;
+  pm.addPass(createGptcPipelineSchedulePass(schedule));
   if (failed(pm.run(module)))
     return failure();
+  FailureOr<std::vector<std::vector<PipelineOp>>> programs =
+      readPipelinePrograms(module);
+  if (failed(programs))
+    return failure();
   SmallVector<StringRef> refs(names.begin(), names.end());
-  if (failed(compileProgram(module, refs, program)))
+  if (failed(kernelLibrary ? compileProgram(module, refs, program)
+                           : exportProgram(module, refs, program)))
     return failure();
 
   pg::PipelinePlan &out = *program.mutable_pipeline();
@@ -212,7 +241,7 @@ static LogicalResult compilePipeline(const ModelDescription &desc,
   out.set_virtual_stages(plan->virtualStages);
   out.set_microbatches(plan->microbatches);
   out.set_schedule(pipelineScheduleName(plan->kind));
-  for (const std::vector<PipelineOp> &ops : plan->programs) {
+  for (const std::vector<PipelineOp> &ops : *programs) {
     pg::PipelineStageProgram &stage = *out.add_programs();
     for (const PipelineOp &op : ops) {
       pg::PipelineStep &step = *stage.add_steps();
@@ -326,14 +355,8 @@ static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
                             MLIRContext &context) {
   const ModelConfig &m = desc.getConfig();
-  if (m.zeroStage > 1)
-    return fail("pipelines shard the optimizer state (ZeRO-1) but not the "
-                "gradients or parameters: ZeRO stage " +
-                std::to_string(m.zeroStage) +
-                " with a pipeline does not train yet");
-  if (m.precision == Precision::FP16)
-    return fail("pipeline stages train in fp32 or bf16 for now (fp16's "
-                "loss scaling is not wired into the stages)");
+  if (failed(checkPipelineSupported(desc)))
+    return 1;
   if (m.vocabSize < 256)
     return fail("byte-level training needs vocab_size >= 256, got " +
                 std::to_string(m.vocabSize));

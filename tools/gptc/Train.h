@@ -9,6 +9,9 @@
 
 #include "gptc/Frontend/ModelSpec.h"
 
+#include "gptc/Runtime/program.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 
 #include <string>
@@ -25,6 +28,15 @@ struct DeviceChoice {
   std::string chip;
 };
 FailureOr<DeviceChoice> getDeviceChoice();
+
+/// A pipeline mesh's compilation (docs/Pipeline.md): @forward cut into
+/// chunks with their backwards, each stage's program as @stage<s>, and the
+/// artifact with its PipelinePlan read from those programs. `codegen`:
+/// fused kernels (gptc train's --codegen); `kernelLibrary`: their machine
+/// code in the artifact (what runs; the reports need only the IR).
+LogicalResult compilePipeline(const ModelDescription &desc, ModuleOp module,
+                              bool codegen, ::gptc::program::Program &program,
+                              bool kernelLibrary = true);
 
 int runTrain(const std::string &modelPath, const DialectRegistry &registry);
 

@@ -201,6 +201,73 @@ static LogicalResult compileCudaArtifact(ModuleOp module,
                                options);
 }
 
+/// The outputs of a pipeline mesh, from gptc train's compilation: the
+/// chunks and each stage's program (train), the artifact (program), each
+/// stage's communication (comm) and the chunks' kernels (kernels).
+static LogicalResult compilePipelineOutput(const ModelDescription &desc,
+                                           MLIRContext &context,
+                                           raw_ostream &os) {
+  int64_t p = desc.getConfig().pipelineParallel;
+  Location meshLoc = desc.locate({{"mesh"}});
+  FailureOr<DeviceChoice> device = getDeviceChoice();
+  if (failed(device))
+    return failure();
+  if (device->cuda || emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
+      emitAction == Emit::Cubin)
+    return emitError(meshLoc) << "the mesh has a pipeline axis of size " << p
+                              << ": pipelines run on the CPU only for now";
+  if (emitAction == Emit::Artifact)
+    return emitError(meshLoc)
+           << "the mesh has a pipeline axis of size " << p
+           << ": gptc-runtime does not run pipelines; `mpirun -np N gptc "
+              "train` compiles and runs them";
+  OwningOpRef<ModuleOp> module = importModel(desc, &context);
+  ::gptc::program::Program program;
+  if (!module || failed(compilePipeline(desc, *module, /*codegen=*/true,
+                                        program, /*kernelLibrary=*/false)))
+    return failure();
+  switch (emitAction) {
+  case Emit::Train:
+    module->print(os, OpPrintingFlags().enableDebugInfo(
+                          /*enable=*/true, /*prettyForm=*/false));
+    os << "\n";
+    return success();
+  case Emit::Program: {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(program, &text);
+    os << text;
+    return success();
+  }
+  case Emit::Comm:
+    for (int64_t s = 0; s < p; ++s)
+      if (failed(printCommReport(
+              module->lookupSymbol<func::FuncOp>("stage" + std::to_string(s)),
+              os)))
+        return failure();
+    os << "then the update on every rank: two f64 all_reduces (gradient "
+          "norm, loss)"
+       << (desc.getConfig().zeroStage >= 1 && desc.getConfig().dataParallel > 1
+               ? " and, with ZeRO-1 or 2, the all_gather of each sliced "
+                 "parameter over the data axis"
+               : "")
+       << "\n";
+    return success();
+  case Emit::Kernels:
+    for (int64_t c = 0;; ++c) {
+      auto f = module->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c));
+      auto b = module->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c) +
+                                                  "_backward");
+      if (!f || !b)
+        break;
+      printKernelReport(f, os);
+      printKernelReport(b, os);
+    }
+    return success();
+  default:
+    llvm_unreachable("handled before compiling");
+  }
+}
+
 /// Compiles the description in `sourceMgr`'s main buffer and prints the
 /// requested stage to `os`.
 static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
@@ -212,17 +279,11 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
       ModelDescription::parse(sourceMgr, &context, *overrides);
   if (failed(desc))
     return failure();
-  // Pipelines are planned (--emit=schedule) but not compiled yet: no other
-  // output may pass a pipeline mesh off as a one-device step.
   if (emitAction == Emit::Schedule)
     return printPipelineSchedule(*desc, os);
   if (desc->getConfig().pipelineParallel > 1 && emitAction != Emit::Summary &&
       emitAction != Emit::MLIR)
-    return emitError(desc->locate({{"mesh"}}))
-           << "the mesh has a pipeline axis of size "
-           << desc->getConfig().pipelineParallel
-           << ": pipeline parallelism does not compile yet (--emit=schedule "
-              "plans its stages and schedule)";
+    return compilePipelineOutput(*desc, context, os);
   OwningOpRef<ModuleOp> module = importModel(*desc, &context);
   if (!module)
     return failure();

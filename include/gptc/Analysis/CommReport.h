@@ -11,6 +11,9 @@
 //   reduce-scatter    (N-1)/N x G   (G: the whole input)
 //   all-gather        (N-1)/N x G   (G: the whole result)
 //   all-slice         0             (each rank keeps its block)
+//   send              G             (pipeline stages; N = 2)
+//   recv              0             (counted at the sender)
+// A function's calls count their callees' collectives once per call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,7 +37,8 @@ struct Collective {
   int64_t bytes = 0;            ///< G
   double volume = 0;            ///< bytes sent per rank, per run
   /// Runs per step: the product of the enclosing gptc.accumulate ops'
-  /// microbatches (1 outside the microbatch loop).
+  /// microbatches (1 outside the microbatch loop), summed over the calls
+  /// that reach it.
   int64_t runs = 1;
 };
 

@@ -88,16 +88,31 @@ struct PipelineTimeline {
   /// Per stage: the most microbatches whose forward ran and backward did
   /// not, in units of a whole stage's activations (a chunk counts 1/v).
   std::vector<double> peakInFlight;
+  /// Every message: from and to which stage, the Send op, when it was sent
+  /// and when its receiver took it.
+  struct Message {
+    int64_t from, to;
+    PipelineOp op;
+    double sent, received;
+  };
+  std::vector<Message> messages;
+};
+
+/// Where a deadlocked simulation stopped: the stage whose receive starts
+/// the reported wait chain and that receive's index in its program.
+struct PipelineStall {
+  int64_t stage = -1;
+  size_t index = 0;
 };
 
 /// Simulates `programs` with forward costs per chunk (`forwardCost`) and
 /// backward costs twice those. Fails with `error` describing the wait
 /// cycle when the programs deadlock, or naming a receive whose message
-/// no stage sends.
+/// no stage sends (and, with `stall`, where).
 std::optional<PipelineTimeline>
 simulatePipeline(const std::vector<std::vector<PipelineOp>> &programs,
                  const std::vector<double> &forwardCost, int64_t virtualStages,
-                 std::string &error);
+                 std::string &error, PipelineStall *stall = nullptr);
 
 /// "F3.1", "B0", "send act 2 -> 1", "recv grad 0 <- 2": an op as the
 /// report prints it (the chunk after a dot when there are virtual stages).

@@ -80,6 +80,10 @@ public:
   virtual bool recv(void *data, int64_t bytes, int source, int64_t tag,
                     std::string &error);
   virtual bool waitSends(std::string &error);
+  /// The sends started since the last `waitSends` that have completed
+  /// since the last call, by their index in that order (their data may be
+  /// released); does not wait.
+  virtual bool testSends(std::vector<size_t> &done, std::string &error);
 };
 
 /// Starts MPI (MPI_Init) and returns a communicator over MPI_COMM_WORLD;

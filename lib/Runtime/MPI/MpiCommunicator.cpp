@@ -48,6 +48,11 @@ bool Communicator::waitSends(std::string &error) {
   return false;
 }
 
+bool Communicator::testSends(std::vector<size_t> &, std::string &error) {
+  error = "this communicator has no point-to-point messages";
+  return false;
+}
+
 namespace {
 class MpiCommunicator final : public Communicator {
 public:
@@ -123,6 +128,25 @@ public:
       error = "MPI_Waitall of the pipeline's sends failed";
       return false;
     }
+    return true;
+  }
+
+  bool testSends(std::vector<size_t> &done, std::string &error) override {
+    done.clear();
+    if (pending.empty())
+      return true;
+    std::vector<int> indices(pending.size());
+    int count = 0;
+    // Completed requests become MPI_REQUEST_NULL, which later calls skip.
+    if (MPI_Testsome(static_cast<int>(pending.size()), pending.data(), &count,
+                     indices.data(), MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      error = "MPI_Testsome of the pipeline's sends failed";
+      return false;
+    }
+    if (count == MPI_UNDEFINED)
+      return true;
+    for (int i = 0; i < count; ++i)
+      done.push_back(static_cast<size_t>(indices[i]));
     return true;
   }
 

@@ -189,7 +189,7 @@ void GptcPipelineSplitPass::runOnOperation() {
       map.map(a, entry->getArgument(i++));
     }
     for (auto [k, v] : llvm::enumerate(ins)) {
-      func.setArgAttr(i, "gptc.pipeline_in", builder.getI64IntegerAttr(k));
+      func.setArgAttr(i, kPipelineInAttrName, builder.getI64IntegerAttr(k));
       func.setArgAttr(i, kParamAttrName,
                       builder.getStringAttr("pipeline.in." + Twine(k)));
       map.map(v, entry->getArgument(i++));

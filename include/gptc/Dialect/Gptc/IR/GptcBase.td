@@ -65,6 +65,15 @@ def Gptc_Dialect : Dialect {
     "::mlir::UnitAttr":$rematerialize,
     "::mlir::DenseI64ArrayAttr":$offsets,
     "::mlir::IntegerAttr":$arena_bytes,
+    // Pipelines (gptc-pipeline-split, gptc-pipeline-schedule): a chunk's
+    // incoming boundary value, a stage function's stage, and on its calls,
+    // sends and receives the microbatch, the chunk and whether a message
+    // is a gradient.
+    "::mlir::IntegerAttr":$pipeline_in,
+    "::mlir::IntegerAttr":$pipeline_stage,
+    "::mlir::IntegerAttr":$microbatch,
+    "::mlir::IntegerAttr":$chunk,
+    "::mlir::UnitAttr":$gradient,
     // gptc-model-stats' results on @forward.
     "::mlir::IntegerAttr":$num_params,
     "::mlir::IntegerAttr":$forward_flops,

@@ -88,6 +88,24 @@ inline constexpr llvm::StringLiteral kOffsetsAttrName =
 /// Attribute of a function or region: the bytes of its arena.
 inline constexpr llvm::StringLiteral kArenaBytesAttrName =
     GptcDialect::ArenaBytesAttrHelper::getNameStr();
+/// Argument attribute of a pipeline chunk: the index of the boundary value
+/// it receives from the previous chunk.
+inline constexpr llvm::StringLiteral kPipelineInAttrName =
+    GptcDialect::PipelineInAttrHelper::getNameStr();
+/// Attribute of a pipeline stage's function (`@stage<s>`): its stage.
+inline constexpr llvm::StringLiteral kPipelineStageAttrName =
+    GptcDialect::PipelineStageAttrHelper::getNameStr();
+/// Attribute of a stage's calls, sends and receives (and of its data
+/// arguments): the microbatch.
+inline constexpr llvm::StringLiteral kMicrobatchAttrName =
+    GptcDialect::MicrobatchAttrHelper::getNameStr();
+/// Attribute of a stage's sends and receives: the chunk that consumes the
+/// message (whose input, or whose output's gradient, it is).
+inline constexpr llvm::StringLiteral kChunkAttrName =
+    GptcDialect::ChunkAttrHelper::getNameStr();
+/// Attribute of a stage's sends and receives of gradients.
+inline constexpr llvm::StringLiteral kGradientAttrName =
+    GptcDialect::GradientAttrHelper::getNameStr();
 /// gptc-model-stats' results on @forward.
 inline constexpr llvm::StringLiteral kNumParamsAttrName =
     GptcDialect::NumParamsAttrHelper::getNameStr();

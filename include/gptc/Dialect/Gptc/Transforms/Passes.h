@@ -7,10 +7,13 @@
 #ifndef GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H
 #define GPTC_DIALECT_GPTC_TRANSFORMS_PASSES_H
 
+#include "gptc/Analysis/PipelineSchedule.h"
 #include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/Pass.h"
 
@@ -26,6 +29,21 @@ namespace mlir::gptc {
 /// own (gptc-outline-kernels on a copy; `module` is not changed): what a
 /// target's kernel lowering pipeline runs on. Empty when there is none.
 FailureOr<OwningOpRef<ModuleOp>> outlineKernelModule(ModuleOp module);
+
+/// The programs of `module`'s pipeline stage functions (`@stage<s>`, as
+/// gptc-pipeline-schedule writes them), one per stage: each call of a chunk
+/// a Forward or Backward (the last chunk's backward call, which computes
+/// its forward too, a Forward then a Backward), each shard.recv and
+/// shard.send a Recv or Send (consecutive ones of one message: one). With
+/// `where`, the op of each (nullptr for the implied forwards). Fails with a
+/// located error on a function that is not of that form.
+FailureOr<std::vector<std::vector<PipelineOp>>>
+readPipelinePrograms(ModuleOp module,
+                     std::vector<std::vector<Operation *>> *where = nullptr);
+
+/// gptc-pipeline-verify: the stage functions' programs simulated; a
+/// deadlock is reported at the receive that waits.
+LogicalResult verifyPipelinePrograms(ModuleOp module);
 
 } // namespace mlir::gptc
 

@@ -156,6 +156,72 @@ def GptcPipelineSplitPass : Pass<"gptc-pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
 }
 
+def GptcPipelineSchedulePass : Pass<"gptc-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Each pipeline stage's program as a function: its chunks' calls, sends and receives in schedule order";
+  let description = [{
+    Runs after gptc-pipeline-split and gptc-autodiff (it needs `@chunk<c>`
+    and `@chunk<c>_backward` for every chunk). Reads the stages from the
+    `shard.grid`'s axis of kind `pipeline` (`gptc.parallel`); chunk c runs
+    on stage c mod p. For each stage s it adds
+
+    ```mlir
+    func.func private @stage<s>(%params..., %data...) -> (%grads..., %loss)
+        attributes {gptc.pipeline_stage = s}
+    ```
+    whose body is the stage's program under `schedule` (gpipe, 1f1b or
+    interleaved) over `microbatches` microbatches, fully unrolled:
+
+    - `shard.recv` of each boundary value a chunk needs (`source` = the
+      stage on the pipeline axis that sends it), and of each gradient of a
+      chunk's outputs;
+    - `func.call @chunk<c>` (the forward; the last chunk has none: its
+      backward computes its loss) and `func.call @chunk<c>_backward` (which
+      recomputes the forward) with the microbatch's data arguments;
+    - `shard.send` of each output to the next chunk's stage, and of each
+      input gradient to the previous chunk's stage;
+    - `gptc.add` accumulating each parameter's gradient over the
+      microbatches; then `shard.all_reduce` over the pipeline axis of each
+      tied parameter's gradient (every stage takes part, those that do not
+      hold it with zeros), then over the data axis (if any) of every
+      gradient: `shard.all_reduce`, or with ZeRO-2 (`gptc.parallel`'s
+      zero stage) `shard.reduce_scatter` of dimension 0 where it divides
+      by the replicas (each replica updates its slice).
+
+    Calls, sends and receives carry `gptc.microbatch`; sends and receives
+    `gptc.chunk` (the chunk that consumes the message) and `gptc.gradient`
+    for gradients; data arguments `gptc.input` and `gptc.microbatch`. The
+    result is the sum of the microbatches' gradients and losses; the update
+    (1/(m x replicas), the norm, AdamW) is @train_step's and runs in the
+    runtime. The programs are then checked as gptc-pipeline-verify does.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b or interleaved">,
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches per step">
+  ];
+  let dependentDialects = ["::mlir::gptc::GptcDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def GptcPipelineVerifyPass : Pass<"gptc-pipeline-verify", "mlir::ModuleOp"> {
+  let summary = "Check that the stage functions' sends and receives cannot deadlock";
+  let description = [{
+    Reads each `@stage<s>` function (gptc-pipeline-schedule's form) as a
+    program of forwards, backwards, sends and receives and simulates it
+    with buffered sends: every receive must be matched by a send of the
+    same microbatch, chunk and kind from the stage it names, and the
+    programs must finish. A receive that waits forever is reported at its
+    location with the chain of waits ("stage 0 waits for the gradient of
+    microbatch 0 from stage 1, which waits for the activation of
+    microbatch 0 from stage 0 (a cycle)"). Changes nothing.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Megatron tensor parallelism of @forward's transformer blocks";
   let description = [{
