@@ -33,6 +33,7 @@ using namespace mlir::gptc;
 namespace pb = google::protobuf;
 using ::gptc::spec::Axis;
 using ::gptc::spec::ModelSpec;
+using ::gptc::spec::Parallelism;
 using ::gptc::spec::Training;
 
 //===----------------------------------------------------------------------===//
@@ -602,6 +603,44 @@ LogicalResult ModelDescription::validate() {
           << "tensor-parallel size " << m.tensorParallel
           << " does not divide seq_len (" << m.seqLen
           << ") for sequence parallelism";
+    // The pipeline's schedule and stage boundaries (the command line's
+    // --pipeline-schedule, --virtual-stages and --pipeline-layers replace
+    // them; planPipeline checks the combination).
+    switch (p.pipeline_schedule()) {
+    case Parallelism::GPIPE:
+      m.pipelineSchedule = "gpipe";
+      break;
+    case Parallelism::INTERLEAVED:
+      m.pipelineSchedule = "interleaved";
+      break;
+    default:
+      m.pipelineSchedule = "1f1b";
+      break;
+    }
+    if (p.has_virtual_stages()) {
+      m.virtualStages = p.virtual_stages();
+      if (m.virtualStages < 1)
+        v.error({{"parallel"}, {"virtual_stages"}})
+            << "virtual_stages must be >= 1, got " << m.virtualStages;
+      else if (m.virtualStages > 1 && m.pipelineSchedule != "interleaved")
+        v.error({{"parallel"}, {"virtual_stages"}})
+            << "virtual_stages is for the INTERLEAVED schedule";
+    }
+    for (int i = 0; i < p.pipeline_layers_size(); ++i) {
+      m.pipelineLayers.push_back(p.pipeline_layers(i));
+      if (p.pipeline_layers(i) < 1)
+        v.error({{"parallel"}, {"pipeline_layers", i}})
+            << "every pipeline chunk needs a layer, got "
+            << p.pipeline_layers(i);
+    }
+    bool pipelineFields = p.has_pipeline_schedule() || p.has_virtual_stages() ||
+                          p.pipeline_layers_size();
+    if (pipelineFields && !seenKind[Axis::PIPELINE])
+      v.error({{"parallel"},
+               {p.pipeline_layers_size() ? "pipeline_layers"
+                : p.has_virtual_stages() ? "virtual_stages"
+                                         : "pipeline_schedule"}})
+          << "pipeline settings need a PIPELINE axis in the mesh";
   }
 
   // 6. Sizes that would overflow: the parameter count and the largest

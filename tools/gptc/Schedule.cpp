@@ -35,13 +35,19 @@ static cl::OptionCategory scheduleCategory(
     "gptc pipeline options (meshes with a pp axis: gptc train, --emit=*)");
 static cl::opt<std::string> scheduleOpt(
     "pipeline-schedule",
-    cl::desc("Pipeline schedule: gpipe, 1f1b (default) or interleaved"),
+    cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved (default: the "
+             "description's pipeline_schedule, else 1f1b)"),
     cl::init("1f1b"), cl::cat(scheduleCategory));
 static cl::opt<int64_t> virtualStagesOpt(
     "virtual-stages",
-    cl::desc("Chunks per stage for the interleaved schedule (default 2 "
-             "there, 1 otherwise)"),
+    cl::desc("Chunks per stage for the interleaved schedule (default: the "
+             "description's virtual_stages, else 2 there, 1 otherwise)"),
     cl::init(0), cl::cat(scheduleCategory));
+static cl::list<int64_t> layersOpt(
+    "pipeline-layers",
+    cl::desc("Layers of each chunk in order, e.g. 4,4,3,1 (default: the "
+             "description's pipeline_layers, else balanced by FLOPs)"),
+    cl::CommaSeparated, cl::cat(scheduleCategory));
 static cl::opt<std::string>
     traceOpt("schedule-trace",
              cl::desc("Write the schedule's timeline as a Chrome trace "
@@ -55,7 +61,10 @@ FailureOr<PipelinePlanning>
 mlir::gptc::planPipeline(const ModelDescription &desc) {
   Location meshLoc = desc.locate({{"mesh"}});
   const ModelConfig &m = desc.getConfig();
-  std::optional<PipelineScheduleKind> kind = parsePipelineSchedule(scheduleOpt);
+  // The command line replaces the description's settings.
+  bool cliSchedule = scheduleOpt.getNumOccurrences() > 0;
+  std::optional<PipelineScheduleKind> kind =
+      parsePipelineSchedule(cliSchedule ? scheduleOpt : m.pipelineSchedule);
   if (!kind) {
     llvm::errs() << "gptc: error: --pipeline-schedule takes gpipe, 1f1b or "
                     "interleaved, got '"
@@ -68,6 +77,9 @@ mlir::gptc::planPipeline(const ModelDescription &desc) {
                  << v << "\n";
     return failure();
   }
+  // The description's virtual stages go with its schedule.
+  if (v == 0 && !(cliSchedule && *kind != PipelineScheduleKind::Interleaved))
+    v = m.virtualStages;
   if (v == 0)
     v = *kind == PipelineScheduleKind::Interleaved ? 2 : 1;
   if (v > 1 && *kind != PipelineScheduleKind::Interleaved) {
@@ -94,10 +106,52 @@ mlir::gptc::planPipeline(const ModelDescription &desc) {
   double layerCost = 2.0 * size->layerParams + 4.0 * T * C;
   double headCost = 2.0 * m.vocabSize * C;
   std::string error;
-  std::optional<PipelinePartition> partition =
-      partitionPipeline(m.numLayers, p, v, layerCost, 0.0, headCost, error);
-  if (!partition)
-    return emitError(meshLoc) << error;
+  std::optional<PipelinePartition> partition;
+  std::vector<int64_t> layers(layersOpt.begin(), layersOpt.end());
+  bool cliLayers = layersOpt.getNumOccurrences() > 0;
+  if (!cliLayers)
+    layers = m.pipelineLayers;
+  if (layers.empty()) {
+    partition =
+        partitionPipeline(m.numLayers, p, v, layerCost, 0.0, headCost, error);
+    if (!partition)
+      return emitError(meshLoc) << error;
+  } else {
+    // Fixed by the user: each chunk's layers, checked against the model.
+    auto fail = [&](const Twine &message) -> LogicalResult {
+      if (cliLayers) {
+        llvm::errs() << "gptc: error: --pipeline-layers: " << message << "\n";
+        return failure();
+      }
+      return emitError(desc.locate({{"parallel"}, {"pipeline_layers"}}))
+             << message;
+    };
+    int64_t sum = 0;
+    for (int64_t l : layers) {
+      if (l < 1)
+        return fail("every pipeline chunk needs a layer, got " + Twine(l));
+      sum += l;
+    }
+    if (static_cast<int64_t>(layers.size()) != p * v)
+      return fail(Twine(layers.size()) + " chunks given; the pipeline has " +
+                  Twine(p) + " stages x " + Twine(v) +
+                  " virtual stages = " + Twine(p * v));
+    if (sum != m.numLayers)
+      return fail("the chunks hold " + Twine(sum) + " layers; the model has " +
+                  Twine(m.numLayers));
+    PipelinePartition fixed;
+    fixed.stages = p;
+    fixed.virtualStages = v;
+    fixed.layers = m.numLayers;
+    int64_t first = 0;
+    for (size_t c = 0; c < layers.size(); ++c) {
+      fixed.chunks.push_back({first, first + layers[c]});
+      first += layers[c];
+      fixed.forwardCost.push_back(static_cast<double>(layers[c]) * layerCost +
+                                  (c + 1 == layers.size() ? headCost : 0.0));
+    }
+    partition = std::move(fixed);
+  }
   auto programs = buildPipelinePrograms(*partition, micro, *kind, error);
   if (!programs)
     return emitError(meshLoc) << error;

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace mlir::gptc {
 
@@ -59,6 +61,12 @@ struct ModelConfig {
   int64_t dataParallel = 1, tensorParallel = 1, pipelineParallel = 1;
   int zeroStage = 0;
   bool sequenceParallel = false;
+  /// The pipeline's schedule ("1f1b", "gpipe", "interleaved"), chunks per
+  /// stage (0: the schedule's default) and, when fixed by the description,
+  /// each chunk's layer count.
+  std::string pipelineSchedule = "1f1b";
+  int64_t virtualStages = 0;
+  std::vector<int64_t> pipelineLayers;
 };
 
 /// Figures derived from a ModelConfig.
