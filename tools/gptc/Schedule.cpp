@@ -57,6 +57,11 @@ static cl::opt<std::string>
     svgOpt("schedule-svg", cl::desc("Write the timeline as an SVG picture"),
            cl::value_desc("file"), cl::init(""), cl::cat(scheduleCategory));
 
+bool mlir::gptc::pipelineOptionsGiven() {
+  return scheduleOpt.getNumOccurrences() ||
+         virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
+}
+
 FailureOr<PipelinePlanning>
 mlir::gptc::planPipeline(const ModelDescription &desc) {
   Location meshLoc = desc.locate({{"mesh"}});

@@ -26,6 +26,10 @@ struct PipelinePlanning {
 };
 FailureOr<PipelinePlanning> planPipeline(const ModelDescription &description);
 
+/// Whether --pipeline-schedule, --virtual-stages or --pipeline-layers was
+/// given.
+bool pipelineOptionsGiven();
+
 /// Plans the description's pipeline (its mesh's pipeline axis, its
 /// gradient-accumulation microbatches, --pipeline-schedule and
 /// --virtual-stages) and prints the stages, each stage's program with its

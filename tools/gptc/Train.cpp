@@ -12,6 +12,7 @@
 
 #include "Train.h"
 
+#include "Plan.h"
 #include "Schedule.h"
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
@@ -468,11 +469,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
 
   // 1. The description (with --mesh and friends), with the limits of this
   //    runtime.
-  FailureOr<ParallelOverrides> overrides = getParallelOverrides();
-  if (failed(overrides))
-    return 1;
-  FailureOr<ModelDescription> desc =
-      ModelDescription::parse(sourceMgr, &context, *overrides);
+  FailureOr<ModelDescription> desc = parseDescription(sourceMgr, context);
   if (failed(desc))
     return 1;
   const ModelConfig &m = desc->getConfig();

@@ -21,6 +21,9 @@ namespace mlir::gptc {
 /// `gptc train MODEL.pbtxt`: compiles the training step and runs it.
 /// The --mesh, --zero-stage and --grad-accum options (errors printed).
 FailureOr<ParallelOverrides> getParallelOverrides();
+/// `--mesh auto`, and whether any option it would choose was given.
+bool isMeshAuto();
+bool explicitParallelOptions();
 
 /// `--device` and `--cuda-chip`: where the step runs.
 struct DeviceChoice {

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Plan.h"
 #include "Schedule.h"
 #include "Summary.h"
 #include "Train.h"
@@ -139,7 +140,8 @@ static cl::OptionCategory parallelCategory(
 static cl::opt<std::string>
     meshOpt("mesh",
             cl::desc("Device mesh, e.g. dp=2,tp=2 (axes dp, tp, pp); 1 for "
-                     "one device"),
+                     "one device; auto: gptc plan's choice (with "
+                     "--hardware and --devices)"),
             cl::value_desc("axis=size,..."), cl::init(""),
             cl::cat(parallelCategory));
 static cl::opt<int> zeroStageOpt("zero-stage",
@@ -155,6 +157,13 @@ static cl::opt<bool> sequenceParallelOpt(
     "sequence-parallel",
     cl::desc("Megatron sequence parallelism on the tensor axis"),
     cl::init(false), cl::cat(parallelCategory));
+
+bool mlir::gptc::isMeshAuto() { return meshOpt == "auto"; }
+
+bool mlir::gptc::explicitParallelOptions() {
+  return zeroStageOpt.getNumOccurrences() || gradAccumOpt.getNumOccurrences() ||
+         sequenceParallelOpt.getNumOccurrences() || pipelineOptionsGiven();
+}
 
 FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
   ParallelOverrides o;
@@ -272,11 +281,7 @@ static LogicalResult compilePipelineOutput(const ModelDescription &desc,
 /// requested stage to `os`.
 static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                              raw_ostream &os) {
-  FailureOr<ParallelOverrides> overrides = getParallelOverrides();
-  if (failed(overrides))
-    return failure();
-  FailureOr<ModelDescription> desc =
-      ModelDescription::parse(sourceMgr, &context, *overrides);
+  FailureOr<ModelDescription> desc = parseDescription(sourceMgr, context);
   if (failed(desc))
     return failure();
   if (emitAction == Emit::Schedule)
@@ -423,8 +428,9 @@ int main(int argc, char **argv) {
   // `gptc train MODEL` and `gptc sample CHECKPOINT` are subcommands; the
   // rest of the command line is parsed as usual.
   std::string command;
-  if (argc > 1 && (StringRef(argv[1]) == "train" ||
-                   StringRef(argv[1]) == "sample")) {
+  if (argc > 1 &&
+      (StringRef(argv[1]) == "train" || StringRef(argv[1]) == "sample" ||
+       StringRef(argv[1]) == "plan")) {
     command = argv[1];
     for (int i = 1; i + 1 < argc; ++i)
       argv[i] = argv[i + 1];
@@ -442,7 +448,9 @@ int main(int argc, char **argv) {
       "gptc: GPT model compiler\n\n"
       "  gptc MODEL.pbtxt --emit=mlir|train|program|summary\n"
       "  gptc train MODEL.pbtxt [--data FILE]   train on the CPU\n"
-      "  gptc sample CHECKPOINT                 generate text\n");
+      "  gptc sample CHECKPOINT                 generate text\n"
+      "  gptc plan MODEL.pbtxt --hardware h100-node --devices N\n"
+      "                                         rank parallel plans\n");
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -450,6 +458,8 @@ int main(int argc, char **argv) {
     return runTrain(inputFilename, registry);
   if (command == "sample")
     return runSample(inputFilename, registry);
+  if (command == "plan")
+    return runPlan(inputFilename, registry);
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

@@ -15,6 +15,7 @@
 #define GPTC_FRONTEND_MODELSPEC_H
 
 #include "gptc/Analysis/ModelSize.h"
+#include "gptc/Frontend/TextProto.h"
 
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"
@@ -36,13 +37,6 @@ class ModelSpec;
 
 namespace mlir::gptc {
 
-/// One step of a path to a field: its name and, for repeated fields, the
-/// element index.
-struct FieldRef {
-  llvm::StringRef name;
-  int index = -1;
-};
-
 /// A named axis of the device mesh.
 struct MeshAxis {
   std::string name;
@@ -57,6 +51,13 @@ struct ParallelOverrides {
   std::optional<std::vector<MeshAxis>> mesh;
   std::optional<int> zeroStage;
   std::optional<int64_t> accumulation;
+  /// Drop the description's pipeline settings (gptc plan, which replaces
+  /// the mesh, chooses its own).
+  bool dropPipelineSettings = false;
+  /// A pipeline's schedule ("gpipe", "1f1b", "interleaved") and virtual
+  /// stages (--mesh auto's choice).
+  std::optional<std::string> pipelineSchedule;
+  std::optional<int64_t> virtualStages;
   std::optional<bool> sequenceParallel;
 
   /// Parses `dp=2,tp=2` (axis kinds dp/data, tp/tensor, pp/pipeline; the

@@ -1,0 +1,124 @@
+//===- Planner.h - Cost model and search of parallel plans -----*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `gptc plan`: for a model, a device count and a hardware description,
+// every parallel plan gptc can run (data x tensor x pipeline axes and their
+// placement against node boundaries, ZeRO stage, sequence parallelism,
+// micro-batch size, pipeline schedule) priced by a closed-form cost model
+// of one training step: compute on a GEMM roofline, each collective with
+// alpha-beta ring costs on the link it crosses, the pipeline bubble, and
+// memory per device from the state and activations gptc's runtime keeps.
+// A transformer's layers are identical, so a plan is priced from one
+// layer's figures times the layers a stage holds: planning time does not
+// grow with depth. docs/Planning.md derives every term.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_ANALYSIS_PLANNER_H
+#define GPTC_ANALYSIS_PLANNER_H
+
+#include "gptc/Analysis/ModelSize.h"
+#include "gptc/Analysis/PipelineSchedule.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::gptc {
+
+/// A link's ring-collective bandwidth (bytes/s per device, each way) and
+/// per-message latency (s).
+struct LinkSpec {
+  double bandwidth = 0, latency = 0;
+};
+
+/// The hardware a plan runs on (from a hardware description).
+struct HardwareSpec {
+  std::string name, deviceName;
+  int64_t devicesPerNode = 1;
+  /// Nodes available (0: as many as needed).
+  int64_t nodes = 0;
+  int64_t memoryBytes = 0;
+  /// Dense peak FLOP/s by Precision (FP32, BF16, FP16); 0: unknown.
+  double peakFlops[3] = {0, 0, 0};
+  double gemmEfficiency = 0.75, memoryBandwidth = 0, usableMemory = 0.9;
+  LinkSpec intraNode, interNode;
+  bool hasInterNode = false;
+};
+
+enum class Recompute { None, Selective, Full };
+const char *recomputeName(Recompute r);
+
+/// One way to train the model on the devices.
+struct ParallelPlan {
+  int64_t dp = 1, tp = 1, pp = 1;
+  int zeroStage = 0;
+  bool sequenceParallel = false;
+  /// Sequences per microbatch on each replica, and microbatches per step.
+  int64_t microBatch = 1, microbatches = 1;
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  int64_t virtualStages = 1;
+  Recompute recompute = Recompute::None;
+  /// The axes' order from the innermost (consecutive ranks, one node
+  /// first): tp, then pp, then dp when true; tp, dp, pp otherwise.
+  bool dataOutermost = true;
+
+  /// The --mesh of the plan, row-major with the innermost axis last
+  /// ("dp=8,pp=16,tp=8").
+  std::string meshString() const;
+};
+
+/// One kind of communication of a step, on one device.
+struct CommCost {
+  std::string kind;  ///< "all_reduce", "send", ...
+  std::string axis;  ///< "tp", "pp", "dp"
+  std::string what;  ///< "layer activations", "gradients", ...
+  int64_t bytes = 0; ///< G: the tensor of one run
+  int64_t runs = 0;  ///< per step
+  bool interNode = false;
+  /// Bytes this device sends over the step, and the seconds they take.
+  double sentBytes = 0, seconds = 0;
+};
+
+/// The predicted cost of a plan's step, per device.
+struct PlanCost {
+  double stepSeconds = 0;
+  double computeSeconds = 0; ///< the step's FLOPs (with recomputation)
+  double memorySeconds = 0;  ///< elementwise traffic on the memory roofline
+  double bubbleSeconds = 0;  ///< pipeline fill and drain
+  double commSeconds = 0;    ///< exposed communication (none overlaps)
+  double modelFlops = 0;     ///< per step, all devices (no recomputation)
+  double mfu = 0;            ///< modelFlops / (step x devices x peak)
+  // Memory of the most loaded device.
+  int64_t weightBytes = 0, gradBytes = 0, optimizerBytes = 0,
+          activationBytes = 0, logitBytes = 0, memoryBytes = 0;
+  int64_t paramsPerDevice = 0;
+  bool fits = false;
+  double sentBytes = 0; ///< per device per step: ties go to less
+  std::vector<CommCost> comms;
+};
+
+/// Prices `plan` for `config` on `hw` (whose precision is the config's).
+PlanCost evaluatePlan(const ModelConfig &config, const ModelSize &size,
+                      const ParallelPlan &plan, const HardwareSpec &hw);
+
+/// Every runnable plan of `config` on `devices` devices of `hw`, fastest
+/// first (ties: less communication), and how many were considered.
+struct PlanSearch {
+  std::vector<std::pair<ParallelPlan, PlanCost>> plans;
+  int64_t considered = 0;
+  /// The memory per device of data parallelism alone with ZeRO-3 and one
+  /// sequence per microbatch (its least), fitting or not.
+  int64_t dataParallelMemory = 0;
+};
+std::optional<PlanSearch> searchPlans(const ModelConfig &config,
+                                      const HardwareSpec &hw, int64_t devices,
+                                      std::string &error);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_ANALYSIS_PLANNER_H

@@ -1,0 +1,382 @@
+//===- Planner.cpp - Cost model and search of parallel plans ---*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Every term is derived in docs/Planning.md; the comments here name them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Analysis/Planner.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir::gptc;
+
+const char *mlir::gptc::recomputeName(Recompute r) {
+  switch (r) {
+  case Recompute::None:
+    return "none";
+  case Recompute::Selective:
+    return "selective";
+  case Recompute::Full:
+    return "full";
+  }
+  return "?";
+}
+
+std::string ParallelPlan::meshString() const {
+  std::string s;
+  auto add = [&](const char *name, int64_t n) {
+    if (n > 1)
+      s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(n);
+  };
+  // Row-major, the innermost (consecutive ranks) last.
+  if (dataOutermost) {
+    add("dp", dp);
+    add("pp", pp);
+  } else {
+    add("pp", pp);
+    add("dp", dp);
+  }
+  add("tp", tp);
+  return s.empty() ? "1" : s;
+}
+
+namespace {
+enum class Kind { AllReduce, ReduceScatter, AllGather, Send };
+
+/// Alpha-beta cost of one run of a ring collective over `n` ranks of a
+/// tensor of `g` bytes: the bytes this rank sends and the seconds.
+std::pair<double, double> ringCost(Kind kind, int64_t n, double g,
+                                   const LinkSpec &link) {
+  if (kind == Kind::Send)
+    return {g, link.latency + g / link.bandwidth};
+  if (n < 2)
+    return {0, 0};
+  double steps = kind == Kind::AllReduce ? 2.0 * (n - 1) : double(n - 1);
+  double sent = steps / n * g;
+  return {sent, steps * link.latency + sent / link.bandwidth};
+}
+
+const char *kindName(Kind k) {
+  switch (k) {
+  case Kind::AllReduce:
+    return "all_reduce";
+  case Kind::ReduceScatter:
+    return "reduce_scatter";
+  case Kind::AllGather:
+    return "all_gather";
+  case Kind::Send:
+    return "send";
+  }
+  return "?";
+}
+} // namespace
+
+PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
+                                  const ParallelPlan &plan,
+                                  const HardwareSpec &hw) {
+  PlanCost c;
+  const double t = double(plan.tp), p = double(plan.pp), d = double(plan.dp);
+  const double devices = t * p * d;
+  const double L = double(m.numLayers), h = double(m.modelDim),
+               s = double(m.seqLen), b = double(plan.microBatch),
+               mb = double(plan.microbatches), v = double(plan.virtualStages);
+  const int64_t vocab = (m.vocabSize + plan.tp - 1) / plan.tp * plan.tp;
+  const bool mixed = m.precision != Precision::FP32;
+  // Bytes of an activation element (16-bit activations in mixed
+  // precision) and of the values gptc keeps in fp32 (stage boundaries,
+  // logits, gradients, master weights).
+  const double e = mixed ? 2.0 : 4.0;
+  const double peak = hw.peakFlops[static_cast<int>(m.precision)];
+
+  // Parameters per device on the most loaded stage: a layer's matrices
+  // and their biases split over the tensor axis, its norms and output
+  // biases replicated (6h); the embeddings on the first stage (wte split
+  // over the vocabulary), the head (tied: another wte) on the last.
+  double replicated = m.bias ? 6 * h : 4 * h;
+  double layer = (double(size.layerParams) - replicated) / t + replicated;
+  double wte = double(vocab) * h / t, wpe = double(m.contextLength) * h;
+  double finalNorm = double(size.finalNormParams);
+  double firstLayers = std::ceil(L / p), lastLayers = std::floor(L / p);
+  double params;
+  if (plan.pp == 1) {
+    params = L * layer + wte + wpe + finalNorm + (m.tiedEmbeddings ? 0 : wte);
+  } else {
+    double first = firstLayers * layer + wte + wpe;
+    double last = std::max(1.0, lastLayers) * layer + wte + finalNorm;
+    params = std::max(first, last);
+  }
+  c.paramsPerDevice = int64_t(params);
+
+  // State: fp32 master weights, gradients and AdamW moments, and the
+  // 16-bit copies of the weights the GEMMs read in mixed precision. ZeRO
+  // slices the moments (1), the reduced gradients (2; a pipeline stage
+  // still accumulates whole ones), the weights (3) over the replicas.
+  double zeroWeights = plan.zeroStage >= 3 ? d : 1;
+  double zeroGrads = plan.zeroStage >= 2 && plan.pp == 1 ? d : 1;
+  double zeroMoments = plan.zeroStage >= 1 ? d : 1;
+  c.weightBytes = int64_t(params * (4.0 + (mixed ? 2.0 : 0.0)) / zeroWeights);
+  c.gradBytes = int64_t(4.0 * params / zeroGrads);
+  c.optimizerBytes = int64_t(8.0 * params / zeroMoments);
+
+  // Activations a layer keeps for its backward, per microbatch, in units
+  // of b s h elements: the norms' inputs and outputs (4), the q, k, v and
+  // attention outputs (4), GELU's input and output (8); attention keeps
+  // no probabilities (its backward recomputes them). Tensor parallelism
+  // splits all but the norms' four; sequence parallelism those too.
+  double perLayerUnits = plan.tp == 1            ? 16.0
+                         : plan.sequenceParallel ? 16.0 / t
+                                                 : 4.0 + 12.0 / t;
+  double perLayer = perLayerUnits * b * s * h * e;
+  double boundary = b * s * h * 4.0 / (plan.sequenceParallel ? t : 1.0);
+  if (plan.pp == 1) {
+    // One microbatch's activations (accumulation frees them between
+    // microbatches), or with full recomputation each layer's input and
+    // one layer's activations.
+    c.activationBytes =
+        int64_t(plan.recompute == Recompute::Full ? L * b * s * h * e + perLayer
+                                                  : L * perLayer);
+  } else {
+    // gptc's stages keep each in-flight microbatch's chunk input and
+    // recompute the chunk in its backward: the first stage holds the most
+    // (1F1B: p microbatches; interleaved: its warm-up's chunks).
+    double chunks = plan.virtualStages > 1
+                        ? std::min(mb * v, 2 * (p - 1) + (v - 1) * p + 1)
+                        : std::min(mb, p);
+    c.activationBytes =
+        int64_t(chunks * boundary + std::ceil(L / (p * v)) * perLayer);
+  }
+  // The logits and their gradient (fp32) where the loss is.
+  c.logitBytes = int64_t(2.0 * b * s * double(vocab) / t * 4.0);
+  c.memoryBytes = c.weightBytes + c.gradBytes + c.optimizerBytes +
+                  c.activationBytes + c.logitBytes;
+  c.fits = double(c.memoryBytes) <= double(hw.memoryBytes) * hw.usableMemory;
+
+  // Compute: the step's FLOPs split evenly, at the GEMM efficiency of
+  // peak; recomputation adds the forward (full: a third of the step) or
+  // attention's products (selective). Elementwise work reads and writes
+  // each kept activation about three times (forward, backward) on the
+  // memory roofline.
+  c.modelFlops = double(size.flopsPerToken) * double(size.tokensPerStep);
+  double flops = c.modelFlops / devices;
+  if (plan.recompute == Recompute::Full)
+    flops *= 4.0 / 3.0;
+  else if (plan.recompute == Recompute::Selective)
+    flops += double(size.tokensPerStep) * L * 4.0 * s * h / devices;
+  c.computeSeconds = flops / (peak * hw.gemmEfficiency);
+  double tokensPerReplica = double(size.tokensPerStep) / d;
+  c.memorySeconds =
+      tokensPerReplica * (L / p) * 3.0 * 16.0 * h * e / t / hw.memoryBandwidth;
+  double busy = c.computeSeconds + c.memorySeconds;
+  c.bubbleSeconds = busy * (p - 1) / (v * mb);
+
+  // Which link each axis's groups cross: consecutive ranks fill a node;
+  // tp is innermost, then pp and dp in the plan's order.
+  double dpn = double(hw.devicesPerNode);
+  double ppStride = plan.dataOutermost ? t : t * d;
+  double dpStride = plan.dataOutermost ? t * p : t;
+  auto inter = [&](double stride, double n) { return stride * n > dpn; };
+  auto add = [&](Kind kind, const char *axis, const char *what, double g,
+                 int64_t n, double runs, bool crossesNodes) {
+    if (runs <= 0 || (kind != Kind::Send && n < 2))
+      return;
+    const LinkSpec &link = crossesNodes ? hw.interNode : hw.intraNode;
+    auto [sent, seconds] = ringCost(kind, n, g, link);
+    CommCost x;
+    x.kind = kindName(kind);
+    x.axis = axis;
+    x.what = what;
+    x.bytes = int64_t(g);
+    x.runs = int64_t(runs);
+    x.interNode = crossesNodes;
+    x.sentBytes = sent * runs;
+    x.seconds = seconds * runs;
+    c.comms.push_back(x);
+    c.commSeconds += x.seconds;
+    c.sentBytes += x.sentBytes;
+  };
+  // Tensor parallelism: per layer and microbatch two all-reduces of the
+  // activations forward and two backward (sequence parallel: an
+  // all-gather and a reduce-scatter each, the same bytes), two more when
+  // the forward is recomputed; the vocabulary-parallel embedding's two.
+  double layersPerStage = std::ceil(L / p);
+  double tpRuns =
+      mb * layersPerStage * (plan.recompute == Recompute::Full ? 6.0 : 4.0);
+  double act = b * s * h * e;
+  if (plan.sequenceParallel) {
+    add(Kind::AllGather, "tp", "layer activations", act, plan.tp, tpRuns,
+        false);
+    add(Kind::ReduceScatter, "tp", "layer activations", act, plan.tp, tpRuns,
+        false);
+  } else {
+    add(Kind::AllReduce, "tp", "layer activations", act, plan.tp, tpRuns,
+        false);
+  }
+  add(Kind::AllReduce, "tp", "embedding (vocabulary parallel)", b * s * h * 4,
+      plan.tp, 2 * mb, false);
+  // Pipeline: each microbatch's activation forward and gradient back at
+  // every boundary; the tied embedding's gradient summed over the stages.
+  if (plan.pp > 1) {
+    add(Kind::Send, "pp", "stage boundary", boundary, 2, 2 * mb * v,
+        inter(ppStride, p));
+    if (m.tiedEmbeddings)
+      add(Kind::AllReduce, "pp", "tied embedding gradient", wte * 4, plan.pp, 1,
+          inter(ppStride, p));
+  }
+  // Data parallelism after the last microbatch: the gradients (fp32)
+  // all-reduced, or reduce-scattered with ZeRO-2/3; with ZeRO the updated
+  // slices all-gathered; ZeRO-3 gathers each weight again for every
+  // microbatch's forward and backward.
+  if (plan.dp > 1) {
+    bool x = inter(dpStride, d);
+    double grads = params * 4;
+    if (plan.zeroStage >= 2)
+      add(Kind::ReduceScatter, "dp", "gradients", grads, plan.dp, 1, x);
+    else
+      add(Kind::AllReduce, "dp", "gradients", grads, plan.dp, 1, x);
+    if (plan.zeroStage >= 1)
+      add(Kind::AllGather, "dp", "updated parameters", grads, plan.dp, 1, x);
+    if (plan.zeroStage >= 3)
+      add(Kind::AllGather, "dp", "weights for each microbatch",
+          params * (mixed ? 2.0 : 4.0), plan.dp, 2 * mb, x);
+  }
+  c.stepSeconds = busy + c.bubbleSeconds + c.commSeconds;
+  c.mfu = c.modelFlops / (c.stepSeconds * devices * peak);
+  return c;
+}
+
+std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
+                                                  const HardwareSpec &hw,
+                                                  int64_t devices,
+                                                  std::string &error) {
+  if (devices < 1) {
+    error = "--devices needs a count >= 1";
+    return std::nullopt;
+  }
+  if (hw.peakFlops[static_cast<int>(m.precision)] <= 0) {
+    error = "the hardware description gives no peak FLOP/s for the model's "
+            "precision";
+    return std::nullopt;
+  }
+  int64_t nodes = (devices + hw.devicesPerNode - 1) / hw.devicesPerNode;
+  if (hw.nodes > 0 && nodes > hw.nodes) {
+    error = std::to_string(devices) + " devices need " + std::to_string(nodes) +
+            " nodes of " + std::to_string(hw.devicesPerNode) +
+            "; the hardware has " + std::to_string(hw.nodes);
+    return std::nullopt;
+  }
+  if (nodes > 1 && !hw.hasInterNode) {
+    error = std::to_string(devices) + " devices span " + std::to_string(nodes) +
+            " nodes, but the hardware description has no inter_node link";
+    return std::nullopt;
+  }
+  PlanSearch out;
+  auto divisors = [](int64_t n) {
+    std::vector<int64_t> ds;
+    for (int64_t i = 1; i <= n; ++i)
+      if (n % i == 0)
+        ds.push_back(i);
+    return ds;
+  };
+  // Data parallelism alone (the reference a plan beats): its least
+  // memory, with ZeRO-3 and one sequence per microbatch.
+  {
+    ModelConfig cfg = m;
+    cfg.dataParallel = devices;
+    cfg.tensorParallel = cfg.pipelineParallel = 1;
+    if (std::optional<ModelSize> size = computeModelSize(cfg)) {
+      ParallelPlan plan;
+      plan.dp = devices;
+      plan.zeroStage = devices > 1 ? 3 : 0;
+      out.dataParallelMemory = evaluatePlan(cfg, *size, plan, hw).memoryBytes;
+    }
+  }
+  for (int64_t tp : divisors(devices)) {
+    // Tensor parallelism stays inside a node: across nodes its per-layer
+    // all-reduces would run on the slow link.
+    if (tp > hw.devicesPerNode || m.numHeads % tp || m.modelDim % tp ||
+        (m.mlpDim % tp))
+      continue;
+    for (int64_t pp : divisors(devices / tp)) {
+      if (pp > m.numLayers)
+        continue;
+      int64_t dp = devices / tp / pp;
+      if (m.batchSize % dp)
+        continue;
+      ModelConfig cfg = m;
+      cfg.dataParallel = dp;
+      cfg.tensorParallel = tp;
+      cfg.pipelineParallel = pp;
+      std::optional<ModelSize> size = computeModelSize(cfg);
+      if (!size)
+        continue;
+      int64_t perReplica = m.batchSize / dp;
+      for (int64_t b : divisors(perReplica)) {
+        if (b > 64)
+          break;
+        int64_t micro = perReplica / b;
+        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+          // What gptc's runtime runs: pipelines take ZeRO-1/2, fp32 or
+          // bf16, and recompute each chunk in its backward; the
+          // one-program step keeps its activations.
+          if (pp > 1 && (zero > 2 || m.precision == Precision::FP16))
+            continue;
+          for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+            if (sp && m.seqLen % tp)
+              continue;
+            for (int64_t v : {int64_t(1), int64_t(2)}) {
+              if (v > 1 && (pp == 1 || micro % pp || m.numLayers < pp * v))
+                continue;
+              // The better of the two placements (dp or pp outermost).
+              std::optional<std::pair<ParallelPlan, PlanCost>> best;
+              for (bool outer : {true, false}) {
+                if (!outer && (pp == 1 || dp == 1))
+                  continue; // the same placement
+                ParallelPlan plan;
+                plan.dp = dp;
+                plan.tp = tp;
+                plan.pp = pp;
+                plan.zeroStage = zero;
+                plan.sequenceParallel = sp;
+                plan.microBatch = b;
+                plan.microbatches = micro;
+                plan.virtualStages = v;
+                plan.schedule = v > 1 ? PipelineScheduleKind::Interleaved
+                                      : PipelineScheduleKind::OneFOneB;
+                plan.recompute = pp > 1 ? Recompute::Full : Recompute::None;
+                plan.dataOutermost = outer;
+                ++out.considered;
+                PlanCost cost = evaluatePlan(cfg, *size, plan, hw);
+                if (cost.fits &&
+                    (!best || cost.stepSeconds < best->second.stepSeconds))
+                  best = {plan, std::move(cost)};
+              }
+              if (best)
+                out.plans.push_back(std::move(*best));
+            }
+          }
+        }
+      }
+    }
+  }
+  // Fastest first; plans within the same 0.5% band of step time, the one
+  // that sends less first.
+  auto band = [](double seconds) {
+    return static_cast<int64_t>(
+        std::floor(std::log(seconds) / std::log(1.005)));
+  };
+  std::stable_sort(
+      out.plans.begin(), out.plans.end(), [&](const auto &a, const auto &b) {
+        int64_t x = band(a.second.stepSeconds), y = band(b.second.stepSeconds);
+        if (x != y)
+          return x < y;
+        if (a.second.sentBytes != b.second.sentBytes)
+          return a.second.sentBytes < b.second.sentBytes;
+        return a.second.memoryBytes < b.second.memoryBytes;
+      });
+  return out;
+}

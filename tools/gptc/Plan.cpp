@@ -1,0 +1,326 @@
+//===- Plan.cpp - gptc plan ------------------------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `gptc plan MODEL.pbtxt --hardware h100-node --devices N`: the plans the
+// cost model ranks first (lib/Analysis/Planner.cpp, docs/Planning.md), and
+// for the best one its step, memory and every collective.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Plan.h"
+
+#include "Train.h"
+
+#include "gptc/Analysis/Planner.h"
+#include "gptc/Frontend/HardwareDescription.h"
+#include "gptc/Frontend/ModelSpec.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+using namespace mlir::gptc;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory planCategory("gptc plan options");
+static cl::opt<std::string> hardwareOpt(
+    "hardware",
+    cl::desc("gptc plan and --mesh auto: a hardware description (.pbtxt) "
+             "or a preset: a100-80gb-node, h100-node, h200-node"),
+    cl::value_desc("name|file"), cl::init(""), cl::cat(planCategory));
+static cl::opt<int64_t>
+    devicesOpt("devices",
+               cl::desc("gptc plan and --mesh auto: the device count"),
+               cl::init(0), cl::cat(planCategory));
+static cl::opt<int> topOpt("top", cl::desc("gptc plan: plans to list"),
+                           cl::init(5), cl::cat(planCategory));
+
+static std::string gib(double bytes) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.1f GiB", bytes / (1 << 30));
+  return s;
+}
+
+static std::string seconds(double s) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  if (s >= 1)
+    os << llvm::format("%.2f s", s);
+  else
+    os << llvm::format("%.1f ms", s * 1e3);
+  return out;
+}
+
+static std::string percent(double fraction) {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format("%.1f%%", fraction * 100);
+  return s;
+}
+
+/// The hardware: a preset's name or a file.
+static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
+  llvm::SourceMgr sourceMgr;
+  std::string text, name = hardwareOpt;
+  for (const auto &[preset, body] : hardwarePresets())
+    if (preset == name) {
+      text = body;
+      name = "<preset " + preset + ">";
+    }
+  if (text.empty()) {
+    std::string error;
+    std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(name, &error);
+    if (!file) {
+      llvm::errs() << "gptc: error: --hardware: '" << name
+                   << "' is neither a preset (";
+      for (const auto &[i, preset] : llvm::enumerate(hardwarePresets()))
+        llvm::errs() << (i ? ", " : "") << preset.first;
+      llvm::errs() << ") nor a readable file\n";
+      return failure();
+    }
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  } else {
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text, name), llvm::SMLoc());
+  }
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  return parseHardware(sourceMgr, &context);
+}
+
+/// The description with the mesh and the parallel settings a plan chooses
+/// left out (gptc plan and --mesh auto).
+static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
+                                                  MLIRContext &context) {
+  ParallelOverrides overrides;
+  overrides.mesh = std::vector<MeshAxis>();
+  overrides.zeroStage = 0;
+  overrides.sequenceParallel = false;
+  overrides.accumulation = 1;
+  overrides.dropPipelineSettings = true;
+  return ModelDescription::parse(sourceMgr, &context, overrides);
+}
+
+FailureOr<ModelDescription>
+mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
+  if (!isMeshAuto()) {
+    FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+    if (failed(overrides))
+      return failure();
+    return ModelDescription::parse(sourceMgr, &context, *overrides);
+  }
+  if (hardwareOpt.empty() || devicesOpt < 1) {
+    llvm::errs() << "gptc: error: --mesh auto needs --hardware (a preset or "
+                    "a file) and --devices N >= 1\n";
+    return failure();
+  }
+  if (explicitParallelOptions()) {
+    llvm::errs() << "gptc: error: --mesh auto chooses the ZeRO stage, "
+                    "sequence parallelism, microbatches and pipeline "
+                    "schedule: drop --zero-stage, --sequence-parallel, "
+                    "--grad-accum, --pipeline-schedule and --virtual-stages\n";
+    return failure();
+  }
+  FailureOr<HardwareSpec> hw = loadHardware(context);
+  if (failed(hw))
+    return failure();
+  FailureOr<ModelDescription> unplanned = parseUnplanned(sourceMgr, context);
+  if (failed(unplanned))
+    return failure();
+  std::string error;
+  std::optional<PlanSearch> search =
+      searchPlans(unplanned->getConfig(), *hw, devicesOpt, error);
+  if (!search || search->plans.empty()) {
+    llvm::errs() << "gptc: error: --mesh auto: "
+                 << (search ? "no plan fits the devices' memory" : error)
+                 << "\n";
+    return failure();
+  }
+  const auto &[plan, cost] = search->plans.front();
+  ParallelOverrides overrides;
+  if (failed(overrides.parseMesh(plan.meshString(), error))) {
+    llvm::errs() << "gptc: error: " << error << "\n";
+    return failure();
+  }
+  overrides.zeroStage = plan.zeroStage;
+  overrides.sequenceParallel = plan.sequenceParallel;
+  overrides.accumulation = plan.microbatches;
+  if (plan.pp > 1) {
+    overrides.pipelineSchedule = pipelineScheduleName(plan.schedule);
+    overrides.virtualStages = plan.virtualStages;
+  }
+  FailureOr<ModelDescription> desc =
+      ModelDescription::parse(sourceMgr, &context, overrides);
+  if (failed(desc))
+    return failure();
+  emitRemark(desc->locate({}))
+      << "--mesh auto on " << devicesOpt.getValue() << " x " << hw->deviceName
+      << ": --mesh " << plan.meshString() << ", ZeRO-" << plan.zeroStage
+      << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
+      << plan.microbatches << " microbatches"
+      << (plan.pp > 1 ? std::string(", ") + pipelineScheduleName(plan.schedule)
+                      : std::string())
+      << ": predicted step " << seconds(cost.stepSeconds) << ", MFU "
+      << percent(cost.mfu) << ", " << gib(double(cost.memoryBytes))
+      << " per device (gptc plan ranks the others)";
+  return desc;
+}
+
+int mlir::gptc::runPlan(const std::string &modelPath,
+                        const DialectRegistry &registry) {
+  MLIRContext context(registry);
+  if (hardwareOpt.empty() || devicesOpt < 1) {
+    llvm::errs() << "gptc: error: gptc plan needs --hardware (a preset or a "
+                    "file) and --devices N >= 1, as in gptc plan "
+                    "models/gpt3-175b.pbtxt --hardware h100-node --devices "
+                    "1024\n";
+    return 1;
+  }
+  if (topOpt < 1) {
+    llvm::errs() << "gptc: error: --top takes a count >= 1, got " << topOpt
+                 << "\n";
+    return 1;
+  }
+  FailureOr<HardwareSpec> hw = loadHardware(context);
+  if (failed(hw))
+    return 1;
+  // The model as described (its mesh is what the plan replaces).
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(modelPath, &error);
+  if (!file) {
+    llvm::errs() << "gptc: " << error << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  FailureOr<ModelDescription> desc = parseUnplanned(sourceMgr, context);
+  if (failed(desc))
+    return 1;
+  const ModelConfig &m = desc->getConfig();
+
+  auto start = std::chrono::steady_clock::now();
+  std::optional<PlanSearch> search = searchPlans(m, *hw, devicesOpt, error);
+  double planSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (!search) {
+    llvm::errs() << "gptc: error: " << error << "\n";
+    return 1;
+  }
+  llvm::raw_ostream &os = llvm::outs();
+  int64_t nodes = (devicesOpt + hw->devicesPerNode - 1) / hw->devicesPerNode;
+  const char *precision = m.precision == Precision::BF16   ? "bf16"
+                          : m.precision == Precision::FP16 ? "fp16"
+                                                           : "fp32";
+  os << "gptc plan: " << desc->getName() << " (batch " << m.batchSize
+     << " x seq " << m.seqLen << ", " << precision << ") on " << devicesOpt
+     << " x " << hw->deviceName << " (" << hw->name << ": "
+     << hw->devicesPerNode << " per node, " << nodes << " node"
+     << (nodes > 1 ? "s" : "") << ")\n";
+  os << "considered " << search->considered << " plans in "
+     << llvm::format("%.3f", planSeconds) << " s; " << search->plans.size()
+     << " fit in " << gib(double(hw->memoryBytes) * hw->usableMemory)
+     << " per device (" << llvm::format("%.0f", hw->usableMemory * 100)
+     << "% of " << gib(double(hw->memoryBytes)) << ")\n";
+  if (search->plans.empty()) {
+    llvm::errs() << "gptc: error: no plan fits the devices' memory; the "
+                    "smallest data-parallel plan needs "
+                 << gib(double(search->dataParallelMemory))
+                 << " per device: add devices or use larger ones\n";
+    return 1;
+  }
+  os << llvm::format("%3s  %-20s %4s %3s %11s %-18s %10s %6s %11s %11s\n", "#",
+                     "mesh", "zero", "sp", "micro x seq", "schedule", "step",
+                     "MFU", "memory", "sent");
+  int shown = 0;
+  for (const auto &[plan, cost] : search->plans) {
+    if (shown++ == topOpt)
+      break;
+    std::string micro = std::to_string(plan.microbatches) + " x " +
+                        std::to_string(plan.microBatch);
+    std::string sched =
+        plan.pp == 1 ? std::string("-")
+                     : std::string(pipelineScheduleName(plan.schedule)) +
+                           (plan.virtualStages > 1
+                                ? " v" + std::to_string(plan.virtualStages)
+                                : "");
+    os << llvm::format("%3d  %-20s %4d %3s %11s %-18s %10s %5.1f%% %11s "
+                       "%8.1f GB\n",
+                       shown, plan.meshString().c_str(), plan.zeroStage,
+                       plan.sequenceParallel ? "on" : "-", micro.c_str(),
+                       sched.c_str(), seconds(cost.stepSeconds).c_str(),
+                       cost.mfu * 100, gib(double(cost.memoryBytes)).c_str(),
+                       cost.sentBytes / 1e9);
+  }
+
+  // The chosen plan in full, and why not data parallelism alone.
+  const auto &[plan, cost] = search->plans.front();
+  os << "\nplan 1: --mesh " << plan.meshString() << " (tp innermost, "
+     << (plan.dataOutermost ? "then pp, then dp" : "then dp, then pp")
+     << "), ZeRO-" << plan.zeroStage
+     << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
+     << plan.microbatches << " microbatch"
+     << (plan.microbatches > 1 ? "es" : "") << " of " << plan.microBatch
+     << " per replica";
+  if (plan.pp > 1)
+    os << ", " << pipelineScheduleName(plan.schedule)
+       << ", each stage recomputing its chunks' forwards";
+  os << "\n";
+  os << "  step " << seconds(cost.stepSeconds) << " = compute "
+     << seconds(cost.computeSeconds) << " + memory-bound "
+     << seconds(cost.memorySeconds) << " + bubble "
+     << seconds(cost.bubbleSeconds) << " + communication "
+     << seconds(cost.commSeconds) << " (not overlapped); MFU "
+     << llvm::format("%.1f%%", cost.mfu * 100) << "\n";
+  os << "  memory per device " << gib(double(cost.memoryBytes)) << ": weights "
+     << gib(double(cost.weightBytes)) << ", gradients "
+     << gib(double(cost.gradBytes)) << ", optimizer "
+     << gib(double(cost.optimizerBytes)) << ", activations "
+     << gib(double(cost.activationBytes)) << ", logits "
+     << gib(double(cost.logitBytes)) << " (" << cost.paramsPerDevice
+     << " parameters)\n";
+  if (plan.tp > 1 || plan.pp > 1) {
+    bool dpFits = double(search->dataParallelMemory) <=
+                  double(hw->memoryBytes) * hw->usableMemory;
+    if (!dpFits)
+      os << "  why not data parallel alone: it needs at least "
+         << gib(double(search->dataParallelMemory))
+         << " per device (with ZeRO-3)\n";
+    else if (m.batchSize % devicesOpt)
+      os << "  why not data parallel alone: the batch (" << m.batchSize
+         << ") does not split over " << devicesOpt << " replicas\n";
+    else
+      os << "  data parallel alone fits but is slower (its all-reduce of "
+            "every gradient crosses the slowest link)\n";
+  }
+  os << "  communication per device and step:\n";
+  os << llvm::format("    %-15s %-4s %-10s %14s %8s %14s %10s  %s\n", "kind",
+                     "axis", "link", "G bytes", "runs", "sent bytes", "time",
+                     "for");
+  for (const CommCost &x : cost.comms)
+    os << llvm::format(
+        "    %-15s %-4s %-10s %14lld %8lld %14.0f %10s  %s\n", x.kind.c_str(),
+        x.axis.c_str(), x.interNode ? "inter-node" : "intra-node",
+        static_cast<long long>(x.bytes), static_cast<long long>(x.runs),
+        x.sentBytes, seconds(x.seconds).c_str(), x.what.c_str());
+  os << "  to run it: mpirun -np " << devicesOpt << " gptc train " << modelPath
+     << " --mesh " << plan.meshString();
+  if (plan.zeroStage)
+    os << " --zero-stage " << plan.zeroStage;
+  if (plan.sequenceParallel)
+    os << " --sequence-parallel";
+  os << " --grad-accum " << plan.microbatches;
+  if (plan.pp > 1)
+    os << " --pipeline-schedule=" << pipelineScheduleName(plan.schedule);
+  os << "\n";
+  return 0;
+}

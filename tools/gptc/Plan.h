@@ -1,0 +1,34 @@
+//===- Plan.h - gptc plan --------------------------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_TOOLS_GPTC_PLAN_H
+#define GPTC_TOOLS_GPTC_PLAN_H
+
+#include "gptc/Frontend/ModelSpec.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <string>
+
+namespace mlir::gptc {
+
+/// `gptc plan MODEL.pbtxt --hardware NAME|FILE --devices N [--top K]`:
+/// ranks the plans the model can train with on that hardware and details
+/// the best.
+int runPlan(const std::string &modelPath, const DialectRegistry &registry);
+
+/// Parses the description in `sourceMgr` with the command line's parallel
+/// options; `--mesh auto` (with --hardware and --devices) replaces the
+/// mesh, ZeRO stage, sequence parallelism, microbatches and pipeline
+/// schedule by gptc plan's first plan, reported as a remark at the
+/// description.
+FailureOr<ModelDescription> parseDescription(llvm::SourceMgr &sourceMgr,
+                                             MLIRContext &context);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_TOOLS_GPTC_PLAN_H

@@ -1,0 +1,173 @@
+//===- PlannerTest.cpp - The cost model's properties -----------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Each term of the cost model moves the way the system it models does:
+// ZeRO trades memory for nothing (1, 2) or for communication (3), sequence
+// parallelism splits activations, microbatches shrink the bubble, a link
+// across nodes costs more than one inside, and the search's plans all fit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Analysis/Planner.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::gptc;
+
+namespace {
+ModelConfig gpt2Medium() {
+  ModelConfig m;
+  m.vocabSize = 50257;
+  m.contextLength = 1024;
+  m.numLayers = 24;
+  m.numHeads = 16;
+  m.modelDim = 1024;
+  m.mlpDim = 4096;
+  m.batchSize = 512;
+  m.seqLen = 1024;
+  m.precision = Precision::BF16;
+  return m;
+}
+
+HardwareSpec node() {
+  HardwareSpec hw;
+  hw.name = "test";
+  hw.devicesPerNode = 8;
+  hw.memoryBytes = int64_t(80) << 30;
+  hw.peakFlops[1] = 1e15;
+  hw.memoryBandwidth = 3e12;
+  hw.intraNode = {300e9, 10e-6};
+  hw.interNode = {40e9, 20e-6};
+  hw.hasInterNode = true;
+  return hw;
+}
+
+PlanCost cost(ParallelPlan plan, ModelConfig m = gpt2Medium()) {
+  m.dataParallel = plan.dp;
+  m.tensorParallel = plan.tp;
+  m.pipelineParallel = plan.pp;
+  std::optional<ModelSize> size = computeModelSize(m);
+  EXPECT_TRUE(size);
+  return evaluatePlan(m, *size, plan, node());
+}
+} // namespace
+
+TEST(Planner, ZeroShrinksStateNotStepTime) {
+  ParallelPlan p;
+  p.dp = 8;
+  p.microbatches = 64;
+  PlanCost z0 = cost(p);
+  p.zeroStage = 1;
+  PlanCost z1 = cost(p);
+  p.zeroStage = 2;
+  PlanCost z2 = cost(p);
+  p.zeroStage = 3;
+  PlanCost z3 = cost(p);
+  EXPECT_LT(z1.optimizerBytes, z0.optimizerBytes);
+  EXPECT_EQ(z1.gradBytes, z0.gradBytes);
+  EXPECT_LT(z2.gradBytes, z1.gradBytes);
+  EXPECT_LT(z3.weightBytes, z2.weightBytes);
+  // ZeRO-1 adds the parameters' all-gather to the all-reduce; ZeRO-2
+  // replaces the all-reduce by a reduce-scatter (the same bytes as
+  // ZeRO-0's); ZeRO-3 gathers the weights for every microbatch.
+  EXPECT_GT(z1.sentBytes, z0.sentBytes);
+  EXPECT_DOUBLE_EQ(z2.sentBytes, z0.sentBytes);
+  EXPECT_GT(z3.stepSeconds, z2.stepSeconds);
+}
+
+TEST(Planner, SequenceParallelSplitsActivations) {
+  ParallelPlan p;
+  p.tp = 4;
+  p.dp = 2;
+  p.microbatches = 256;
+  PlanCost plain = cost(p);
+  p.sequenceParallel = true;
+  PlanCost sp = cost(p);
+  EXPECT_LT(sp.activationBytes, plain.activationBytes);
+  // An all-gather and a reduce-scatter move what an all-reduce moves.
+  EXPECT_NEAR(sp.sentBytes, plain.sentBytes, 1e-9 * plain.sentBytes);
+}
+
+TEST(Planner, MicrobatchesShrinkTheBubble) {
+  ParallelPlan p;
+  p.pp = 4;
+  p.dp = 2;
+  p.recompute = Recompute::Full;
+  p.microbatches = 4;
+  p.microBatch = 64;
+  PlanCost few = cost(p);
+  p.microbatches = 64;
+  p.microBatch = 4;
+  PlanCost many = cost(p);
+  EXPECT_LT(many.bubbleSeconds, few.bubbleSeconds);
+  // (p - 1) / m of the busy time.
+  EXPECT_NEAR(few.bubbleSeconds / (few.computeSeconds + few.memorySeconds),
+              3.0 / 4.0, 1e-12);
+  // Interleaving divides it by the virtual stages.
+  p.virtualStages = 2;
+  p.schedule = PipelineScheduleKind::Interleaved;
+  PlanCost interleaved = cost(p);
+  EXPECT_NEAR(interleaved.bubbleSeconds, many.bubbleSeconds / 2,
+              1e-12 * many.bubbleSeconds);
+}
+
+TEST(Planner, CrossingNodesCostsMore) {
+  // dp=16 spans two nodes: the gradients' all-reduce runs on the slow link.
+  ParallelPlan p;
+  p.dp = 8;
+  p.microbatches = 64;
+  PlanCost inNode = cost(p);
+  p.dp = 16;
+  p.microbatches = 32;
+  PlanCost across = cost(p);
+  ASSERT_FALSE(inNode.comms.empty());
+  ASSERT_FALSE(across.comms.empty());
+  EXPECT_FALSE(inNode.comms.back().interNode);
+  EXPECT_TRUE(across.comms.back().interNode);
+  EXPECT_GT(across.commSeconds, 4 * inNode.commSeconds);
+}
+
+TEST(Planner, SearchReturnsFittingPlansFastestFirst) {
+  std::string error;
+  auto search = searchPlans(gpt2Medium(), node(), 16, error);
+  ASSERT_TRUE(search) << error;
+  ASSERT_FALSE(search->plans.empty());
+  EXPECT_GE(search->considered, int64_t(search->plans.size()));
+  double usable = double(node().memoryBytes) * node().usableMemory;
+  for (size_t i = 0; i < search->plans.size(); ++i) {
+    const auto &[plan, c] = search->plans[i];
+    EXPECT_TRUE(c.fits);
+    EXPECT_LE(double(c.memoryBytes), usable);
+    EXPECT_LE(plan.tp, 8);
+    EXPECT_EQ(plan.dp * plan.tp * plan.pp, 16);
+    if (i) {
+      EXPECT_GE(c.stepSeconds, search->plans[i - 1].second.stepSeconds * 0.995);
+    }
+  }
+  // Too many nodes, or none of the precision's FLOP/s.
+  HardwareSpec two = node();
+  two.nodes = 1;
+  EXPECT_FALSE(searchPlans(gpt2Medium(), two, 16, error));
+  EXPECT_NE(error.find("need 2 nodes of 8; the hardware has 1"),
+            std::string::npos);
+  HardwareSpec fp32Only = node();
+  fp32Only.peakFlops[1] = 0;
+  EXPECT_FALSE(searchPlans(gpt2Medium(), fp32Only, 8, error));
+}
+
+// Planning does not grow with depth: a plan is priced from one layer.
+TEST(Planner, PlansAsManyLayersInTheSameCount) {
+  std::string error;
+  ModelConfig shallow = gpt2Medium(), deep = gpt2Medium();
+  shallow.numLayers = 48;
+  deep.numLayers = 96;
+  auto a = searchPlans(shallow, node(), 16, error);
+  auto b = searchPlans(deep, node(), 16, error);
+  ASSERT_TRUE(a && b);
+  // The same candidates once every pipeline size (a divisor of 16, twice
+  // for interleaving) has the layers it needs.
+  EXPECT_EQ(a->considered, b->considered);
+}
