@@ -167,7 +167,12 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
     flops *= 4.0 / 3.0;
   else if (plan.recompute == Recompute::Selective)
     flops += double(size.tokensPerStep) * L * 4.0 * s * h / devices;
-  c.computeSeconds = flops / (peak * hw.gemmEfficiency);
+  // Small GEMMs run below the large ones' rate: a layer's six products
+  // of a microbatch (q, k, v, output: h x h/t; the MLP's two: h x 4h/t)
+  // average 4 b s h^2 / t FLOPs, at F / (F + the half-rate FLOPs).
+  double gemm = 4.0 * b * s * h * h / t;
+  double sizeFactor = gemm / (gemm + hw.gemmHalfFlops);
+  c.computeSeconds = flops / (peak * hw.gemmEfficiency * sizeFactor);
   double tokensPerReplica = double(size.tokensPerStep) / d;
   c.memorySeconds =
       tokensPerReplica * (L / p) * 3.0 * 16.0 * h * e / t / hw.memoryBandwidth;

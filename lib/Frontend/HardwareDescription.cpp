@@ -105,6 +105,12 @@ FailureOr<HardwareSpec> mlir::gptc::parseHardware(llvm::SourceMgr &sourceMgr,
             << "'usable_memory' must be in (0, 1], got "
             << num(hw.usableMemory);
     }
+    if (dev.has_gemm_half_flops()) {
+      hw.gemmHalfFlops = dev.gemm_half_flops();
+      if (!inRange(hw.gemmHalfFlops, 0, 1e30, /*closed=*/true))
+        error({{"device"}, {"gemm_half_flops"}})
+            << "'gemm_half_flops' must be >= 0, got " << num(hw.gemmHalfFlops);
+    }
     if (!dev.has_memory_bandwidth())
       error({{"device"}}) << "missing required field 'device.memory_bandwidth'";
     else if (!inRange(dev.memory_bandwidth(), 0, 1e30, false))

@@ -21,6 +21,10 @@ namespace mlir::gptc {
 /// the best.
 int runPlan(const std::string &modelPath, const DialectRegistry &registry);
 
+/// `[mpirun -np N] gptc calibrate [-o FILE]`: measures this machine (one
+/// device per process) and writes its hardware description.
+int runCalibrate(const std::string &outputPath);
+
 /// Parses the description in `sourceMgr` with the command line's parallel
 /// options; `--mesh auto` (with --hardware and --devices) replaces the
 /// mesh, ZeRO stage, sequence parallelism, microbatches and pipeline

@@ -430,7 +430,7 @@ int main(int argc, char **argv) {
   std::string command;
   if (argc > 1 &&
       (StringRef(argv[1]) == "train" || StringRef(argv[1]) == "sample" ||
-       StringRef(argv[1]) == "plan")) {
+       StringRef(argv[1]) == "plan" || StringRef(argv[1]) == "calibrate")) {
     command = argv[1];
     for (int i = 1; i + 1 < argc; ++i)
       argv[i] = argv[i + 1];
@@ -450,7 +450,9 @@ int main(int argc, char **argv) {
       "  gptc train MODEL.pbtxt [--data FILE]   train on the CPU\n"
       "  gptc sample CHECKPOINT                 generate text\n"
       "  gptc plan MODEL.pbtxt --hardware h100-node --devices N\n"
-      "                                         rank parallel plans\n");
+      "                                         rank parallel plans\n"
+      "  [mpirun -np N] gptc calibrate -o F     measure this machine for "
+      "gptc plan\n");
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -460,6 +462,9 @@ int main(int argc, char **argv) {
     return runSample(inputFilename, registry);
   if (command == "plan")
     return runPlan(inputFilename, registry);
+  if (command == "calibrate")
+    return runCalibrate(outputFilename == "-" ? std::string()
+                                              : outputFilename.getValue());
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

@@ -46,6 +46,8 @@ struct HardwareSpec {
   /// Dense peak FLOP/s by Precision (FP32, BF16, FP16); 0: unknown.
   double peakFlops[3] = {0, 0, 0};
   double gemmEfficiency = 0.75, memoryBandwidth = 0, usableMemory = 0.9;
+  /// The FLOPs of a GEMM that runs at half the large-GEMM rate (0: none).
+  double gemmHalfFlops = 0;
   LinkSpec intraNode, interNode;
   bool hasInterNode = false;
 };
