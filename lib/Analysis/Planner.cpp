@@ -174,8 +174,19 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   double sizeFactor = gemm / (gemm + hw.gemmHalfFlops);
   c.computeSeconds = flops / (peak * hw.gemmEfficiency * sizeFactor);
   double tokensPerReplica = double(size.tokensPerStep) / d;
+  double activationTraffic =
+      tokensPerReplica * (L / p) * 3.0 * 16.0 * h * e / t;
+  // Each microbatch reads every weight in its forward and backward (once
+  // more when the forward is recomputed) and adds its gradients into the
+  // fp32 accumulators (read and write); the update reads and writes
+  // weights, gradients and moments once per step.
+  double weightBytes = mixed ? 2.0 : 4.0;
+  double perMicrobatch =
+      params *
+      ((plan.recompute == Recompute::Full ? 3.0 : 2.0) * weightBytes + 8.0);
+  double update = params * 28.0 / (plan.zeroStage >= 1 ? d : 1.0);
   c.memorySeconds =
-      tokensPerReplica * (L / p) * 3.0 * 16.0 * h * e / t / hw.memoryBandwidth;
+      (activationTraffic + mb * perMicrobatch + update) / hw.memoryBandwidth;
   double busy = c.computeSeconds + c.memorySeconds;
   c.bubbleSeconds = busy * (p - 1) / (v * mb);
 

@@ -165,7 +165,8 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
       << "--mesh auto on " << devicesOpt.getValue() << " x " << hw->deviceName
       << ": --mesh " << plan.meshString() << ", ZeRO-" << plan.zeroStage
       << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
-      << plan.microbatches << " microbatches"
+      << plan.microbatches
+      << (plan.microbatches > 1 ? " microbatches" : " microbatch")
       << (plan.pp > 1 ? std::string(", ") + pipelineScheduleName(plan.schedule)
                       : std::string())
       << ": predicted step " << seconds(cost.stepSeconds) << ", MFU "
