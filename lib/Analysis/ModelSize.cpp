@@ -23,6 +23,8 @@
 
 #include "gptc/Analysis/ModelSize.h"
 
+#include <vector>
+
 #include <algorithm>
 
 using namespace mlir::gptc;
@@ -62,6 +64,48 @@ static int64_t blockParams(Checked &c, const ModelConfig &m, int64_t t) {
   if (m.bias)
     biases = c.add(c.add(c.mul(3, C), F) / t, c.mul(2, C));
   return c.add(norms, weights, biases);
+}
+
+namespace {
+/// A tensor on one rank: its dimension 0 (what ZeRO slices) and elements.
+struct RankTensor {
+  int64_t dim0, elements;
+};
+} // namespace
+
+/// The tensors of one block on a tensor rank, as the importer lays them
+/// out ([out, in] weights; column-parallel q, k, v and c_fc split their
+/// rows, row-parallel projections their columns).
+static std::vector<RankTensor> blockTensors(Checked &c, const ModelConfig &m,
+                                            int64_t t) {
+  int64_t C = m.modelDim, F = m.mlpDim;
+  std::vector<RankTensor> out(4, {C, C}); // the two norms' weights, biases
+  for (int i = 0; i < 3; ++i)
+    out.push_back({C / t, c.mul(C, C) / t}); // q, k, v
+  out.push_back({C, c.mul(C, C) / t});       // attention output
+  out.push_back({F / t, c.mul(F, C) / t});   // MLP up
+  out.push_back({C, c.mul(C, F) / t});       // MLP down
+  if (m.bias) {
+    for (int i = 0; i < 3; ++i)
+      out.push_back({C / t, C / t});
+    out.push_back({C, C});
+    out.push_back({F / t, F / t});
+    out.push_back({C, C});
+  }
+  return out;
+}
+
+/// Elements of `tensors` on one device after ZeRO: those whose dimension 0
+/// divides by the replicas are sliced (as gptc-data-parallel and the
+/// pipeline runtime slice them), the rest stay whole.
+static int64_t zeroElements(Checked &c, const std::vector<RankTensor> &tensors,
+                            int64_t replicas, bool sliced) {
+  int64_t n = 0;
+  for (const RankTensor &x : tensors)
+    n = c.add(n, sliced && replicas > 1 && x.dim0 % replicas == 0
+                     ? x.elements / replicas
+                     : x.elements);
+  return n;
 }
 
 std::optional<int64_t> mlir::gptc::computeLayerParams(const ModelConfig &m) {
@@ -107,13 +151,27 @@ std::optional<ModelSize> mlir::gptc::computeModelSize(const ModelConfig &m) {
   int64_t weightWidth = mixed ? 2 : 4;
   int64_t optimizerWidth = mixed ? 12 : 8; // (fp32 master +) m + v
   s.bytesPerParam = 2 * weightWidth + optimizerWidth;
-  int64_t n = s.paramsPerDevice;
-  auto zero = [&](int stage, int64_t count) {
-    return m.zeroStage >= stage ? Checked::ceilDiv(count, d) : count;
+  // ZeRO slices a tensor over the replicas only where its dimension 0
+  // divides by them (GPT-2's 50257-row wte at dp=8 stays whole).
+  std::vector<RankTensor> block = blockTensors(c, m, t);
+  std::vector<RankTensor> firstTensors = {
+      {s.paddedVocabSize / t, vocabShard},
+      {m.contextLength, c.mul(m.contextLength, C)}};
+  std::vector<RankTensor> lastTensors = {{C, C}, {C, C}};
+  if (!m.tiedEmbeddings || p > 1)
+    lastTensors.push_back({s.paddedVocabSize / t, vocabShard});
+  auto zero = [&](int stage) {
+    bool sliced = m.zeroStage >= stage;
+    int64_t blocksOnDevice =
+        c.mul(stageLayers, zeroElements(c, block, d, sliced));
+    int64_t f = zeroElements(c, firstTensors, d, sliced);
+    int64_t l = zeroElements(c, lastTensors, d, sliced);
+    return p == 1 ? c.add(blocksOnDevice, f, l)
+                  : c.add(blocksOnDevice, std::max(f, l));
   };
-  s.weightBytes = c.mul(zero(3, n), weightWidth);
-  s.gradBytes = c.mul(zero(2, n), weightWidth);
-  s.optimizerBytes = c.mul(zero(1, n), optimizerWidth);
+  s.weightBytes = c.mul(zero(3), weightWidth);
+  s.gradBytes = c.mul(zero(2), weightWidth);
+  s.optimizerBytes = c.mul(zero(1), optimizerWidth);
   s.stateBytesPerDevice = c.add(s.weightBytes, s.gradBytes, s.optimizerBytes);
 
   if (c.overflowed)
