@@ -116,12 +116,27 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // 16-bit copies of the weights the GEMMs read in mixed precision. ZeRO
   // slices the moments (1), the reduced gradients (2; a pipeline stage
   // still accumulates whole ones), the weights (3) over the replicas.
-  double zeroWeights = plan.zeroStage >= 3 ? d : 1;
-  double zeroGrads = plan.zeroStage >= 2 && plan.pp == 1 ? d : 1;
-  double zeroMoments = plan.zeroStage >= 1 ? d : 1;
-  c.weightBytes = int64_t(params * (4.0 + (mixed ? 2.0 : 0.0)) / zeroWeights);
-  c.gradBytes = int64_t(4.0 * params / zeroGrads);
-  c.optimizerBytes = int64_t(8.0 * params / zeroMoments);
+  // ZeRO slices a tensor only where its dimension 0 divides by the
+  // replicas (as gptc-data-parallel and the pipeline runtime do): a
+  // vocabulary or context that does not divide keeps its embedding whole.
+  double whole = 0;
+  if (plan.dp > 1) {
+    if ((vocab / plan.tp) % plan.dp)
+      whole += wte;
+    if (m.contextLength % plan.dp)
+      whole += wpe;
+    if (m.modelDim % plan.dp || (m.modelDim / plan.tp) % plan.dp ||
+        (m.mlpDim / plan.tp) % plan.dp)
+      whole += firstLayers * layer;
+    whole = std::min(whole, params);
+  }
+  auto zero = [&](bool sliced) {
+    return sliced ? (params - whole) / d + whole : params;
+  };
+  c.weightBytes =
+      int64_t(zero(plan.zeroStage >= 3) * (4.0 + (mixed ? 2.0 : 0.0)));
+  c.gradBytes = int64_t(4.0 * zero(plan.zeroStage >= 2 && plan.pp == 1));
+  c.optimizerBytes = int64_t(8.0 * zero(plan.zeroStage >= 1));
 
   // Activations a layer keeps for its backward, per microbatch, in units
   // of b s h elements: the norms' inputs and outputs (4), the q, k, v and
@@ -184,7 +199,7 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   double perMicrobatch =
       params *
       ((plan.recompute == Recompute::Full ? 3.0 : 2.0) * weightBytes + 8.0);
-  double update = params * 28.0 / (plan.zeroStage >= 1 ? d : 1.0);
+  double update = 28.0 * zero(plan.zeroStage >= 1);
   c.memorySeconds =
       (activationTraffic + mb * perMicrobatch + update) / hw.memoryBandwidth;
   double busy = c.computeSeconds + c.memorySeconds;
