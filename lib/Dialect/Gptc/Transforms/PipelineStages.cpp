@@ -371,13 +371,16 @@ void GptcPipelineSchedulePass::runOnOperation() {
           out.push_back(dataValue(i, name));
         } else if (role == "in" || role == "cot") {
           auto &from = role == "in" ? acts : cots;
-          int64_t k =
-              role == "in"
-                  ? f.getArgAttrOfType<IntegerAttr>(a, kPipelineInAttrName)
-                        .getInt()
-                  : std::stoll(name.drop_front(strlen("pipeline.cot.")).str());
+          int64_t k = -1;
+          if (role == "in")
+            k = f.getArgAttrOfType<IntegerAttr>(a, kPipelineInAttrName)
+                    .getInt();
+          else if (name.drop_front(strlen("pipeline.cot.")).getAsInteger(10, k))
+            return f.emitOpError("argument ")
+                   << a << " names a cotangent without an index: " << name;
           auto it = from.find({i, c});
-          if (it == from.end() || k >= static_cast<int64_t>(it->second.size()))
+          if (it == from.end() || k < 0 ||
+              k >= static_cast<int64_t>(it->second.size()))
             return f.emitOpError("is called by stage ")
                    << s << " before it has received its " << role
                    << " for microbatch " << i;
