@@ -26,6 +26,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <unistd.h>
+
 #include <chrono>
 
 using namespace mlir;
@@ -188,6 +190,12 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   if (topOpt < 1) {
     llvm::errs() << "gptc: error: --top takes a count >= 1, got " << topOpt
                  << "\n";
+    return 1;
+  }
+  if (modelPath == "-" && isatty(0)) {
+    llvm::errs() << "gptc: error: gptc plan needs a model description, as "
+                    "in gptc plan models/gpt3-175b.pbtxt --hardware "
+                    "h100-node --devices 1024\n";
     return 1;
   }
   FailureOr<HardwareSpec> hw = loadHardware(context);
