@@ -70,14 +70,19 @@ TEST(ModelSize, SixteenBytesPerParamOnOneDevice) {
 }
 
 /// ZeRO divides optimizer state, then gradients, then weights by dp:
-/// 16 -> 4 + 12/N -> 2 + 14/N -> 16/N bytes per parameter (mixed precision).
+/// 16 -> 4 + 12/N -> 2 + 14/N -> 16/N bytes per sliced parameter (mixed
+/// precision).
 TEST(ModelSize, ZeroStagesDivideState) {
   ModelConfig m = gpt2(12, 12, 768);
   m.precision = Precision::BF16;
   m.dataParallel = 4;
   const int64_t n = 124439808;
-  int64_t expected[4] = {16 * n, 4 * n + 12 * n / 4, 2 * n + 14 * n / 4,
-                         16 * n / 4};
+  // ZeRO slices a tensor whose dimension 0 divides by the replicas, as
+  // gptc-data-parallel does: the 50257-row wte stays whole, the rest (and
+  // every other dimension 0 of GPT-2 small) divides by 4.
+  const int64_t wte = 50257 * 768, sliced = (n - wte) / 4 + wte;
+  int64_t expected[4] = {16 * n, 4 * n + 12 * sliced, 2 * n + 14 * sliced,
+                         16 * sliced};
   for (int stage = 0; stage <= 3; ++stage) {
     m.zeroStage = stage;
     EXPECT_EQ(computeModelSize(m)->stateBytesPerDevice, expected[stage])
