@@ -115,10 +115,10 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // State: fp32 master weights, gradients and AdamW moments, and the
   // 16-bit copies of the weights the GEMMs read in mixed precision. ZeRO
   // slices the moments (1), the reduced gradients (2; a pipeline stage
-  // still accumulates whole ones), the weights (3) over the replicas.
-  // ZeRO slices a tensor only where its dimension 0 divides by the
-  // replicas (as gptc-data-parallel and the pipeline runtime do): a
-  // vocabulary or context that does not divide keeps its embedding whole.
+  // still accumulates whole ones), the weights (3) over the replicas, each
+  // tensor only where its dimension 0 divides by them (as
+  // gptc-data-parallel and the pipeline runtime do): a vocabulary or
+  // context that does not divide keeps its embedding whole.
   double whole = 0;
   if (plan.dp > 1) {
     if ((vocab / plan.tp) % plan.dp)

@@ -91,26 +91,24 @@ FailureOr<HardwareSpec> mlir::gptc::parseHardware(llvm::SourceMgr &sourceMgr,
     if (peaks[0] <= 0 && peaks[1] <= 0 && peaks[2] <= 0)
       error({{"device"}}) << "the device needs a peak FLOP/s figure "
                              "(peak_flops_fp32, _bf16 or _fp16)";
-    if (dev.has_gemm_efficiency()) {
-      hw.gemmEfficiency = dev.gemm_efficiency();
-      if (!inRange(hw.gemmEfficiency, 0, 1, false))
-        error({{"device"}, {"gemm_efficiency"}})
-            << "'gemm_efficiency' must be in (0, 1], got "
-            << num(hw.gemmEfficiency);
-    }
-    if (dev.has_usable_memory()) {
-      hw.usableMemory = dev.usable_memory();
-      if (!inRange(hw.usableMemory, 0, 1, false))
-        error({{"device"}, {"usable_memory"}})
-            << "'usable_memory' must be in (0, 1], got "
-            << num(hw.usableMemory);
-    }
-    if (dev.has_gemm_half_flops()) {
-      hw.gemmHalfFlops = dev.gemm_half_flops();
-      if (!inRange(hw.gemmHalfFlops, 0, 1e30, /*closed=*/true))
-        error({{"device"}, {"gemm_half_flops"}})
-            << "'gemm_half_flops' must be >= 0, got " << num(hw.gemmHalfFlops);
-    }
+    // An optional figure: kept when given and in range, an error at it
+    // otherwise.
+    auto optional = [&](bool given, double value, StringRef field, double low,
+                        bool closed, double high, StringRef range,
+                        double &out) {
+      if (!given)
+        return;
+      out = value;
+      if (!inRange(value, low, high, closed))
+        error({{"device"}, {field}})
+            << "'" << field << "' must be " << range << ", got " << num(value);
+    };
+    optional(dev.has_gemm_efficiency(), dev.gemm_efficiency(),
+             "gemm_efficiency", 0, false, 1, "in (0, 1]", hw.gemmEfficiency);
+    optional(dev.has_usable_memory(), dev.usable_memory(), "usable_memory", 0,
+             false, 1, "in (0, 1]", hw.usableMemory);
+    optional(dev.has_gemm_half_flops(), dev.gemm_half_flops(),
+             "gemm_half_flops", 0, true, 1e30, ">= 0", hw.gemmHalfFlops);
     if (!dev.has_memory_bandwidth())
       error({{"device"}}) << "missing required field 'device.memory_bandwidth'";
     else if (!inRange(dev.memory_bandwidth(), 0, 1e30, false))
