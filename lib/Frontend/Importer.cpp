@@ -156,7 +156,6 @@ void Importer::buildBody(func::FuncOp func) {
   Value wte = param(), wpe = param();
   auto tokOp = EmbeddingOp::create(b, at("wte", modelField("vocab_size")),
                                    tokens, wte, Value());
-  tokOp->setAttr(kTensorParallelAttrName, b.getStringAttr("vocab"));
   Value tok = tokOp;
   Value pos = IotaOp::create(b, at("wpe", modelField("context_length")),
                              idsType, b.getI64IntegerAttr(1));
@@ -165,14 +164,12 @@ void Importer::buildBody(func::FuncOp func) {
                           Value());
   Value x = AddOp::create(b, at("embed", modelField("model_dim")), tok, posEmb);
 
-  // `role`: how Megatron tensor parallelism splits the layer (the
-  // strategy gptc-tensor-parallel applies when the mesh has a tensor axis).
-  auto linear = [&](Location loc, Value in, StringRef role) -> Value {
+  // No layout is written here: with a tensor axis,
+  // gptc-sharding-propagation derives Megatron's from the graph.
+  auto linear = [&](Location loc, Value in) -> Value {
     Value w = param();
     Value bias = m.bias ? param() : Value();
-    auto op = LinearOp::create(b, loc, in, w, bias);
-    op->setAttr(kTensorParallelAttrName, b.getStringAttr(role));
-    return op;
+    return LinearOp::create(b, loc, in, w, bias);
   };
   auto norm = [&](Location loc, Value in) -> Value {
     Value g = param(), beta = param();
@@ -184,17 +181,17 @@ void Importer::buildBody(func::FuncOp func) {
     std::string h = "h." + std::to_string(l) + ".";
     auto heads = modelField("num_heads");
     Value a = norm(at(h + "ln_1", modelField("layer_norm_epsilon")), x);
-    Value q = linear(at(h + "attn.q_proj", heads), a, "column");
-    Value k = linear(at(h + "attn.k_proj", heads), a, "column");
-    Value v = linear(at(h + "attn.v_proj", heads), a, "column");
+    Value q = linear(at(h + "attn.q_proj", heads), a);
+    Value k = linear(at(h + "attn.k_proj", heads), a);
+    Value v = linear(at(h + "attn.v_proj", heads), a);
     Value y = CausalAttentionOp::create(b, at(h + "attn", heads), q, k, v,
                                         b.getI64IntegerAttr(m.numHeads));
-    y = linear(at(h + "attn.c_proj", modelField("model_dim")), y, "row");
+    y = linear(at(h + "attn.c_proj", modelField("model_dim")), y);
     x = AddOp::create(b, at(h + "residual_1", modelField("num_layers")), x, y);
     Value z = norm(at(h + "ln_2", modelField("layer_norm_epsilon")), x);
-    z = linear(at(h + "mlp.c_fc", modelField("mlp_ratio")), z, "column");
+    z = linear(at(h + "mlp.c_fc", modelField("mlp_ratio")), z);
     z = GeluOp::create(b, at(h + "mlp.gelu", modelField("mlp_ratio")), z);
-    z = linear(at(h + "mlp.c_proj", modelField("mlp_ratio")), z, "row");
+    z = linear(at(h + "mlp.c_proj", modelField("mlp_ratio")), z);
     x = AddOp::create(b, at(h + "residual_2", modelField("num_layers")), x, z);
   }
 
@@ -203,7 +200,6 @@ void Importer::buildBody(func::FuncOp func) {
   Value head = m.tiedEmbeddings ? wte : param();
   auto headOp = LinearOp::create(
       b, at("lm_head", modelField("tied_embeddings")), x, head, Value());
-  headOp->setAttr(kTensorParallelAttrName, b.getStringAttr("vocab"));
   if (paddedVocab() != m.vocabSize)
     headOp->setAttr(kVocabSizeAttrName, b.getI64IntegerAttr(m.vocabSize));
   Value logits = headOp;

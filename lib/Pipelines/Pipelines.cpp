@@ -30,6 +30,7 @@ void mlir::gptc::buildFrontendPipeline(OpPassManager &pm,
 void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
                                     const TrainPipelineOptions &options) {
   pm.addPass(createGptcVerifyModelPass());
+  pm.addPass(createGptcShardingPropagationPass());
   pm.addPass(createGptcTensorParallelPass());
   pm.addPass(createGptcMixedPrecisionPass());
   pm.addPass(createGptcAutodiffPass());

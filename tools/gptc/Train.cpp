@@ -195,6 +195,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   pm.addPass(createGptcVerifyModelPass());
   // Megatron blocks first (each chunk then holds its layers' blocks and
   // all-reduces over the tensor axis), as in the one-program step.
+  pm.addPass(createGptcShardingPropagationPass());
   pm.addPass(createGptcTensorParallelPass());
   // bf16: the GEMMs' casts are ops of @forward, so each chunk keeps its
   // own (fp32 master weights and activations between stages).

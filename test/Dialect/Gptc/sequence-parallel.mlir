@@ -6,8 +6,8 @@
 // weights and row-parallel biases see one shard each, so their gradients
 // are summed over the ranks.
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2 --sequence-parallel --emit=mlir -o %t.mlir
-// RUN: gptc-opt %t.mlir --gptc-tensor-parallel | FileCheck %s
-// RUN: gptc-opt %t.mlir --gptc-tensor-parallel --gptc-autodiff --canonicalize | FileCheck %s --check-prefix=GRAD
+// RUN: gptc-opt %t.mlir --gptc-sharding-propagation --gptc-tensor-parallel | FileCheck %s
+// RUN: gptc-opt %t.mlir --gptc-sharding-propagation --gptc-tensor-parallel --gptc-autodiff --canonicalize | FileCheck %s --check-prefix=GRAD
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2 --sequence-parallel --emit=comm | FileCheck %s --check-prefix=COMM
 
 // CHECK-LABEL: func.func @forward

@@ -1,11 +1,15 @@
-// gptc-tensor-parallel on the importer's graph of a 2-layer model over 2
-// tensor-parallel ranks (grid axis 0 of kind tensor), then the
+// gptc-sharding-propagation then gptc-tensor-parallel on the importer's
+// graph of a 2-layer model over 2 tensor-parallel ranks (grid axis 0 of
+// kind tensor). The importer writes no layout: propagation from Megatron's
+// default seeds (the query weights, the weights before GELU, the
+// vocabulary table) reproduces the layout and collectives the importer's
+// per-layer annotations gave before (these checks are unchanged), then the
 // differentiated graph: per column/row pair one all-reduce forward
 // (shard.all_reduce after the row-parallel layer) and one backward (the
 // gradient of gptc.grad_all_reduce before the column-parallel layers).
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2 --emit=mlir -o %t.mlir
-// RUN: gptc-opt %t.mlir --gptc-tensor-parallel | FileCheck %s
-// RUN: gptc-opt %t.mlir --gptc-tensor-parallel --gptc-autodiff --canonicalize | FileCheck %s --check-prefix=GRAD
+// RUN: gptc-opt %t.mlir --gptc-sharding-propagation --gptc-tensor-parallel | FileCheck %s
+// RUN: gptc-opt %t.mlir --gptc-sharding-propagation --gptc-tensor-parallel --gptc-autodiff --canonicalize | FileCheck %s --check-prefix=GRAD
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2 --emit=comm | FileCheck %s --check-prefix=COMM
 
 // Column-parallel weights and biases are split on dimension 0, row-parallel

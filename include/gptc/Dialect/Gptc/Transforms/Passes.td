@@ -222,13 +222,72 @@ def GptcPipelineVerifyPass : Pass<"gptc-pipeline-verify", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def GptcShardingPropagationPass
+    : Pass<"gptc-sharding-propagation", "mlir::ModuleOp"> {
+  let summary = "Derives @forward's tensor-parallel layout from a few seeds";
+  let description = [{
+    Reads the module's `gptc.parallel` and `shard.grid`; with a tensor axis
+    larger than 1, decides how every value of `@forward` sits on it (whole,
+    or split into equal blocks along one dimension) and writes the
+    decision for each layer gptc-tensor-parallel partitions:
+    `gptc.tensor_parallel = "column"`, `"row"` or `"vocab"`.
+
+    **Seeds** are upstream annotations on values of `@forward` (usually
+    parameters), over the tensor axis only:
+
+    ```mlir
+    %s = shard.sharding @mesh split_axes = [[0]] : !shard.sharding
+    %w = shard.shard %arg2 to %s : tensor<32x32xf32>
+    ```
+
+    The pass reads and removes them. Without any, it seeds Megatron's
+    layout from the graph's structure: the weight of the linear layer that
+    produces each `gptc.causal_attention`'s query, the weight of the linear
+    layer before each `gptc.gelu`, and the vocabulary table (the table of
+    an embedding of the step's given ids, read only by lookups and heads
+    that feed only `gptc.cross_entropy`), each split on dimension 0.
+    A graph without annotations (from any frontend) is sharded this way.
+
+    **Rules**, run forward and backward to a fixpoint: a `gptc.linear`
+    whose weight is split on dimension 0 takes a whole input and gives an
+    output split on its last dimension, its bias split too (column); split
+    on dimension 1, it takes an input split on its last dimension and gives
+    a whole output, its bias whole (row: the partial products are summed);
+    with an unknown weight, a split input makes it row and a split output
+    or bias column. `gptc.causal_attention`'s query, key, value and output
+    share one layout (whole, or split by heads); `gptc.gelu` keeps its
+    input's; a `gptc.embedding` table may split by vocabulary (its output
+    is whole); `gptc.cross_entropy` takes logits split by vocabulary from a
+    linear head. Every other op computes on whole values. What no rule
+    reaches is whole, and the rules run again as checks.
+
+    So seeding the query weight alone splits key and value (attention),
+    the output projection (row), and seeding the MLP's first weight splits
+    its second: Megatron's layout from two seeds per block.
+
+    A layout two rules disagree on is an error at the op that needs the
+    other layout, with a note at the op that made it: the pass does not
+    insert resharding collectives (an all-gather before a whole-value op).
+    Seeds on other grid axes, with halos or uneven blocks, two different
+    seeds of one value, and seeds outside `@forward` are errors at the
+    seed.
+  }];
+  let options = [
+    Option<"defaultSeeds", "default-seeds", "bool", "true",
+           "Without shard.shard seeds, seed Megatron's layout from the "
+           "graph's structure (false: everything whole)">,
+  ];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Megatron tensor parallelism of @forward's transformer blocks";
   let description = [{
     Reads the module's `gptc.parallel` (the axis of kind `tensor`) and
     `shard.grid`, and rewrites `@forward` (before gptc-autodiff) into the
-    computation of one tensor-parallel rank, following the importer's
-    `gptc.tensor_parallel` annotation on each `gptc.linear`:
+    computation of one tensor-parallel rank, following the
+    `gptc.tensor_parallel` role gptc-sharding-propagation wrote on each
+    `gptc.linear` and `gptc.embedding`:
 
     - **column** (query, key, value, MLP up-projection): the weight and bias
       are this rank's rows (`gptc.sharding` on the arguments, dimension 0
