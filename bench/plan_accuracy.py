@@ -2,7 +2,8 @@
 """The cost model against measured CPU runs: calibrates this machine
 (`mpirun -np N gptc calibrate`), asks `gptc plan` for every plan of a model
 on N processes, trains a spread of them (the best data-parallel, tensor-
-parallel and pipeline plans, ZeRO-3, a small-microbatch pipeline) with
+parallel and pipeline plans, ZeRO-3, a small-microbatch pipeline, full
+and selective recomputation) with
 `mpirun -np N gptc train`, alternating the plans in rounds and keeping each
 one's best step time, and prints predicted against measured step time and
 whether the predicted order holds. Usage:
@@ -38,7 +39,8 @@ def main():
     rows = []
     for line in table.splitlines():
         m = re.match(r"\s+(\d+)\s+(\S+)\s+(\d)\s+(on|-)\s+(\d+) x (\d+)\s+"
-                     r"(\S+(?: v2)?)\s+([\d.]+) (ms|s)\s", line)
+                     r"(\S+(?: v2| full| selective)?)\s+([\d.]+) (ms|s)\s",
+                     line)
         if m:
             t = float(m.group(8)) * (1e-3 if m.group(9) == "ms" else 1)
             rows.append(dict(mesh=m.group(2), zero=int(m.group(3)),
@@ -54,7 +56,9 @@ def main():
              first(lambda r: "tp" in r["mesh"]),
              first(lambda r: "pp" in r["mesh"] and r["sched"] == "1f1b"),
              first(lambda r: "pp" in r["mesh"] and "interleaved" in r["sched"]),
-             first(lambda r: "pp" in r["mesh"] and r["seqs"] > 1)]
+             first(lambda r: "pp" in r["mesh"] and r["seqs"] > 1),
+             first(lambda r: r["sched"] == "recompute full"),
+             first(lambda r: r["sched"] == "recompute selective")]
     picks = [p for i, p in enumerate(picks) if p and p not in picks[:i]]
     ckpt = os.path.join(tmp, "c.ckpt")
     for p in picks:
@@ -70,6 +74,8 @@ def main():
                 cmd.append("--sequence-parallel")
             if "pp" in p["mesh"]:
                 cmd.append("--pipeline-schedule=" + p["sched"].split()[0])
+            if p["sched"].startswith("recompute"):
+                cmd.append("--recompute=" + p["sched"].split()[1])
             out = run(cmd)
             m = re.search(r"steps in [\d.]+ s; (\d+) tok/s after the first",
                           out)
@@ -87,6 +93,21 @@ def main():
     order_m = sorted(range(len(picks)), key=lambda i: picks[i]["measured"])
     print("predicted order:", [i + 1 for i in order_p])
     print("measured order: ", [i + 1 for i in order_m])
+    # Pairs the model separates by more than 10%: does the measurement
+    # order them the same way?
+    pairs = right = 0
+    for i in range(len(picks)):
+        for j in range(i + 1, len(picks)):
+            a, b = picks[i], picks[j]
+            if max(a["predicted"], b["predicted"]) < \
+                    1.1 * min(a["predicted"], b["predicted"]):
+                continue
+            pairs += 1
+            right += (a["predicted"] < b["predicted"]) == \
+                (a["measured"] < b["measured"])
+    worst = max(abs(p["predicted"] / p["measured"] - 1) for p in picks)
+    print(f"pairs predicted >10% apart ordered as measured: {right} of "
+          f"{pairs}; largest error {worst:.0%}")
 
 
 if __name__ == "__main__":

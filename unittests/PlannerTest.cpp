@@ -171,3 +171,26 @@ TEST(Planner, PlansAsManyLayersInTheSameCount) {
   // for interleaving) has the layers it needs.
   EXPECT_EQ(a->considered, b->considered);
 }
+
+TEST(Planner, RecomputationTradesTimeForActivations) {
+  ParallelPlan p;
+  p.dp = 8;
+  p.microBatch = 8;
+  p.microbatches = 8;
+  PlanCost none = cost(p);
+  p.recompute = Recompute::Selective;
+  PlanCost selective = cost(p);
+  p.recompute = Recompute::Full;
+  PlanCost full = cost(p);
+  // Each mode keeps less and takes longer; only full adds products.
+  EXPECT_LT(selective.activationBytes, none.activationBytes);
+  EXPECT_LT(full.activationBytes, selective.activationBytes);
+  EXPECT_GT(selective.stepSeconds, none.stepSeconds);
+  EXPECT_GT(full.stepSeconds, selective.stepSeconds);
+  EXPECT_DOUBLE_EQ(selective.computeSeconds, none.computeSeconds);
+  EXPECT_GT(full.computeSeconds, none.computeSeconds * 1.25);
+  EXPECT_LT(full.computeSeconds, none.computeSeconds * 4.0 / 3.0);
+  // The state is the same.
+  EXPECT_EQ(full.weightBytes + full.gradBytes + full.optimizerBytes,
+            none.weightBytes + none.gradBytes + none.optimizerBytes);
+}

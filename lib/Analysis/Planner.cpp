@@ -150,11 +150,16 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   double boundary = b * s * h * 4.0 / (plan.sequenceParallel ? t : 1.0);
   if (plan.pp == 1) {
     // One microbatch's activations (accumulation frees them between
-    // microbatches), or with full recomputation each layer's input and
-    // one layer's activations.
-    c.activationBytes =
-        int64_t(plan.recompute == Recompute::Full ? L * b * s * h * e + perLayer
-                                                  : L * perLayer);
+    // microbatches). gptc-recompute: selective drops the norms' outputs
+    // (2 units, split with sequence parallelism) and GELU's output (4 / t);
+    // full keeps each layer's input, the last layer's activations and one
+    // recomputed layer's at a time.
+    double selectiveUnits = (plan.sequenceParallel ? 2.0 / t : 2.0) + 4.0 / t;
+    c.activationBytes = int64_t(
+        plan.recompute == Recompute::Full ? L * b * s * h * e + 2.0 * perLayer
+        : plan.recompute == Recompute::Selective
+            ? L * (perLayerUnits - selectiveUnits) * b * s * h * e
+            : L * perLayer);
   } else {
     // gptc's stages keep each in-flight microbatch's chunk input and
     // recompute the chunk in its backward: the first stage holds the most
@@ -172,16 +177,16 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   c.fits = double(c.memoryBytes) <= double(hw.memoryBytes) * hw.usableMemory;
 
   // Compute: the step's FLOPs split evenly, at the GEMM efficiency of
-  // peak; recomputation adds the forward (full: a third of the step) or
-  // attention's products (selective). Elementwise work reads and writes
-  // each kept activation about three times (forward, backward) on the
-  // memory roofline.
+  // peak; full recomputation adds the forward of every layer but the last
+  // in the one-program step (a third of their share), every chunk's in a
+  // pipeline. Selective recomputation adds no products (norms and GELUs,
+  // memory-bound: below). Elementwise work reads and writes each kept
+  // activation about three times (forward, backward) on the memory
+  // roofline.
   c.modelFlops = double(size.flopsPerToken) * double(size.tokensPerStep);
   double flops = c.modelFlops / devices;
   if (plan.recompute == Recompute::Full)
-    flops *= 4.0 / 3.0;
-  else if (plan.recompute == Recompute::Selective)
-    flops += double(size.tokensPerStep) * L * 4.0 * s * h / devices;
+    flops *= plan.pp > 1 ? 4.0 / 3.0 : 1.0 + (L - 1.0) / (3.0 * L);
   // Small GEMMs run below the large ones' rate: a layer's six products
   // of a microbatch (q, k, v, output: h x h/t; the MLP's two: h x 4h/t)
   // average 4 b s h^2 / t FLOPs, at F / (F + the half-rate FLOPs).
@@ -191,6 +196,9 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   double tokensPerReplica = double(size.tokensPerStep) / d;
   double activationTraffic =
       tokensPerReplica * (L / p) * 3.0 * 16.0 * h * e / t;
+  if (plan.recompute == Recompute::Selective)
+    // Each norm and GELU once more: read the input, write the output.
+    activationTraffic += tokensPerReplica * L * 2.0 * (2.0 + 4.0 / t) * h * e;
   // Each microbatch reads every weight in its forward and backward (once
   // more when the forward is recomputed) and adds its gradients into the
   // fp32 accumulators (read and write); the update reads and writes
@@ -353,14 +361,21 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
           // What gptc's runtime runs: pipelines take ZeRO-1/2, fp32 or
           // bf16, and recompute each chunk in its backward; the
-          // one-program step keeps its activations.
+          // one-program step keeps its activations or recomputes them
+          // (gptc-recompute, selective or full).
           if (pp > 1 && (zero > 2 || m.precision == Precision::FP16))
             continue;
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
             if (sp && m.seqLen % tp)
               continue;
-            for (int64_t v : {int64_t(1), int64_t(2)}) {
+            for (auto [v, recompute] :
+                 {std::pair{int64_t(1), Recompute::None},
+                  std::pair{int64_t(1), Recompute::Selective},
+                  std::pair{int64_t(1), Recompute::Full},
+                  std::pair{int64_t(2), Recompute::Full}}) {
               if (v > 1 && (pp == 1 || micro % pp || m.numLayers < pp * v))
+                continue;
+              if (pp > 1 && recompute != Recompute::Full)
                 continue;
               // The better of the two placements (dp or pp outermost).
               std::optional<std::pair<ParallelPlan, PlanCost>> best;
@@ -378,7 +393,7 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
                 plan.virtualStages = v;
                 plan.schedule = v > 1 ? PipelineScheduleKind::Interleaved
                                       : PipelineScheduleKind::OneFOneB;
-                plan.recompute = pp > 1 ? Recompute::Full : Recompute::None;
+                plan.recompute = recompute;
                 plan.dataOutermost = outer;
                 ++out.considered;
                 PlanCost cost = evaluatePlan(cfg, *size, plan, hw);

@@ -223,6 +223,13 @@ OwningOpRef<ModuleOp> Importer::run() {
                                : m.precision == Precision::BF16 ? "bf16"
                                                                 : "fp16"));
 
+  if (!desc.getPlanNote().empty())
+    GptcDialect::PlanAttrHelper(ctx).setAttr(
+        *module, b.getStringAttr(desc.getPlanNote()));
+  if (m.recompute != "none" && m.pipelineParallel == 1)
+    GptcDialect::RecomputeAttrHelper(ctx).setAttr(*module,
+                                                  b.getStringAttr(m.recompute));
+
   // 1. The device mesh becomes a grid; the axis roles stay beside it.
   ArrayRef<MeshAxis> axes = desc.getMeshAxes();
   if (!axes.empty()) {

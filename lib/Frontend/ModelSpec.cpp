@@ -142,6 +142,11 @@ ModelDescription::parse(StringRef text, StringRef fileName,
     spec.mutable_parallel()->set_zero_stage(*overrides.zeroStage);
   if (overrides.sequenceParallel)
     spec.mutable_parallel()->set_sequence_parallel(*overrides.sequenceParallel);
+  if (overrides.recompute)
+    spec.mutable_parallel()->set_recompute(
+        *overrides.recompute == "full"        ? Parallelism::FULL
+        : *overrides.recompute == "selective" ? Parallelism::SELECTIVE
+                                              : Parallelism::NONE);
   if (overrides.dropPipelineSettings && spec.has_parallel()) {
     spec.mutable_parallel()->clear_pipeline_schedule();
     spec.mutable_parallel()->clear_virtual_stages();
@@ -527,6 +532,16 @@ LogicalResult ModelDescription::validate() {
     }
     bool pipelineFields = p.has_pipeline_schedule() || p.has_virtual_stages() ||
                           p.pipeline_layers_size();
+    m.recompute = p.recompute() == Parallelism::FULL        ? "full"
+                  : p.recompute() == Parallelism::SELECTIVE ? "selective"
+                                                            : "none";
+    if (seenKind[Axis::PIPELINE] && p.has_recompute() &&
+        p.recompute() != Parallelism::FULL)
+      v.error({{"parallel"}, {"recompute"}})
+          << "pipeline stages recompute each chunk's forward in its "
+             "backward (FULL); "
+          << (m.recompute == "none" ? "NONE" : "SELECTIVE")
+          << " is for meshes without a PIPELINE axis";
     if (pipelineFields && !seenKind[Axis::PIPELINE])
       v.error({{"parallel"},
                {p.pipeline_layers_size() ? "pipeline_layers"

@@ -34,6 +34,7 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
   pm.addPass(createGptcTensorParallelPass());
   pm.addPass(createGptcMixedPrecisionPass());
   pm.addPass(createGptcAutodiffPass());
+  pm.addPass(createGptcRecomputePass());
   pm.addPass(createGptcOptimizerPass());
   pm.addPass(createGptcDataParallelPass());
   OpPassManager &func = pm.nest<func::FuncOp>();

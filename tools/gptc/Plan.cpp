@@ -106,6 +106,7 @@ static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
   overrides.mesh = std::vector<MeshAxis>();
   overrides.zeroStage = 0;
   overrides.sequenceParallel = false;
+  overrides.recompute = "none";
   overrides.accumulation = 1;
   overrides.dropPipelineSettings = true;
   return ModelDescription::parse(sourceMgr, &context, overrides);
@@ -126,9 +127,10 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
   }
   if (explicitParallelOptions()) {
     llvm::errs() << "gptc: error: --mesh auto chooses the ZeRO stage, "
-                    "sequence parallelism, microbatches and pipeline "
-                    "schedule: drop --zero-stage, --sequence-parallel, "
-                    "--grad-accum, --pipeline-schedule and --virtual-stages\n";
+                    "sequence parallelism, microbatches, recomputation and "
+                    "pipeline schedule: drop --zero-stage, "
+                    "--sequence-parallel, --grad-accum, --recompute, "
+                    "--pipeline-schedule and --virtual-stages\n";
     return failure();
   }
   FailureOr<HardwareSpec> hw = loadHardware(context);
@@ -158,22 +160,30 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
   if (plan.pp > 1) {
     overrides.pipelineSchedule = pipelineScheduleName(plan.schedule);
     overrides.virtualStages = plan.virtualStages;
+  } else {
+    overrides.recompute = recomputeName(plan.recompute);
   }
   FailureOr<ModelDescription> desc =
       ModelDescription::parse(sourceMgr, &context, overrides);
   if (failed(desc))
     return failure();
-  emitRemark(desc->locate({}))
+  std::string note;
+  llvm::raw_string_ostream(note)
       << "--mesh auto on " << devicesOpt.getValue() << " x " << hw->deviceName
       << ": --mesh " << plan.meshString() << ", ZeRO-" << plan.zeroStage
       << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
       << plan.microbatches
       << (plan.microbatches > 1 ? " microbatches" : " microbatch")
       << (plan.pp > 1 ? std::string(", ") + pipelineScheduleName(plan.schedule)
-                      : std::string())
+          : plan.recompute != Recompute::None
+              ? std::string(", recompute ") + recomputeName(plan.recompute)
+              : std::string())
       << ": predicted step " << seconds(cost.stepSeconds) << ", MFU "
       << percent(cost.mfu) << ", " << gib(double(cost.memoryBytes))
       << " per device (gptc plan ranks the others)";
+  // A remark at the description, and the same words on the module.
+  emitRemark(desc->locate({})) << note;
+  desc->setPlanNote(std::move(note));
   return desc;
 }
 
@@ -257,11 +267,14 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     std::string micro = std::to_string(plan.microbatches) + " x " +
                         std::to_string(plan.microBatch);
     std::string sched =
-        plan.pp == 1 ? std::string("-")
-                     : std::string(pipelineScheduleName(plan.schedule)) +
-                           (plan.virtualStages > 1
-                                ? " v" + std::to_string(plan.virtualStages)
-                                : "");
+        plan.pp == 1
+            ? (plan.recompute == Recompute::None
+                   ? std::string("-")
+                   : std::string("recompute ") + recomputeName(plan.recompute))
+            : std::string(pipelineScheduleName(plan.schedule)) +
+                  (plan.virtualStages > 1
+                       ? " v" + std::to_string(plan.virtualStages)
+                       : "");
     os << llvm::format("%3d  %-20s %4d %3s %11s %-18s %10s %5.1f%% %11s "
                        "%8.1f GB\n",
                        shown, plan.meshString().c_str(), plan.zeroStage,
@@ -283,6 +296,8 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   if (plan.pp > 1)
     os << ", " << pipelineScheduleName(plan.schedule)
        << ", each stage recomputing its chunks' forwards";
+  else if (plan.recompute != Recompute::None)
+    os << ", recompute " << recomputeName(plan.recompute);
   os << "\n";
   os << "  step " << seconds(cost.stepSeconds) << " = compute "
      << seconds(cost.computeSeconds) << " + memory-bound "
@@ -330,6 +345,8 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   os << " --grad-accum " << plan.microbatches;
   if (plan.pp > 1)
     os << " --pipeline-schedule=" << pipelineScheduleName(plan.schedule);
+  else if (plan.recompute != Recompute::None)
+    os << " --recompute=" << recomputeName(plan.recompute);
   os << "\n";
   return 0;
 }

@@ -26,6 +26,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -342,6 +343,42 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << bytes(size->gradBytes) << ")\n";
   os << "  optimizer: " << size->optimizerBytes << " bytes ("
      << bytes(size->optimizerBytes) << ")\n";
+
+  // What one microbatch holds from its forward to its backward under each
+  // recomputation mode: the differentiated step, rewritten by
+  // gptc-recompute on a copy per mode.
+  {
+    OwningOpRef<ModuleOp> differentiated(cast<ModuleOp>(module->clone()));
+    PassManager front(module.getContext());
+    front.addPass(createGptcVerifyModelPass());
+    front.addPass(createGptcShardingPropagationPass());
+    front.addPass(createGptcTensorParallelPass());
+    front.addPass(createGptcMixedPrecisionPass());
+    front.addPass(createGptcAutodiffPass());
+    // As the step does: one cast of an activation, not one per reader.
+    OpPassManager &funcs = front.nest<func::FuncOp>();
+    funcs.addPass(createCanonicalizerPass());
+    funcs.addPass(createCSEPass());
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    auto fb =
+        succeeded(front.run(*differentiated))
+            ? differentiated->lookupSymbol<func::FuncOp>("forward_backward")
+            : func::FuncOp();
+    if (fb) {
+      os << "activations kept for the backward, one microbatch:";
+      for (StringRef mode : {"none", "selective", "full"}) {
+        auto copy = cast<func::FuncOp>(fb->clone());
+        int64_t kept = succeeded(recomputeActivations(copy, mode))
+                           ? savedActivationBytes(copy)
+                           : -1;
+        copy->erase();
+        os << (mode == "none" ? " " : ", ") << bytes(kept) << " ("
+           << (mode == "none" ? "recompute none" : mode) << ")";
+      }
+      os << "; this run: " << m.recompute << "\n";
+    }
+  }
 
   // The training step's intermediate buffers after gptc-plan-buffers, for
   // one micro-batch on one device.

@@ -158,11 +158,19 @@ static cl::opt<bool> sequenceParallelOpt(
     cl::desc("Megatron sequence parallelism on the tensor axis"),
     cl::init(false), cl::cat(parallelCategory));
 
+static cl::opt<std::string> recomputeOpt(
+    "recompute",
+    cl::desc("Activation recomputation: none, selective (norms and GELUs) "
+             "or full (each layer's forward again in its backward)"),
+    cl::value_desc("none|selective|full"), cl::init(""),
+    cl::cat(parallelCategory));
+
 bool mlir::gptc::isMeshAuto() { return meshOpt == "auto"; }
 
 bool mlir::gptc::explicitParallelOptions() {
   return zeroStageOpt.getNumOccurrences() || gradAccumOpt.getNumOccurrences() ||
-         sequenceParallelOpt.getNumOccurrences() || pipelineOptionsGiven();
+         sequenceParallelOpt.getNumOccurrences() ||
+         recomputeOpt.getNumOccurrences() || pipelineOptionsGiven();
 }
 
 FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
@@ -180,6 +188,16 @@ FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
     o.accumulation = gradAccumOpt;
   if (sequenceParallelOpt.getNumOccurrences())
     o.sequenceParallel = sequenceParallelOpt;
+  if (recomputeOpt.getNumOccurrences()) {
+    if (recomputeOpt != "none" && recomputeOpt != "selective" &&
+        recomputeOpt != "full") {
+      llvm::errs() << "gptc: error: --recompute takes none, selective or "
+                      "full, got '"
+                   << recomputeOpt << "'\n";
+      return failure();
+    }
+    o.recompute = recomputeOpt;
+  }
   return o;
 }
 

@@ -59,6 +59,8 @@ struct ParallelOverrides {
   std::optional<std::string> pipelineSchedule;
   std::optional<int64_t> virtualStages;
   std::optional<bool> sequenceParallel;
+  /// "none", "selective" or "full".
+  std::optional<std::string> recompute;
 
   /// Parses `dp=2,tp=2` (axis kinds dp/data, tp/tensor, pp/pipeline; the
   /// key is the axis name) into `mesh`; an empty string or "1" means one
@@ -97,6 +99,12 @@ public:
   /// The model's name (the file's stem when the description has none).
   llvm::StringRef getName() const { return name; }
 
+  /// Why the parallel settings are what they are, when a planner chose
+  /// them (--mesh auto); the importer keeps it on the module
+  /// (`gptc.plan`).
+  llvm::StringRef getPlanNote() const { return planNote; }
+  void setPlanNote(std::string note) { planNote = std::move(note); }
+
   /// Location of the field at `path`, e.g. `{{"model"}, {"num_heads"}}`.
   /// When the field is absent, the closest enclosing field that is present;
   /// the start of the file when none is.
@@ -113,6 +121,7 @@ private:
   ModelConfig config;
   std::vector<MeshAxis> axes;
   std::string name;
+  std::string planNote;
 };
 
 } // namespace mlir::gptc

@@ -52,8 +52,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
 };
 
 /// Builds the training step from an imported model: gptc-verify-model,
-/// gptc-tensor-parallel, gptc-autodiff, gptc-optimizer, gptc-data-parallel,
-/// canonicalize, cse, gptc-form-kernels, gptc-plan-buffers.
+/// gptc-sharding-propagation, gptc-tensor-parallel, gptc-mixed-precision,
+/// gptc-autodiff, gptc-recompute, gptc-optimizer, gptc-data-parallel,
+/// canonicalize, cse, gptc-fuse-optimizer, gptc-form-kernels,
+/// gptc-plan-buffers.
 void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options = {});
 

@@ -62,3 +62,9 @@ module attributes {gptc.optimizer = {lr = 1.0e-2 : f64}} {
 // expected-error@+1 {{'gptc.precision' must be "fp32", "bf16" or "fp16"}}
 module attributes {gptc.precision = "fp8"} {
 }
+
+// -----
+
+// expected-error@+1 {{'gptc.recompute' must be "none", "selective" or "full" on the module}}
+module attributes {gptc.recompute = "some"} {
+}

@@ -148,6 +148,13 @@ LogicalResult GptcDialect::verifyOperationAttribute(Operation *op,
   if (name == ParallelAttrHelper::getNameStr())
     return expect(isa<ParallelAttr>(attr.getValue()) && isa<ModuleOp>(op),
                   "a #gptc.parallel<...> attribute on the module");
+  if (name == RecomputeAttrHelper::getNameStr()) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    return expect(s && isa<ModuleOp>(op) &&
+                      (s.getValue() == "none" || s.getValue() == "selective" ||
+                       s.getValue() == "full"),
+                  "\"none\", \"selective\" or \"full\" on the module");
+  }
   if (name == PrecisionAttrHelper::getNameStr()) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
     return expect(s && (s.getValue() == "fp32" || s.getValue() == "bf16" ||

@@ -24,8 +24,7 @@ namespace mlir::gptc {
 using namespace mlir;
 using namespace mlir::gptc;
 
-/// The layer an op's name location names ("h.3.attn.q_proj" -> 3), or -1.
-static int64_t layerOf(Location loc) {
+int64_t mlir::gptc::layerOf(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc)) {
     StringRef n = name.getName().getValue();
     int64_t layer;

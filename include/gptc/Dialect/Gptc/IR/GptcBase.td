@@ -59,6 +59,8 @@ def Gptc_Dialect : Dialect {
     "::mlir::StringAttr":$precision,
     "::mlir::gptc::OptimizerAttr":$optimizer,
     "::mlir::gptc::ParallelAttr":$parallel,
+    "::mlir::StringAttr":$recompute,
+    "::mlir::StringAttr":$plan,
     // Op annotations.
     "::mlir::StringAttr":$tensor_parallel,
     "::mlir::IntegerAttr":$vocab_size,

@@ -72,14 +72,20 @@ inline constexpr llvm::StringLiteral kOptimizerAttrName =
 /// Module attribute: the mesh axes' roles (`#gptc.parallel<...>`).
 inline constexpr llvm::StringLiteral kParallelAttrName =
     GptcDialect::ParallelAttrHelper::getNameStr();
-/// Attribute of a `gptc.linear`: "column" or "row", how Megatron tensor
-/// parallelism splits it (written by the importer).
+/// Module attribute: the activation recomputation gptc-recompute applies,
+/// "none", "selective" or "full".
+inline constexpr llvm::StringLiteral kRecomputeAttrName =
+    GptcDialect::RecomputeAttrHelper::getNameStr();
+/// Attribute of a `gptc.linear` or `gptc.embedding`: "column", "row" or
+/// "vocab", how tensor parallelism splits it (written by
+/// gptc-sharding-propagation, read by gptc-tensor-parallel).
 inline constexpr llvm::StringLiteral kTensorParallelAttrName =
     GptcDialect::TensorParallelAttrHelper::getNameStr();
 /// Attribute of the LM head: the real vocabulary size (before padding).
 inline constexpr llvm::StringLiteral kVocabSizeAttrName =
     GptcDialect::VocabSizeAttrHelper::getNameStr();
-/// Attribute of an op data parallelism recomputes instead of keeping.
+/// Attribute of an op computed again instead of kept (ZeRO-3's second
+/// gather, gptc-recompute's clones): CSE keeps it apart from the first.
 inline constexpr llvm::StringLiteral kRematerializeAttrName =
     GptcDialect::RematerializeAttrHelper::getNameStr();
 /// Attribute of an op: its results' byte offsets in the arena.

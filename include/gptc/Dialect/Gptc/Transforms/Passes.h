@@ -30,6 +30,21 @@ namespace mlir::gptc {
 /// target's kernel lowering pipeline runs on. Empty when there is none.
 FailureOr<OwningOpRef<ModuleOp>> outlineKernelModule(ModuleOp module);
 
+/// The transformer layer an op's name location names ("h.3.attn.q_proj"
+/// -> 3, through fused and nested locations), or -1: how the pipeline
+/// split and recomputation find layers.
+int64_t layerOf(Location loc);
+
+/// gptc-recompute's rewrite of `func` (a function gptc-autodiff wrote: its
+/// forward up to the loss, then its backward) for `mode` ("none",
+/// "selective" or "full").
+LogicalResult recomputeActivations(func::FuncOp func, llvm::StringRef mode);
+
+/// The bytes of the forward values `func`'s backward reads: what one
+/// microbatch holds from its forward to its backward (0 when `func` has no
+/// loss to find its forward by).
+int64_t savedActivationBytes(func::FuncOp func);
+
 /// The programs of `module`'s pipeline stage functions (`@stage<s>`, as
 /// gptc-pipeline-schedule writes them), one per stage: each call of a chunk
 /// a Forward or Backward (the last chunk's backward call, which computes

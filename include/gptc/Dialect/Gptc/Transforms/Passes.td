@@ -222,6 +222,48 @@ def GptcPipelineVerifyPass : Pass<"gptc-pipeline-verify", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def GptcRecomputePass : Pass<"gptc-recompute", "mlir::ModuleOp"> {
+  let summary = "Recomputes activations in the backward instead of keeping "
+                "them";
+  let description = [{
+    Rewrites a function gptc-autodiff wrote (`@forward_backward`: the
+    forward up to the loss, then the backward) so that forward values the
+    backward reads are recomputed just before their first use in the
+    backward instead of being kept from the forward. The mode is the
+    option, or the module's `gptc.recompute` (the description's
+    `parallel { recompute: ... }`, `gptc train --recompute`):
+
+    - **none**: nothing changes.
+    - **selective**: layer norms, GELUs and casts of activations (and
+      chains of them: a norm and its bf16 cast) whose inputs the backward
+      keeps anyway (a norm's input for its gradient, GELU's
+      pre-activation). Nothing is kept longer than before; the cost is a
+      few memory-bound passes. (gptc's attention already recomputes its
+      probabilities in its backward, what Megatron's selective
+      recomputation saves.)
+    - **full**: every op of a transformer layer (by its name location,
+      `h.<n>...`) except the values another layer or the head reads (the
+      layer's output, its checkpoint): each layer's backward starts by
+      recomputing its forward from the layer's input, one more forward
+      pass in all but the last layer (its backward follows its forward at
+      once, so recomputing it would lower no peak). Tensor-parallel
+      collectives inside a layer are recomputed with it.
+
+    Ops whose operands are all arguments (a parameter's cast) are never
+    recomputed. The clones carry `gptc.rematerialize`, so CSE does not
+    merge them back into the forward's ops. The clones are the same ops on the same inputs, so the
+    gradients equal those without recomputation. `gptc --emit=summary`
+    reports the bytes the backward keeps under each mode.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"\"",
+           "none, selective or full (empty: the module's gptc.recompute, "
+           "none without it)">,
+    Option<"function", "function", "std::string", "\"forward_backward\"",
+           "The differentiated function to rewrite">,
+  ];
+}
+
 def GptcShardingPropagationPass
     : Pass<"gptc-sharding-propagation", "mlir::ModuleOp"> {
   let summary = "Derives @forward's tensor-parallel layout from a few seeds";
