@@ -63,6 +63,20 @@ def worker(model_path, kind, threads):
 
     d = description(model_path)
     model = GPT(d["vocab"], d["ctx"], d["layers"], d["heads"], d["width"])
+    if kind == "checkpoint":
+        # Each block's activations recomputed in its backward
+        # (torch.utils.checkpoint): the peer of gptc's --recompute=full.
+        from torch.utils.checkpoint import checkpoint
+
+        class Checkpointed(torch.nn.Module):
+            def __init__(self, block):
+                super().__init__()
+                self.block = block
+
+            def forward(self, x):
+                return checkpoint(self.block, x, use_reentrant=False)
+
+        model.h = torch.nn.ModuleList(Checkpointed(b) for b in model.h)
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1)
     fn = torch.compile(model) if kind == "compile" else model
     # fp16 needs loss scaling, as gptc's: GradScaler with its defaults.
@@ -144,9 +158,10 @@ class TorchContender:
 
 
 class GptcContender:
-    def __init__(self, build, model, precision=None):
+    def __init__(self, build, model, precision=None, extra=()):
         self.gptc = os.path.join(build, "bin", "gptc")
         self.model = model
+        self.extra = list(extra)
         self.rss = 0
         if precision:
             # The same description with `precision: BF16` (or FP16).
@@ -163,7 +178,7 @@ class GptcContender:
                 proc = subprocess.Popen(
                     [self.gptc, "train", self.model, "--steps", str(steps + 1),
                      "--eval-interval", "0", "--log-interval", "0",
-                     "--checkpoint", os.path.join(tmp, "c.ckpt")],
+                     "--checkpoint", os.path.join(tmp, "c.ckpt")] + self.extra,
                     stdout=subprocess.DEVNULL, stderr=err)
                 status = proc.wait()
             text = open(log).read()
