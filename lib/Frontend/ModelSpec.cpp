@@ -40,12 +40,24 @@ using ::gptc::spec::Training;
 // Locations
 //===----------------------------------------------------------------------===//
 
+namespace {
+struct OverrideFlag {
+  std::vector<std::string> path;
+  std::string text;
+  int column;
+};
+} // namespace
+
 struct ModelDescription::Impl {
   TextProtoSource source;
   ModelSpec spec;
+  MLIRContext *context;
+  /// Fields the command line replaced, with the flag that did: their
+  /// errors are reported at the flag, not in the file.
+  std::vector<OverrideFlag> flags;
 
   Impl(StringRef text, StringRef fileName, MLIRContext *context)
-      : source(text, fileName, context) {}
+      : source(text, fileName, context), context(context) {}
 };
 
 ModelDescription::ModelDescription(std::unique_ptr<Impl> impl)
@@ -57,7 +69,50 @@ ModelDescription::~ModelDescription() = default;
 
 const ModelSpec &ModelDescription::getSpec() const { return impl->spec; }
 
+/// The command line's replacements as text ("--mesh dp=2,tp=3
+/// --zero-stage 7"), each with the description's fields it replaces and
+/// its column: errors in those fields are reported there.
+static std::vector<OverrideFlag>
+overrideFlags(const ParallelOverrides &overrides) {
+  std::vector<OverrideFlag> flags;
+  int column = 1;
+  auto flag = [&](std::vector<std::string> path, std::string text) {
+    flags.push_back({std::move(path), text, column});
+    column += static_cast<int>(text.size()) + 1;
+  };
+  if (overrides.mesh) {
+    std::string text;
+    for (const MeshAxis &a : *overrides.mesh)
+      text += (text.empty() ? "" : ",") + a.name + "=" + std::to_string(a.size);
+    flag({"mesh"}, "--mesh " + (text.empty() ? std::string("1") : text));
+  }
+  if (overrides.zeroStage)
+    flag({"parallel", "zero_stage"},
+         "--zero-stage " + std::to_string(*overrides.zeroStage));
+  if (overrides.sequenceParallel)
+    flag({"parallel", "sequence_parallel"}, "--sequence-parallel");
+  if (overrides.recompute)
+    flag({"parallel", "recompute"}, "--recompute=" + *overrides.recompute);
+  if (overrides.accumulation)
+    flag({"training", "gradient_accumulation_steps"},
+         "--grad-accum " + std::to_string(*overrides.accumulation));
+  return flags;
+}
+
+/// The buffer name of the command line's replacements in diagnostics.
+static constexpr llvm::StringLiteral kCommandLine = "command line";
+
 Location ModelDescription::locate(ArrayRef<FieldRef> path) const {
+  for (const OverrideFlag &flag : impl->flags) {
+    if (path.size() < flag.path.size())
+      continue;
+    bool within = true;
+    for (size_t i = 0; i < flag.path.size(); ++i)
+      within &= path[i].name == flag.path[i];
+    if (within)
+      return FileLineColLoc::get(StringAttr::get(impl->context, kCommandLine),
+                                 1, flag.column);
+  }
   return impl->source.locate(ModelSpec::descriptor(), path);
 }
 
@@ -77,6 +132,17 @@ ModelDescription::parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
                         const ParallelOverrides &overrides) {
   const llvm::MemoryBuffer *buffer =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  // The replacements as a buffer of their own, so that an error at a flag
+  // shows the flag.
+  std::vector<OverrideFlag> flags = overrideFlags(overrides);
+  if (!flags.empty()) {
+    std::string line;
+    for (const OverrideFlag &f : flags)
+      line += (line.empty() ? "" : " ") + f.text;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(line, kCommandLine),
+        llvm::SMLoc());
+  }
   return parse(buffer->getBuffer(), buffer->getBufferIdentifier(), context,
                overrides);
 }
@@ -104,9 +170,16 @@ LogicalResult ParallelOverrides::parseMesh(StringRef text,
                 "' (expected dp, tp or pp, as in --mesh dp=2,tp=2)";
         return failure();
       }
-      if (value.trim().getAsInteger(10, axis.size) || axis.size < 1) {
-        error = "--mesh: axis '" + k.str() + "' needs a size >= 1, as in " +
+      if (value.trim().getAsInteger(10, axis.size)) {
+        error = "--mesh: axis '" + k.str() + "' has size '" +
+                value.trim().str() +
+                "', which is not an integer that fits 64 bits, as in " +
                 k.str() + "=2";
+        return failure();
+      }
+      if (axis.size < 1) {
+        error = "--mesh: axis '" + k.str() + "' needs a size >= 1, got " +
+                std::to_string(axis.size) + ", as in " + k.str() + "=2";
         return failure();
       }
       axes.push_back(axis);
@@ -125,6 +198,7 @@ ModelDescription::parse(StringRef text, StringRef fileName,
     return failure();
   // Command-line replacements, validated like the rest.
   ModelSpec &spec = impl->spec;
+  impl->flags = overrideFlags(overrides);
   if (overrides.mesh) {
     spec.mutable_mesh()->clear_axis();
     for (const MeshAxis &a : *overrides.mesh) {

@@ -91,6 +91,12 @@ bool runtime::readNpy(const std::string &path, Tensor &tensor,
     error = path + " is not a .npy file";
     return false;
   }
+  // The file's size bounds every length the header claims: nothing is
+  // allocated for bytes the file does not have.
+  std::streampos afterMagic = in.tellg();
+  in.seekg(0, std::ios::end);
+  int64_t fileSize = static_cast<int64_t>(in.tellg());
+  in.seekg(afterMagic);
   uint32_t length = 0;
   if (version[0] == 1) {
     uint16_t l16;
@@ -98,6 +104,10 @@ bool runtime::readNpy(const std::string &path, Tensor &tensor,
     length = l16;
   } else {
     in.read(reinterpret_cast<char *>(&length), 4);
+  }
+  if (!in || static_cast<int64_t>(length) > fileSize) {
+    error = path + ": truncated header";
+    return false;
   }
   std::string header(length, '\0');
   in.read(header.data(), length);
@@ -144,6 +154,19 @@ bool runtime::readNpy(const std::string &path, Tensor &tensor,
       error = path + ": bad shape";
       return false;
     }
+  }
+  int64_t elementBytes = dtype == program::F64 || dtype == program::I64 ? 8 : 4;
+  int64_t bytes = elementBytes;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      error = path + ": the shape in its header overflows 64-bit sizes";
+      return false;
+    }
+  int64_t available = fileSize - static_cast<int64_t>(in.tellg());
+  if (bytes > available) {
+    error = path + ": its header's shape needs " + std::to_string(bytes) +
+            " bytes of data, the file has " + std::to_string(available);
+    return false;
   }
   tensor = Tensor(dtype, dims);
   in.read(reinterpret_cast<char *>(tensor.raw()), tensor.byteSize());

@@ -394,17 +394,39 @@ bool Trainer::evaluate(const ByteDataset &data, double &loss,
   }
   in.push_back(&tokens);
   in.push_back(&labels);
+  // The validation batches are the one-device run's: the step's rows each
+  // (the description's batch_size), whatever the mesh makes of them. Each
+  // runs as pieces of @forward's rows (the last padded with ignored
+  // labels), whose mean losses, weighted by their rows, give the batch's.
+  int64_t B = options.batch, T = options.seqLen;
+  int64_t rows = std::max(stepRows, B);
+  Tensor wholeTokens(program::I32, {rows, T}),
+      wholeLabels(program::I32, {rows, T});
   double sum = 0;
+  int64_t counted = 0;
   std::vector<Tensor> out;
   for (int64_t k = 0; k < options.evalBatches; ++k) {
-    data.validationBatch(k, options.evalBatches, options.batch, options.seqLen,
-                         tokens.data<int32_t>(), labels.data<int32_t>());
-    if (!forward->run(in, out, error))
-      return false;
-    sum += out[0].dtype == program::F64 ? out[0].data<double>()[0]
-                                        : out[0].data<float>()[0];
+    data.validationBatch(k, options.evalBatches, rows, T,
+                         wholeTokens.data<int32_t>(),
+                         wholeLabels.data<int32_t>());
+    for (int64_t first = 0; first < rows; first += B) {
+      int64_t n = std::min(B, rows - first);
+      int32_t *tok = tokens.data<int32_t>(), *lab = labels.data<int32_t>();
+      std::copy(wholeTokens.data<int32_t>() + first * T,
+                wholeTokens.data<int32_t>() + (first + n) * T, tok);
+      std::copy(wholeLabels.data<int32_t>() + first * T,
+                wholeLabels.data<int32_t>() + (first + n) * T, lab);
+      std::fill(tok + n * T, tok + B * T, 0);
+      std::fill(lab + n * T, lab + B * T, -1);
+      if (!forward->run(in, out, error))
+        return false;
+      double piece = out[0].dtype == program::F64 ? out[0].data<double>()[0]
+                                                  : out[0].data<float>()[0];
+      sum += piece * static_cast<double>(n);
+      counted += n;
+    }
   }
-  loss = sum / static_cast<double>(options.evalBatches);
+  loss = sum / static_cast<double>(counted);
   lastValLoss = loss;
   haveValLoss = true;
   return true;

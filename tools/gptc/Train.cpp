@@ -45,6 +45,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -132,6 +133,24 @@ static cl::opt<uint64_t> seedOpt("seed", cl::desc("Sampling seed"),
 static int fail(const std::string &message) {
   llvm::errs() << "gptc: error: " << message << "\n";
   return 1;
+}
+
+/// The counts gptc train takes, checked before anything runs (a negative
+/// count used to mean "not given" and was silently replaced).
+static LogicalResult checkTrainOptions() {
+  auto count = [](const cl::opt<int64_t> &opt, int64_t least,
+                  StringRef what) -> LogicalResult {
+    if (!opt.getNumOccurrences() || opt >= least)
+      return success();
+    fail("--" + opt.ArgStr.str() + " takes " + what.str() + ", got " +
+         std::to_string(opt));
+    return failure();
+  };
+  return failure(
+      failed(count(stepsOpt, 1, "a step count >= 1")) ||
+      failed(count(stopAfterOpt, 1, "a step >= 1")) ||
+      failed(count(evalIntervalOpt, 0, "N >= 0 (0: no validation)")) ||
+      failed(count(logIntervalOpt, 0, "N >= 0 (0: no progress lines)")));
 }
 
 /// Compiles the functions of `module` named in `names` after running
@@ -457,6 +476,8 @@ static int runPipelineTrain(ModelDescription &desc,
 
 int mlir::gptc::runTrain(const std::string &modelPath,
                          const DialectRegistry &registry) {
+  if (failed(checkTrainOptions()))
+    return 1;
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
@@ -673,6 +694,16 @@ int mlir::gptc::runTrain(const std::string &modelPath,
 
 int mlir::gptc::runSample(const std::string &checkpointPath,
                           const DialectRegistry &registry) {
+  if (!std::isfinite(temperatureOpt) || temperatureOpt < 0)
+    return fail("--temperature takes a finite value >= 0 (0: always the "
+                "likeliest byte), got " +
+                std::to_string(temperatureOpt.getValue()));
+  if (lengthOpt < 0)
+    return fail("--length takes a byte count >= 0, got " +
+                std::to_string(lengthOpt));
+  if (topKOpt < 0)
+    return fail("--top-k takes K >= 0 (0: all), got " +
+                std::to_string(topKOpt));
   // 1. The checkpoint and the description it carries.
   ::gptc::checkpoint::Checkpoint ck;
   std::ifstream in(checkpointPath, std::ios::binary);
