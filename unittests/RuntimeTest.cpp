@@ -7,11 +7,13 @@
 #include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/KernelLibrary.h"
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/Checksum.h"
 #include "gptc/Runtime/Executor.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 using namespace gptc;
@@ -366,4 +368,27 @@ TEST(Executor, AdamWSkipKeepsTheState) {
   in[7].data<float>()[0] = 0.0f;
   ASSERT_TRUE(exec->run(args, out, error)) << error;
   EXPECT_NE(out[0].data<float>()[0], in[0].data<float>()[0]);
+}
+
+TEST(Checksum, Crc32cKnownValuesAndContinuation) {
+  using gptc::runtime::crc32c;
+  // The check value of CRC-32C (RFC 3720's test vector family).
+  EXPECT_EQ(crc32c(0, "123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c(0, "", 0), 0u);
+  // 32 zero bytes (RFC 3720, B.4).
+  std::vector<uint8_t> zeros(32, 0), ones(32, 0xff);
+  EXPECT_EQ(crc32c(0, zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(0, ones.data(), ones.size()), 0x62A8AB43u);
+  // Continuation, across the 8-byte words and the tail.
+  const char *text = "checkpoints are checked tensor by tensor";
+  size_t n = std::strlen(text);
+  for (size_t cut = 0; cut <= n; ++cut)
+    EXPECT_EQ(crc32c(crc32c(0, text, cut), text + cut, n - cut),
+              crc32c(0, text, n));
+}
+
+TEST(Checksum, Fnv1aIsTheSameEverywhere) {
+  EXPECT_EQ(gptc::runtime::fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(gptc::runtime::fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(gptc::runtime::fnv1a64("foobar"), 0x85944171f73967e8ull);
 }

@@ -12,6 +12,7 @@
 
 #include "gptc/Runtime/Trainer.h"
 
+#include "gptc/Runtime/Checksum.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/ProgramFormat.h"
 #include "gptc/Runtime/Progress.h"
@@ -108,6 +109,7 @@ static bool appendTensor(std::ostream &out, const std::string &name,
   entry.set_dtype(t.dtype);
   for (int64_t d : t.shape)
     entry.add_shape(d);
+  entry.set_crc32c(crc32c(0, t.raw(), static_cast<size_t>(t.byteSize())));
   std::string head;
   if (!entry.SerializeToString(&head))
     return false;
@@ -115,8 +117,41 @@ static bool appendTensor(std::ostream &out, const std::string &name,
   return bool(out);
 }
 
+std::string gptc::runtime::checkpointFingerprint(const std::string &signature) {
+  std::ostringstream os;
+  os << "fnv1a64:" << std::hex << std::setw(16) << std::setfill('0')
+     << fnv1a64(signature);
+  return os.str();
+}
+
+bool gptc::runtime::verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
+                                            const std::string &path,
+                                            std::string &error) {
+  if (ck.format_version() < 2)
+    return true;
+  for (const checkpoint::Tensor &t : ck.tensors()) {
+    if (!t.has_crc32c()) {
+      error = "the checkpoint '" + path + "' has no checksum for '" + t.name() +
+              "'";
+      return false;
+    }
+    uint32_t crc = crc32c(0, t.data().data(), t.data().size());
+    if (crc != t.crc32c()) {
+      std::ostringstream os;
+      os << "the checkpoint '" << path << "' is corrupt: the data of '"
+         << t.name() << "' (" << t.data().size()
+         << " bytes) does not match its checksum (CRC-32C " << std::hex
+         << std::setw(8) << std::setfill('0') << crc << ", recorded "
+         << std::setw(8) << t.crc32c() << ")";
+      error = os.str();
+      return false;
+    }
+  }
+  return true;
+}
+
 bool gptc::runtime::readCheckpointFile(const std::string &path,
-                                       const std::string &fingerprint,
+                                       const std::string &signature,
                                        const std::string &model,
                                        checkpoint::Checkpoint &ck,
                                        std::string &error) {
@@ -125,16 +160,23 @@ bool gptc::runtime::readCheckpointFile(const std::string &path,
     error = "cannot open the checkpoint '" + path + "'";
     return false;
   }
-  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1) {
+  if (!ck.ParseFromIstream(&in) || ck.format_version() < 1 ||
+      ck.format_version() > kCheckpointFormatVersion) {
     error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
     return false;
   }
-  if (ck.fingerprint() != fingerprint) {
+  // Format 1 stored std::hash of the signature (this build's, for
+  // compatibility with the checkpoints it wrote).
+  std::string expected =
+      ck.format_version() == 1
+          ? std::to_string(std::hash<std::string>()(signature))
+          : checkpointFingerprint(signature);
+  if (ck.fingerprint() != expected) {
     error = "the checkpoint '" + path + "' is of model '" + ck.model() +
             "' with other parameters; it does not fit '" + model + "'";
     return false;
   }
-  return true;
+  return verifyCheckpointTensors(ck, path, error);
 }
 
 bool gptc::runtime::writeCheckpointFile(
@@ -164,7 +206,7 @@ std::string gptc::runtime::modelFingerprint(
       fp << d << "x";
     fp << dtypeName(params[i]->type().dtype()) << ";";
   }
-  return std::to_string(std::hash<std::string>()(fp.str()));
+  return fp.str();
 }
 
 bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
@@ -172,10 +214,10 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   if (!syncState(error))
     return false;
   checkpoint::Checkpoint ck;
-  ck.set_format_version(1);
+  ck.set_format_version(kCheckpointFormatVersion);
   ck.set_model(options.model);
   ck.set_description(options.description);
-  ck.set_fingerprint(fingerprint);
+  ck.set_fingerprint(checkpointFingerprint(fingerprint));
   ck.set_step(stepsDone);
   ck.set_data_seed(options.dataSeed);
   ck.set_train_loss(lastLoss);

@@ -774,10 +774,10 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   if (I.comm->rank() != 0)
     return true;
   checkpoint::Checkpoint header;
-  header.set_format_version(1);
+  header.set_format_version(kCheckpointFormatVersion);
   header.set_model(I.options.model);
   header.set_description(I.options.description);
-  header.set_fingerprint(fingerprintOf(I.plan));
+  header.set_fingerprint(checkpointFingerprint(fingerprintOf(I.plan)));
   header.set_step(stepsDone);
   header.set_data_seed(I.options.dataSeed);
   header.set_train_loss(lastLoss);

@@ -709,8 +709,12 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
   std::ifstream in(checkpointPath, std::ios::binary);
   if (!in)
     return fail("cannot open the checkpoint '" + checkpointPath + "'");
-  if (!ck.ParseFromIstream(&in) || ck.format_version() != 1)
+  if (!ck.ParseFromIstream(&in) || ck.format_version() < 1 ||
+      ck.format_version() > rt::kCheckpointFormatVersion)
     return fail("'" + checkpointPath + "' is not a gptc checkpoint");
+  std::string corrupt;
+  if (!rt::verifyCheckpointTensors(ck, checkpointPath, corrupt))
+    return fail(corrupt);
 
   MLIRContext context(registry);
   context.loadAllAvailableDialects();

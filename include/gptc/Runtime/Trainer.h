@@ -67,16 +67,29 @@ bool writeCheckpointFile(
     const std::vector<std::pair<std::string, const Tensor *>> &tensors,
     std::string &error);
 
-/// Reads a checkpoint; fails on another format or another model's
-/// fingerprint, naming the file.
-bool readCheckpointFile(const std::string &path, const std::string &fingerprint,
+/// The checkpoint format the runtime writes (checkpoint.proto).
+constexpr int32_t kCheckpointFormatVersion = 2;
+
+/// Reads a checkpoint; fails on another format, another model's
+/// signature, or a tensor whose data does not match its checksum (naming
+/// the file and the tensor).
+bool readCheckpointFile(const std::string &path, const std::string &signature,
                         const std::string &model, checkpoint::Checkpoint &ck,
                         std::string &error);
 
-/// The fingerprint checkpoints carry: the parameters' names, whole shapes
-/// and dtypes, in the model's order (checkpoints move between meshes).
+/// Checks every tensor of `ck` (read from `path`) against its CRC-32C;
+/// format 1 has none to check.
+bool verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
+                             const std::string &path, std::string &error);
+
+/// The model's signature: the parameters' names, whole shapes and dtypes,
+/// in the model's order (checkpoints move between meshes).
 std::string modelFingerprint(const std::vector<const program::Value *> &params,
                              const std::vector<std::vector<int64_t>> &shapes);
+
+/// The fingerprint a checkpoint stores for a model's signature: a 64-bit
+/// FNV-1a, the same in every build.
+std::string checkpointFingerprint(const std::string &signature);
 
 class Trainer {
 public:
