@@ -441,6 +441,9 @@ static int runPipelineTrain(ModelDescription &desc,
   if (resumeOpt) {
     if (!trainer->loadCheckpoint(opts.checkpointPath, error))
       return failAll(error);
+    if (leader)
+      llvm::errs() << "gptc: resuming from " << opts.checkpointPath
+                   << " at step " << trainer->getStep() << "\n";
   } else {
     trainer->initialize();
   }
@@ -647,6 +650,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (resumeOpt) {
     if (!trainer->loadCheckpoint(opts.checkpointPath, error))
       return failAll(error);
+    if (leader)
+      llvm::errs() << "gptc: resuming from " << opts.checkpointPath
+                   << " at step " << trainer->getStep() << "\n";
   } else {
     trainer->initialize();
   }
