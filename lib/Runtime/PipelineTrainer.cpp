@@ -361,7 +361,7 @@ void PipelineTrainer::initialize() {
   step = 0;
 }
 
-bool PipelineTrainer::train(const ByteDataset &data, std::ostream &log,
+bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
                             std::string &error) {
   Impl &I = *impl;
   const TrainOptions &o = I.options;
@@ -838,7 +838,7 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
   return true;
 }
 
-bool PipelineTrainer::evaluate(const ByteDataset &data, double &loss,
+bool PipelineTrainer::evaluate(const Dataset &data, double &loss,
                                std::string &error) {
   // Each validation batch goes forward through the chunks in order: a
   // stage runs its chunks' forwards, receiving the input from the previous

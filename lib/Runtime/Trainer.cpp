@@ -358,8 +358,7 @@ void Trainer::initializeScalars() {
 // Training
 //===----------------------------------------------------------------------===//
 
-bool Trainer::evaluate(const ByteDataset &data, double &loss,
-                       std::string &error) {
+bool Trainer::evaluate(const Dataset &data, double &loss, std::string &error) {
   Tensor tokens(program::I32, {options.batch, options.seqLen});
   Tensor labels(program::I32, {options.batch, options.seqLen});
   // @forward computes on its own blocks of the parameters (whole ones, or
@@ -479,7 +478,7 @@ bool Trainer::dumpFinal(std::string &error) const {
   return true;
 }
 
-bool Trainer::train(const ByteDataset &data, std::ostream &log,
+bool Trainer::train(const Dataset &data, std::ostream &log,
                     std::string &error) {
   int64_t n = static_cast<int64_t>(params.size());
   Tensor stepT(program::I32, {});

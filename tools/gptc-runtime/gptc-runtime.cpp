@@ -147,8 +147,8 @@ int main(int argc, char **argv) {
     return fail("'" + artifact + "' holds GPU code: run it with --device cuda");
 
   std::string error;
-  rt::ByteDataset dataset;
-  if (!rt::ByteDataset::load(data, s.seq_len(), dataset, error))
+  rt::Dataset dataset;
+  if (!rt::Dataset::open(data, "", s.seq_len(), s.vocab(), dataset, error))
     return fail(error);
   rt::TrainOptions opts;
   opts.model = program.model();

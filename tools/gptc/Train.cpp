@@ -63,10 +63,17 @@ static cl::OptionCategory sampleCategory("gptc sample options");
 
 static cl::opt<std::string>
     dataPath("data",
-             cl::desc("Training text (bytes are tokens); default: the GPL-3 "
-                      "text every Debian system ships"),
+             cl::desc("Training data: a token file (uint16 ids, flat as "
+                      "nanoGPT's train.bin or with llm.c's header) or a text "
+                      "file (bytes are tokens); default: the GPL-3 text "
+                      "every Debian system ships"),
              cl::init("/usr/share/common-licenses/GPL-3"),
              cl::cat(trainCategory));
+static cl::opt<std::string> valDataPath(
+    "val-data",
+    cl::desc("Validation data of the same kind as --data (default: the "
+             "last 10% of --data)"),
+    cl::init(""), cl::cat(trainCategory));
 static cl::opt<int64_t> stepsOpt("steps",
                                  cl::desc("Optimizer steps, which the "
                                           "learning-rate schedule spans "
@@ -340,7 +347,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
 /// validation pass before the first step, the steps, the final checkpoint.
 template <typename TrainerT>
 static bool trainAndSave(TrainerT &trainer, const rt::TrainOptions &opts,
-                         const rt::ByteDataset &data, bool leader,
+                         const rt::Dataset &data, bool leader,
                          std::string &error) {
   if (opts.evalInterval > 0 && trainer.getStep() == 0) {
     double val;
@@ -378,9 +385,6 @@ static int runPipelineTrain(ModelDescription &desc,
   const ModelConfig &m = desc.getConfig();
   if (failed(checkPipelineSupported(desc)))
     return 1;
-  if (m.vocabSize < 256)
-    return fail("byte-level training needs vocab_size >= 256, got " +
-                std::to_string(m.vocabSize));
   if (stepsOpt >= 0)
     desc.setSteps(stepsOpt);
   // The processes first: compiling a large model takes minutes.
@@ -412,8 +416,9 @@ static int runPipelineTrain(ModelDescription &desc,
   }
   shareCores(*comm);
   std::string error;
-  rt::ByteDataset data;
-  if (!rt::ByteDataset::load(dataPath, m.seqLen, data, error))
+  rt::Dataset data;
+  if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
+                         error))
     return failAll(error);
   rt::TrainOptions opts;
   opts.model = desc.getName().str();
@@ -524,9 +529,6 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   }
   if (m.pipelineParallel > 1)
     return runPipelineTrain(*desc, description, context);
-  if (m.vocabSize < 256)
-    return fail("byte-level training needs vocab_size >= 256, got " +
-                std::to_string(m.vocabSize));
   int64_t injectStep = -1, injectRank = 0;
   if (!injectOverflowOpt.empty()) {
     StringRef spec = injectOverflowOpt;
@@ -600,8 +602,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     shareCores(*comm);
 
   // 4. Data, options, parameters.
-  rt::ByteDataset data;
-  if (!rt::ByteDataset::load(dataPath, m.seqLen, data, error))
+  rt::Dataset data;
+  if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
+                         error))
     return failAll(error);
   rt::TrainOptions opts;
   opts.model = desc->getName().str();
@@ -661,9 +664,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     llvm::errs() << "gptc: training " << opts.model << " ("
                  << trainer->numParameters() << " parameters) on "
                  << data.getPath() << " (" << data.trainSize() << " + "
-                 << data.validationSize() << " bytes), batch " << m.batchSize
-                 << " x " << opts.seqLen << ", steps " << trainer->getStep()
-                 << ".." << opts.steps << "\n";
+                 << data.validationSize()
+                 << (std::string(data.kind()) == "text" ? " bytes" : " tokens")
+                 << "), batch " << m.batchSize << " x " << opts.seqLen
+                 << ", steps " << trainer->getStep() << ".." << opts.steps
+                 << "\n";
     if (device->cuda)
       llvm::errs() << "gptc: on " << trainer->device() << "\n";
     if (devices > 1 || m.gradAccumSteps > 1)

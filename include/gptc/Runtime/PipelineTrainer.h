@@ -39,10 +39,10 @@ public:
   /// Trains options.steps steps (to stopAfter). Every rank reports the same
   /// loss, gradient norm and learning rate; rank 0 prints and writes the
   /// dump directory's table, each rank the final parameters it holds.
-  bool train(const ByteDataset &data, std::ostream &log, std::string &error);
+  bool train(const Dataset &data, std::ostream &log, std::string &error);
   /// Mean loss over the fixed validation batches (as Trainer::evaluate),
   /// each passed forward through the stages; every rank gets it.
-  bool evaluate(const ByteDataset &data, double &loss, std::string &error);
+  bool evaluate(const Dataset &data, double &loss, std::string &error);
   int64_t numParameters() const;
   int64_t getStep() const { return step; }
   /// The whole model's state in the one-device checkpoint format (rank 0

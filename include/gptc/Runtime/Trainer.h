@@ -118,9 +118,9 @@ public:
 
   /// Trains `options.steps` steps from the current step. Fails on a
   /// non-finite loss (naming the step) or a runtime error.
-  bool train(const ByteDataset &data, std::ostream &log, std::string &error);
+  bool train(const Dataset &data, std::ostream &log, std::string &error);
   /// Mean loss of @forward over the fixed validation batches.
-  bool evaluate(const ByteDataset &data, double &loss, std::string &error);
+  bool evaluate(const Dataset &data, double &loss, std::string &error);
 
   int64_t getStep() const { return step; }
   /// Parameters of the whole model (not of this rank's blocks).
