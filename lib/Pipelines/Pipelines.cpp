@@ -27,13 +27,17 @@ void mlir::gptc::buildFrontendPipeline(OpPassManager &pm,
   func.addPass(createCSEPass());
 }
 
-void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
-                                    const TrainPipelineOptions &options) {
+void mlir::gptc::buildDifferentiationPipeline(OpPassManager &pm) {
   pm.addPass(createGptcVerifyModelPass());
   pm.addPass(createGptcShardingPropagationPass());
   pm.addPass(createGptcTensorParallelPass());
   pm.addPass(createGptcMixedPrecisionPass());
   pm.addPass(createGptcAutodiffPass());
+}
+
+void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
+                                    const TrainPipelineOptions &options) {
+  buildDifferentiationPipeline(pm);
   pm.addPass(createGptcRecomputePass());
   pm.addPass(createGptcOptimizerPass());
   pm.addPass(createGptcDataParallelPass());

@@ -350,11 +350,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   {
     OwningOpRef<ModuleOp> differentiated(cast<ModuleOp>(module->clone()));
     PassManager front(module.getContext());
-    front.addPass(createGptcVerifyModelPass());
-    front.addPass(createGptcShardingPropagationPass());
-    front.addPass(createGptcTensorParallelPass());
-    front.addPass(createGptcMixedPrecisionPass());
-    front.addPass(createGptcAutodiffPass());
+    buildDifferentiationPipeline(front);
     // As the step does: one cast of an activation, not one per reader.
     OpPassManager &funcs = front.nest<func::FuncOp>();
     funcs.addPass(createCanonicalizerPass());

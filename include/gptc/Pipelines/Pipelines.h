@@ -51,6 +51,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::init("cpu")};
 };
 
+/// The sharded, differentiated step of an imported model
+/// (`@forward_backward`): gptc-verify-model, gptc-sharding-propagation,
+/// gptc-tensor-parallel, gptc-mixed-precision, gptc-autodiff.
+void buildDifferentiationPipeline(OpPassManager &pm);
+
 /// Builds the training step from an imported model: gptc-verify-model,
 /// gptc-sharding-propagation, gptc-tensor-parallel, gptc-mixed-precision,
 /// gptc-autodiff, gptc-recompute, gptc-optimizer, gptc-data-parallel,
