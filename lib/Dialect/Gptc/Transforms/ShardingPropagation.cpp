@@ -96,7 +96,6 @@ private:
   /// The op (or seed) whose rule set each layout.
   DenseMap<Value, Operation *> origin;
   bool changed = false;
-  bool seeding = true;
 };
 } // namespace
 
