@@ -223,6 +223,9 @@ OwningOpRef<ModuleOp> Importer::run() {
                                : m.precision == Precision::BF16 ? "bf16"
                                                                 : "fp16"));
 
+  if (m.skipNonFinite)
+    GptcDialect::NanPolicyAttrHelper(ctx).setAttr(*module,
+                                                  b.getStringAttr("skip"));
   if (!desc.getPlanNote().empty())
     GptcDialect::PlanAttrHelper(ctx).setAttr(
         *module, b.getStringAttr(desc.getPlanNote()));

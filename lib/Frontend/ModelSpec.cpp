@@ -412,7 +412,8 @@ LogicalResult ModelDescription::validate() {
       v.error({{"training"}, {"seq_len"}})
           << "seq_len (" << m.seqLen << ") exceeds the model's context_length ("
           << m.contextLength << ")";
-    for (StringRef field : {"eval_interval", "checkpoint_interval"}) {
+    for (StringRef field :
+         {"eval_interval", "checkpoint_interval", "keep_checkpoints"}) {
       const pb::FieldDescriptor *fd =
           t.GetDescriptor()->FindFieldByName(field.str());
       if (t.GetReflection()->GetInt64(t, fd) < 0)
@@ -440,6 +441,8 @@ LogicalResult ModelDescription::validate() {
     }
     m.evalInterval = t.has_eval_interval() ? t.eval_interval() : 100;
     m.checkpointInterval = t.checkpoint_interval();
+    m.keepCheckpoints = t.has_keep_checkpoints() ? t.keep_checkpoints() : 1;
+    m.skipNonFinite = t.nan_policy() == Training::SKIP;
     m.dataSeed = t.seed();
     if (t.has_optimizer()) {
       const auto &o = t.optimizer();

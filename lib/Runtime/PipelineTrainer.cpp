@@ -8,6 +8,7 @@
 
 #include "gptc/Runtime/Backend.h"
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/CheckpointStore.h"
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/Progress.h"
@@ -405,6 +406,16 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
   using Key = std::pair<int64_t, int64_t>; // microbatch, chunk
   int lastStage = static_cast<int>((I.chunks - 1) % I.stages);
   const program::PipelineStageProgram &prog = I.plan.programs(I.stage);
+  // The watchdog: ten minutes in the first step (warm-up), then five times
+  // the slowest step, at least --collective-timeout.
+  double slowest = 0;
+  auto armWatchdog = [&] {
+    if (o.collectiveTimeout > 0)
+      I.comm->setWatchdog(slowest > 0
+                              ? std::max(o.collectiveTimeout, 5 * slowest)
+                              : std::max(o.collectiveTimeout, 600.0));
+  };
+  armWatchdog();
   for (; step < stop; ++step) {
     std::mt19937_64 rng(o.dataSeed * 1000003 + step);
     data.sampleTrain(rng, batch, T, tokens.data<int32_t>(),
@@ -645,6 +656,8 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
     if (trace)
       trace->slice("step " + std::to_string(step + 1), "step", stepStart,
                    TraceRecorder::now(), 0);
+    slowest = std::max(slowest, (TraceRecorder::now() - stepStart) * 1e-6);
+    armWatchdog();
     progress.step({step, loss, norm, lr, false, std::nullopt});
     lastLoss = loss;
     bool final = step + 1 == stop;
@@ -699,9 +712,6 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
 }
 
 namespace {
-/// Tags of a checkpoint's tensors, above every microbatch message's.
-constexpr int64_t kCheckpointTag = int64_t(1) << 22;
-
 std::string fingerprintOf(const program::PipelinePlan &plan) {
   std::vector<const program::Value *> values;
   std::vector<std::vector<int64_t>> shapes;
@@ -716,65 +726,29 @@ std::string fingerprintOf(const program::PipelinePlan &plan) {
 bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                                      std::string &error) {
   Impl &I = *impl;
+  LongPhase longPhase(I.comm);
   // ZeRO-1's moments are whole again once every replica has sent its slice.
   std::vector<Tensor> wholeM(I.own.size()), wholeV(I.own.size());
   for (size_t k = 0; k < I.own.size(); ++k)
     if (!I.wholeMoment(k, I.m[k], wholeM[k], error) ||
         !I.wholeMoment(k, I.v[k], wholeV[k], error))
       return false;
-  // The replicas hold the same state: the first one's stages send it.
-  if (I.replica != 0)
-    return true;
-  // Each parameter's state comes from its first holder; rank 0 gathers.
-  // A tensor-parallel block is gathered by its stage's tensor ranks first.
-  std::vector<std::vector<Tensor>> received(I.plan.params_size());
-  for (int i = 0; i < I.plan.params_size(); ++i) {
-    int owner = *I.holders[i].begin();
-    BlockLayout layout = layoutOf(I.plan.params(i));
-    std::vector<Tensor> whole;
-    if (I.stage == owner) {
-      int k = I.ownIndex.at(I.plan.params(i).name());
-      for (Tensor *t : {&I.params[k], &wholeM[k], &wholeV[k]}) {
-        whole.emplace_back();
-        if (layout.isSplit()) {
-          if (!gatherBlocks(*t, layout, I.grid, I.comm, whole.back(), error))
-            return false;
-        } else {
-          whole.back() = *t;
-        }
-      }
-      if (owner == 0) {
-        if (I.comm->rank() == 0)
-          received[i] = std::move(whole);
-        continue;
-      }
-    }
-    if (owner == 0 || I.tpRank != 0)
+  // The first replica's first holder stage of each parameter writes it,
+  // each of its tensor ranks its own block, all stages in parallel.
+  std::vector<HeldBlock> blocks;
+  for (size_t k = 0; I.replica == 0 && k < I.own.size(); ++k) {
+    int i = I.own[k];
+    const program::Value &pv = I.plan.params(i);
+    BlockLayout layout = layoutOf(pv);
+    if (*I.holders[i].begin() != I.stage ||
+        (!layout.isSplit() && I.tpRank != 0))
       continue;
-    if (I.stage == owner) {
-      const Tensor *state[3] = {&whole[0], &whole[1], &whole[2]};
-      for (int j = 0; j < 3; ++j)
-        if (!I.comm->send(state[j]->raw(), state[j]->byteSize(), I.rankOf(0),
-                          kCheckpointTag + 3 * i + j, error))
-          return false;
-      if (!I.comm->waitSends(error))
-        return false;
-    } else if (I.stage == 0) {
-      for (int j = 0; j < 3; ++j) {
-        received[i].emplace_back(program::F32, layout.shape);
-        if (!I.comm->recv(received[i].back().raw(),
-                          received[i].back().byteSize(), I.rankOf(owner),
-                          kCheckpointTag + 3 * i + j, error))
-          return false;
-      }
-    }
+    std::vector<int64_t> start = blockStart(layout, I.grid, I.comm->rank());
+    blocks.push_back({pv.name(), layout.shape, start, &I.params[k]});
+    blocks.push_back({"m:" + pv.name(), layout.shape, start, &wholeM[k]});
+    blocks.push_back({"v:" + pv.name(), layout.shape, start, &wholeV[k]});
   }
-  if (!I.comm->waitSends(error))
-    return false;
-  if (I.comm->rank() != 0)
-    return true;
-  checkpoint::Checkpoint header;
-  header.set_format_version(kCheckpointFormatVersion);
+  checkpoint::Manifest header;
   header.set_model(I.options.model);
   header.set_description(I.options.description);
   header.set_fingerprint(checkpointFingerprint(fingerprintOf(I.plan)));
@@ -782,48 +756,31 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   header.set_data_seed(I.options.dataSeed);
   header.set_train_loss(lastLoss);
   header.set_val_loss(NAN);
-  std::vector<std::pair<std::string, const Tensor *>> tensors;
-  for (int i = 0; i < I.plan.params_size(); ++i) {
-    const std::string &name = I.plan.params(i).name();
-    const Tensor *state[3];
-    for (int j = 0; j < 3; ++j)
-      state[j] = &received[i].at(j);
-    tensors.push_back({name, state[0]});
-    tensors.push_back({"m:" + name, state[1]});
-    tensors.push_back({"v:" + name, state[2]});
-  }
-  return writeCheckpointFile(path, header, tensors, error);
+  for (int64_t d : I.grid)
+    header.add_grid(d);
+  return writeCheckpointDirectory(path, header, blocks,
+                                  I.options.keepCheckpoints, I.comm, error);
 }
 
 bool PipelineTrainer::loadCheckpoint(const std::string &path,
                                      std::string &error) {
   Impl &I = *impl;
-  checkpoint::Checkpoint ck;
-  if (!readCheckpointFile(path, fingerprintOf(I.plan), I.options.model, ck,
-                          error))
+  auto reader = CheckpointReader::open(path, error);
+  if (!reader ||
+      !reader->checkModel(fingerprintOf(I.plan), I.options.model, error))
     return false;
-  std::map<std::string, const checkpoint::Tensor *> byName;
-  for (const checkpoint::Tensor &t : ck.tensors())
-    byName[t.name()] = &t;
   for (size_t k = 0; k < I.own.size(); ++k) {
     const program::Value &pv = I.plan.params(I.own[k]);
     const std::string &name = pv.name();
     BlockLayout layout = layoutOf(pv);
+    std::vector<int64_t> start = blockStart(layout, I.grid, I.comm->rank());
     Tensor *state[3] = {&I.params[k], &I.m[k], &I.v[k]};
     const std::string names[3] = {name, "m:" + name, "v:" + name};
     for (int j = 0; j < 3; ++j) {
-      auto it = byName.find(names[j]);
-      Tensor whole(program::F32, layout.shape);
-      if (it == byName.end() ||
-          static_cast<int64_t>(it->second->data().size()) != whole.byteSize()) {
-        error = "the checkpoint '" + path + "' lacks or mis-sizes '" +
-                names[j] + "'";
+      Tensor block(program::F32,
+                   layout.isSplit() ? layout.blockShape(I.grid) : layout.shape);
+      if (!reader->read(names[j], layout.shape, start, block, error))
         return false;
-      }
-      std::memcpy(whole.raw(), it->second->data().data(), whole.byteSize());
-      Tensor block = layout.isSplit()
-                         ? sliceBlock(whole, layout, I.grid, I.comm->rank())
-                         : std::move(whole);
       if (j == 0) {
         *state[j] = std::move(block);
       } else {
@@ -833,13 +790,14 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
       }
     }
   }
-  step = ck.step();
-  lastLoss = ck.train_loss();
+  step = reader->manifest().step();
+  lastLoss = reader->manifest().train_loss();
   return true;
 }
 
 bool PipelineTrainer::evaluate(const Dataset &data, double &loss,
                                std::string &error) {
+  LongPhase longPhase(impl->comm);
   // Each validation batch goes forward through the chunks in order: a
   // stage runs its chunks' forwards, receiving the input from the previous
   // chunk's stage and sending the output to the next one's; the last

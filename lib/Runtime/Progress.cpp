@@ -80,7 +80,9 @@ void Progress::step(const StepReport &r) {
        << " | " << std::setprecision(0) << tps << " tok/s | ETA " << clock(eta);
   // fp16: a skipped step says so; the scale shown is the next step's.
   if (r.skipped)
-    line << " | overflow: step skipped";
+    line << (lossScaling ? " | overflow: step skipped"
+                         : " | NaN/Inf gradients: step skipped (nan_policy "
+                           "SKIP)");
   if (r.lossScale && (r.skipped || lossScaling))
     line << " | loss scale " << std::defaultfloat << std::setprecision(6)
          << *r.lossScale;

@@ -359,6 +359,7 @@ void Trainer::initializeScalars() {
 //===----------------------------------------------------------------------===//
 
 bool Trainer::evaluate(const Dataset &data, double &loss, std::string &error) {
+  LongPhase longPhase(comm);
   Tensor tokens(program::I32, {options.batch, options.seqLen});
   Tensor labels(program::I32, {options.batch, options.seqLen});
   // @forward computes on its own blocks of the parameters (whole ones, or
@@ -507,9 +508,11 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
   int64_t tokensPerStep = stepRows * T;
   int64_t first = step, last = options.steps;
   int64_t stop = options.stopAfter >= 0 ? std::min(options.stopAfter, last) : last;
+  bool hasLossScale = false;
+  for (const ScalarState &s : scalars)
+    hasLossScale |= s.role == program::ROLE_LOSS_SCALE;
   Progress progress(log, writer, first, stop, last, tokensPerStep,
-                    options.logInterval, options.liveProgress,
-                    overflowOut >= 0);
+                    options.logInterval, options.liveProgress, hasLossScale);
   if (!options.dumpDir.empty() &&
       !progress.openTable(options.dumpDir + "/steps.tsv", error))
     return false;
@@ -587,6 +590,16 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
         backend.release(out[j]);
     }
   } forget{*backend, out, buffers};
+  // The watchdog: ten minutes in the first step (warm-up), then five times
+  // the slowest step, at least --collective-timeout.
+  double slowest = 0;
+  auto armWatchdog = [&] {
+    if (comm && options.collectiveTimeout > 0)
+      comm->setWatchdog(slowest > 0
+                            ? std::max(options.collectiveTimeout, 5 * slowest)
+                            : std::max(options.collectiveTimeout, 600.0));
+  };
+  armWatchdog();
   for (; step < stop; ++step) {
     std::mt19937_64 rng(options.dataSeed * 1000003 + step);
     data.sampleTrain(rng, stepRows, T, tokens.data<int32_t>(),
@@ -628,6 +641,8 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
     if (trace)
       trace->slice("step " + std::to_string(step + 1), "step", stepStart,
                    TraceRecorder::now(), 0);
+    slowest = std::max(slowest, (TraceRecorder::now() - stepStart) * 1e-6);
+    armWatchdog();
     for (ScalarState &s : scalars)
       std::swap(s.value, out[s.output]);
     for (int64_t k = 0; k < 3 * n; ++k)
@@ -636,14 +651,49 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
     double loss = scalar(out[lossOut]), norm = scalar(out[normOut]),
            lr = scalar(out[lrOut]);
     bool skipped = overflowOut >= 0 && scalar(out[overflowOut]) != 0;
-    lastLoss = loss;
-    if (!std::isfinite(loss)) {
-      error = "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
-              " at step " + std::to_string(step + 1) +
-              " (gradient norm " + std::to_string(norm) +
-              ", learning rate " + std::to_string(lr) + ")";
+    // A skipped step's norm may be infinite (fp16's overflow); otherwise
+    // the loss and the gradient norm must be finite.
+    bool finite = std::isfinite(loss) && (skipped || std::isfinite(norm));
+    bool policySkip = options.skipNonFinite && skipped &&
+                      (!hasLossScale || !std::isfinite(loss));
+    if (!finite && !policySkip) {
+      auto what = [](double x) { return std::isnan(x) ? "NaN" : "infinite"; };
+      auto num = [](double x) {
+        if (std::isnan(x))
+          return std::string("NaN");
+        std::ostringstream os;
+        os << std::setprecision(6) << x;
+        return os.str();
+      };
+      error =
+          (std::isfinite(loss)
+               ? std::string("the gradients are ") + what(norm) + " at step " +
+                     std::to_string(step + 1) + " (loss " + num(loss) + ", "
+               : std::string("the loss is ") + what(loss) + " at step " +
+                     std::to_string(step + 1) + " (") +
+          "gradient norm " + num(norm) + ", learning rate " + num(lr) + "); " +
+          (checkpointStep >= 0
+               ? "the last good state is the checkpoint of step " +
+                     std::to_string(checkpointStep) + " in '" +
+                     options.checkpointPath + "' (--resume)"
+               : std::string("no checkpoint was written before it")) +
+          "; nan_policy SKIP would skip such steps";
       return false;
     }
+    if (policySkip) {
+      if (++nonFiniteInARow >= kMaxNonFiniteInARow) {
+        error = std::to_string(nonFiniteInARow) +
+                " steps in a row had NaN or infinite gradients (the last, "
+                "step " +
+                std::to_string(step + 1) +
+                "): the run has diverged; nan_policy SKIP gives up";
+        return false;
+      }
+    } else {
+      nonFiniteInARow = 0;
+    }
+    if (std::isfinite(loss))
+      lastLoss = loss;
     StepReport report{step, loss, norm, lr, skipped, std::nullopt};
     for (const ScalarState &s : scalars)
       if (s.role == program::ROLE_LOSS_SCALE)

@@ -160,6 +160,7 @@ int main(int argc, char **argv) {
   opts.stopAfter = stopAt >= 0 ? std::min(stopAt, opts.steps) : opts.steps;
   opts.evalInterval = evalInterval >= 0 ? evalInterval : s.eval_interval();
   opts.checkpointInterval = s.checkpoint_interval();
+  opts.keepCheckpoints = static_cast<int>(s.keep_checkpoints());
   opts.checkpointPath = checkpoint.empty() ? opts.model + ".ckpt" : checkpoint;
   opts.initSeed = s.init_seed();
   opts.dataSeed = s.data_seed();

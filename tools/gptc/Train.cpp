@@ -21,6 +21,7 @@
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/CheckpointStore.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProcessMemory.h"
@@ -86,8 +87,30 @@ static cl::opt<int64_t> stopAfterOpt(
     cl::init(-1), cl::cat(trainCategory));
 static cl::opt<std::string>
     checkpointOpt("checkpoint",
-                  cl::desc("Checkpoint file (default: <model name>.ckpt)"),
+                  cl::desc("Checkpoint directory (default: <model name>.ckpt); "
+                           "--resume also reads a step directory in it or a "
+                           "single-file checkpoint (formats 1 and 2)"),
                   cl::init(""), cl::cat(trainCategory));
+static cl::opt<std::string> nanPolicyOpt(
+    "nan-policy",
+    cl::desc("A step whose loss or gradients are NaN or infinite: 'stop' "
+             "(name it and end; the last checkpoint is the last good state) "
+             "or 'skip' (leave the parameters as they were and go on) "
+             "(default: training.nan_policy, stop)"),
+    cl::init(""), cl::cat(trainCategory));
+static cl::opt<double> collectiveTimeoutOpt(
+    "collective-timeout",
+    cl::desc("Under mpirun: a collective or pipeline message that waits "
+             "longer than this many seconds (at least 5x the slowest step; "
+             "10 minutes in the first step, checkpoints and evaluations) "
+             "ends every rank, naming the ranks that did not reach it; 0: "
+             "never (default 20)"),
+    cl::init(20), cl::cat(trainCategory));
+static cl::opt<int64_t> keepCheckpointsOpt(
+    "keep-checkpoints",
+    cl::desc("Keep the newest N step directories in the checkpoint "
+             "directory, 0: all (default: training.keep_checkpoints, 1)"),
+    cl::init(-1), cl::cat(trainCategory));
 static cl::opt<bool> resumeOpt("resume",
                                cl::desc("Continue from --checkpoint"),
                                cl::init(false), cl::cat(trainCategory));
@@ -120,8 +143,9 @@ static cl::opt<std::string>
                cl::init(""), cl::cat(trainCategory));
 static cl::opt<std::string> injectOverflowOpt(
     "inject-overflow",
-    cl::desc("Testing fp16 loss scaling: STEP[:RANK] makes a gradient "
-             "infinite at that 1-based step on that rank (default 0)"),
+    cl::desc("Testing non-finite gradients (fp16's loss scaling, "
+             "--nan-policy): STEP[:RANK] makes a gradient infinite at that "
+             "1-based step on that rank (default 0)"),
     cl::init(""), cl::cat(trainCategory), cl::Hidden);
 
 static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
@@ -157,7 +181,17 @@ static LogicalResult checkTrainOptions() {
       failed(count(stepsOpt, 1, "a step count >= 1")) ||
       failed(count(stopAfterOpt, 1, "a step >= 1")) ||
       failed(count(evalIntervalOpt, 0, "N >= 0 (0: no validation)")) ||
-      failed(count(logIntervalOpt, 0, "N >= 0 (0: no progress lines)")));
+      failed(count(logIntervalOpt, 0, "N >= 0 (0: no progress lines)")) ||
+      failed(count(keepCheckpointsOpt, 0, "N >= 0 (0: keep all)")) ||
+      (!(collectiveTimeoutOpt >= 0 && std::isfinite(collectiveTimeoutOpt)) &&
+       (fail("--collective-timeout takes seconds >= 0 (0: no watchdog), "
+             "got " +
+             std::to_string(collectiveTimeoutOpt.getValue())),
+        true)) ||
+      (!nanPolicyOpt.empty() && nanPolicyOpt != "stop" &&
+       nanPolicyOpt != "skip" &&
+       (fail("--nan-policy takes 'stop' or 'skip', got '" + nanPolicyOpt + "'"),
+        true)));
 }
 
 /// Compiles the functions of `module` named in `names` after running
@@ -200,6 +234,10 @@ static LogicalResult checkPipelineSupported(const ModelDescription &desc) {
     return emitError(desc.locate({{"mesh"}}))
            << "pipeline stages train in fp32 or bf16 for now (fp16's loss "
               "scaling is not wired into the stages)";
+  if (m.skipNonFinite)
+    return emitError(desc.locate({{"mesh"}}))
+           << "pipeline stages stop at a non-finite step (nan_policy STOP); "
+              "SKIP is not wired into the stages yet";
   return success();
 }
 
@@ -366,6 +404,19 @@ static bool trainAndSave(TrainerT &trainer, const rt::TrainOptions &opts,
   return true;
 }
 
+/// Under several processes, the leader says which process each rank is:
+/// a launcher names a dead rank by its PID.
+static bool printProcesses(rt::Communicator &comm, std::string &error) {
+  if (comm.size() < 2)
+    return true;
+  std::string text;
+  if (!rt::describeProcesses(comm, text, error))
+    return false;
+  if (comm.rank() == 0)
+    llvm::errs() << "gptc: processes: " << text << "\n";
+  return true;
+}
+
 /// Processes on one node share its cores (unless the user chose with
 /// OMP_NUM_THREADS).
 static void shareCores(const rt::Communicator &comm) {
@@ -436,6 +487,10 @@ static int runPipelineTrain(ModelDescription &desc,
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
   opts.checkpointInterval = m.checkpointInterval;
+  opts.keepCheckpoints = static_cast<int>(
+      keepCheckpointsOpt >= 0 ? keepCheckpointsOpt : m.keepCheckpoints);
+  opts.skipNonFinite = m.skipNonFinite;
+  opts.collectiveTimeout = collectiveTimeoutOpt;
   opts.checkpointPath =
       checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
   opts.tracePath = traceOpt;
@@ -477,6 +532,8 @@ static int runPipelineTrain(ModelDescription &desc,
                                      : std::string())
                  << "\n";
   }
+  if (!printProcesses(*comm, error))
+    return failAll(error);
   if (!trainAndSave(*trainer, opts, data, leader, error))
     return failAll(error);
   return 0;
@@ -527,6 +584,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                 "runtime (no CUDA toolkit was found when it was built)");
 #endif
   }
+  if (!nanPolicyOpt.empty())
+    desc->setSkipNonFinite(nanPolicyOpt == "skip");
   if (m.pipelineParallel > 1)
     return runPipelineTrain(*desc, description, context);
   int64_t injectStep = -1, injectRank = 0;
@@ -539,9 +598,6 @@ int mlir::gptc::runTrain(const std::string &modelPath,
       return fail("--inject-overflow takes STEP[:RANK] (a step from 1, a "
                   "rank from 0), got '" +
                   spec.str() + "'");
-    if (m.precision != Precision::FP16)
-      return fail("--inject-overflow tests fp16's loss scaling; the "
-                  "description's precision is not FP16");
   }
 
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
@@ -617,6 +673,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                                      : opts.steps;
   opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
   opts.checkpointInterval = m.checkpointInterval;
+  opts.keepCheckpoints = static_cast<int>(
+      keepCheckpointsOpt >= 0 ? keepCheckpointsOpt : m.keepCheckpoints);
+  opts.skipNonFinite = m.skipNonFinite;
+  opts.collectiveTimeout = collectiveTimeoutOpt;
   opts.checkpointPath =
       checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
   opts.initSeed = m.initSeed;
@@ -680,6 +740,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    << ", " << m.gradAccumSteps << " microbatch(es) of "
                    << m.microBatchSize << " sequences per rank\n";
   }
+  if (comm && !printProcesses(*comm, error))
+    return failAll(error);
   if (!trainAndSave(*trainer, opts, data, leader, error))
     return failAll(error);
   if (leader) {
@@ -716,16 +778,11 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
     return fail("--top-k takes K >= 0 (0: all), got " +
                 std::to_string(topKOpt));
   // 1. The checkpoint and the description it carries.
-  ::gptc::checkpoint::Checkpoint ck;
-  std::ifstream in(checkpointPath, std::ios::binary);
-  if (!in)
-    return fail("cannot open the checkpoint '" + checkpointPath + "'");
-  if (!ck.ParseFromIstream(&in) || ck.format_version() < 1 ||
-      ck.format_version() > rt::kCheckpointFormatVersion)
-    return fail("'" + checkpointPath + "' is not a gptc checkpoint");
-  std::string corrupt;
-  if (!rt::verifyCheckpointTensors(ck, checkpointPath, corrupt))
-    return fail(corrupt);
+  std::string error;
+  auto reader = rt::CheckpointReader::open(checkpointPath, error);
+  if (!reader)
+    return fail(error);
+  const ::gptc::checkpoint::Manifest &ck = reader->manifest();
 
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
@@ -749,27 +806,22 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
   };
   if (failed(compile(*module, cleanup, {"logits"}, program)))
     return 1;
-  std::string error;
   auto exec = rt::Executor::create(program.functions(0), error);
   if (!exec)
     return fail(error);
 
   // 3. Parameters by name.
-  std::map<std::string, const ::gptc::checkpoint::Tensor *> byName;
-  for (const auto &t : ck.tensors())
-    byName[t.name()] = &t;
   const auto &fn = program.functions(0);
   std::vector<rt::Tensor> params;
   params.reserve(fn.inputs_size());
   for (int i = 0; i + 1 < fn.inputs_size(); ++i) {
     const auto &v = fn.values(fn.inputs(i));
-    auto it = byName.find(v.name());
-    rt::Tensor t(v.type().dtype(),
-                 {v.type().shape().begin(), v.type().shape().end()});
-    if (it == byName.end() || static_cast<int64_t>(it->second->data().size()) != t.byteSize())
-      return fail("the checkpoint lacks or mis-sizes parameter '" + v.name() +
-                  "'");
-    std::memcpy(t.raw(), it->second->data().data(), t.byteSize());
+    std::vector<int64_t> shape(v.type().shape().begin(),
+                               v.type().shape().end());
+    rt::Tensor t(v.type().dtype(), shape);
+    if (!reader->read(v.name(), shape, std::vector<int64_t>(shape.size(), 0), t,
+                      error))
+      return fail(error);
     params.push_back(std::move(t));
   }
   std::vector<const rt::Tensor *> ptrs;

@@ -380,6 +380,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     t.set_steps(m.steps);
     t.set_eval_interval(m.evalInterval);
     t.set_checkpoint_interval(m.checkpointInterval);
+    t.set_keep_checkpoints(m.keepCheckpoints);
     t.set_init_seed(m.initSeed);
     t.set_data_seed(m.dataSeed);
     std::string bytes;

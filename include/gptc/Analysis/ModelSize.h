@@ -56,6 +56,10 @@ struct ModelConfig {
   int64_t lossScaleGrowthInterval = 2000;
   OptimizerConfig optimizer;
   int64_t evalInterval = 100, checkpointInterval = 0;
+  /// Checkpoint step directories kept (0: all).
+  int64_t keepCheckpoints = 1;
+  /// training.nan_policy: skip non-finite steps instead of stopping.
+  bool skipNonFinite = false;
   uint64_t dataSeed = 0;
   // Parallel layout (1 when the mesh has no such axis).
   int64_t dataParallel = 1, tensorParallel = 1, pipelineParallel = 1;

@@ -95,6 +95,8 @@ public:
   llvm::ArrayRef<MeshAxis> getMeshAxes() const { return axes; }
   /// Overrides `training.steps` (the learning-rate schedule spans them).
   void setSteps(int64_t steps) { config.steps = steps; }
+  /// --nan-policy: skip (true) or stop at a non-finite step.
+  void setSkipNonFinite(bool skip) { config.skipNonFinite = skip; }
 
   /// The model's name (the file's stem when the description has none).
   llvm::StringRef getName() const { return name; }

@@ -84,7 +84,39 @@ public:
   /// since the last call, by their index in that order (their data may be
   /// released); does not wait.
   virtual bool testSends(std::vector<size_t> &done, std::string &error);
+
+  /// The watchdog (docs/Checkpoints.md, faults): a collective or message
+  /// that waits longer than `seconds` ends every process with a message
+  /// naming the operation and the ranks that did not reach it (dead or
+  /// hung); 0 turns it off (the default). The trainer sets it per phase.
+  virtual void setWatchdog(double seconds);
+  virtual double getWatchdog() const { return 0; }
 };
+
+/// Raises the watchdog's limit to at least `seconds` (checkpoints,
+/// evaluations: phases whose waits are long but legitimate) for its
+/// lifetime, if the watchdog is on.
+class LongPhase {
+public:
+  LongPhase(Communicator *comm, double seconds = 600)
+      : comm(comm), before(comm ? comm->getWatchdog() : 0) {
+    if (before > 0 && before < seconds)
+      comm->setWatchdog(seconds);
+  }
+  ~LongPhase() {
+    if (before > 0)
+      comm->setWatchdog(before);
+  }
+
+private:
+  Communicator *comm;
+  double before;
+};
+
+/// "rank 0: PID 123 on host, rank 1: ...": which process each rank is, so
+/// that a launcher's report of a dead PID names the rank (collective).
+bool describeProcesses(Communicator &comm, std::string &text,
+                       std::string &error);
 
 /// Starts MPI (MPI_Init) and returns a communicator over MPI_COMM_WORLD;
 /// MPI is finalized when it is destroyed. Works under mpirun and as a

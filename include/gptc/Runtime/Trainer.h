@@ -36,6 +36,16 @@ struct TrainOptions {
   int64_t stopAfter = -1;
   int64_t evalInterval = 0, evalBatches = 8;
   int64_t checkpointInterval = 0;
+  /// Step directories kept in the checkpoint directory (< 1: all).
+  int keepCheckpoints = 1;
+  /// nan_policy SKIP: the step carries a skip flag (\"overflow\" output);
+  /// a flagged step is reported and training goes on (ten in a row stop).
+  bool skipNonFinite = false;
+  /// Under several processes: an operation that waits longer than this
+  /// (seconds, at least five times the slowest step; ten minutes in the
+  /// first step, checkpoints and evaluations) ends the job naming the ranks
+  /// it waits for (Communicator::setWatchdog). 0: no watchdog.
+  double collectiveTimeout = 20;
   std::string checkpointPath;
   uint64_t initSeed = 0, dataSeed = 0;
   /// Print a progress line every `logInterval` steps (and a live line on a
@@ -60,22 +70,9 @@ struct TrainOptions {
   std::string tracePath;
 };
 
-/// Writes `header` and then `tensors` (name, tensor) as one checkpoint,
-/// atomically (a temporary file renamed into place).
-bool writeCheckpointFile(
-    const std::string &path, const checkpoint::Checkpoint &header,
-    const std::vector<std::pair<std::string, const Tensor *>> &tensors,
-    std::string &error);
-
-/// The checkpoint format the runtime writes (checkpoint.proto).
-constexpr int32_t kCheckpointFormatVersion = 2;
-
-/// Reads a checkpoint; fails on another format, another model's
-/// signature, or a tensor whose data does not match its checksum (naming
-/// the file and the tensor).
-bool readCheckpointFile(const std::string &path, const std::string &signature,
-                        const std::string &model, checkpoint::Checkpoint &ck,
-                        std::string &error);
+/// The newest checkpoint format the runtime reads; it writes format 3
+/// (directories, CheckpointStore.h) and reads 1 and 2 (single files).
+constexpr int32_t kCheckpointFormatVersion = 3;
 
 /// Checks every tensor of `ck` (read from `path`) against its CRC-32C;
 /// format 1 has none to check.
@@ -143,6 +140,8 @@ private:
   /// the host copies are brought up to date before they are read.
   void keepStateResident();
   bool syncState(std::string &error) const;
+  /// The checkpoint fields of this run after `stepsDone` steps.
+  checkpoint::Manifest checkpointHeader(int64_t stepsDone) const;
   std::vector<std::string> names;
   std::vector<Tensor> params, m, v;
   std::vector<program::ParamInit> inits;
@@ -196,6 +195,11 @@ private:
               std::vector<Tensor> &out, std::string &error) const;
   int64_t step = 0;
   double lastLoss = 0, lastValLoss = 0;
+  /// The step of the checkpoint last written or loaded (-1: none).
+  mutable int64_t checkpointStep = -1;
+  /// nan_policy SKIP: non-finite steps skipped in a row; this many stop.
+  int64_t nonFiniteInARow = 0;
+  static constexpr int64_t kMaxNonFiniteInARow = 10;
   bool haveValLoss = false;
   std::string fingerprint;
 };

@@ -13,6 +13,7 @@
 
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Grid.h"
+#include "gptc/Runtime/Tensor.h"
 
 // The C API only (MPICH's C++ bindings warn under -Wcast-qual).
 #define MPICH_SKIP_MPICXX 1
@@ -20,11 +21,21 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <mutex>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace gptc;
@@ -53,24 +64,60 @@ bool Communicator::testSends(std::vector<size_t> &, std::string &error) {
   return false;
 }
 
+void Communicator::setWatchdog(double) {}
+
 namespace {
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(int *argc, char ***argv) {
-    int initialized = 0;
+    int initialized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      MPI_Init(argc, argv);
+      // The watchdog's thread talks to the other ranks while this one
+      // waits in a collective.
+      MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
       owns = true;
+    } else {
+      MPI_Query_thread(&provided);
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &mySize);
+    // A peer that died closes its sockets: writing to them must be an
+    // error MPI reports (naming the operation), not a silent SIGPIPE.
+    if (mySize > 1)
+      std::signal(SIGPIPE, SIG_IGN);
+    // A failed operation is an error message naming it, not an abort
+    // inside MPI (sub-communicators inherit the handler).
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    canDiagnose = provided == MPI_THREAD_MULTIPLE;
+    if (canDiagnose && mySize > 1)
+      MPI_Comm_dup(MPI_COMM_WORLD, &watchComm);
   }
   ~MpiCommunicator() override {
+    if (watcher.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        stopping = true;
+      }
+      wake.notify_all();
+      watcher.join();
+    }
+    if (watchComm != MPI_COMM_NULL)
+      MPI_Comm_free(&watchComm);
     for (auto &entry : groups)
       MPI_Comm_free(&entry.second);
     if (owns)
       MPI_Finalize();
+  }
+
+  double getWatchdog() const override { return limit; }
+
+  void setWatchdog(double seconds) override {
+    if (mySize < 2)
+      return;
+    limit = seconds;
+    if (seconds > 0 && !watcher.joinable())
+      watcher = std::thread([this] { watch(); });
   }
 
   [[noreturn]] void abort(int code) override {
@@ -101,6 +148,7 @@ public:
     if (!checkMessage(bytes, source, tag, error))
       return false;
     MPI_Status status;
+    Waiting waiting(*this, "receive", bytes, "bytes", {}, {}, source, tag);
     if (MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, source,
                  static_cast<int>(tag), MPI_COMM_WORLD,
                  &status) != MPI_SUCCESS) {
@@ -121,6 +169,8 @@ public:
   bool waitSends(std::string &error) override {
     if (pending.empty())
       return true;
+    Waiting waiting(*this, "sends", static_cast<int64_t>(pending.size()),
+                    "messages", {}, {}, -1, 0);
     int rc = MPI_Waitall(static_cast<int>(pending.size()), pending.data(),
                          MPI_STATUSES_IGNORE);
     pending.clear();
@@ -171,6 +221,7 @@ public:
     MPI_Datatype type;
     if (!prepare(bytes, program::I32, grid, axes, comm, type, error))
       return false;
+    Waiting waiting(*this, "broadcast", bytes, "bytes", grid, axes);
     return check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, comm),
                  "MPI_Bcast", error);
   }
@@ -184,6 +235,7 @@ public:
     if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
                  error))
       return false;
+    Waiting waiting(*this, "all-gather", count, dtypeName(dtype), grid, axes);
     return check(MPI_Allgather(in, static_cast<int>(count), type, out,
                                static_cast<int>(count), type, comm),
                  "MPI_Allgather", error);
@@ -198,6 +250,8 @@ public:
     if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
                  error))
       return false;
+    Waiting waiting(*this, "reduce-scatter", count, dtypeName(dtype), grid,
+                    axes);
     return check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
                                           type, MPI_SUM, comm),
                  "MPI_Reduce_scatter_block", error);
@@ -212,6 +266,9 @@ private:
     MPI_Datatype type;
     if (!prepare(count, dtype, grid, axes, comm, type, error))
       return false;
+    Waiting waiting(*this,
+                    op == MPI_SUM ? "all-reduce (sum)" : "all-reduce (max)",
+                    count, dtypeName(dtype), grid, axes);
     return check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
                                type, op, comm),
                  "MPI_Allreduce", error);
@@ -265,6 +322,173 @@ private:
     return false;
   }
 
+  //===--------------------------------------------------------------------===//
+  // The watchdog
+  //===--------------------------------------------------------------------===//
+
+  /// The operation this rank waits in, described when the watchdog needs
+  /// it (nothing is formatted on the fast path).
+  struct Operation {
+    const char *kind = "";
+    int64_t count = 0;
+    const char *unit = "";
+    std::vector<int64_t> grid, axes;
+    int peer = -1;
+    int64_t tag = 0;
+
+    std::string text() const {
+      std::ostringstream os;
+      if (std::string(kind) == "receive") {
+        os << "receiving a message (tag " << tag << ", " << count
+           << " bytes) from rank " << peer;
+        return os.str();
+      }
+      if (std::string(kind) == "sends") {
+        os << "waiting for " << count << " sent messages to be received";
+        return os.str();
+      }
+      os << "the " << kind << " of " << count << " " << unit
+         << " over grid axes [";
+      for (size_t i = 0; i < axes.size(); ++i)
+        os << (i ? "," : "") << axes[i];
+      os << "] of the grid [";
+      for (size_t i = 0; i < grid.size(); ++i)
+        os << (i ? "x" : "") << grid[i];
+      os << "]";
+      return os.str();
+    }
+    /// The ranks it waits for (empty: unknown, any).
+    std::vector<int> ranks(int self) const {
+      if (peer >= 0)
+        return {peer};
+      if (grid.empty())
+        return {};
+      return reductionGroup(grid, axes, self);
+    }
+  };
+
+  /// Marks this rank as waiting in an operation for its lifetime.
+  struct Waiting {
+    MpiCommunicator &c;
+    Waiting(MpiCommunicator &c, const char *kind, int64_t count,
+            const char *unit, const std::vector<int64_t> &grid,
+            const std::vector<int64_t> &axes, int peer = -1, int64_t tag = 0)
+        : c(c) {
+      if (c.mySize < 2 || c.limit <= 0)
+        return;
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.current = Operation{kind, count, unit, grid, axes, peer, tag};
+      c.since = std::chrono::steady_clock::now();
+      c.active = true;
+      ++c.sequence;
+    }
+    ~Waiting() {
+      if (c.mySize < 2)
+        return;
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.active = false;
+    }
+  };
+
+  /// The watchdog's thread: wakes four times a second; when the operation
+  /// in flight has waited past the limit, finds out which ranks of its
+  /// group are waiting too and ends the job naming the others.
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      wake.wait_for(lock, std::chrono::milliseconds(250));
+      if (stopping || !active || limit <= 0)
+        continue;
+      double waited = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - since)
+                          .count();
+      if (waited < limit)
+        continue;
+      Operation op = current;
+      uint64_t seq = sequence;
+      lock.unlock();
+      diagnoseAndAbort(op.text(), op.ranks(myRank), seq, waited);
+    }
+  }
+
+  [[noreturn]] void diagnoseAndAbort(const std::string &what,
+                                     std::vector<int> group, uint64_t seq,
+                                     double waited) {
+    std::ostringstream os;
+    os << "gptc: error: rank " << myRank << ": " << what << " (operation #"
+       << seq << " watched on this rank) has waited "
+       << static_cast<int>(waited) << " s";
+    std::map<int, int64_t> heard;
+    if (canDiagnose) {
+      // Tell every rank this one is stuck; for three seconds, listen for
+      // the ranks that are stuck too. The ones not heard from are not
+      // waiting in any operation: dead, hung, or computing far longer
+      // than the limit.
+      constexpr int kTag = 7;
+      static int64_t mine[2];
+      mine[0] = myRank;
+      mine[1] = static_cast<int64_t>(seq);
+      std::vector<MPI_Request> requests(mySize, MPI_REQUEST_NULL);
+      for (int r = 0; r < mySize; ++r)
+        if (r != myRank)
+          MPI_Isend(mine, 2, MPI_INT64_T, r, kTag, watchComm, &requests[r]);
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (std::chrono::steady_clock::now() < until &&
+             static_cast<int>(heard.size()) < mySize - 1) {
+        int flag = 0;
+        MPI_Status status;
+        MPI_Iprobe(MPI_ANY_SOURCE, kTag, watchComm, &flag, &status);
+        if (!flag) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          continue;
+        }
+        int64_t theirs[2];
+        MPI_Recv(theirs, 2, MPI_INT64_T, status.MPI_SOURCE, kTag, watchComm,
+                 MPI_STATUS_IGNORE);
+        heard[status.MPI_SOURCE] = theirs[1];
+      }
+      if (group.empty())
+        for (int r = 0; r < mySize; ++r)
+          group.push_back(r);
+      std::vector<int> missing, waiting;
+      for (int r : group)
+        if (r != myRank)
+          (heard.count(r) ? waiting : missing).push_back(r);
+      auto list = [](const std::vector<int> &ranks) {
+        std::string s;
+        for (size_t i = 0; i < ranks.size(); ++i)
+          s += (i ? ", " : "") + std::to_string(ranks[i]);
+        return s;
+      };
+      if (!missing.empty())
+        os << " for rank" << (missing.size() > 1 ? "s " : " ") << list(missing)
+           << ", which " << (missing.size() > 1 ? "are" : "is")
+           << " not waiting in any operation: dead or hung";
+      else
+        os << "; every rank it waits for is waiting too (ranks "
+           << list(waiting) << "): the ranks are in different operations";
+      if (!missing.empty() && !waiting.empty())
+        os << " (rank" << (waiting.size() > 1 ? "s " : " ") << list(waiting)
+           << " of its group " << (waiting.size() > 1 ? "are" : "is")
+           << " waiting too)";
+    }
+    os << ". Ending every rank (--collective-timeout).\n";
+    std::fputs(os.str().c_str(), stderr);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
+  }
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::thread watcher;
+  bool stopping = false, active = false, canDiagnose = false;
+  std::atomic<double> limit{0};
+  Operation current;
+  std::chrono::steady_clock::time_point since;
+  uint64_t sequence = 0;
+  MPI_Comm watchComm = MPI_COMM_NULL;
+
   int myRank = 0, mySize = 1;
   bool owns = false;
   /// Sends started and not yet completed.
@@ -290,6 +514,29 @@ private:
 std::unique_ptr<Communicator> runtime::createMpiCommunicator(int *argc,
                                                              char ***argv) {
   return std::make_unique<MpiCommunicator>(argc, argv);
+}
+
+bool runtime::describeProcesses(Communicator &comm, std::string &text,
+                                std::string &error) {
+  // PID and host name per rank, as 17 int64 words (one PID, 128 bytes).
+  constexpr int kWords = 17;
+  int64_t mine[kWords] = {static_cast<int64_t>(::getpid())};
+  char *host = reinterpret_cast<char *>(mine + 1);
+  if (::gethostname(host, 127) != 0)
+    std::strcpy(host, "?");
+  host[127] = 0;
+  int n = comm.size();
+  std::vector<int64_t> all(static_cast<size_t>(n) * kWords);
+  if (!comm.allGather(mine, all.data(), kWords, program::I64, {n}, {0}, error))
+    return false;
+  std::ostringstream os;
+  for (int r = 0; r < n; ++r) {
+    const int64_t *w = all.data() + static_cast<size_t>(r) * kWords;
+    std::string name(reinterpret_cast<const char *>(w + 1));
+    os << (r ? ", " : "") << "rank " << r << " PID " << w[0] << " on " << name;
+  }
+  text = os.str();
+  return true;
 }
 
 bool runtime::launchedByMpi() {

@@ -74,3 +74,27 @@ module attributes {gptc.precision = "bf16",
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// nan_policy SKIP without fp16: the same overflow test on the (unscaled)
+// norm, all-reduced over the grid, skips every AdamW; no scaler state; the
+// flag is the step's last result. The norm reported is the norm itself.
+// STEP-LABEL: func.func @train_step
+//  STEP-SAME: tensor<f32> {gptc.output = "loss"}, tensor<f32> {gptc.output = "grad_norm"}, tensor<f32> {gptc.output = "lr"}, tensor<f32> {gptc.output = "overflow"})
+//   STEP-NOT: loss_scale
+//       STEP: %[[NORM:.*]] = gptc.global_norm
+//       STEP: %[[LOCAL:.*]] = gptc.found_inf %[[NORM]] : tensor<f32>
+//       STEP: %[[FOUND:.*]] = shard.all_reduce %[[LOCAL]] on @mesh grid_axes = [0] reduction = max
+//       STEP: gptc.adamw {{.*}} skip %[[FOUND]]
+//       STEP: return {{.*}}, %[[NORM]], %{{.*}}, %[[FOUND]] :
+module attributes {gptc.precision = "fp32", gptc.nan_policy = "skip",
+                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>,
+                   gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = 0, sequence_parallel = false>} {
+  shard.grid @mesh(shape = 2)
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
+    %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
+    %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

@@ -43,6 +43,9 @@ struct Settings {
   /// Dynamic loss scaling (fp16): the first scale and the good steps in a
   /// row that double it; scaling is off when `lossScaling` is false.
   bool lossScaling = false;
+  /// nan_policy SKIP: a step whose gradient norm is not finite (on any
+  /// rank) leaves the parameters and moments as they were.
+  bool skipNonFinite = false;
   double initialLossScale = 65536.0;
   int64_t growthInterval = 2000;
 };
@@ -72,6 +75,13 @@ static FailureOr<Settings> readSettings(ModuleOp module) {
   StringAttr precision =
       GptcDialect::PrecisionAttrHelper(module.getContext()).getAttr(module);
   s.lossScaling = precision && precision.getValue() == "fp16";
+  StringAttr policy =
+      GptcDialect::NanPolicyAttrHelper(module.getContext()).getAttr(module);
+  if (policy && policy.getValue() != "skip" && policy.getValue() != "stop")
+    return module.emitError("'gptc.nan_policy' must be \"skip\" or \"stop\", "
+                            "got \"")
+           << policy.getValue() << "\"";
+  s.skipNonFinite = policy && policy.getValue() == "skip";
   s.initialLossScale = opt.getInitialLossScale().convertToDouble();
   s.growthInterval = opt.getLossScaleGrowthInterval();
   return s;
@@ -139,6 +149,10 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   resultTypes.append({ret.getOperand(0).getType(), scalarF32, scalarF32});
   if (scaler)
     resultTypes.append({scalarF32, scalarI32, scalarI32, scalarF32});
+  // nan_policy SKIP without a loss scaler: the skip flag after `lr`.
+  bool skipFlag = s.skipNonFinite && !scaler;
+  if (skipFlag)
+    resultTypes.push_back(scalarF32);
 
   b.setInsertionPoint(fb);
   auto step = func::FuncOp::create(b, fb.getLoc(), "train_step",
@@ -186,6 +200,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
              b.getNamedAttr("value", b.getF64FloatAttr(s.initialLossScale))}));
     step.setResultAttr(3 * n + 6, kOutputAttrName, b.getStringAttr("overflow"));
   }
+  if (skipFlag)
+    step.setResultAttr(3 * n + 3, kOutputAttrName, b.getStringAttr("overflow"));
   for (auto [i, d] : llvm::enumerate(data)) {
     if (DictionaryAttr attrs = fb.getArgAttrDict(d.getArgNumber()))
       step.setArgAttrs(firstData + i, attrs);
@@ -283,7 +299,7 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   Value scale = ClipScaleOp::create(b, loc, scalarF32, norm,
                                     b.getF64FloatAttr(s.gradClip), lossScale);
   Value found, reportedNorm = norm, updateStep = stepArg;
-  if (scaler) {
+  if (scaler || skipFlag) {
     found = FoundInfOp::create(b, loc, scalarF32, norm);
     if (grid && grid.getRank() > 0) {
       SmallVector<int16_t> all;
@@ -292,6 +308,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
       found = shard::AllReduceOp::create(b, loc, scalarF32, gridName, all,
                                          found, shard::ReductionKind::Max);
     }
+  }
+  if (scaler) {
     reportedNorm = DivOp::create(b, loc, scalarF32, norm, lossScale);
     updateStep = body->getArgument(3 * n + 3);
   }
@@ -329,6 +347,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     results.append(next.getResults().begin(), next.getResults().end());
     results.push_back(found);
   }
+  if (skipFlag)
+    results.push_back(found);
   func::ReturnOp::create(b, ret.getLoc(), results);
   return success();
 }

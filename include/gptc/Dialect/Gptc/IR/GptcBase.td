@@ -60,6 +60,8 @@ def Gptc_Dialect : Dialect {
     "::mlir::gptc::OptimizerAttr":$optimizer,
     "::mlir::gptc::ParallelAttr":$parallel,
     "::mlir::StringAttr":$recompute,
+    // "skip": a step whose gradients are not finite is not applied.
+    "::mlir::StringAttr":$nan_policy,
     "::mlir::StringAttr":$plan,
     // Op annotations.
     "::mlir::StringAttr":$tensor_parallel,

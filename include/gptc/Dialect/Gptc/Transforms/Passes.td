@@ -118,6 +118,12 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
     `gptc.adamw` skip; `gptc.clip_scale ... loss_scale` unscales;
     `gptc.loss_scale_update` gives the next state, returned after `lr`
     with the flag (`gptc.output = "overflow"`).
+
+    `gptc.nan_policy = "skip"` on the module (the description's
+    `nan_policy: SKIP`): without a loss scaler too, `gptc.found_inf` of the
+    gradient norm, all-reduced with `max` over the grid, makes every
+    `gptc.adamw` skip, and the flag is returned after `lr`
+    (`gptc.output = "overflow"`); the runtime reports the skipped step.
   }];
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect",
                            "::mlir::shard::ShardDialect"];

@@ -1,0 +1,112 @@
+//===- CheckpointStore.h - Checkpoint directories ---------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Format 3 checkpoints (checkpoint.proto, docs/Checkpoints.md): a directory
+// of step directories, each a manifest and one raw data file per writing
+// rank. Writing is collective: every rank writes the blocks it is the first
+// holder of, in parallel; rank 0 writes the manifest and makes the step
+// current by renames. Reading gives any box of any tensor, so a checkpoint
+// loads on any mesh. Tensor data never passes through protobuf.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_CHECKPOINTSTORE_H
+#define GPTC_RUNTIME_CHECKPOINTSTORE_H
+
+#include "gptc/Runtime/Grid.h"
+#include "gptc/Runtime/Tensor.h"
+#include "gptc/Runtime/checkpoint.pb.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gptc::runtime {
+
+class Communicator;
+
+/// A block of a tensor this rank holds: the box of `whole` starting at
+/// `start` with `data`'s shape.
+struct HeldBlock {
+  std::string name;
+  std::vector<int64_t> whole;
+  std::vector<int64_t> start;
+  const Tensor *data = nullptr;
+};
+
+/// Writes one checkpoint: `PATH/step-<N>/` with `header`'s fields and every
+/// block of `blocks` (this rank's: each rank passes the blocks it writes),
+/// then points `PATH/latest` at it and removes all but the newest `keep`
+/// step directories at or before this step (`keep` < 1: keep all).
+/// Collective over `comm` (null: one process): every rank calls it, all
+/// return the same result. Every file is fsynced before the renames that
+/// publish it, so a crash at any moment leaves the previous checkpoint.
+bool writeCheckpointDirectory(const std::string &path,
+                              const checkpoint::Manifest &header,
+                              const std::vector<HeldBlock> &blocks, int keep,
+                              Communicator *comm, std::string &error);
+
+/// Reads a checkpoint of any format: a directory (format 3: its `latest`
+/// step, or a step directory itself) or a single file (formats 1 and 2).
+class CheckpointReader {
+public:
+  static std::unique_ptr<CheckpointReader> open(const std::string &path,
+                                                std::string &error);
+  ~CheckpointReader();
+
+  /// The checkpoint's fields (for formats 1 and 2, converted; `tensors`
+  /// lists names, dtypes and shapes).
+  const checkpoint::Manifest &manifest() const { return header; }
+  /// Where the data was read from (the step directory or the file).
+  const std::string &location() const { return where; }
+  const checkpoint::TensorRecord *find(const std::string &name) const;
+
+  /// Fills `block` (its dtype and shape set) with the box of tensor `name`
+  /// starting at `start`. Verifies the CRC-32C of every shard it reads;
+  /// fails naming the tensor when the data is damaged, when the tensor is
+  /// missing, or when its dtype or whole shape differs from `whole`.
+  bool read(const std::string &name, const std::vector<int64_t> &whole,
+            const std::vector<int64_t> &start, Tensor &block,
+            std::string &error);
+
+  /// Checks that the checkpoint is of the model with `signature`
+  /// (modelFingerprint) named `model`.
+  bool checkModel(const std::string &signature, const std::string &model,
+                  std::string &error) const;
+
+private:
+  CheckpointReader() = default;
+  bool readShard(const checkpoint::TensorRecord &t, int s, std::string &bytes,
+                 std::string &error);
+
+  checkpoint::Manifest header;
+  std::string where;
+  /// Formats 1 and 2: the whole file, whose tensors are verified on open.
+  std::unique_ptr<checkpoint::Checkpoint> legacy;
+  std::map<std::string, const checkpoint::TensorRecord *> records;
+  std::map<std::string, const checkpoint::Tensor *> legacyData;
+  /// Format 3: open data files by name.
+  std::map<std::string, int> files;
+};
+
+/// Checks a format 3 manifest's structure: known dtypes, shards inside
+/// their tensor, disjoint, covering it, with byte counts that match.
+bool verifyManifest(const checkpoint::Manifest &manifest,
+                    const std::string &path, std::string &error);
+
+/// Where the block of `layout` held by `rank` of `grid` starts.
+std::vector<int64_t> blockStart(const BlockLayout &layout,
+                                const std::vector<int64_t> &grid, int64_t rank);
+/// Whether `rank` is the lowest rank of `grid` holding its block of
+/// `layout` (the one that writes it to a checkpoint).
+bool firstHolder(const BlockLayout &layout, const std::vector<int64_t> &grid,
+                 int64_t rank);
+
+} // namespace gptc::runtime
+
+#endif // GPTC_RUNTIME_CHECKPOINTSTORE_H

@@ -1,0 +1,705 @@
+//===- CheckpointStore.cpp - Checkpoint directories -------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// Writing and reading format 3 checkpoints (CheckpointStore.h); the older
+// single-file formats are read through the same interface.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/CheckpointStore.h"
+
+#include "gptc/Runtime/Checksum.h"
+#include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Trainer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace gptc;
+using namespace gptc::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int32_t kDirectoryFormat = 3;
+constexpr const char *kManifest = "manifest.pb";
+constexpr const char *kLatest = "latest";
+
+std::string stepName(int64_t step) {
+  std::ostringstream os;
+  os << "step-" << std::setw(8) << std::setfill('0') << step;
+  return os.str();
+}
+
+/// The step of a step directory's name, or -1.
+int64_t stepOf(const std::string &name) {
+  if (name.size() <= 5 || name.compare(0, 5, "step-") != 0)
+    return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10)
+      return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+std::string systemError(const std::string &what, const std::string &path) {
+  return what + " '" + path + "': " + std::strerror(errno);
+}
+
+/// Writes all of `bytes` at `data` to `fd`.
+bool writeAll(int fd, const void *data, uint64_t bytes) {
+  const char *p = static_cast<const char *>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, std::min<uint64_t>(bytes, 1u << 30));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    bytes -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+/// Writes `text` to `path` and fsyncs it.
+bool writeFileSynced(const std::string &path, const std::string &text,
+                     std::string &error) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = systemError("cannot create", path);
+    return false;
+  }
+  bool ok = writeAll(fd, text.data(), text.size()) && ::fsync(fd) == 0;
+  if (!ok)
+    error = systemError("cannot write", path);
+  if (::close(fd) != 0 && ok) {
+    error = systemError("cannot write", path);
+    ok = false;
+  }
+  return ok;
+}
+
+/// Makes a directory's entries (renames, new files) durable.
+void syncDirectory(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// All ranks agree: true when every rank's `ok` is; `error` then says
+/// which rank failed when this one did not.
+bool agree(bool ok, Communicator *comm, std::string &error) {
+  if (!comm || comm->size() == 1)
+    return ok;
+  int32_t failed[2] = {ok ? 0 : 1, ok ? -1 : comm->rank()};
+  std::string commError;
+  if (!comm->allReduceMax(failed, 2, program::I32, {comm->size()}, {0},
+                          commError)) {
+    error = commError;
+    return false;
+  }
+  if (failed[0] && ok)
+    error = "rank " + std::to_string(failed[1]) +
+            " could not write its part of the checkpoint";
+  return failed[0] == 0;
+}
+
+/// Every rank's `mine` in rank order, on rank 0 (others get nothing).
+bool gatherToRankZero(const std::string &mine, Communicator *comm,
+                      std::vector<std::string> &all, std::string &error) {
+  if (!comm || comm->size() == 1) {
+    all = {mine};
+    return true;
+  }
+  int n = comm->size();
+  std::vector<int64_t> sizes(n);
+  int64_t size = static_cast<int64_t>(mine.size());
+  if (!comm->allGather(&size, sizes.data(), 1, program::I64, {n}, {0}, error))
+    return false;
+  int64_t words = 1;
+  for (int64_t s : sizes)
+    words = std::max(words, (s + 3) / 4);
+  std::vector<int32_t> in(words, 0), out(words * n);
+  std::memcpy(in.data(), mine.data(), mine.size());
+  if (!comm->allGather(in.data(), out.data(), words, program::I32, {n}, {0},
+                       error))
+    return false;
+  all.clear();
+  if (comm->rank() == 0)
+    for (int r = 0; r < n; ++r)
+      all.emplace_back(reinterpret_cast<const char *>(out.data() + r * words),
+                       sizes[r]);
+  return true;
+}
+
+int64_t volume(const std::vector<int64_t> &shape) {
+  int64_t v = 1;
+  for (int64_t d : shape)
+    v *= d;
+  return v;
+}
+
+/// Copies the intersection of box `src` (at `srcStart` with `srcShape`)
+/// and box `dst` between their buffers, C order, element size `es`.
+/// Returns the elements copied.
+int64_t copyOverlap(const std::byte *src, const std::vector<int64_t> &srcStart,
+                    const std::vector<int64_t> &srcShape, std::byte *dst,
+                    const std::vector<int64_t> &dstStart,
+                    const std::vector<int64_t> &dstShape, int64_t es) {
+  size_t rank = srcShape.size();
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = std::max(srcStart[d], dstStart[d]);
+    hi[d] = std::min(srcStart[d] + srcShape[d], dstStart[d] + dstShape[d]);
+    if (hi[d] <= lo[d])
+      return 0;
+  }
+  if (rank == 0) {
+    std::memcpy(dst, src, es);
+    return 1;
+  }
+  // Strides in elements.
+  std::vector<int64_t> ss(rank, 1), ds(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) {
+    ss[d - 1] = ss[d] * srcShape[d];
+    ds[d - 1] = ds[d] * dstShape[d];
+  }
+  int64_t row = hi[rank - 1] - lo[rank - 1], copied = 0;
+  std::vector<int64_t> at(lo);
+  while (true) {
+    int64_t so = 0, dof = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      so += (at[d] - srcStart[d]) * ss[d];
+      dof += (at[d] - dstStart[d]) * ds[d];
+    }
+    std::memcpy(dst + dof * es, src + so * es, row * es);
+    copied += row;
+    // The next row: advance the outer coordinates, last fastest.
+    int d = static_cast<int>(rank) - 2;
+    for (; d >= 0; --d) {
+      if (++at[d] < hi[d])
+        break;
+      at[d] = lo[d];
+    }
+    if (d < 0)
+      return copied;
+  }
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Blocks on the grid
+//===----------------------------------------------------------------------===//
+
+std::vector<int64_t> runtime::blockStart(const BlockLayout &layout,
+                                         const std::vector<int64_t> &grid,
+                                         int64_t rank) {
+  std::vector<int64_t> start(layout.shape.size(), 0);
+  if (!layout.isSplit())
+    return start;
+  std::vector<int64_t> block = layout.blockShape(grid);
+  for (size_t d = 0; d < layout.axes.size() && d < start.size(); ++d)
+    if (groupSize(grid, layout.axes[d]) > 1)
+      start[d] = groupIndex(grid, layout.axes[d], rank) * block[d];
+  return start;
+}
+
+bool runtime::firstHolder(const BlockLayout &layout,
+                          const std::vector<int64_t> &grid, int64_t rank) {
+  std::vector<int64_t> mine = blockStart(layout, grid, rank);
+  for (int64_t r = 0; r < rank; ++r)
+    if (blockStart(layout, grid, r) == mine)
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+bool runtime::writeCheckpointDirectory(const std::string &path,
+                                       const checkpoint::Manifest &header,
+                                       const std::vector<HeldBlock> &blocks,
+                                       int keep, Communicator *comm,
+                                       std::string &error) {
+  int rank = comm ? comm->rank() : 0;
+  std::string name = stepName(header.step());
+  std::string tmpDir = path + "/" + name + ".tmp";
+  std::error_code ec;
+  // 1. Rank 0 prepares an empty temporary step directory. A format 1 or 2
+  //    file at `path` is replaced once the new checkpoint is complete.
+  bool ok = true;
+  std::string root = path;
+  if (rank == 0) {
+    struct stat st;
+    // Resumed from a step directory: the steps go beside it.
+    if (::access((path + "/" + kManifest).c_str(), F_OK) == 0) {
+      fs::path step = fs::path(path).lexically_normal();
+      if (step.filename().empty())
+        step = step.parent_path();
+      root = step.parent_path().empty() ? "." : step.parent_path().string();
+    } else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      root = path + ".format3.tmp";
+    tmpDir = root + "/" + name + ".tmp";
+    fs::create_directories(root, ec);
+    if (!ec)
+      fs::remove_all(tmpDir, ec);
+    if (!ec)
+      fs::create_directory(tmpDir, ec);
+    if (ec) {
+      error = "cannot create the checkpoint directory '" + tmpDir +
+              "': " + ec.message();
+      ok = false;
+    }
+  }
+  if (!agree(ok, comm, error))
+    return false;
+  // Every rank learns the directory rank 0 made.
+  if (comm && comm->size() > 1) {
+    std::vector<std::string> unused;
+    std::vector<char> text(4096, 0);
+    if (rank == 0)
+      std::strncpy(text.data(), tmpDir.c_str(), text.size() - 1);
+    if (!comm->broadcast(text.data(), static_cast<int64_t>(text.size()),
+                         {comm->size()}, {0}, error))
+      return false;
+    tmpDir = text.data();
+  }
+
+  // 2. Each rank writes its blocks to its own file, in parallel.
+  checkpoint::Manifest mine;
+  if (!blocks.empty()) {
+    std::ostringstream fileName;
+    fileName << "rank-" << std::setw(5) << std::setfill('0') << rank << ".bin";
+    std::string file = tmpDir + "/" + fileName.str();
+    int fd =
+        ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      error = systemError("cannot create", file);
+      ok = false;
+    }
+    uint64_t offset = 0;
+    for (const HeldBlock &b : blocks) {
+      if (!ok)
+        break;
+      checkpoint::TensorRecord *t = mine.add_tensors();
+      t->set_name(b.name);
+      t->set_dtype(b.data->dtype);
+      for (int64_t d : b.whole)
+        t->add_shape(d);
+      checkpoint::Shard *s = t->add_shards();
+      for (int64_t d : b.start)
+        s->add_start(d);
+      for (int64_t d : b.data->shape)
+        s->add_extent(d);
+      s->set_file(fileName.str());
+      s->set_offset(offset);
+      uint64_t bytes = static_cast<uint64_t>(b.data->byteSize());
+      s->set_bytes(bytes);
+      s->set_crc32c(crc32c(0, b.data->raw(), bytes));
+      if (!writeAll(fd, b.data->raw(), bytes)) {
+        error = systemError("cannot write", file);
+        ok = false;
+      }
+      offset += bytes;
+    }
+    if (fd >= 0) {
+      if (ok && ::fsync(fd) != 0) {
+        error = systemError("cannot write", file);
+        ok = false;
+      }
+      ::close(fd);
+    }
+  }
+  if (!agree(ok, comm, error))
+    return false;
+
+  // 3. Rank 0 collects where every block went and writes the manifest.
+  std::string mineText;
+  if (!mine.SerializeToString(&mineText)) {
+    error = "cannot serialize the checkpoint's shard records";
+    return false;
+  }
+  std::vector<std::string> all;
+  if (!gatherToRankZero(mineText, comm, all, error))
+    return false;
+  if (rank == 0) {
+    checkpoint::Manifest manifest = header;
+    manifest.set_format_version(kDirectoryFormat);
+    manifest.set_ranks(comm ? comm->size() : 1);
+    std::map<std::string, checkpoint::TensorRecord *> byName;
+    for (const std::string &text : all) {
+      checkpoint::Manifest part;
+      if (!part.ParseFromString(text)) {
+        error = "cannot read a rank's shard records";
+        ok = false;
+        break;
+      }
+      for (const checkpoint::TensorRecord &t : part.tensors()) {
+        checkpoint::TensorRecord *&rec = byName[t.name()];
+        if (!rec) {
+          rec = manifest.add_tensors();
+          rec->set_name(t.name());
+          rec->set_dtype(t.dtype());
+          *rec->mutable_shape() = t.shape();
+        }
+        for (const checkpoint::Shard &s : t.shards())
+          *rec->add_shards() = s;
+      }
+    }
+    std::string text;
+    if (ok && !verifyManifest(manifest, tmpDir, error))
+      ok = false;
+    if (ok && !manifest.SerializeToString(&text)) {
+      error = "cannot serialize the checkpoint's manifest";
+      ok = false;
+    }
+    // 4. Publish: the complete step directory under its name, then
+    //    `latest` (replaced by a rename), each fsynced first.
+    ok = ok && writeFileSynced(tmpDir + "/" + kManifest, text, error);
+    if (ok) {
+      syncDirectory(tmpDir);
+      std::string final = root + "/" + name, old = final + ".old";
+      fs::remove_all(old, ec);
+      if (fs::exists(final, ec))
+        fs::rename(final, old, ec);
+      if (!ec)
+        fs::rename(tmpDir, final, ec);
+      if (ec) {
+        error = "cannot move the checkpoint into place at '" + final +
+                "': " + ec.message();
+        ok = false;
+      }
+      ok = ok &&
+           writeFileSynced(root + "/" + kLatest + ".tmp", name + "\n", error);
+      if (ok && ::rename((root + "/" + kLatest + ".tmp").c_str(),
+                         (root + "/" + kLatest).c_str()) != 0) {
+        error = systemError("cannot update", root + "/" + kLatest);
+        ok = false;
+      }
+      if (ok)
+        syncDirectory(root);
+      fs::remove_all(old, ec);
+      // A single-file checkpoint of an older format at `path` goes now.
+      if (ok && root == path + ".format3.tmp") {
+        fs::remove(path, ec);
+        fs::rename(root, path, ec);
+        if (ec) {
+          error = "cannot replace the older checkpoint file '" + path +
+                  "': " + ec.message();
+          ok = false;
+        }
+        root = path;
+      }
+    }
+    // 5. The newest `keep` steps up to this one stay. Steps after it (an
+    //    abandoned later run) are left alone.
+    if (ok && keep > 0) {
+      std::vector<std::pair<int64_t, fs::path>> steps;
+      for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
+        int64_t s = stepOf(e.path().filename().string());
+        if (s >= 0 && s <= header.step() && e.is_directory(ec))
+          steps.push_back({s, e.path()});
+      }
+      std::sort(steps.rbegin(), steps.rend());
+      for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i)
+        fs::remove_all(steps[i].second, ec);
+    }
+    if (!ok)
+      fs::remove_all(tmpDir, ec);
+  }
+  return agree(ok, comm, error);
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+bool runtime::verifyManifest(const checkpoint::Manifest &manifest,
+                             const std::string &path, std::string &error) {
+  auto bad = [&](const std::string &what) {
+    error = "the checkpoint '" + path + "' has a damaged manifest: " + what;
+    return false;
+  };
+  std::set<std::string> names;
+  for (const checkpoint::TensorRecord &t : manifest.tensors()) {
+    if (!names.insert(t.name()).second)
+      return bad("'" + t.name() + "' appears twice");
+    if (!program::DType_IsValid(t.dtype()) ||
+        elementSize(static_cast<program::DType>(t.dtype())) == 0)
+      return bad("'" + t.name() + "' has an unknown dtype");
+    std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+    // Sizes must fit: every dimension and the total bytes under 2^62.
+    int64_t es = elementSize(static_cast<program::DType>(t.dtype()));
+    int64_t total = 1;
+    for (int64_t d : shape) {
+      if (d < 0 || (d > 0 && total > (int64_t(1) << 62) / es / d))
+        return bad("'" + t.name() + "' has the shape " + shapeText(shape));
+      total *= d;
+    }
+    int64_t covered = 0;
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
+    for (const checkpoint::Shard &s : t.shards()) {
+      std::vector<int64_t> start(s.start().begin(), s.start().end()),
+          extent(s.extent().begin(), s.extent().end());
+      if (start.size() != shape.size() || extent.size() != shape.size())
+        return bad("a block of '" + t.name() + "' has another rank");
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (start[d] < 0 || extent[d] < 0 || start[d] > shape[d] ||
+            extent[d] > shape[d] - start[d])
+          return bad("a block of '" + t.name() + "' lies outside it");
+      int64_t v = volume(extent);
+      if (s.bytes() != static_cast<uint64_t>(v * es))
+        return bad("a block of '" + t.name() + "' has " +
+                   std::to_string(s.bytes()) + " bytes for " +
+                   std::to_string(v) + " elements");
+      if (s.file().empty() || s.file().find('/') != std::string::npos ||
+          s.file() == "." || s.file() == "..")
+        return bad("a block of '" + t.name() + "' names the file '" + s.file() +
+                   "'");
+      for (const auto &[bs, be] : boxes) {
+        bool overlap = v > 0;
+        for (size_t d = 0; d < shape.size() && overlap; ++d)
+          overlap = start[d] < bs[d] + be[d] && bs[d] < start[d] + extent[d];
+        if (overlap)
+          return bad("two blocks of '" + t.name() + "' overlap");
+      }
+      if (boxes.size() > 4096)
+        return bad("'" + t.name() + "' has too many blocks");
+      boxes.push_back({start, extent});
+      covered += v;
+    }
+    if (covered != total)
+      return bad("the blocks of '" + t.name() + "' do not cover it");
+  }
+  return true;
+}
+
+CheckpointReader::~CheckpointReader() {
+  for (auto &[name, fd] : files)
+    ::close(fd);
+}
+
+std::unique_ptr<CheckpointReader>
+CheckpointReader::open(const std::string &path, std::string &error) {
+  std::unique_ptr<CheckpointReader> r(new CheckpointReader());
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    error =
+        "cannot open the checkpoint '" + path + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    // Formats 1 and 2: one protobuf message, read whole.
+    r->legacy = std::make_unique<checkpoint::Checkpoint>();
+    checkpoint::Checkpoint &ck = *r->legacy;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      error = "cannot open the checkpoint '" + path + "'";
+      return nullptr;
+    }
+    if (!ck.ParseFromIstream(&in) || ck.format_version() < 1 ||
+        ck.format_version() > 2) {
+      error = "'" + path + "' is not a gptc checkpoint (or a newer format)";
+      return nullptr;
+    }
+    if (!verifyCheckpointTensors(ck, path, error))
+      return nullptr;
+    checkpoint::Manifest &h = r->header;
+    h.set_format_version(ck.format_version());
+    h.set_model(ck.model());
+    h.set_description(ck.description());
+    h.set_fingerprint(ck.fingerprint());
+    h.set_step(ck.step());
+    h.set_data_seed(ck.data_seed());
+    h.set_train_loss(ck.train_loss());
+    h.set_val_loss(ck.val_loss());
+    for (const checkpoint::Tensor &t : ck.tensors()) {
+      checkpoint::TensorRecord *rec = h.add_tensors();
+      rec->set_name(t.name());
+      rec->set_dtype(t.dtype());
+      *rec->mutable_shape() = t.shape();
+      r->legacyData[t.name()] = &t;
+    }
+    for (const checkpoint::TensorRecord &t : h.tensors())
+      r->records[t.name()] = &t;
+    r->where = path;
+    return r;
+  }
+  // Format 3: PATH/latest names the step directory, or PATH is one.
+  std::string dir = path;
+  std::ifstream latest(path + "/" + kLatest);
+  if (latest) {
+    std::string name;
+    std::getline(latest, name);
+    if (stepOf(name) < 0) {
+      error = "the checkpoint directory '" + path +
+              "' has a damaged 'latest' file (it names '" + name + "')";
+      return nullptr;
+    }
+    dir = path + "/" + name;
+  } else if (::access((path + "/" + kManifest).c_str(), F_OK) != 0) {
+    error = "'" + path + "' holds no checkpoint (neither 'latest' nor '" +
+            kManifest + "')";
+    return nullptr;
+  }
+  std::ifstream in(dir + "/" + kManifest, std::ios::binary);
+  if (!in) {
+    error =
+        "cannot open the checkpoint's manifest '" + dir + "/" + kManifest + "'";
+    return nullptr;
+  }
+  if (!r->header.ParseFromIstream(&in) ||
+      r->header.format_version() != kDirectoryFormat) {
+    error = "'" + dir + "' is not a gptc checkpoint (or a newer format)";
+    return nullptr;
+  }
+  if (!verifyManifest(r->header, dir, error))
+    return nullptr;
+  for (const checkpoint::TensorRecord &t : r->header.tensors())
+    r->records[t.name()] = &t;
+  r->where = dir;
+  return r;
+}
+
+const checkpoint::TensorRecord *
+CheckpointReader::find(const std::string &name) const {
+  auto it = records.find(name);
+  return it == records.end() ? nullptr : it->second;
+}
+
+bool CheckpointReader::checkModel(const std::string &signature,
+                                  const std::string &model,
+                                  std::string &error) const {
+  // Format 1 stored std::hash of the signature (this build's, for
+  // compatibility with the checkpoints it wrote).
+  std::string expected =
+      header.format_version() == 1
+          ? std::to_string(std::hash<std::string>()(signature))
+          : checkpointFingerprint(signature);
+  if (header.fingerprint() == expected)
+    return true;
+  error = "the checkpoint '" + where + "' is of model '" + header.model() +
+          "' with other parameters; it does not fit '" + model + "'";
+  return false;
+}
+
+bool CheckpointReader::readShard(const checkpoint::TensorRecord &t, int s,
+                                 std::string &bytes, std::string &error) {
+  const checkpoint::Shard &shard = t.shards(s);
+  std::string file = where + "/" + shard.file();
+  auto it = files.find(shard.file());
+  if (it == files.end()) {
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = "the checkpoint '" + where + "' lacks the data of '" + t.name() +
+              "': " + systemError("cannot open", file);
+      return false;
+    }
+    it = files.emplace(shard.file(), fd).first;
+  }
+  bytes.resize(shard.bytes());
+  uint64_t done = 0;
+  while (done < shard.bytes()) {
+    ssize_t n = ::pread(it->second, bytes.data() + done,
+                        std::min<uint64_t>(shard.bytes() - done, 1u << 30),
+                        static_cast<off_t>(shard.offset() + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      error = "the checkpoint '" + where + "' is truncated: the data of '" +
+              t.name() + "' ends early in '" + shard.file() + "'";
+      return false;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  uint32_t crc = crc32c(0, bytes.data(), bytes.size());
+  if (crc != shard.crc32c()) {
+    std::ostringstream os;
+    os << "the checkpoint '" << where << "' is corrupt: the data of '"
+       << t.name() << "' (" << bytes.size() << " bytes in " << shard.file()
+       << ") does not match its checksum (CRC-32C " << std::hex << std::setw(8)
+       << std::setfill('0') << crc << ", recorded " << std::setw(8)
+       << shard.crc32c() << ")";
+    error = os.str();
+    return false;
+  }
+  return true;
+}
+
+bool CheckpointReader::read(const std::string &name,
+                            const std::vector<int64_t> &whole,
+                            const std::vector<int64_t> &start, Tensor &block,
+                            std::string &error) {
+  const checkpoint::TensorRecord *t = find(name);
+  std::vector<int64_t> shape;
+  if (t)
+    shape.assign(t->shape().begin(), t->shape().end());
+  bool dtypeDiffers = t && t->dtype() != block.dtype;
+  if (!t || shape != whole || dtypeDiffers) {
+    error = "the checkpoint '" + where + "' lacks or mis-sizes '" + name + "'";
+    if (t && shape != whole)
+      error += ": it holds " + shapeText(shape) + ", the model has " +
+               shapeText(whole);
+    return false;
+  }
+  if (legacy) {
+    const checkpoint::Tensor *data = legacyData.at(name);
+    Tensor src = Tensor::view(
+        block.dtype, whole,
+        reinterpret_cast<std::byte *>(const_cast<char *>(data->data().data())));
+    if (static_cast<int64_t>(data->data().size()) != src.byteSize()) {
+      error =
+          "the checkpoint '" + where + "' lacks or mis-sizes '" + name + "'";
+      return false;
+    }
+    copyOverlap(src.raw(), std::vector<int64_t>(whole.size(), 0), whole,
+                block.raw(), start, block.shape, elementSize(block.dtype));
+    return true;
+  }
+  int64_t es = elementSize(block.dtype), copied = 0;
+  std::string bytes;
+  for (int s = 0; s < t->shards_size(); ++s) {
+    const checkpoint::Shard &shard = t->shards(s);
+    std::vector<int64_t> sStart(shard.start().begin(), shard.start().end()),
+        sExtent(shard.extent().begin(), shard.extent().end());
+    bool overlaps = true;
+    for (size_t d = 0; d < whole.size() && overlaps; ++d)
+      overlaps = sStart[d] < start[d] + block.shape[d] &&
+                 start[d] < sStart[d] + sExtent[d];
+    if (!overlaps || volume(sExtent) == 0)
+      continue;
+    if (!readShard(*t, s, bytes, error))
+      return false;
+    copied += copyOverlap(reinterpret_cast<const std::byte *>(bytes.data()),
+                          sStart, sExtent, block.raw(), start, block.shape, es);
+  }
+  if (copied != block.numElements()) {
+    error = "the checkpoint '" + where + "' lacks part of '" + name + "'";
+    return false;
+  }
+  return true;
+}
