@@ -329,9 +329,13 @@ LogicalResult TensorParallelRewriter::sequenceOp(Operation &op) {
   if (auto norm = dyn_cast<LayerNormOp>(op)) {
     if (!seqSharded.contains(norm.getInput()))
       return norm.emitOpError("normalizes a split weight");
-    auto local = LayerNormOp::create(
-        b, loc, norm.getInput(), partialGrad(norm.getGamma(), loc),
-        partialGrad(norm.getBeta(), loc), norm.getEpsilonAttr());
+    // One statement each: the wrappers go to the block's start, so their
+    // order must not depend on the compiler's argument evaluation order
+    // (beta first leaves gamma's first in the IR).
+    Value beta = partialGrad(norm.getBeta(), loc);
+    Value gamma = partialGrad(norm.getGamma(), loc);
+    auto local = LayerNormOp::create(b, loc, norm.getInput(), gamma, beta,
+                                     norm.getEpsilonAttr());
     norm.getResult().replaceAllUsesWith(local.getResult());
     norm.erase();
     seqSharded.insert(local.getResult());
