@@ -11,6 +11,7 @@ packages=(
   libgtest-dev
   libdnnl-dev
   mpich libmpich-dev
+  clang-22 libclang-rt-22-dev
   python3-numpy python3-torch
 )
 

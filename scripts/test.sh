@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds gptc and runs every test: the lit
 # suite (check-gptc: every op, pass, tool and diagnostic) and the
-# GoogleTest units, through ctest. Pass --clean to build from scratch.
+# GoogleTest units, through ctest; then the same suite again on the
+# ASan + UBSan build (clang-22), which also runs the fuzz targets for a
+# bounded time. Pass --clean to build from scratch; set
+# GPTC_SKIP_SANITIZERS=1 to run only the first build's suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir="${BUILD_DIR:-build}"
-if [ "${1:-}" = "--clean" ]; then rm -rf "$build_dir"; fi
+asan_dir="${ASAN_BUILD_DIR:-build-asan}"
+if [ "${1:-}" = "--clean" ]; then rm -rf "$build_dir" "$asan_dir"; fi
 
 scripts/install-deps.sh
-scripts/build.sh
+BUILD_DIR="$build_dir" scripts/build.sh
 
-cd "$build_dir"
-ctest --output-on-failure --timeout 1200 -j "$(nproc)"
+status=0
+(cd "$build_dir" && ctest --output-on-failure --timeout 1200 -j "$(nproc)") || status=$?
+
+if [ "${GPTC_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "test.sh: the ASan + UBSan build (with the fuzz targets)"
+  BUILD_DIR="$asan_dir" scripts/build.sh --sanitize
+  (cd "$asan_dir" && ctest --output-on-failure --timeout 2400 -j "$(nproc)") || status=$?
+fi
+exit $status

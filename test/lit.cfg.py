@@ -37,6 +37,11 @@ tools = [
     "gptc-run",
     "gptc-runtime",
     ToolSubst("gptc-device-info", unresolved="ignore"),
+    ToolSubst("gptc-fuzz-description", unresolved="ignore"),
+    ToolSubst("gptc-fuzz-mesh", unresolved="ignore"),
+    ToolSubst("gptc-fuzz-artifact", unresolved="ignore"),
+    ToolSubst("gptc-fuzz-checkpoint", unresolved="ignore"),
+    ToolSubst("gptc-fuzz-npy", unresolved="ignore"),
     ToolSubst("%gptc-unittests", os.path.join(config.gptc_obj_root, "unittests", "GPTCUnitTests")),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
@@ -69,6 +74,20 @@ if config.gptc_have_nccl:
 if config.gptc_mpirun and os.path.exists(config.gptc_mpirun):
     config.available_features.add("mpi")
     config.substitutions.append(("%mpirun", config.gptc_mpirun))
+
+# The ASan + UBSan build (GPTC_SANITIZE): tests that measure memory or
+# speed do not apply; fuzz targets run where clang built them. MPI's and
+# protobuf's allocations that live until exit are not leaks of gptc's.
+if getattr(config, "gptc_sanitize", False):
+    config.available_features.add("asan")
+    config.environment["ASAN_OPTIONS"] = "detect_leaks=1"
+    # MPICH's UCX patches mmap as it loads, which ASan's interception does
+    # not survive; UCX works without its memory hooks.
+    config.environment["UCX_MEM_EVENTS"] = "no"
+    config.environment["LSAN_OPTIONS"] = "suppressions=" + os.path.join(config.gptc_src_root, "test", "lsan.supp")
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+if getattr(config, "gptc_fuzz", False):
+    config.available_features.add("fuzzers")
 
 # PyTorch for the reference checks, in the Python lit runs tests with.
 try:

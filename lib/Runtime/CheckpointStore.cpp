@@ -607,6 +607,29 @@ bool CheckpointReader::checkModel(const std::string &signature,
   return false;
 }
 
+bool CheckpointReader::verifyAll(std::string &error) {
+  for (const checkpoint::TensorRecord &t : header.tensors()) {
+    for (const char *prefix : {"m:", "v:"})
+      if (t.name().rfind(prefix, 0) == 0) {
+        const checkpoint::TensorRecord *p = find(t.name().substr(2));
+        if (!p || p->dtype() != t.dtype() ||
+            !std::equal(p->shape().begin(), p->shape().end(), t.shape().begin(),
+                        t.shape().end())) {
+          error = "the checkpoint '" + where + "' is damaged: '" + t.name() +
+                  "' does not match its parameter's dtype and shape";
+          return false;
+        }
+      }
+    if (legacy)
+      continue; // verified as the file was opened
+    std::string bytes;
+    for (int s = 0; s < t.shards_size(); ++s)
+      if (!readShard(t, s, bytes, error))
+        return false;
+  }
+  return true;
+}
+
 bool CheckpointReader::readShard(const checkpoint::TensorRecord &t, int s,
                                  std::string &bytes, std::string &error) {
   const checkpoint::Shard &shard = t.shards(s);

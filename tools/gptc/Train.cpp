@@ -188,7 +188,7 @@ static LogicalResult checkTrainOptions() {
              "got " +
              std::to_string(collectiveTimeoutOpt.getValue())),
         true)) ||
-      (!nanPolicyOpt.empty() && nanPolicyOpt != "stop" &&
+      (nanPolicyOpt.getNumOccurrences() && nanPolicyOpt != "stop" &&
        nanPolicyOpt != "skip" &&
        (fail("--nan-policy takes 'stop' or 'skip', got '" + nanPolicyOpt + "'"),
         true)));
@@ -780,7 +780,7 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
   // 1. The checkpoint and the description it carries.
   std::string error;
   auto reader = rt::CheckpointReader::open(checkpointPath, error);
-  if (!reader)
+  if (!reader || !reader->verifyAll(error))
     return fail(error);
   const ::gptc::checkpoint::Manifest &ck = reader->manifest();
 

@@ -74,6 +74,11 @@ public:
             const std::vector<int64_t> &start, Tensor &block,
             std::string &error);
 
+  /// Reads every shard of every tensor and checks its CRC-32C, and that
+  /// each moment (`m:X`, `v:X`) has its parameter's dtype and shape (for
+  /// readers that use only some tensors, such as `gptc sample`).
+  bool verifyAll(std::string &error);
+
   /// Checks that the checkpoint is of the model with `signature`
   /// (modelFingerprint) named `model`.
   bool checkModel(const std::string &signature, const std::string &model,
