@@ -76,15 +76,13 @@ if config.gptc_mpirun and os.path.exists(config.gptc_mpirun):
     config.substitutions.append(("%mpirun", config.gptc_mpirun))
 
 # The ASan + UBSan build (GPTC_SANITIZE): tests that measure memory or
-# speed do not apply; fuzz targets run where clang built them. MPI's and
-# protobuf's allocations that live until exit are not leaks of gptc's.
+# speed do not apply; fuzz targets run where clang built them.
 if getattr(config, "gptc_sanitize", False):
     config.available_features.add("asan")
     config.environment["ASAN_OPTIONS"] = "detect_leaks=1"
     # MPICH's UCX patches mmap as it loads, which ASan's interception does
     # not survive; UCX works without its memory hooks.
     config.environment["UCX_MEM_EVENTS"] = "no"
-    config.environment["LSAN_OPTIONS"] = "suppressions=" + os.path.join(config.gptc_src_root, "test", "lsan.supp")
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
 if getattr(config, "gptc_fuzz", False):
     config.available_features.add("fuzzers")

@@ -49,7 +49,8 @@ public:
   int64_t add(int64_t a, int64_t b, Ts... rest) {
     return add(add(a, b), rest...);
   }
-  static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+  /// ceil(a / b) for a >= 0, b > 0, without the overflow of a + b - 1.
+  static int64_t ceilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 };
 } // namespace
 

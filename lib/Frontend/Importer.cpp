@@ -66,7 +66,7 @@ private:
   /// and the vocabulary-parallel loss leaves their logits out.
   int64_t paddedVocab() const {
     int64_t t = std::max<int64_t>(m.tensorParallel, 1);
-    return (m.vocabSize + t - 1) / t * t;
+    return (m.vocabSize / t + (m.vocabSize % t != 0)) * t;
   }
   RankedTensorType f32(ArrayRef<int64_t> shape) {
     return RankedTensorType::get(shape, b.getF32Type());

@@ -554,7 +554,7 @@ LogicalResult ModelDescription::validate() {
           << m.dataParallel << " x " << m.gradAccumSteps
           << "): some rank would hold no sequence";
     else
-      m.microBatchSize = (m.batchSize + slots - 1) / slots;
+      m.microBatchSize = m.batchSize / slots + (m.batchSize % slots != 0);
   }
 
   // 5. Parallel strategy.

@@ -230,6 +230,9 @@ float tanhForGelu(float x) { return fastTanh(x); }
 /// through the exponent bits; within 2 ulp of std::exp, and vectorizable.
 /// Inputs below -87 give 0 (the softmaxes here only exponentiate x - max).
 static inline float fastExp(float x) {
+  // NaN stays NaN (converting it to int below would be undefined).
+  bool nan = x != x;
+  x = nan ? 0.0f : x;
   x = x > 88.0f ? 88.0f : x;
   bool tiny = x < -87.0f;
   x = x < -87.0f ? -87.0f : x;
@@ -246,7 +249,9 @@ static inline float fastExp(float x) {
   int32_t bits = (n + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  return tiny ? 0.0f : p * scale;
+  return nan    ? std::numeric_limits<float>::quiet_NaN()
+         : tiny ? 0.0f
+                : p * scale;
 }
 static inline double fastExp(double x) { return std::exp(x); }
 

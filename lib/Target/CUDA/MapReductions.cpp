@@ -422,9 +422,11 @@ struct GptcGpuMapReductionsPass final
       std::optional<Reduction> r = matchReduction(op);
       if (!r)
         continue;
+      // The ranges in a local: a range-for over a view of the returned
+      // vector would read it after it is destroyed.
+      SmallVector<int64_t> ranges = op.getStaticLoopRanges();
       int64_t rows = 1;
-      for (int64_t n :
-           ArrayRef(op.getStaticLoopRanges()).drop_front(r->numParallel))
+      for (int64_t n : ArrayRef(ranges).drop_front(r->numParallel))
         rows *= n;
       int64_t chunks = std::min<int64_t>(kColumnChunks, rows / kRowsPerChunk);
       if (chunks >= 2)
