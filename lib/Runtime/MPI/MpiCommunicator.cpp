@@ -475,6 +475,9 @@ private:
     os << ". Ending every rank (--collective-timeout).\n";
     std::fputs(os.str().c_str(), stderr);
     std::fflush(stderr);
+    // The launcher forwards this rank's output through a pipe: give it a
+    // moment to pass the message on before the abort tears the job down.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::_Exit(1);
   }
