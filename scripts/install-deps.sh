@@ -10,6 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev
   libdnnl-dev
+  libonnx-dev libonnx-testdata
   mpich libmpich-dev
   clang-22 libclang-rt-22-dev
   python3-numpy python3-torch

@@ -24,6 +24,13 @@ config.substitutions.append(("%models", os.path.join(config.gptc_src_root, "mode
 config.substitutions.append(("%gptc_bin", os.path.join(config.gptc_tools_dir, "gptc")))
 config.substitutions.append(("%gptc_opt_bin", os.path.join(config.gptc_tools_dir, "gptc-opt")))
 config.substitutions.append(("%gptc_run_bin", os.path.join(config.gptc_tools_dir, "gptc-run")))
+# ONNX models written as protobuf text in the tests, encoded with protoc
+# against the installed onnx.proto; ONNX's own node test cases.
+config.substitutions.append(
+    ("%onnx_encode", f"{config.gptc_protoc} --encode=onnx.ModelProto "
+                     f"-I{config.gptc_onnx_include} onnx/onnx.proto"))
+config.substitutions.append(
+    ("%onnx_node_tests", "/usr/share/libonnx-testdata/data/node"))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
@@ -34,6 +41,7 @@ tool_dirs = [config.gptc_tools_dir, config.llvm_tools_dir]
 tools = [
     "gptc",
     "gptc-opt",
+    "gptc-onnx-test",
     "gptc-run",
     "gptc-runtime",
     ToolSubst("gptc-device-info", unresolved="ignore"),
@@ -42,6 +50,7 @@ tools = [
     ToolSubst("gptc-fuzz-artifact", unresolved="ignore"),
     ToolSubst("gptc-fuzz-checkpoint", unresolved="ignore"),
     ToolSubst("gptc-fuzz-npy", unresolved="ignore"),
+    ToolSubst("gptc-fuzz-onnx", unresolved="ignore"),
     ToolSubst("%gptc-unittests", os.path.join(config.gptc_obj_root, "unittests", "GPTCUnitTests")),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

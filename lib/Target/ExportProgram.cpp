@@ -403,6 +403,18 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.set_op(pg::ADD);
             return success();
           })
+          .Case([&](UnaryOp o) {
+            kernel.set_op(pg::UNARY);
+            kernel.mutable_elementwise()->set_fn(
+                stringifyUnaryFn(o.getFn()).str());
+            return success();
+          })
+          .Case([&](BinaryOp o) {
+            kernel.set_op(pg::BINARY);
+            kernel.mutable_elementwise()->set_fn(
+                stringifyBinaryFn(o.getFn()).str());
+            return success();
+          })
           .Case([&](CausalAttentionOp o) {
             kernel.set_op(pg::CAUSAL_ATTENTION);
             kernel.mutable_attention()->set_num_heads(o.getNumHeads());

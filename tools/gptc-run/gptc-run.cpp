@@ -12,8 +12,16 @@
 // out/<index>.npy. The reference and finite-difference checks drive the
 // compiled code through it.
 //
+//   gptc-run model.onnx --input=ids.npy ... [--onnx-dim batch=2]
+//
+// imports an ONNX model instead (docs/Onnx.md), forms kernels and runs its
+// function with the initializers as the parameters: --input gives the
+// graph's inputs only (int64 ids narrowed to the i32 the function takes).
+//
 //===----------------------------------------------------------------------===//
 
+#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+#include "gptc/Frontend/OnnxImporter.h"
 #include "gptc/InitAll.h"
 #include "gptc/Runtime/Communicator.h"
 #ifdef GPTC_HAVE_NCCL
@@ -25,12 +33,15 @@
 #include "gptc/Target/CPU/CompileProgram.h"
 #include "gptc/Target/ExportProgram.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -69,6 +80,10 @@ static cl::opt<bool> useNccl(
              "(MPI only bootstraps); needs a build with NCCL"),
     cl::init(false), cl::cat(category));
 
+static cl::list<std::string>
+    onnxDims("onnx-dim", cl::desc("NAME=N: an ONNX model's symbolic dimension"),
+             cl::cat(category));
+
 static cl::opt<bool> printProgram(
     "print-program",
     cl::desc("Print the compiled artifact in protobuf text format and exit"),
@@ -102,10 +117,38 @@ int main(int argc, char **argv) {
   auto buffer = openInputFile(inputFile, &error);
   if (!buffer)
     return fail(error);
-  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
-    return 1;
+  // An ONNX model: imported, its initializers the leading arguments.
+  std::vector<::gptc::runtime::Tensor> params;
+  OwningOpRef<ModuleOp> module;
+  if (StringRef(inputFile).ends_with(".onnx")) {
+    mlir::gptc::OnnxImportOptions options;
+    for (const std::string &dim : onnxDims)
+      if (!mlir::gptc::parseOnnxDim(dim, options, error))
+        return fail(error);
+    FailureOr<mlir::gptc::OnnxImport> imported = mlir::gptc::importOnnxModel(
+        buffer->getBuffer(), inputFile, &context, options);
+    if (failed(imported))
+      return 1;
+    for (const mlir::gptc::OnnxTensorData &p : imported->parameters) {
+      if (p.onnxType != 1) // FLOAT
+        return fail("initializer '" + p.name + "' is not float32");
+      ::gptc::runtime::Tensor t(::gptc::program::F32, p.shape);
+      std::memcpy(t.data<float>(), p.bytes.data(), p.bytes.size());
+      params.push_back(std::move(t));
+    }
+    module = std::move(imported->module);
+    PassManager pm(&context);
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    pm.nest<func::FuncOp>().addPass(mlir::gptc::createGptcFormKernelsPass());
+    if (failed(pm.run(*module)))
+      return 1;
+  } else {
+    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return 1;
+  }
 
   ::gptc::program::Program program;
   if (failed(mlir::gptc::compileProgram(*module, {}, program)))
@@ -175,9 +218,28 @@ int main(int argc, char **argv) {
 
   std::vector<::gptc::runtime::Tensor> in(inputs.size());
   std::vector<const ::gptc::runtime::Tensor *> ptrs;
+  for (const ::gptc::runtime::Tensor &p : params)
+    ptrs.push_back(&p);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!::gptc::runtime::readNpy(withRank(inputs[i], rank), in[i], error))
       return fail(error);
+    // An ONNX model's int64 ids: narrowed to the i32 its function takes.
+    size_t arg = params.size() + i;
+    if (!params.empty() || StringRef(inputFile).ends_with(".onnx")) {
+      if (in[i].dtype == ::gptc::program::I64 &&
+          arg < size_t(function->inputs_size()) &&
+          function->values(function->inputs(arg)).type().dtype() ==
+              ::gptc::program::I32) {
+        ::gptc::runtime::Tensor narrow(::gptc::program::I32, in[i].shape);
+        for (int64_t k = 0; k < in[i].numElements(); ++k) {
+          int64_t v = in[i].data<int64_t>()[k];
+          if (v != int32_t(v))
+            return fail(inputs[i] + ": an id outside 32 bits");
+          narrow.data<int32_t>()[k] = int32_t(v);
+        }
+        in[i] = std::move(narrow);
+      }
+    }
     ptrs.push_back(&in[i]);
   }
   std::vector<::gptc::runtime::Tensor> outputs;

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Onnx.h"
 #include "Plan.h"
 #include "Schedule.h"
 #include "Summary.h"
@@ -466,6 +467,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "gptc: GPT model compiler\n\n"
       "  gptc MODEL.pbtxt --emit=mlir|train|program|summary\n"
+      "  gptc MODEL.onnx --emit=mlir [--onnx-dim NAME=N]\n"
       "  gptc train MODEL.pbtxt [--data FILE]   train on the CPU\n"
       "  gptc sample CHECKPOINT                 generate text\n"
       "  gptc plan MODEL.pbtxt --hardware h100-node --devices N\n"
@@ -484,6 +486,10 @@ int main(int argc, char **argv) {
   if (command == "calibrate")
     return runCalibrate(outputFilename == "-" ? std::string()
                                               : outputFilename.getValue());
+
+  if (StringRef(inputFilename).ends_with(".onnx"))
+    return runOnnx(inputFilename, emitAction == Emit::MLIR, outputFilename,
+                   registry);
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

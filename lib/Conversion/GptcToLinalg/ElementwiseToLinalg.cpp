@@ -4,10 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The elementwise family: add, gelu, gelu_grad and cast become one
-// linalg.generic each, with identity indexing maps over every dimension
-// and the scalar formula in its body. linalg's elementwise fusion then
-// merges chains of them into one loop nest.
+// The elementwise family: add, gelu, gelu_grad, cast, unary and binary
+// become one linalg.generic each, with identity indexing maps over every
+// dimension and the scalar formula in its body. linalg's elementwise fusion
+// then merges chains of them into one loop nest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +55,75 @@ struct Scalar : linalg_lowering::ScalarBuilder {
          {1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03})
       q = add(mul(q, x2), c(k));
     return div(p, q);
+  }
+
+  /// erf. In f32, the runtime's [13/10] rational approximation (Eigen's)
+  /// on [-4, 4]; other types use math.erf (a libm call).
+  Value erf(Value x) {
+    if (!type.isF32())
+      return math::ErfOp::create(b, loc, x);
+    x = max(min(x, c(4.0)), c(-4.0));
+    Value x2 = mul(x, x);
+    Value p = c(-2.72614225801306e-10);
+    for (double k :
+         {2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02})
+      p = add(mul(p, x2), c(k));
+    p = mul(p, x);
+    Value q = c(-1.45660718464996e-05);
+    for (double k : {-2.13374055278905e-04, -1.68282697438203e-03,
+                     -7.37332916720468e-03, -1.42647390514189e-02})
+      q = add(mul(q, x2), c(k));
+    return div(p, q);
+  }
+
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+
+  /// gptc.unary's function of `x`, as the runtime's reference kernel
+  /// computes it.
+  Value unary(UnaryFn fn, Value x) {
+    switch (fn) {
+    case UnaryFn::neg:
+      return arith::NegFOp::create(b, loc, x);
+    case UnaryFn::sqrt:
+      return math::SqrtOp::create(b, loc, x);
+    case UnaryFn::exp:
+      return exp(x);
+    case UnaryFn::log:
+      return math::LogOp::create(b, loc, x);
+    case UnaryFn::tanh:
+      return tanh(x);
+    case UnaryFn::erf:
+      return erf(x);
+    case UnaryFn::reciprocal:
+      return div(c(1.0), x);
+    case UnaryFn::relu:
+      return select(lt(c(0.0), x), x, c(0.0));
+    case UnaryFn::sigmoid:
+      return div(c(1.0), add(c(1.0), exp(arith::NegFOp::create(b, loc, x))));
+    case UnaryFn::abs:
+      return math::AbsFOp::create(b, loc, x);
+    case UnaryFn::step:
+      return select(lt(c(0.0), x), c(1.0), c(0.0));
+    case UnaryFn::sign:
+      return select(lt(c(0.0), x), c(1.0),
+                    select(lt(x, c(0.0)), c(-1.0), c(0.0)));
+    }
+    llvm_unreachable("unknown unary function");
+  }
+
+  Value binary(BinaryFn fn, Value x, Value y) {
+    switch (fn) {
+    case BinaryFn::sub:
+      return sub(x, y);
+    case BinaryFn::mul:
+      return mul(x, y);
+    case BinaryFn::div:
+      return div(x, y);
+    case BinaryFn::pow:
+      return math::PowFOp::create(b, loc, x, y);
+    }
+    llvm_unreachable("unknown binary function");
   }
 
   /// sqrt(2 / pi) (x + 0.044715 x^3), the argument of GELU's tanh.
@@ -137,6 +206,30 @@ struct ElementwiseToLinalg final : OpRewritePattern<OpTy> {
   }
 };
 
+/// gptc.unary -> linalg.generic { fn(x) }.
+struct UnaryToLinalg final : OpRewritePattern<UnaryOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(UnaryOp op,
+                                PatternRewriter &rewriter) const override {
+    UnaryFn fn = op.getFn();
+    return lowerElementwise(op, rewriter, [fn](Scalar &s, ValueRange x) {
+      return s.unary(fn, x[0]);
+    });
+  }
+};
+
+/// gptc.binary -> linalg.generic { fn(x, y) }.
+struct BinaryToLinalg final : OpRewritePattern<BinaryOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(BinaryOp op,
+                                PatternRewriter &rewriter) const override {
+    BinaryFn fn = op.getFn();
+    return lowerElementwise(op, rewriter, [fn](Scalar &s, ValueRange x) {
+      return s.binary(fn, x[0], x[1]);
+    });
+  }
+};
+
 /// gptc.cast -> linalg.generic { arith.extf / arith.truncf } (round to
 /// nearest even).
 struct CastToLinalg final : OpRewritePattern<CastOp> {
@@ -177,12 +270,12 @@ void mlir::gptc::populateGptcElementwiseToLinalgPatterns(
     RewritePatternSet &patterns) {
   patterns.add<ElementwiseToLinalg<AddOp, addFormula>,
                ElementwiseToLinalg<GeluOp, geluFormula>,
-               ElementwiseToLinalg<GeluGradOp, geluGradFormula>, CastToLinalg>(
-      patterns.getContext());
+               ElementwiseToLinalg<GeluGradOp, geluGradFormula>, CastToLinalg,
+               UnaryToLinalg, BinaryToLinalg>(patterns.getContext());
 }
 
 bool mlir::gptc::hasLinalgLowering(Operation *op) {
-  if (!isa<AddOp, GeluOp, GeluGradOp, CastOp>(op))
+  if (!isa<AddOp, GeluOp, GeluGradOp, CastOp, UnaryOp, BinaryOp>(op))
     return false;
   // Static float tensors of one shape (which these ops' verifiers imply),
   // with a dimension 0 for the runtime to split over threads: scalars stay

@@ -424,6 +424,26 @@ bool runFloat(Call &c) {
     }
     return true;
   }
+  case program::UNARY:
+  case program::BINARY: {
+    int64_t n = out[0]->numElements();
+    for (const Tensor *t : in)
+      if (t->numElements() != n)
+        return c.fail("operand shapes do not match");
+    const std::string &name = k.elementwise().fn();
+    if (k.op() == program::UNARY) {
+      std::optional<UnaryFunction> fn = parseUnaryFunction(name);
+      if (!fn)
+        return c.fail("has an unknown unary function '" + name + "'");
+      unary(*fn, in[0]->data<T>(), n, out[0]->data<T>());
+    } else {
+      std::optional<BinaryFunction> fn = parseBinaryFunction(name);
+      if (!fn)
+        return c.fail("has an unknown binary function '" + name + "'");
+      binary(*fn, in[0]->data<T>(), in[1]->data<T>(), n, out[0]->data<T>());
+    }
+    return true;
+  }
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD: {
     const Tensor &q = *in[0];

@@ -79,6 +79,9 @@ static Kernel::ParamsCase paramsOf(OpKind op) {
     return Kernel::kAdamw;
   case program::MULTI_ADAMW:
     return Kernel::kMultiAdamw;
+  case program::UNARY:
+  case program::BINARY:
+    return Kernel::kElementwise;
   case program::ALL_REDUCE:
   case program::ALL_REDUCE_MAX:
   case program::ALL_GATHER:
@@ -109,6 +112,7 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {0, 0, 1};
     return true;
   case program::GELU:
+  case program::UNARY:
   case program::SOFTMAX:
   case program::RESHAPE:
   case program::TRANSPOSE:
@@ -125,6 +129,7 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {3, 4, 1};
     return true;
   case program::ADD:
+  case program::BINARY:
   case program::MATMUL:
   case program::GELU_GRAD:
   case program::SOFTMAX_GRAD:

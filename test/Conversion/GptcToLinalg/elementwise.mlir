@@ -76,3 +76,28 @@ func.func @no_lowering() -> tensor<i32> {
   %o = gptc.shard_offset on @mesh grid_axes = [0] block 4 : tensor<i32>
   return %o : tensor<i32>
 }
+
+// -----
+
+// gptc.unary and gptc.binary: one linalg.generic each; erf in f32 is the
+// runtime's rational approximation (clamp to +-4), pow is math.powf.
+// CHECK-LABEL: func.func @unary_binary
+//   CHECK-DAG: arith.constant 4.000000e+00 : f32
+//   CHECK-DAG: arith.constant -2.72614237E-10 : f32
+//       CHECK: linalg.generic
+//       CHECK:   arith.minimumf
+//       CHECK:   arith.divf
+//   CHECK-NOT:   math.erf
+//       CHECK:   linalg.yield
+//       CHECK: linalg.generic
+//       CHECK:   math.powf
+//       CHECK: linalg.generic
+//       CHECK:   arith.negf
+//       CHECK:   math.exp
+//       CHECK:   arith.divf
+func.func @unary_binary(%x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xf32> {
+  %e = gptc.unary erf %x : tensor<16xf32>
+  %p = gptc.binary pow %e, %y : tensor<16xf32>
+  %s = gptc.unary sigmoid %p : tensor<16xf32>
+  return %s : tensor<16xf32>
+}

@@ -159,3 +159,38 @@ func.func @forward(%u: tensor<4xf32> {gptc.param = "used"}, %n: tensor<3xf32> {g
   %l = gptc.reduce_sum %s [0] : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The elementwise functions of imported graphs: erf's derivative is
+// 2/sqrt(pi) exp(-x^2), a quotient's -dy y / rhs, a power's r l^(r-1) and
+// y log(l).
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32> {gptc.param = "x"}, %[[W:.*]]: tensor<4xf32> {gptc.param = "w"})
+// CHECK: %[[E:.*]] = gptc.unary erf %[[X]]
+// CHECK: %[[Q:.*]] = gptc.binary div %[[E]], %[[W]]
+// CHECK: %[[P:.*]] = gptc.binary pow %[[Q]], %[[W]]
+// CHECK: %[[DY:.*]] = gptc.broadcast
+// CHECK: %[[ONE:.*]] = gptc.constant dense<1.000000e+00>
+// CHECK: %[[WM1:.*]] = gptc.binary sub %[[W]], %[[ONE]]
+// CHECK: %[[PW:.*]] = gptc.binary pow %[[Q]], %[[WM1]]
+// CHECK: %[[RP:.*]] = gptc.binary mul %[[W]], %[[PW]]
+// CHECK: %[[DQ:.*]] = gptc.binary mul %[[DY]], %[[RP]]
+// CHECK: gptc.unary log %[[Q]]
+// CHECK: %[[DE:.*]] = gptc.binary div %[[DQ]], %[[W]]
+// CHECK: gptc.unary neg
+// CHECK: %[[DW:.*]] = gptc.add
+// CHECK: %[[SQ:.*]] = gptc.binary mul %[[X]], %[[X]]
+// CHECK: %[[NSQ:.*]] = gptc.unary neg %[[SQ]]
+// CHECK: %[[EX:.*]] = gptc.unary exp %[[NSQ]]
+// CHECK: %[[C:.*]] = gptc.constant dense<1.12837923>
+// CHECK: %[[S:.*]] = gptc.binary mul %[[DE]], %[[C]]
+// CHECK: %[[DX:.*]] = gptc.binary mul %[[S]], %[[EX]]
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @forward(%x: tensor<4xf32> {gptc.param = "x"}, %w: tensor<4xf32> {gptc.param = "w"}) -> tensor<f32> {
+  %e = gptc.unary erf %x : tensor<4xf32>
+  %q = gptc.binary div %e, %w : tensor<4xf32>
+  %p = gptc.binary pow %q, %w : tensor<4xf32>
+  %l = gptc.reduce_sum %p [0] : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -778,3 +778,27 @@ func.func @multi_adamw_betas(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f
   %r:3 = gptc.multi_adamw (%p) grads (%g) m (%g) v (%g) lr %lr step %step scale %s beta1 1.5 beta2 0.95 eps 1.0e-8 decays [0.1] : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @unary_unknown_function(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'fn' [neg, sqrt, exp, log, tanh, erf, reciprocal, relu, sigmoid, abs, step, sign]}}
+  %0 = gptc.unary cosh %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @binary_types_differ(%x: tensor<4xf32>, %y: tensor<4xf64>) -> tensor<4xf32> {
+  // expected-error@+1 {{requires the same type for all operands and results}}
+  %0 = "gptc.binary"(%x, %y) {fn = 0 : i32} : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @unary_integer(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error@+1 {{must be statically shaped tensor of floating-point values}}
+  %0 = gptc.unary neg %x : tensor<4xi32>
+  return %0 : tensor<4xi32>
+}

@@ -103,6 +103,18 @@ func.func @reductions(%x: tensor<4x8x12xf32>, %b: tensor<12xf32>, %y: tensor<4x4
   return %0, %1, %2 : tensor<12xf32>, tensor<4x8x12xf32>, tensor<4x12xf32>
 }
 
+// CHECK-LABEL: func.func @elementwise_ops
+func.func @elementwise_ops(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: gptc.unary erf %{{.*}} : tensor<4x8xf32>
+  %0 = gptc.unary erf %x : tensor<4x8xf32>
+  // CHECK: gptc.unary reciprocal %{{.*}} : tensor<4x8xf32>
+  %1 = gptc.unary reciprocal %0 : tensor<4x8xf32>
+  // CHECK: gptc.binary pow %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %2 = gptc.binary pow %x, %y : tensor<4x8xf32>
+  return %0, %1, %2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
 // CHECK-LABEL: func.func @backward_ops
 func.func @backward_ops(%ids: tensor<2x8xi32>, %x: tensor<2x8x12xf32>, %g: tensor<12xf32>,
                         %l: tensor<2x8x100xf32>, %d: tensor<f32>)

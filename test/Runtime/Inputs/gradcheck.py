@@ -105,6 +105,26 @@ case("reduce_broadcast", f'%x: {T2} {{gptc.param = "x"}}',
   %b = gptc.broadcast %g [1] : tensor<2x4xf64> -> {T2}
   %y = gptc.softmax %b : {T2}""", T2, 4)
 
+# gptc.unary and gptc.binary (the general elementwise ops of imported
+# graphs): exp keeps sqrt's and log's operands and pow's base positive.
+case("elementwise", f'%x: {T2} {{gptc.param = "x"}}, %z: {T2} {{gptc.param = "z"}}',
+     f"""  %e = gptc.unary exp %x : {T2}
+  %s = gptc.unary sqrt %e : {T2}
+  %l = gptc.unary log %s : {T2}
+  %t = gptc.unary tanh %l : {T2}
+  %f = gptc.unary erf %z : {T2}
+  %g = gptc.unary sigmoid %f : {T2}
+  %rc = gptc.unary reciprocal %e : {T2}
+  %n = gptc.unary neg %rc : {T2}
+  %a = gptc.binary sub %t, %g : {T2}
+  %m = gptc.binary mul %a, %n : {T2}
+  %d = gptc.binary div %m, %e : {T2}
+  %p = gptc.binary pow %e, %z : {T2}
+  %ab = gptc.unary abs %z : {T2}
+  %rl = gptc.unary relu %x : {T2}
+  %q = gptc.add %d, %p : {T2}
+  %u = gptc.add %ab, %rl : {T2}
+  %y = gptc.add %q, %u : {T2}""", T2, 4)
 case("cast", f'%x: {T2} {{gptc.param = "x"}}',
      f"""  %c = gptc.cast %x : {T2} -> tensor<2x3x4xf32>
   %g = gptc.gelu %c : tensor<2x3x4xf32>

@@ -16,6 +16,7 @@
 #define GPTC_RUNTIME_CPU_KERNELS_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,31 @@ template <typename T>
 void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx);
 
 template <typename T> void add(const T *a, const T *b, int64_t n, T *y);
+
+/// The functions of gptc.unary and gptc.binary, parsed from their IR names
+/// (the artifact's ElementwiseParams.fn); nullopt for an unknown name.
+enum class UnaryFunction {
+  Neg,
+  Sqrt,
+  Exp,
+  Log,
+  Tanh,
+  Erf,
+  Reciprocal,
+  Relu,
+  Sigmoid,
+  Abs,
+  Step,
+  Sign
+};
+enum class BinaryFunction { Sub, Mul, Div, Pow };
+std::optional<UnaryFunction> parseUnaryFunction(const std::string &name);
+std::optional<BinaryFunction> parseBinaryFunction(const std::string &name);
+
+template <typename T>
+void unary(UnaryFunction fn, const T *x, int64_t n, T *y);
+template <typename T>
+void binary(BinaryFunction fn, const T *a, const T *b, int64_t n, T *y);
 
 /// q, k, v, out: [B, T, C] with C = heads x D.
 template <typename T>

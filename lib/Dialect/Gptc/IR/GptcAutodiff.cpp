@@ -161,6 +161,104 @@ LogicalResult AddOp::buildVectorJacobianProduct(OpBuilder &, ValueRange resultGr
   return success();
 }
 
+/// A tensor of `type` with every element `value`.
+static Value splat(OpBuilder &b, Location loc, Type type, double value) {
+  auto tensor = cast<RankedTensorType>(type);
+  return ConstantOp::create(
+      b, loc, tensor,
+      DenseElementsAttr::get(tensor,
+                             b.getFloatAttr(tensor.getElementType(), value)));
+}
+
+LogicalResult
+UnaryOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value x = getInput(), y = getResult(), dy = resultGrads[0];
+  Type type = y.getType();
+  auto unary = [&](UnaryFn fn, Value v) -> Value {
+    return UnaryOp::create(b, loc, fn, v);
+  };
+  auto binary = [&](BinaryFn fn, Value l, Value r) -> Value {
+    return BinaryOp::create(b, loc, fn, l, r);
+  };
+  auto mul = [&](Value l, Value r) { return binary(BinaryFn::mul, l, r); };
+  Value dx;
+  switch (getFn()) {
+  case UnaryFn::neg:
+    dx = unary(UnaryFn::neg, dy);
+    break;
+  case UnaryFn::sqrt: // dy / (2 y)
+    dx = binary(BinaryFn::div, dy, mul(splat(b, loc, type, 2.0), y));
+    break;
+  case UnaryFn::exp: // dy y
+    dx = mul(dy, y);
+    break;
+  case UnaryFn::log: // dy / x
+    dx = binary(BinaryFn::div, dy, x);
+    break;
+  case UnaryFn::tanh: // dy (1 - y^2)
+    dx = mul(dy, binary(BinaryFn::sub, splat(b, loc, type, 1.0), mul(y, y)));
+    break;
+  case UnaryFn::erf: // dy 2/sqrt(pi) exp(-x^2)
+    dx = mul(mul(dy, splat(b, loc, type, 1.1283791670955126)),
+             unary(UnaryFn::exp, unary(UnaryFn::neg, mul(x, x))));
+    break;
+  case UnaryFn::reciprocal: // -dy y^2
+    dx = unary(UnaryFn::neg, mul(dy, mul(y, y)));
+    break;
+  case UnaryFn::relu: // dy [x > 0]
+    dx = mul(dy, unary(UnaryFn::step, x));
+    break;
+  case UnaryFn::sigmoid: // dy y (1 - y)
+    dx = mul(mul(dy, y), binary(BinaryFn::sub, splat(b, loc, type, 1.0), y));
+    break;
+  case UnaryFn::abs: // dy sign(x)
+    dx = mul(dy, unary(UnaryFn::sign, x));
+    break;
+  case UnaryFn::step:
+  case UnaryFn::sign:
+    dx = zeros(b, loc, type);
+    break;
+  }
+  operandGrads.push_back(dx);
+  return success();
+}
+
+LogicalResult
+BinaryOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value l = getLhs(), r = getRhs(), y = getResult(), dy = resultGrads[0];
+  auto binary = [&](BinaryFn fn, Value u, Value v) -> Value {
+    return BinaryOp::create(b, loc, fn, u, v);
+  };
+  auto mul = [&](Value u, Value v) { return binary(BinaryFn::mul, u, v); };
+  auto neg = [&](Value v) -> Value {
+    return UnaryOp::create(b, loc, UnaryFn::neg, v);
+  };
+  switch (getFn()) {
+  case BinaryFn::sub:
+    operandGrads.append({dy, neg(dy)});
+    break;
+  case BinaryFn::mul:
+    operandGrads.append({mul(dy, r), mul(dy, l)});
+    break;
+  case BinaryFn::div: // dy / r, -dy y / r
+    operandGrads.append({binary(BinaryFn::div, dy, r),
+                         neg(binary(BinaryFn::div, mul(dy, y), r))});
+    break;
+  case BinaryFn::pow: { // dy r l^(r-1), dy y log(l)
+    Value rMinus1 = binary(BinaryFn::sub, r, splat(b, loc, r.getType(), 1.0));
+    operandGrads.append(
+        {mul(dy, mul(r, binary(BinaryFn::pow, l, rMinus1))),
+         mul(mul(dy, y), UnaryOp::create(b, loc, UnaryFn::log, l))});
+    break;
+  }
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Attention and loss
 //===----------------------------------------------------------------------===//

@@ -17,6 +17,8 @@ using namespace mlir::gptc;
 
 #include "gptc/Dialect/Gptc/IR/GptcOpsDialect.cpp.inc"
 
+#include "gptc/Dialect/Gptc/IR/GptcEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcAttrs.cpp.inc"
 

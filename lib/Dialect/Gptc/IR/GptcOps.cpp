@@ -252,7 +252,7 @@ int64_t LayerNormOp::getFlopCount() {
 }
 
 //===----------------------------------------------------------------------===//
-// GeluOp, SoftmaxOp, AddOp
+// GeluOp, SoftmaxOp, AddOp, UnaryOp, BinaryOp
 //===----------------------------------------------------------------------===//
 
 int64_t GeluOp::getFlopCount() {
@@ -272,6 +272,13 @@ int64_t SoftmaxOp::getFlopCount() {
 }
 
 int64_t AddOp::getFlopCount() { return numElements(getType()); }
+
+int64_t UnaryOp::getFlopCount() {
+  // A transcendental counts as one FLOP, as the fused ops count them.
+  return numElements(getType());
+}
+
+int64_t BinaryOp::getFlopCount() { return numElements(getType()); }
 
 //===----------------------------------------------------------------------===//
 // CausalAttentionOp

@@ -11,6 +11,8 @@ mlir-runner printed and compares, result by result (relative error below
 import os
 import sys
 
+import math
+
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "Inputs"))
@@ -119,6 +121,27 @@ def build():
     cxs = m.const(xs)
     e = np.exp(xs.astype(np.float64) - xs.max(-1, keepdims=True))
     m.op(f"gptc.softmax {cxs} : {ty(xs.shape)}", xs.shape, e / e.sum(-1, keepdims=True))
+
+    # The elementwise functions of imported graphs (gptc.unary, gptc.binary).
+    xu = f(3, 7) * 2
+    pos = np.abs(f(3, 7)) + 0.1
+    cxu, cpos = m.const(xu), m.const(pos)
+    xud, pud = xu.astype(np.float64), pos.astype(np.float64)
+    erf = np.vectorize(math.erf)
+    unaries = {
+        "neg": (cxu, -xud), "sqrt": (cpos, np.sqrt(pud)), "exp": (cxu, np.exp(xud)),
+        "log": (cpos, np.log(pud)), "tanh": (cxu, np.tanh(xud)),
+        "erf": (cxu, erf(xud)), "reciprocal": (cpos, 1 / pud),
+        "relu": (cxu, np.maximum(xud, 0)), "sigmoid": (cxu, 1 / (1 + np.exp(-xud))),
+        "abs": (cxu, np.abs(xud)), "step": (cxu, (xud > 0).astype(np.float64)),
+        "sign": (cxu, np.sign(xud)),
+    }
+    for fn, (operand, ref) in unaries.items():
+        m.op(f"gptc.unary {fn} {operand} : {ty(xu.shape)}", xu.shape, ref)
+    binaries = {"sub": xud - pud, "mul": xud * pud, "div": xud / pud}
+    for fn, ref in binaries.items():
+        m.op(f"gptc.binary {fn} {cxu}, {cpos} : {ty(xu.shape)}", xu.shape, ref)
+    m.op(f"gptc.binary pow {cpos}, {cxu} : {ty(xu.shape)}", xu.shape, pud ** xud)
 
     # Data movement and sums.
     xr = f(2, 3, 4)

@@ -17,6 +17,27 @@
 
 include "gptc/Dialect/Gptc/IR/GptcBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+//===----------------------------------------------------------------------===//
+// Elementwise functions
+//===----------------------------------------------------------------------===//
+
+def Gptc_UnaryFn : I32EnumAttr<"UnaryFn", "an elementwise function of one tensor", [
+    I32EnumAttrCase<"neg", 0>, I32EnumAttrCase<"sqrt", 1>,
+    I32EnumAttrCase<"exp", 2>, I32EnumAttrCase<"log", 3>,
+    I32EnumAttrCase<"tanh", 4>, I32EnumAttrCase<"erf", 5>,
+    I32EnumAttrCase<"reciprocal", 6>, I32EnumAttrCase<"relu", 7>,
+    I32EnumAttrCase<"sigmoid", 8>, I32EnumAttrCase<"abs", 9>,
+    I32EnumAttrCase<"step", 10>, I32EnumAttrCase<"sign", 11>]> {
+  let cppNamespace = "::mlir::gptc";
+}
+
+def Gptc_BinaryFn : I32EnumAttr<"BinaryFn", "an elementwise function of two tensors", [
+    I32EnumAttrCase<"sub", 0>, I32EnumAttrCase<"mul", 1>,
+    I32EnumAttrCase<"div", 2>, I32EnumAttrCase<"pow", 3>]> {
+  let cppNamespace = "::mlir::gptc";
+}
 
 /// A 64-bit float, printed so that it reads back exactly; optional when
 /// `default` is given.

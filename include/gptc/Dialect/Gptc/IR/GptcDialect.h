@@ -25,6 +25,8 @@ FailureOr<llvm::APFloat> parseF64Parameter(AsmParser &parser);
 FailureOr<bool> parseBoolParameter(AsmParser &parser);
 } // namespace mlir::gptc
 
+#include "gptc/Dialect/Gptc/IR/GptcEnums.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcAttrs.h.inc"
 

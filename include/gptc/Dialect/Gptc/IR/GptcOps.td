@@ -222,6 +222,45 @@ def Gptc_AddOp : Gptc_DiffOp<"add", [Pure, Commutative, SameOperandsAndResultTyp
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
+def Gptc_UnaryOp : Gptc_DiffOp<"unary", [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise function of one tensor";
+  let description = [{
+    Applies `fn` to every element: `neg` (-x), `sqrt`, `exp`, `log`, `tanh`,
+    `erf`, `reciprocal` (1 / x), `relu` (max(x, 0)), `sigmoid` (1 / (1 +
+    exp(-x))), `abs`, `step` (1 where x > 0, else 0) and `sign` (-1, 0 or
+    1). The general elementwise ops of imported graphs (ONNX's `Neg`,
+    `Sqrt`, `Erf`, ...); gptc's own models use the fused ops (`gelu`,
+    `layer_norm`) instead. `step` and `sign` are the derivatives of `relu`
+    and `abs` and have zero gradients.
+
+    ```mlir
+    %e = gptc.unary erf %x : tensor<4x64x3072xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_UnaryFn:$fn, Gptc_FloatTensor:$input);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = "$fn $input attr-dict `:` type($result)";
+}
+
+def Gptc_BinaryOp : Gptc_DiffOp<"binary", [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise function of two tensors of one type";
+  let description = [{
+    Applies `fn` to the elements at the same index: `sub` (lhs - rhs),
+    `mul`, `div` (IEEE: a zero divisor gives an infinity or NaN) or `pow`
+    (lhs ^ rhs, NaN for a negative base with a fractional exponent). Like
+    `add`, there is no implicit broadcasting: importers insert
+    `gptc.broadcast` and `gptc.reshape`.
+
+    ```mlir
+    %d = gptc.binary sub %x, %mean : tensor<4x64x768xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_BinaryFn:$fn, Gptc_FloatTensor:$lhs,
+                       Gptc_FloatTensor:$rhs);
+  let results = (outs Gptc_FloatTensor:$result);
+  let assemblyFormat = "$fn $lhs `,` $rhs attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Attention and loss
 //===----------------------------------------------------------------------===//

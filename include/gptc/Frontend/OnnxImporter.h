@@ -1,0 +1,92 @@
+//===- OnnxImporter.h - ONNX models to gptc IR -----------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// gptc as a backend for other frontends: an ONNX model (opsets 13-17)
+// becomes a gptc module whose function computes the graph's outputs from
+// its inputs and its initializers (docs/Onnx.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_FRONTEND_ONNXIMPORTER_H
+#define GPTC_FRONTEND_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mlir::gptc {
+
+/// A tensor's data as ONNX stores it: `onnxType` is ONNX's
+/// TensorProto.DataType (1 FLOAT, 7 INT64, ...), `bytes` the elements in
+/// row-major order, little-endian, at their natural width (a bool a byte).
+struct OnnxTensorData {
+  std::string name;
+  int32_t onnxType = 0;
+  std::vector<int64_t> shape;
+  std::string bytes;
+
+  int64_t numElements() const;
+};
+
+struct OnnxImportOptions {
+  /// Values of symbolic dimensions (`dim_param`), by name: {"batch", 4}.
+  std::map<std::string, int64_t> dims;
+  /// Graph inputs bound to values at import: they are constants, not
+  /// arguments (shape operands, masks; the node tests bind their integer
+  /// inputs this way).
+  std::map<std::string, OnnxTensorData> knownInputs;
+  /// The function's name.
+  std::string functionName = "forward";
+};
+
+/// What importOnnxModel produces.
+struct OnnxImport {
+  OwningOpRef<ModuleOp> module;
+  /// One per function argument marked `gptc.param`, in argument order: the
+  /// initializer's data (the parameters' values).
+  std::vector<OnnxTensorData> parameters;
+};
+
+/// Imports the serialized ONNX ModelProto in `bytes` (named `fileName` in
+/// locations): one function `@<functionName>`
+///
+///   func.func @forward(<params>..., <inputs>...) -> <outputs>...
+///
+/// whose parameters are the initializers the graph computes with (float,
+/// `gptc.param = "<initializer name>"`), inputs the graph's inputs
+/// (`gptc.input`) and results its outputs (`gptc.output`). Integer inputs
+/// (token ids, indices) become i32, gptc's id type. Shape arithmetic on
+/// constants (Shape, Gather, Concat, ...) is evaluated here. Each op is
+/// located at its node: `loc("<node name>"("<file>":<node index>:0))`.
+/// Errors (malformed file, unsupported op or type, dynamic dimension,
+/// inconsistent shape) are emitted at the node and give failure.
+FailureOr<OnnxImport> importOnnxModel(llvm::StringRef bytes,
+                                      llvm::StringRef fileName,
+                                      MLIRContext *context,
+                                      const OnnxImportOptions &options = {});
+
+/// Parses a serialized TensorProto (the `.pb` files of ONNX's test data).
+bool parseOnnxTensor(llvm::StringRef bytes, OnnxTensorData &tensor,
+                     std::string &error);
+
+/// Parses NAME=N (a command line's --onnx-dim) into `options.dims`.
+bool parseOnnxDim(llvm::StringRef text, OnnxImportOptions &options,
+                  std::string &error);
+
+/// The op types importOnnxModel converts, sorted.
+std::vector<std::string> supportedOnnxOps();
+
+/// Registers the dialects the imported module uses.
+void registerOnnxImporterDialects(DialectRegistry &registry);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_FRONTEND_ONNXIMPORTER_H

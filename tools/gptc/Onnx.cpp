@@ -1,0 +1,73 @@
+//===- Onnx.cpp - gptc MODEL.onnx ------------------------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `gptc MODEL.onnx --emit=mlir [--onnx-dim NAME=N]...`: the imported graph
+// (docs/Onnx.md). Training and the other --emit kinds read descriptions
+// only, so far.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Onnx.h"
+
+#include "gptc/Frontend/OnnxImporter.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory onnxCategory("gptc ONNX options");
+static cl::list<std::string>
+    onnxDims("onnx-dim",
+             cl::desc("NAME=N: the size of an ONNX model's symbolic dimension "
+                      "(dim_param), e.g. --onnx-dim batch=8"),
+             cl::cat(onnxCategory));
+
+int mlir::gptc::runOnnx(llvm::StringRef inputFilename, bool emitMlir,
+                        llvm::StringRef outputFilename,
+                        DialectRegistry &registry) {
+  if (!emitMlir) {
+    llvm::errs() << "gptc: " << inputFilename
+                 << ": ONNX models are imported (--emit=mlir); training, "
+                    "sharding and the other --emit kinds read model "
+                    "descriptions (.pbtxt) so far\n";
+    return 1;
+  }
+  OnnxImportOptions options;
+  std::string error;
+  for (const std::string &dim : onnxDims)
+    if (!parseOnnxDim(dim, options, error)) {
+      llvm::errs() << "gptc: " << error << "\n";
+      return 1;
+    }
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << "gptc: " << error << "\n";
+    return 1;
+  }
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  FailureOr<OnnxImport> imported =
+      importOnnxModel(input->getBuffer(), inputFilename, &context, options);
+  if (failed(imported))
+    return 1;
+  auto output = openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "gptc: " << error << "\n";
+    return 1;
+  }
+  imported->module->print(output->os());
+  output->keep();
+  return 0;
+}
