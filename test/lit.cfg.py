@@ -24,6 +24,7 @@ config.substitutions.append(("%models", os.path.join(config.gptc_src_root, "mode
 config.substitutions.append(("%gptc_bin", os.path.join(config.gptc_tools_dir, "gptc")))
 config.substitutions.append(("%gptc_opt_bin", os.path.join(config.gptc_tools_dir, "gptc-opt")))
 config.substitutions.append(("%gptc_run_bin", os.path.join(config.gptc_tools_dir, "gptc-run")))
+config.substitutions.append(("%gptc_plugin", os.path.join(config.gptc_obj_root, "lib", "GptcPlugin.so")))
 # ONNX models written as protobuf text in the tests, encoded with protoc
 # against the installed onnx.proto; ONNX's own node test cases.
 config.substitutions.append(

@@ -26,6 +26,14 @@ void registerAllDialects(DialectRegistry &registry);
 /// sharding-propagation, shard-partition).
 void registerAllPasses();
 
+/// The gptc dialect alone, with its external models of upstream ops (what
+/// the mlir-opt plugin adds to a tool that has the upstream dialects).
+void registerGptcDialects(DialectRegistry &registry);
+
+/// gptc's own passes and named pipelines, without the upstream passes
+/// registerAllPasses adds (the mlir-opt plugin's).
+void registerGptcPassesAndPipelines();
+
 /// libLLVM.so registers every backend's command-line options; hide all
 /// options registered so far except MLIR's (`--mlir-*`), the generic ones
 /// (--help, --version, --color), those of `keep` and of every category whose

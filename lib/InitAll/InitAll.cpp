@@ -79,13 +79,21 @@ void mlir::gptc::registerAllDialects(DialectRegistry &registry) {
   registerShardAutodiffModels(registry);
 }
 
-void mlir::gptc::registerAllPasses() {
-  // gptc's own passes and pipelines.
+void mlir::gptc::registerGptcDialects(DialectRegistry &registry) {
+  registry.insert<GptcDialect>();
+  registerShardAutodiffModels(registry);
+}
+
+void mlir::gptc::registerGptcPassesAndPipelines() {
   registerGptcPasses();
   registerGptcConversionPasses();
   registerGptcCPUPasses();
   registerGptcCUDAPasses();
   registerPipelines();
+}
+
+void mlir::gptc::registerAllPasses() {
+  registerGptcPassesAndPipelines();
   // The upstream passes gptc's pipelines use; nothing else, so that
   // `gptc-opt --help` stays readable.
   registerCanonicalizerPass();
