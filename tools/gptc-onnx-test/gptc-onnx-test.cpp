@@ -98,17 +98,20 @@ static bool toRuntime(const mlir::gptc::OnnxTensorData &data,
   const char *src = data.bytes.data();
   if (element.isF32() && data.onnxType == onnx::TensorProto::FLOAT) {
     out = rt::Tensor(pg::F32, shape);
-    std::memcpy(out.data<float>(), src, n * 4);
+    if (n)
+      std::memcpy(out.data<float>(), src, n * 4);
   } else if (element.isF64() && data.onnxType == onnx::TensorProto::DOUBLE) {
     out = rt::Tensor(pg::F64, shape);
-    std::memcpy(out.data<double>(), src, n * 8);
+    if (n)
+      std::memcpy(out.data<double>(), src, n * 8);
   } else if ((element.isF16() && data.onnxType == onnx::TensorProto::FLOAT16) ||
              (element.isBF16() &&
               (data.onnxType == onnx::TensorProto::BFLOAT16 ||
                data.onnxType == onnx::TensorProto::UINT16))) {
     // ONNX's test data stores bfloat16 as its UINT16 bits.
     out = rt::Tensor(element.isF16() ? pg::F16 : pg::BF16, shape);
-    std::memcpy(out.data<uint16_t>(), src, n * 2);
+    if (n)
+      std::memcpy(out.data<uint16_t>(), src, n * 2);
   } else if (element.isInteger(32) &&
              (data.onnxType == onnx::TensorProto::INT64 ||
               data.onnxType == onnx::TensorProto::INT32)) {

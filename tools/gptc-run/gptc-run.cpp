@@ -133,7 +133,8 @@ int main(int argc, char **argv) {
       if (p.onnxType != 1) // FLOAT
         return fail("initializer '" + p.name + "' is not float32");
       ::gptc::runtime::Tensor t(::gptc::program::F32, p.shape);
-      std::memcpy(t.data<float>(), p.bytes.data(), p.bytes.size());
+      if (!p.bytes.empty())
+        std::memcpy(t.data<float>(), p.bytes.data(), p.bytes.size());
       params.push_back(std::move(t));
     }
     module = std::move(imported->module);

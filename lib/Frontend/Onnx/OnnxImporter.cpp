@@ -240,11 +240,13 @@ struct Known {
       k.i.resize(k.size());
     return k;
   }
+  /// Element `src` of `from` (of either kind: a malformed graph may mix
+  /// them) into element `dst`.
   void copyElement(const Known &from, int64_t src, int64_t dst) {
     if (isFloat())
-      f[dst] = from.f[src];
+      f[dst] = from.at(src);
     else
-      i[dst] = from.i[src];
+      i[dst] = from.intAt(src);
   }
 };
 
@@ -445,8 +447,15 @@ private:
   FailureOr<Value> ir(int k);
   FailureOr<Value> materialize(StringRef name, Entry &entry);
   FailureOr<Type> elementType(int32_t onnxType, StringRef what);
-  void define(int k, Value v) { values[node->output(k)].ir = v; }
+  /// Output `k` of the node is `v` (an output the node does not list is
+  /// not needed by anything).
+  void define(int k, Value v) {
+    if (k < node->output_size())
+      values[node->output(k)].ir = v;
+  }
   void defineKnown(int k, Known v) {
+    if (k >= node->output_size())
+      return;
     Entry e;
     e.known = std::move(v);
     values[node->output(k)] = std::move(e);
@@ -669,7 +678,7 @@ FailureOr<SmallVector<int64_t>> Importer::knownInts(int k, StringRef what) {
 }
 
 FailureOr<int64_t> Importer::normalizeAxis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  if (axis < -rank || axis >= rank) {
     error("axis ") << axis << " is out of range for rank " << rank;
     return failure();
   }
@@ -1110,6 +1119,8 @@ LogicalResult Importer::fold(StringRef op) {
       if (!decodeTensor(a->t(), data, err))
         return error(err), failure();
       fill = toKnown(data);
+      if (fill.size() < 1)
+        return error("ConstantOfShape: an empty value"), failure();
     }
     if (countOf(*shape) < 0 || countOf(*shape) > (int64_t(1) << 26))
       return error("ConstantOfShape: invalid or too large shape"), failure();
@@ -1121,7 +1132,7 @@ LogicalResult Importer::fold(StringRef op) {
   }
   if (op == "Range") {
     const Known *s = known(0), *l = known(1), *d = known(2);
-    if (!s || !l || !d)
+    if (!s || !l || !d || s->size() < 1 || l->size() < 1 || d->size() < 1)
       return error("Range's operands must be known when the model is "
                    "imported"),
              failure();
@@ -1139,7 +1150,8 @@ LogicalResult Importer::fold(StringRef op) {
       if (r.isFloat())
         r.f[e] = start + e * delta;
       else
-        r.i[e] = s->i[0] + e * d->i[0];
+        r.i[e] = int64_t(uint64_t(s->intAt(0)) +
+                         uint64_t(e) * uint64_t(d->intAt(0)));
     }
     defineKnown(0, std::move(r));
     return success();
@@ -1694,6 +1706,14 @@ LogicalResult Importer::convertLayerNorm() {
     bias = splat(element, {cols}, 0.0);
   }
   double eps = floatAttr("epsilon", 1e-5);
+  if (!(float(eps) > 0) || !std::isfinite(float(eps)))
+    return error("LayerNormalization: epsilon ")
+               << eps << " is not positive and finite",
+           failure();
+  if (typeOf(*w).getElementType() != element ||
+      typeOf(bias).getElementType() != element || !isa<FloatType>(element))
+    return unsupported("LayerNormalization whose input, scale and bias are "
+                       "not floats of one type");
   Value x2 = reshape(*x, {rows, cols});
   Value y = LayerNormOp::create(b, loc, x2, reshape(*w, {cols}), bias,
                                 b.getF64FloatAttr(double(float(eps))));
@@ -1793,6 +1813,8 @@ LogicalResult Importer::convertSplit() {
   if (failed(axis))
     return failure();
   int64_t dim = t.getDimSize(*axis), parts = node->output_size();
+  if (parts < 1)
+    return error("Split: the node has no outputs"), failure();
   SmallVector<int64_t> sizes;
   if (opset >= 13 && hasInput(1)) {
     FailureOr<SmallVector<int64_t>> s = knownInts(1, "Split's sizes");
@@ -2197,6 +2219,38 @@ LogicalResult Importer::convert(const Node &n, int index) {
     }
     return success();
   }
+  // The inputs each op needs before anything reads them.
+  static const llvm::StringMap<int> minInputs = {
+      {"Add", 2},
+      {"Sub", 2},
+      {"Mul", 2},
+      {"Div", 2},
+      {"Pow", 2},
+      {"Equal", 2},
+      {"Less", 2},
+      {"Greater", 2},
+      {"And", 2},
+      {"Or", 2},
+      {"MatMul", 2},
+      {"Gemm", 2},
+      {"Gather", 2},
+      {"Expand", 2},
+      {"Reshape", 2},
+      {"CastLike", 2},
+      {"Where", 3},
+      {"Range", 3},
+      {"Slice", 3},
+      {"LayerNormalization", 2},
+      {"SoftmaxCrossEntropyLoss", 2}};
+  auto need = minInputs.find(op);
+  int required = need == minInputs.end() ? 1 : need->second;
+  if (op == "Concat")
+    required = std::max(1, n.input_size());
+  for (int k = 0; k < required; ++k)
+    if (!hasInput(k))
+      return error("expects ")
+                 << required << " input(s), input " << k << " is missing",
+             failure();
   for (int k = 0; k < n.input_size(); ++k)
     if (hasInput(k) && failed(lookup(input(k))))
       return failure();

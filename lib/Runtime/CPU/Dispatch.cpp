@@ -624,7 +624,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   case program::CONSTANT:
     if (static_cast<int64_t>(k.constant().data().size()) != out.byteSize())
       return c.fail("constant data has the wrong size");
-    std::memcpy(out.raw(), k.constant().data().data(), out.byteSize());
+    if (out.byteSize()) // an empty tensor may have no buffer
+      std::memcpy(out.raw(), k.constant().data().data(), out.byteSize());
     return true;
   case program::IOTA:
     if (out.dtype != program::I32 || k.axis().axis() < 0 ||
@@ -636,7 +637,7 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     if (c.in[0]->byteSize() != out.byteSize())
       return c.fail("operand sizes do not match");
     // The buffer plan stores a reshape where its operand is: a view.
-    if (out.raw() != c.in[0]->raw())
+    if (out.raw() != c.in[0]->raw() && out.byteSize())
       std::memcpy(out.raw(), c.in[0]->raw(), out.byteSize());
     return true;
   case program::TRANSPOSE: {
@@ -823,7 +824,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     if (x.numElements() != out.numElements())
       return c.fail("operand shapes do not match");
     if (x.dtype == out.dtype) {
-      std::memcpy(out.raw(), x.raw(), out.byteSize());
+      if (out.byteSize())
+        std::memcpy(out.raw(), x.raw(), out.byteSize());
     } else if (x.dtype == program::F32 && out.dtype == program::F64) {
       convert<float, double>(x, out);
     } else if (x.dtype == program::F64 && out.dtype == program::F32) {

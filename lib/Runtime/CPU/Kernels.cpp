@@ -937,6 +937,8 @@ void sliceAlongAxis(const std::vector<const void *> &inputs,
     int64_t offset = 0;
     for (size_t p = 0; p < sizes.size(); ++p) {
       int64_t bytes = sizes[p] * inner;
+      if (bytes == 0) // an empty piece: nothing to copy, maybe no buffer
+        continue;
       if (concat)
         std::memcpy(static_cast<char *>(outputs[0]) + (o * full + offset) * inner,
                     static_cast<const char *>(inputs[p]) + o * bytes, bytes);
