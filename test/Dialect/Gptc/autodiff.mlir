@@ -180,11 +180,11 @@ func.func @forward(%u: tensor<4xf32> {gptc.param = "used"}, %n: tensor<3xf32> {g
 // CHECK: %[[DE:.*]] = gptc.binary div %[[DQ]], %[[W]]
 // CHECK: gptc.unary neg
 // CHECK: %[[DW:.*]] = gptc.add
+// CHECK: %[[C:.*]] = gptc.constant dense<1.12837923>
+// CHECK: %[[S:.*]] = gptc.binary mul %[[DE]], %[[C]]
 // CHECK: %[[SQ:.*]] = gptc.binary mul %[[X]], %[[X]]
 // CHECK: %[[NSQ:.*]] = gptc.unary neg %[[SQ]]
 // CHECK: %[[EX:.*]] = gptc.unary exp %[[NSQ]]
-// CHECK: %[[C:.*]] = gptc.constant dense<1.12837923>
-// CHECK: %[[S:.*]] = gptc.binary mul %[[DE]], %[[C]]
 // CHECK: %[[DX:.*]] = gptc.binary mul %[[S]], %[[EX]]
 // CHECK: return %{{.*}}, %[[DX]], %[[DW]]
 func.func @forward(%x: tensor<4xf32> {gptc.param = "x"}, %w: tensor<4xf32> {gptc.param = "w"}) -> tensor<f32> {

@@ -197,22 +197,33 @@ UnaryOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
   case UnaryFn::log: // dy / x
     dx = binary(BinaryFn::div, dy, x);
     break;
-  case UnaryFn::tanh: // dy (1 - y^2)
-    dx = mul(dy, binary(BinaryFn::sub, splat(b, loc, type, 1.0), mul(y, y)));
+  // Each op built in its own statement: the order of function arguments'
+  // evaluation is unspecified, and the IR's order must not depend on the
+  // compiler.
+  case UnaryFn::tanh: { // dy (1 - y^2)
+    Value one = splat(b, loc, type, 1.0);
+    Value y2 = mul(y, y);
+    dx = mul(dy, binary(BinaryFn::sub, one, y2));
     break;
-  case UnaryFn::erf: // dy 2/sqrt(pi) exp(-x^2)
-    dx = mul(mul(dy, splat(b, loc, type, 1.1283791670955126)),
-             unary(UnaryFn::exp, unary(UnaryFn::neg, mul(x, x))));
+  }
+  case UnaryFn::erf: { // dy 2/sqrt(pi) exp(-x^2)
+    Value scaled = mul(dy, splat(b, loc, type, 1.1283791670955126));
+    Value gauss = unary(UnaryFn::exp, unary(UnaryFn::neg, mul(x, x)));
+    dx = mul(scaled, gauss);
     break;
+  }
   case UnaryFn::reciprocal: // -dy y^2
     dx = unary(UnaryFn::neg, mul(dy, mul(y, y)));
     break;
   case UnaryFn::relu: // dy [x > 0]
     dx = mul(dy, unary(UnaryFn::step, x));
     break;
-  case UnaryFn::sigmoid: // dy y (1 - y)
-    dx = mul(mul(dy, y), binary(BinaryFn::sub, splat(b, loc, type, 1.0), y));
+  case UnaryFn::sigmoid: { // dy y (1 - y)
+    Value dyY = mul(dy, y);
+    Value oneMinusY = binary(BinaryFn::sub, splat(b, loc, type, 1.0), y);
+    dx = mul(dyY, oneMinusY);
     break;
+  }
   case UnaryFn::abs: // dy sign(x)
     dx = mul(dy, unary(UnaryFn::sign, x));
     break;
@@ -250,9 +261,10 @@ BinaryOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
     break;
   case BinaryFn::pow: { // dy r l^(r-1), dy y log(l)
     Value rMinus1 = binary(BinaryFn::sub, r, splat(b, loc, r.getType(), 1.0));
-    operandGrads.append(
-        {mul(dy, mul(r, binary(BinaryFn::pow, l, rMinus1))),
-         mul(mul(dy, y), UnaryOp::create(b, loc, UnaryFn::log, l))});
+    Value dl = mul(dy, mul(r, binary(BinaryFn::pow, l, rMinus1)));
+    Value dyY = mul(dy, y);
+    Value logL = UnaryOp::create(b, loc, UnaryFn::log, l);
+    operandGrads.append({dl, mul(dyY, logL)});
     break;
   }
   }
