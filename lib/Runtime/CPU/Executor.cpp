@@ -252,8 +252,11 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
       if (d < 0 || __builtin_mul_overflow(n, d, &n))
         return fail("value #" + std::to_string(i) + " has an invalid shape");
     if (v.offset() >= 0) {
-      int64_t bytes = n * elementSize(v.type().dtype());
-      if (v.offset() + bytes > arenaBytes || v.offset() % 64 != 0)
+      int64_t bytes, end;
+      if (__builtin_mul_overflow(
+              n, static_cast<int64_t>(elementSize(v.type().dtype())), &bytes) ||
+          __builtin_add_overflow(v.offset(), bytes, &end) ||
+          end > arenaBytes || v.offset() % 64 != 0)
         return fail("value #" + std::to_string(i) +
                     " is planned outside the arena");
       exec->values[i] = Tensor::view(v.type().dtype(), std::move(shape),
