@@ -218,54 +218,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   Location fileLoc = desc.locate({});
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc, desc.getName());
   b.setInsertionPointToEnd(module->getBody());
-  GptcDialect::PrecisionAttrHelper(ctx).setAttr(
-      *module, b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
-                               : m.precision == Precision::BF16 ? "bf16"
-                                                                : "fp16"));
-
-  if (m.skipNonFinite)
-    GptcDialect::NanPolicyAttrHelper(ctx).setAttr(*module,
-                                                  b.getStringAttr("skip"));
-  if (!desc.getPlanNote().empty())
-    GptcDialect::PlanAttrHelper(ctx).setAttr(
-        *module, b.getStringAttr(desc.getPlanNote()));
-  if (m.recompute != "none" && m.pipelineParallel == 1)
-    GptcDialect::RecomputeAttrHelper(ctx).setAttr(*module,
-                                                  b.getStringAttr(m.recompute));
-
-  // 1. The device mesh becomes a grid; the axis roles stay beside it.
-  ArrayRef<MeshAxis> axes = desc.getMeshAxes();
-  if (!axes.empty()) {
-    SmallVector<int64_t> shape;
-    SmallVector<Attribute> names, kinds;
-    for (const MeshAxis &axis : axes) {
-      shape.push_back(axis.size);
-      names.push_back(b.getStringAttr(axis.name));
-      kinds.push_back(b.getStringAttr(axis.kind == MeshAxis::Kind::Data
-                                          ? "data"
-                                      : axis.kind == MeshAxis::Kind::Tensor
-                                          ? "tensor"
-                                          : "pipeline"));
-    }
-    shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
-    GptcDialect::ParallelAttrHelper(ctx).setAttr(
-        *module,
-        ParallelAttr::get(ctx, b.getArrayAttr(names), b.getArrayAttr(kinds),
-                          m.zeroStage, m.sequenceParallel));
-  }
-
-  // The training settings the optimizer pass turns into ops (fp16's loss
-  // scaling settings are the description's, or the defaults it shares
-  // with the attribute).
-  const OptimizerConfig &opt = m.optimizer;
-  GptcDialect::OptimizerAttrHelper(ctx).setAttr(
-      *module,
-      OptimizerAttr::get(
-          ctx, APFloat(opt.lr), APFloat(opt.lr * opt.minLrRatio),
-          opt.warmupSteps, m.steps, opt.decay, APFloat(opt.beta1),
-          APFloat(opt.beta2), APFloat(opt.eps), APFloat(opt.weightDecay),
-          opt.decayEmbeddings, APFloat(opt.gradClip), m.gradAccumSteps,
-          m.batchSize, APFloat(m.initialLossScale), m.lossScaleGrowthInterval));
+  setTrainingAttributes(*module, desc);
 
   // 2. The signature: parameters, then the data inputs.
   declareParams();
@@ -316,9 +269,79 @@ OwningOpRef<ModuleOp> Importer::run() {
   return module;
 }
 
+void mlir::gptc::setTrainingAttributes(ModuleOp module,
+                                       const ModelDescription &desc) {
+  MLIRContext *ctx = module.getContext();
+  ctx->loadDialect<GptcDialect, func::FuncDialect, shard::ShardDialect>();
+  const ModelConfig &m = desc.getConfig();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(module.getBody());
+  GptcDialect::PrecisionAttrHelper(ctx).setAttr(
+      module, b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
+                               : m.precision == Precision::BF16 ? "bf16"
+                                                                : "fp16"));
+
+  if (m.skipNonFinite)
+    GptcDialect::NanPolicyAttrHelper(ctx).setAttr(module,
+                                                  b.getStringAttr("skip"));
+  if (!desc.getPlanNote().empty())
+    GptcDialect::PlanAttrHelper(ctx).setAttr(
+        module, b.getStringAttr(desc.getPlanNote()));
+  if (m.recompute != "none" && m.pipelineParallel == 1)
+    GptcDialect::RecomputeAttrHelper(ctx).setAttr(module,
+                                                  b.getStringAttr(m.recompute));
+
+  // 1. The device mesh becomes a grid; the axis roles stay beside it.
+  ArrayRef<MeshAxis> axes = desc.getMeshAxes();
+  if (!axes.empty()) {
+    SmallVector<int64_t> shape;
+    SmallVector<Attribute> names, kinds;
+    for (const MeshAxis &axis : axes) {
+      shape.push_back(axis.size);
+      names.push_back(b.getStringAttr(axis.name));
+      kinds.push_back(b.getStringAttr(axis.kind == MeshAxis::Kind::Data
+                                          ? "data"
+                                      : axis.kind == MeshAxis::Kind::Tensor
+                                          ? "tensor"
+                                          : "pipeline"));
+    }
+    shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
+    GptcDialect::ParallelAttrHelper(ctx).setAttr(
+        module,
+        ParallelAttr::get(ctx, b.getArrayAttr(names), b.getArrayAttr(kinds),
+                          m.zeroStage, m.sequenceParallel));
+  }
+
+  // The training settings the optimizer pass turns into ops (fp16's loss
+  // scaling settings are the description's, or the defaults it shares
+  // with the attribute).
+  const OptimizerConfig &opt = m.optimizer;
+  GptcDialect::OptimizerAttrHelper(ctx).setAttr(
+      module,
+      OptimizerAttr::get(
+          ctx, APFloat(opt.lr), APFloat(opt.lr * opt.minLrRatio),
+          opt.warmupSteps, m.steps, opt.decay, APFloat(opt.beta1),
+          APFloat(opt.beta2), APFloat(opt.eps), APFloat(opt.weightDecay),
+          opt.decayEmbeddings, APFloat(opt.gradClip), m.gradAccumSteps,
+          m.batchSize, APFloat(m.initialLossScale), m.lossScaleGrowthInterval));
+}
+
+/// A description of an ONNX model has no architecture to build.
+static bool namesOnnxModel(const ModelDescription &desc) {
+  if (desc.getOnnxModelPath().empty())
+    return false;
+  emitError(desc.locate({{"onnx_model"}}))
+      << "this description's model is an ONNX graph, which gptc train "
+         "imports; the other commands build gptc's own GPT from a 'model' "
+         "block";
+  return true;
+}
+
 OwningOpRef<ModuleOp> mlir::gptc::importModel(const ModelDescription &desc,
                                               MLIRContext *context) {
   context->loadDialect<GptcDialect, func::FuncDialect, shard::ShardDialect>();
+  if (namesOnnxModel(desc))
+    return nullptr;
   return Importer(desc, context).run();
 }
 
@@ -326,6 +349,8 @@ OwningOpRef<ModuleOp> mlir::gptc::importLogits(const ModelDescription &desc,
                                                MLIRContext *context,
                                                int64_t batch) {
   context->loadDialect<GptcDialect, func::FuncDialect, shard::ShardDialect>();
+  if (namesOnnxModel(desc))
+    return nullptr;
   return Importer(desc, context, batch).run();
 }
 

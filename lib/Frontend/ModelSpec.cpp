@@ -19,6 +19,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -68,6 +69,18 @@ ModelDescription::operator=(ModelDescription &&) noexcept = default;
 ModelDescription::~ModelDescription() = default;
 
 const ModelSpec &ModelDescription::getSpec() const { return impl->spec; }
+
+std::string ModelDescription::getOnnxModelPath() const {
+  const ModelSpec &spec = impl->spec;
+  if (!spec.has_onnx_model())
+    return {};
+  if (llvm::sys::path::is_absolute(spec.onnx_model()))
+    return spec.onnx_model();
+  llvm::SmallString<256> path(
+      llvm::sys::path::parent_path(impl->source.getFileName()));
+  llvm::sys::path::append(path, spec.onnx_model());
+  return std::string(path);
+}
 
 /// The command line's replacements as text ("--mesh dp=2,tp=3
 /// --zero-stage 7"), each with the description's fields it replaces and
@@ -346,8 +359,14 @@ LogicalResult ModelDescription::validate() {
     v.error({{"name"}}) << "'name' may hold only letters, digits, '_', '-' "
                            "and '.'";
 
-  // 1. Architecture.
-  if (!spec.has_model()) {
+  // 1. Architecture (an ONNX model's is its graph).
+  if (spec.has_onnx_model()) {
+    if (spec.onnx_model().empty())
+      v.error({{"onnx_model"}}) << "'onnx_model' needs a path";
+    if (spec.has_model())
+      v.error({{"model"}}) << "a description with 'onnx_model' has no "
+                              "'model' block: the ONNX graph is the model";
+  } else if (!spec.has_model()) {
     v.error({}) << "missing required block 'model'";
   } else {
     const auto &a = spec.model();
@@ -531,6 +550,10 @@ LogicalResult ModelDescription::validate() {
                                      {"size"}};
     return SmallVector<FieldRef>{{"mesh"}};
   };
+  if (spec.has_onnx_model() && m.pipelineParallel > 1)
+    v.error(axisField(MeshAxis::Kind::Pipeline))
+        << "an ONNX model does not train on a pipeline yet: its layers are "
+           "not known to gptc's stage partition";
   if (spec.has_model()) {
     if (m.numHeads % m.tensorParallel != 0)
       v.error(axisField(MeshAxis::Kind::Tensor))
@@ -629,7 +652,7 @@ LogicalResult ModelDescription::validate() {
 
   // 6. Sizes that would overflow: the parameter count and the largest
   // activation (the logits, micro-batch x seq x vocab).
-  if (!v.failed) {
+  if (!v.failed && !spec.has_onnx_model()) {
     if (!computeModelSize(m))
       v.error({{"model"}}) << "the model is too large: its parameter count, "
                               "FLOPs or state bytes overflow 64 bits";

@@ -311,6 +311,16 @@ void Trainer::initialize() {
   for (size_t i = 0; i < n; ++i) {
     Tensor whole(params[i].dtype, layouts[i].shape);
     int64_t count = whole.numElements();
+    if (auto given = initialValues.find(names[i]);
+        given != initialValues.end()) {
+      std::memcpy(whole.raw(), given->second.data(), given->second.size());
+      params[i] = layouts[i].isSplit()
+                      ? sliceBlock(whole, layouts[i], grid, rank())
+                      : std::move(whole);
+      std::fill(m[i].raw(), m[i].raw() + m[i].byteSize(), std::byte{0});
+      std::fill(v[i].raw(), v[i].raw() + v[i].byteSize(), std::byte{0});
+      continue;
+    }
     const program::ParamInit &init = inits[i];
     std::normal_distribution<double> normal(0.0, init.std());
     // Padding rows (init.rows > 0) stay zero and draw nothing, so a padded
@@ -336,6 +346,27 @@ void Trainer::initialize() {
   initializeScalars();
   step = 0;
   keepStateResident();
+}
+
+bool Trainer::setInitialValues(std::map<std::string, std::string> values,
+                               std::string &error) {
+  for (const auto &[name, bytes] : values) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      error = "the program has no parameter '" + name + "' to initialize";
+      return false;
+    }
+    size_t i = static_cast<size_t>(it - names.begin());
+    Tensor whole(params[i].dtype, layouts[i].shape);
+    if (static_cast<int64_t>(bytes.size()) != whole.byteSize()) {
+      error = "the initial value of parameter '" + name + "' has " +
+              std::to_string(bytes.size()) + " bytes; the parameter needs " +
+              std::to_string(whole.byteSize());
+      return false;
+    }
+  }
+  initialValues = std::move(values);
+  return true;
 }
 
 void Trainer::initializeScalars() {

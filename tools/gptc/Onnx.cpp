@@ -23,6 +23,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
+using namespace mlir::gptc;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory onnxCategory("gptc ONNX options");
@@ -32,23 +33,41 @@ static cl::list<std::string>
                       "(dim_param), e.g. --onnx-dim batch=8"),
              cl::cat(onnxCategory));
 
+/// --onnx-dim into import options.
+static bool onnxOptions(OnnxImportOptions &options) {
+  std::string error;
+  for (const std::string &dim : onnxDims)
+    if (!parseOnnxDim(dim, options, error)) {
+      llvm::errs() << "gptc: " << error << "\n";
+      return false;
+    }
+  return true;
+}
+
+FailureOr<OnnxImport>
+mlir::gptc::importOnnxForTraining(llvm::StringRef path, MLIRContext &context,
+                                  OnnxTrainingShape &shape) {
+  OnnxImportOptions options;
+  if (!onnxOptions(options))
+    return failure();
+  return importOnnxFileForTraining(path, &context, options, shape);
+}
+
 int mlir::gptc::runOnnx(llvm::StringRef inputFilename, bool emitMlir,
                         llvm::StringRef outputFilename,
                         DialectRegistry &registry) {
   if (!emitMlir) {
     llvm::errs() << "gptc: " << inputFilename
-                 << ": ONNX models are imported (--emit=mlir); training, "
-                    "sharding and the other --emit kinds read model "
-                    "descriptions (.pbtxt) so far\n";
+                 << ": ONNX models are imported (--emit=mlir) and trained "
+                    "(gptc train MODEL.onnx, or a description's "
+                    "onnx_model); the other --emit kinds read gptc's own "
+                    "descriptions so far\n";
     return 1;
   }
   OnnxImportOptions options;
+  if (!onnxOptions(options))
+    return 1;
   std::string error;
-  for (const std::string &dim : onnxDims)
-    if (!parseOnnxDim(dim, options, error)) {
-      llvm::errs() << "gptc: " << error << "\n";
-      return 1;
-    }
   std::unique_ptr<llvm::MemoryBuffer> input =
       openInputFile(inputFilename, &error);
   if (!input) {

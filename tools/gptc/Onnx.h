@@ -7,6 +7,8 @@
 #ifndef GPTC_TOOLS_GPTC_ONNX_H
 #define GPTC_TOOLS_GPTC_ONNX_H
 
+#include "gptc/Frontend/OnnxImporter.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -15,6 +17,13 @@ namespace mlir::gptc {
 /// `gptc MODEL.onnx`: imports the model and prints it (--emit=mlir).
 int runOnnx(llvm::StringRef inputFilename, bool emitMlir,
             llvm::StringRef outputFilename, DialectRegistry &registry);
+
+/// Reads and imports the ONNX model at `path` (with --onnx-dim) and
+/// rewrites it for training (prepareOnnxForTraining); errors are reported
+/// through `context`'s diagnostics.
+FailureOr<OnnxImport> importOnnxForTraining(llvm::StringRef path,
+                                            MLIRContext &context,
+                                            OnnxTrainingShape &shape);
 
 } // namespace mlir::gptc
 

@@ -139,6 +139,12 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
   FailureOr<ModelDescription> unplanned = parseUnplanned(sourceMgr, context);
   if (failed(unplanned))
     return failure();
+  if (!unplanned->getOnnxModelPath().empty()) {
+    llvm::errs() << "gptc: error: --mesh auto plans gptc's own GPTs (its "
+                    "cost model reads their layers); a description of an "
+                    "ONNX model trains on the mesh it or --mesh names\n";
+    return failure();
+  }
   std::string error;
   std::optional<PlanSearch> search =
       searchPlans(unplanned->getConfig(), *hw, devicesOpt, error);
@@ -224,6 +230,12 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   FailureOr<ModelDescription> desc = parseUnplanned(sourceMgr, context);
   if (failed(desc))
     return 1;
+  if (!desc->getOnnxModelPath().empty()) {
+    emitError(desc->locate({{"onnx_model"}}))
+        << "gptc plan prices gptc's own GPTs (its cost model reads their "
+           "layers); an ONNX model's plan is not modelled yet";
+    return 1;
+  }
   const ModelConfig &m = desc->getConfig();
 
   auto start = std::chrono::steady_clock::now();

@@ -12,6 +12,7 @@
 
 #include "Train.h"
 
+#include "Onnx.h"
 #include "Plan.h"
 #include "Schedule.h"
 
@@ -41,6 +42,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -51,6 +53,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -548,11 +551,46 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string error;
-  auto buffer = openInputFile(modelPath, &error);
-  if (!buffer)
-    return fail(error);
-  std::string description = buffer->getBuffer().str();
-  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  std::string description;
+  // An ONNX model: its graph is the model (docs/Onnx.md, "Training"). For
+  // MODEL.onnx itself the training settings are gptc's defaults and the
+  // flags, written as a description that names the graph; a description
+  // may also name one (`onnx_model`).
+  std::optional<OnnxImport> onnx;
+  OnnxTrainingShape onnxShape;
+  if (StringRef(modelPath).ends_with(".onnx")) {
+    if (isMeshAuto())
+      return fail("--mesh auto plans gptc's own descriptions; an ONNX model "
+                  "trains on the mesh --mesh names");
+    FailureOr<OnnxImport> imported =
+        importOnnxForTraining(modelPath, context, onnxShape);
+    if (failed(imported))
+      return 1;
+    onnx = std::move(*imported);
+    FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+    if (failed(overrides))
+      return 1;
+    int64_t dp = 1;
+    if (overrides->mesh)
+      for (const MeshAxis &axis : *overrides->mesh)
+        if (axis.kind == MeshAxis::Kind::Data)
+          dp = axis.size;
+    FailureOr<std::string> text = onnxTrainingDescription(
+        modelPath, onnxShape, dp, overrides->accumulation.value_or(1), error);
+    if (failed(text))
+      return fail(error);
+    description = *text;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(
+            description, modelPath + " (training settings)"),
+        llvm::SMLoc());
+  } else {
+    auto buffer = openInputFile(modelPath, &error);
+    if (!buffer)
+      return fail(error);
+    description = buffer->getBuffer().str();
+    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  }
 
   // 1. The description (with --mesh and friends), with the limits of this
   //    runtime.
@@ -560,6 +598,23 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (failed(desc))
     return 1;
   const ModelConfig &m = desc->getConfig();
+  std::string onnxPath = desc->getOnnxModelPath();
+  if (!onnxPath.empty()) {
+    if (!onnx) {
+      if (!llvm::sys::fs::exists(onnxPath))
+        return emitError(desc->locate({{"onnx_model"}}))
+                   << "cannot open the ONNX model '" << onnxPath << "'",
+               1;
+      FailureOr<OnnxImport> imported =
+          importOnnxForTraining(onnxPath, context, onnxShape);
+      if (failed(imported))
+        return 1;
+      onnx = std::move(*imported);
+    }
+    if (failed(checkOnnxTrainingShape(*desc, onnxShape)))
+      return 1;
+    desc->setImportedModel(onnxShape.vocab, onnxShape.seqLen);
+  }
   FailureOr<DeviceChoice> device = getDeviceChoice();
   if (failed(device))
     return 1;
@@ -603,7 +658,16 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
   if (stepsOpt >= 0)
     desc->setSteps(stepsOpt);
-  OwningOpRef<ModuleOp> module = importModel(*desc, &context);
+  OwningOpRef<ModuleOp> module;
+  std::map<std::string, std::string> initialValues;
+  if (onnx) {
+    module = std::move(onnx->module);
+    setTrainingAttributes(*module, *desc);
+    for (OnnxTensorData &p : onnx->parameters)
+      initialValues[p.name] = std::move(p.bytes);
+  } else {
+    module = importModel(*desc, &context);
+  }
   ::gptc::program::Program program;
   TrainPipelineOptions pipelineOptions;
   pipelineOptions.kernels = codegenOpt;
@@ -717,10 +781,15 @@ int mlir::gptc::runTrain(const std::string &modelPath,
       llvm::errs() << "gptc: resuming from " << opts.checkpointPath
                    << " at step " << trainer->getStep() << "\n";
   } else {
+    if (!trainer->setInitialValues(std::move(initialValues), error))
+      return failAll(error);
     trainer->initialize();
   }
 
   if (leader) {
+    if (onnx)
+      llvm::errs() << "gptc: the model is the ONNX graph " << onnxPath
+                   << " (its initializers are the initial parameters)\n";
     llvm::errs() << "gptc: training " << opts.model << " ("
                  << trainer->numParameters() << " parameters) on "
                  << data.getPath() << " (" << data.trainSize() << " + "
@@ -795,6 +864,11 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
   FailureOr<ModelDescription> desc = ModelDescription::parse(sourceMgr, &context);
   if (failed(desc))
     return 1;
+  if (!desc->getOnnxModelPath().empty())
+    return fail("'" + checkpointPath +
+                "' holds an ONNX model's training state: gptc sample "
+                "generates from gptc's own GPTs (an imported graph's logits "
+                "are not yet compiled for sampling; docs/Limitations.md)");
 
   // 2. Compile @logits for one sequence.
   OwningOpRef<ModuleOp> module = importLogits(*desc, &context, 1);

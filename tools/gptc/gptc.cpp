@@ -303,6 +303,11 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   FailureOr<ModelDescription> desc = parseDescription(sourceMgr, context);
   if (failed(desc))
     return failure();
+  if (!desc->getOnnxModelPath().empty())
+    return emitError(desc->locate({{"onnx_model"}}))
+           << "the --emit kinds compile gptc's own GPTs so far; a "
+              "description of an ONNX model trains (gptc train), and its "
+              "graph prints with gptc MODEL.onnx --emit=mlir";
   if (emitAction == Emit::Schedule)
     return printPipelineSchedule(*desc, os);
   if (desc->getConfig().pipelineParallel > 1 && emitAction != Emit::Summary &&

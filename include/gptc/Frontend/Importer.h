@@ -31,6 +31,12 @@ OwningOpRef<ModuleOp> importModel(const ModelDescription &description,
 OwningOpRef<ModuleOp> importLogits(const ModelDescription &description,
                                    MLIRContext *context, int64_t batch);
 
+/// Puts the description's training settings on `module`, as importModel
+/// does: the precision, NaN policy, recomputation, the mesh as a
+/// `shard.grid` with the axes' roles, and the optimizer's settings. The
+/// ONNX path uses it for an imported graph.
+void setTrainingAttributes(ModuleOp module, const ModelDescription &description);
+
 /// Registers the dialects the imported module uses.
 void registerImporterDialects(DialectRegistry &registry);
 

@@ -98,6 +98,16 @@ public:
   /// --nan-policy: skip (true) or stop at a non-finite step.
   void setSkipNonFinite(bool skip) { config.skipNonFinite = skip; }
 
+  /// `onnx_model`: the ONNX model's path, resolved against the
+  /// description's directory; empty for gptc's own GPT.
+  std::string getOnnxModelPath() const;
+  /// For an ONNX model: the vocabulary and context its graph fixes (the
+  /// description has no `model` block to say them).
+  void setImportedModel(int64_t vocabSize, int64_t contextLength) {
+    config.vocabSize = vocabSize;
+    config.contextLength = contextLength;
+  }
+
   /// The model's name (the file's stem when the description has none).
   llvm::StringRef getName() const { return name; }
 

@@ -24,6 +24,8 @@
 
 namespace mlir::gptc {
 
+class ModelDescription;
+
 /// A tensor's data as ONNX stores it: `onnxType` is ONNX's
 /// TensorProto.DataType (1 FLOAT, 7 INT64, ...), `bytes` the elements in
 /// row-major order, little-endian, at their natural width (a bool a byte).
@@ -72,6 +74,46 @@ FailureOr<OnnxImport> importOnnxModel(llvm::StringRef bytes,
                                       llvm::StringRef fileName,
                                       MLIRContext *context,
                                       const OnnxImportOptions &options = {});
+
+/// The sizes an imported language model trains with: its graph's batch
+/// (the micro-batch of each rank), sequence length and vocabulary.
+struct OnnxTrainingShape {
+  int64_t batch = 0;
+  int64_t seqLen = 0;
+  int64_t vocab = 0;
+};
+
+/// Rewrites the imported @forward into gptc's training convention
+/// (gptc-verify-model; docs/Onnx.md, "Training"): the integer input that
+/// reaches gptc.cross_entropy's labels becomes 'labels', the other integer
+/// input 'tokens'; a graph with only token ids and a logits output gets the
+/// loss added (with a new 'labels' input); the loss is the only result;
+/// parameters nothing reads any more are dropped (from `parameters` too);
+/// the tables gptc.embedding reads are marked as embedding tables. Errors
+/// say why a graph is not a language model gptc can train.
+FailureOr<OnnxTrainingShape> prepareOnnxForTraining(OnnxImport &imported);
+
+/// Reads the ONNX model at `path`, imports it and prepares it for training;
+/// errors are emitted through `context`.
+FailureOr<OnnxImport>
+importOnnxFileForTraining(llvm::StringRef path, MLIRContext *context,
+                          const OnnxImportOptions &options,
+                          OnnxTrainingShape &shape);
+
+/// The description `gptc train MODEL.onnx` trains with: the graph named by
+/// its absolute path, a batch of the graph's rows x `dataParallel` x
+/// `accumulation`, the graph's sequence, gptc's defaults for the rest.
+FailureOr<std::string> onnxTrainingDescription(llvm::StringRef path,
+                                               const OnnxTrainingShape &shape,
+                                               int64_t dataParallel,
+                                               int64_t accumulation,
+                                               std::string &error);
+
+/// The description's sizes against the graph, which fixes them (its token
+/// input is one rank's micro-batch), and what an imported graph does not
+/// train with yet (tensor parallelism), as errors at the fields.
+LogicalResult checkOnnxTrainingShape(const ModelDescription &desc,
+                                     const OnnxTrainingShape &shape);
 
 /// Parses a serialized TensorProto (the `.pb` files of ONNX's test data).
 bool parseOnnxTensor(llvm::StringRef bytes, OnnxTensorData &tensor,

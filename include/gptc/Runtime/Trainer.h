@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -102,8 +103,15 @@ public:
          std::unique_ptr<Backend> backend = nullptr);
 
   /// Initializes every parameter from its `init` (seeded normal, zeros,
-  /// ones) and zeroes the optimizer state.
+  /// ones), or from the value setInitialValues gave it, and zeroes the
+  /// optimizer state.
   void initialize();
+  /// The initial values of some parameters, by name: each the whole
+  /// tensor's elements in its dtype, little-endian (an imported model's
+  /// weights). Fails naming a parameter the program does not have or
+  /// whose size differs.
+  bool setInitialValues(std::map<std::string, std::string> values,
+                        std::string &error);
   /// Loads parameters and optimizer state; fails on a checkpoint of
   /// another model.
   bool loadCheckpoint(const std::string &path, std::string &error);
@@ -145,6 +153,8 @@ private:
   std::vector<std::string> names;
   std::vector<Tensor> params, m, v;
   std::vector<program::ParamInit> inits;
+  /// setInitialValues's values, by name.
+  std::map<std::string, std::string> initialValues;
   /// How params, m and v (3 x n, in that order) are split over the grid.
   std::vector<BlockLayout> layouts;
   /// How @forward takes the parameters (whole, or tensor-parallel blocks).

@@ -1,0 +1,348 @@
+//===- OnnxTraining.cpp - An imported ONNX graph as a training step ------===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The ONNX importer gives a function of the graph's inputs and outputs. The
+// training passes take gptc's convention (gptc-verify-model): parameters,
+// then a 'tokens' and a 'labels' input, and one scalar loss. This file
+// rewrites an imported language model into it (docs/Onnx.md, "Training"):
+//
+//  - the labels are the integer input that reaches a gptc.cross_entropy's
+//    labels (through reshapes); the tokens the other integer input. A graph
+//    with one integer input and a `B x T x V` output (the logits) gets the
+//    loss added: cross_entropy over those logits and a new labels input;
+//  - the loss becomes the only result (the graph's other outputs are
+//    dropped, and with them what only they computed);
+//  - parameters nothing reads any more are dropped with their data;
+//  - the tables gptc.embedding reads are marked (`gptc.embedding_table`:
+//    weight decay treats them as embeddings);
+//  - each parameter's initial value stays its initializer's data.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Frontend/OnnxImporter.h"
+
+#include "gptc/Analysis/ModelStats.h"
+#include "gptc/Frontend/ModelSpec.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cctype>
+
+using namespace mlir;
+using namespace mlir::gptc;
+
+/// The block argument `v` is (through reshapes), or null.
+static BlockArgument argumentBehindReshapes(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return dyn_cast<BlockArgument>(v);
+}
+
+static bool isIntegerTensor(Type t) {
+  auto type = dyn_cast<RankedTensorType>(t);
+  return type && type.getElementType().isSignlessInteger();
+}
+
+/// Erases the ops of `body` whose results nothing reads, last first.
+static void eraseDeadOps(Block &body) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+      if (op.hasTrait<OpTrait::IsTerminator>() || !op.use_empty() ||
+          !isPure(&op))
+        continue;
+      op.erase();
+      changed = true;
+    }
+  }
+}
+
+FailureOr<OnnxTrainingShape>
+mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
+  ModuleOp module = *imported.module;
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func || !llvm::hasSingleElement(func.getBody()))
+    return module.emitError("the imported module has no @forward"), failure();
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Location loc = func.getLoc();
+  auto inputName = [&](BlockArgument arg) {
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  kInputAttrName);
+    return name ? name.getValue().str() : std::string("?");
+  };
+
+  // 1. The data inputs: integer tensors; a float input has no place in a
+  //    language model's step.
+  SmallVector<BlockArgument> ids;
+  for (BlockArgument arg : body.getArguments()) {
+    if (!func.getArgAttr(arg.getArgNumber(), kInputAttrName))
+      continue;
+    if (!isIntegerTensor(arg.getType()))
+      return emitError(loc, "graph input '")
+                 << inputName(arg) << "' is a " << arg.getType()
+                 << "; gptc trains language models whose inputs are token "
+                    "ids and labels (integer tensors)",
+             failure();
+    ids.push_back(arg);
+  }
+
+  // 2. The loss: a gptc.cross_entropy whose labels are an input.
+  SmallVector<CrossEntropyOp> losses;
+  func.walk([&](CrossEntropyOp op) { losses.push_back(op); });
+  if (losses.size() > 1)
+    return emitError(losses[1].getLoc(),
+                     "the graph computes more than one cross-entropy loss; "
+                     "gptc trains on one"),
+           failure();
+  OpBuilder b(func.getContext());
+  BlockArgument tokens, labels;
+  Value loss;
+  if (losses.size() == 1) {
+    CrossEntropyOp ce = losses.front();
+    labels = argumentBehindReshapes(ce.getLabels());
+    if (!labels || !llvm::is_contained(ids, labels))
+      return emitError(ce.getLoc(), "the cross-entropy's labels are not a "
+                                    "graph input (computed labels are not "
+                                    "supported)"),
+             failure();
+    if (ids.size() != 2)
+      return emitError(loc, "the graph has ")
+                 << ids.size()
+                 << " integer inputs; gptc trains a graph with two: the "
+                    "token ids and the labels",
+             failure();
+    tokens = ids[0] == labels ? ids[1] : ids[0];
+    loss = ce.getLoss();
+    if (cast<RankedTensorType>(loss.getType()).getRank() != 0)
+      return emitError(ce.getLoc(), "the cross-entropy loss is not a scalar"),
+             failure();
+    if (!llvm::is_contained(ret.getOperands(), loss))
+      return emitError(ce.getLoc(), "the cross-entropy loss is not a graph "
+                                    "output"),
+             failure();
+  } else {
+    // No loss in the graph: the logits output gets one.
+    if (ids.size() != 1)
+      return emitError(loc, "the graph computes no cross-entropy loss and has ")
+                 << ids.size()
+                 << " integer inputs; gptc adds the loss to a graph of one "
+                    "input (the token ids) and a logits output",
+             failure();
+    tokens = ids[0];
+    auto tokType = cast<RankedTensorType>(tokens.getType());
+    Value logits;
+    for (Value out : ret.getOperands()) {
+      auto type = dyn_cast<RankedTensorType>(out.getType());
+      if (type && type.getRank() == tokType.getRank() + 1 &&
+          type.getShape().drop_back() == tokType.getShape() &&
+          isa<FloatType>(type.getElementType())) {
+        logits = out;
+        break;
+      }
+    }
+    if (!logits)
+      return emitError(loc, "the graph computes no cross-entropy loss and "
+                            "no output is logits for its token ids (")
+                 << tokType << " ids, an output of their shape x vocabulary)",
+             failure();
+    unsigned at = func.getNumArguments();
+    if (failed(func.insertArgument(at, tokType, {}, loc)))
+      return failure();
+    labels = body.getArgument(at);
+    b.setInsertionPoint(ret);
+    loss = CrossEntropyOp::create(b, loc, logits, labels, Value(),
+                                  b.getI64IntegerAttr(kPaddingLabel));
+  }
+  auto tokType = cast<RankedTensorType>(tokens.getType());
+  if (tokType.getRank() != 2 || labels.getType() != tokens.getType())
+    return emitError(loc, "the token ids ('")
+               << inputName(tokens) << "', " << tokType
+               << ") and the labels must both be batch x sequence tensors of "
+                  "one shape",
+           failure();
+  // The loss reads the labels input itself, over B x T x V logits (the
+  // data-parallel pass weights each rank's loss by the labels it holds):
+  // PyTorch's `cross_entropy(logits.view(-1, V), targets.view(-1))`
+  // flattens both.
+  if (auto ce = loss.getDefiningOp<CrossEntropyOp>();
+      ce && ce.getLabels() != labels && !ce.getNormalizer()) {
+    auto logitsType = cast<RankedTensorType>(ce.getLogits().getType());
+    auto labelsType = cast<RankedTensorType>(ce.getLabels().getType());
+    if (logitsType.getRank() != labelsType.getRank() + 1 ||
+        labelsType.getNumElements() != tokType.getNumElements())
+      return emitError(ce.getLoc(), "the cross-entropy's logits (")
+                 << logitsType << ") do not hold one row per label",
+             failure();
+    b.setInsertionPoint(ce);
+    SmallVector<int64_t> shape(tokType.getShape());
+    shape.push_back(logitsType.getShape().back());
+    Value logits = ReshapeOp::create(
+        b, ce.getLoc(),
+        RankedTensorType::get(shape, logitsType.getElementType()),
+        ce.getLogits());
+    auto flat = CrossEntropyOp::create(b, ce.getLoc(), logits, labels,
+                                       Value(), ce.getIgnoreIndexAttr());
+    ce.getLoss().replaceAllUsesWith(flat.getLoss());
+    loss = flat.getLoss();
+    ce.erase();
+  }
+
+  // 3. The loss is the only result.
+  b.setInsertionPoint(ret);
+  func::ReturnOp::create(b, ret.getLoc(), loss);
+  ret.erase();
+  eraseDeadOps(body);
+  func.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
+                                         TypeRange{loss.getType()}));
+  func.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+
+  // 4. The arguments: the parameters still read, then tokens and labels.
+  unsigned numParams = imported.parameters.size();
+  llvm::BitVector erase(body.getNumArguments());
+  std::vector<OnnxTensorData> kept;
+  for (unsigned i = 0; i < body.getNumArguments(); ++i) {
+    BlockArgument arg = body.getArgument(i);
+    if (i < numParams) {
+      if (arg.use_empty())
+        erase.set(i);
+      else
+        kept.push_back(std::move(imported.parameters[i]));
+    } else if (arg != tokens && arg != labels) {
+      erase.set(i); // an input only the dropped outputs read
+      if (!arg.use_empty())
+        return emitError(loc, "graph input '")
+                   << inputName(arg) << "' is read by the loss, but is "
+                   << "neither its token ids nor its labels",
+               failure();
+    }
+  }
+  if (failed(func.eraseArguments(erase)))
+    return failure();
+  imported.parameters = std::move(kept);
+  // Tokens before labels.
+  if (tokens.getArgNumber() > labels.getArgNumber()) {
+    unsigned t = tokens.getArgNumber();
+    if (failed(func.insertArgument(t + 1, labels.getType(), {}, loc)))
+      return failure();
+    labels.replaceAllUsesWith(body.getArgument(t + 1));
+    if (failed(func.eraseArgument(labels.getArgNumber())))
+      return failure();
+    labels = body.getArgument(t);
+    tokens = body.getArgument(t - 1);
+  }
+  func.setArgAttrs(tokens.getArgNumber(),
+                   b.getDictionaryAttr(b.getNamedAttr(
+                       kInputAttrName, b.getStringAttr("tokens"))));
+  func.setArgAttrs(labels.getArgNumber(),
+                   b.getDictionaryAttr(b.getNamedAttr(
+                       kInputAttrName, b.getStringAttr("labels"))));
+
+  // 5. Embedding tables.
+  func.walk([&](EmbeddingOp op) {
+    if (auto table = dyn_cast<BlockArgument>(op.getTable()))
+      if (func.getArgAttr(table.getArgNumber(), kParamAttrName))
+        func.setArgAttr(table.getArgNumber(), kEmbeddingTableAttrName,
+                        b.getUnitAttr());
+  });
+
+  OnnxTrainingShape shape;
+  shape.batch = tokType.getDimSize(0);
+  shape.seqLen = tokType.getDimSize(1);
+  func.walk([&](CrossEntropyOp op) {
+    shape.vocab = cast<RankedTensorType>(op.getLogits().getType())
+                      .getShape()
+                      .back();
+  });
+  return shape;
+}
+
+FailureOr<OnnxImport> mlir::gptc::importOnnxFileForTraining(
+    llvm::StringRef path, MLIRContext *context,
+    const OnnxImportOptions &options, OnnxTrainingShape &shape) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(path, &error);
+  if (!input)
+    return emitError(FileLineColLoc::get(context, path, 0, 0), error),
+           failure();
+  FailureOr<OnnxImport> imported =
+      importOnnxModel(input->getBuffer(), path, context, options);
+  if (failed(imported))
+    return failure();
+  FailureOr<OnnxTrainingShape> s = prepareOnnxForTraining(*imported);
+  if (failed(s))
+    return failure();
+  shape = *s;
+  return imported;
+}
+
+FailureOr<std::string> mlir::gptc::onnxTrainingDescription(
+    llvm::StringRef path, const OnnxTrainingShape &shape, int64_t dataParallel,
+    int64_t accumulation, std::string &error) {
+  int64_t batch;
+  if (__builtin_mul_overflow(shape.batch, dataParallel, &batch) ||
+      __builtin_mul_overflow(batch, accumulation, &batch)) {
+    error = "the batch (the graph's " + std::to_string(shape.batch) +
+            " sequences x data parallel x accumulation) overflows 64 bits";
+    return failure();
+  }
+  llvm::SmallString<256> absolute(path);
+  (void)llvm::sys::fs::make_absolute(absolute);
+  std::string name;
+  for (char c : llvm::sys::path::stem(path))
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.'
+                ? c
+                : '_';
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "# gptc train " << llvm::sys::path::filename(path)
+     << ": the ONNX graph is the model; gptc's default training settings "
+        "and the command line's\n"
+     << "name: \"" << (name.empty() ? "onnx" : name) << "\"\n"
+     << "onnx_model: \"";
+  for (char c : absolute)
+    os << (c == '"' || c == '\\' ? "\\" : "") << c;
+  os << "\"\ntraining {\n  batch_size: " << batch
+     << "\n  seq_len: " << shape.seqLen << "\n}\n";
+  return text;
+}
+
+LogicalResult
+mlir::gptc::checkOnnxTrainingShape(const ModelDescription &desc,
+                                   const OnnxTrainingShape &shape) {
+  const ModelConfig &m = desc.getConfig();
+  if (m.seqLen != shape.seqLen)
+    return emitError(desc.locate({{"training"}, {"seq_len"}}))
+           << "seq_len is " << m.seqLen
+           << ", but the ONNX graph's token input holds sequences of "
+           << shape.seqLen;
+  int64_t slots = m.dataParallel * m.gradAccumSteps;
+  if (m.batchSize != shape.batch * slots)
+    return emitError(desc.locate({{"training"}, {"batch_size"}}))
+           << "the ONNX graph takes " << shape.batch
+           << " sequences per rank and micro-step, so batch_size must be "
+           << shape.batch << " x " << m.dataParallel << " (data parallel) x "
+           << m.gradAccumSteps << " (accumulation) = " << shape.batch * slots
+           << ", not " << m.batchSize;
+  if (m.tensorParallel > 1)
+    return emitError(desc.locate({{"mesh"}}))
+           << "an ONNX graph trains data parallel (with ZeRO) for now: "
+              "tensor parallelism needs its attention, GELU and linear "
+              "layers recognized as gptc's ops, which the importer does not "
+              "do yet (docs/Limitations.md)";
+  return success();
+}

@@ -1,0 +1,112 @@
+"""Training an ONNX-exported GPT-2 with gptc, checked against PyTorch
+training the same module.
+
+  gpt2_train.py export DIR      writes DIR/gpt2.onnx (gpt2_export.py's
+                                module: V 256, T 32, C 64, 4 heads, 2
+                                layers, 4 sequences a rank) and DIR/init.npz
+                                (PyTorch's parameters, by name)
+  gpt2_train.py check DIR DUMP  DUMP is `gptc train DIR/gpt2.onnx
+                                --steps 10 --dump-dir DUMP`'s: the initial
+                                parameters must be the ONNX initializers
+                                (bit for bit), and ten AdamW steps of
+                                PyTorch (gptc's defaults: lr 6e-4, cosine to
+                                0.1x, betas 0.9/0.95, weight decay 0.1 on
+                                matrices but the embeddings, clipping at 1)
+                                on DUMP's batches must give gptc's losses and
+                                gradient norms to 1e-4 and its final
+                                parameters to 1e-4 (relative)
+"""
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2_export  # noqa: E402
+
+V, T, C, H, L, B = 256, 32, 64, 4, 2, 4
+LR, MIN_RATIO, STEPS = 6e-4, 0.1, 10
+BETAS, EPS, WD, CLIP = (0.9, 0.95), 1e-8, 0.1, 1.0
+
+
+def export(out):
+    import torch
+    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
+    ids = torch.zeros((B, T), dtype=torch.long)
+    torch.onnx.export(model, (ids, ids), os.path.join(out, "gpt2.onnx"),
+                      opset_version=17, input_names=["idx", "targets"],
+                      output_names=["loss", "logits"],
+                      do_constant_folding=False)
+    np.savez(os.path.join(out, "init.npz"),
+             **{n: p.detach().numpy() for n, p in model.named_parameters()})
+    return 0
+
+
+def schedule(step):
+    p = min(max(step / STEPS, 0.0), 1.0)
+    return LR * MIN_RATIO + 0.5 * (1 + math.cos(math.pi * p)) * (LR - LR * MIN_RATIO)
+
+
+def check(out, dump):
+    import torch
+    torch.set_num_threads(1)
+    failures = 0
+
+    def report(ok, what):
+        nonlocal failures
+        failures += not ok
+        print("%s %s" % ("PASS" if ok else "FAIL", what))
+
+    init = dict(np.load(os.path.join(out, "init.npz")))
+    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
+    # 1. gptc starts from the ONNX initializers (the tied head is wte).
+    same = all(np.array_equal(np.load(os.path.join(dump, "param.%s.npy" % n)), v)
+               for n, v in init.items())
+    report(same, "%d initial parameters are the ONNX initializers" % len(init))
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(torch.from_numpy(init[n]))
+
+    steps = [l.split("\t") for l in open(os.path.join(dump, "steps.tsv")).read().split("\n")[1:] if l]
+    g_loss = [float(s[1]) for s in steps]
+    g_norm = [float(s[2]) for s in steps]
+    params = dict(model.named_parameters())
+    embeddings = ("wte.weight", "wpe.weight")
+    decay = [p for n, p in params.items() if p.dim() >= 2 and n not in embeddings]
+    no_decay = [p for n, p in params.items() if not (p.dim() >= 2 and n not in embeddings)]
+    adam = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=LR, betas=BETAS, eps=EPS)
+    worst_loss = worst_norm = 0.0
+    model.train()
+    for step in range(STEPS):
+        t = torch.from_numpy(np.load(os.path.join(dump, "batch.%d.tokens.npy" % step))).long()
+        y = torch.from_numpy(np.load(os.path.join(dump, "batch.%d.labels.npy" % step))).long()
+        adam.zero_grad()
+        loss, _ = model(t, y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)
+        for group in adam.param_groups:
+            group["lr"] = schedule(step)
+        adam.step()
+        worst_loss = max(worst_loss, abs(g_loss[step] - loss.item()) / abs(loss.item()))
+        worst_norm = max(worst_norm, abs(g_norm[step] - norm.item()) / abs(norm.item()))
+    report(len(steps) == STEPS and worst_loss < 1e-4,
+           "%d AdamW steps: losses agree with PyTorch's, worst relative error %.1e"
+           % (STEPS, worst_loss))
+    report(worst_norm < 1e-4, "gradient norms agree, worst relative error %.1e" % worst_norm)
+    worst = 0.0
+    for n, p in params.items():
+        final = np.load(os.path.join(dump, "final.%s.npy" % n)).astype(np.float64)
+        ref = p.detach().double().numpy()
+        worst = max(worst, np.linalg.norm(final - ref) / np.linalg.norm(ref))
+    report(worst < 1e-4, "final parameters agree, worst relative error %.1e" % worst)
+    print("onnx training: %d passed, %d failed" % (4 - failures, failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "export":
+        sys.exit(export(sys.argv[2]))
+    sys.exit(check(sys.argv[2], sys.argv[3]))
