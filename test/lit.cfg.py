@@ -45,6 +45,7 @@ tools = [
     "gptc-onnx-test",
     "gptc-run",
     "gptc-runtime",
+    "gptc-capi-example",
     ToolSubst("gptc-device-info", unresolved="ignore"),
     ToolSubst("gptc-fuzz-description", unresolved="ignore"),
     ToolSubst("gptc-fuzz-mesh", unresolved="ignore"),

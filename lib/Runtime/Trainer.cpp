@@ -369,6 +369,49 @@ bool Trainer::setInitialValues(std::map<std::string, std::string> values,
   return true;
 }
 
+bool Trainer::trainSteps(const Dataset &data, int64_t count,
+                         std::ostream &log, std::string &error) {
+  if (count < 1) {
+    error = "the step count must be at least 1, got " + std::to_string(count);
+    return false;
+  }
+  if (step >= options.steps) {
+    error = "training has reached the schedule's last step (" +
+            std::to_string(options.steps) + ")";
+    return false;
+  }
+  int64_t saved = options.stopAfter;
+  options.stopAfter = std::min(options.steps, step + count);
+  bool ok = train(data, log, error);
+  options.stopAfter = saved;
+  return ok;
+}
+
+bool Trainer::writeParameter(const std::string &name, const Tensor &whole,
+                             std::string &error) {
+  auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) {
+    error = "no parameter is named '" + name + "'";
+    return false;
+  }
+  size_t i = static_cast<size_t>(it - names.begin());
+  if (whole.dtype != params[i].dtype || whole.shape != layouts[i].shape) {
+    error = "the value for parameter '" + name +
+            "' has another dtype or shape than the parameter";
+    return false;
+  }
+  if (!syncState(error))
+    return false;
+  if (layouts[i].isSplit()) {
+    params[i] = sliceBlock(whole, layouts[i], grid, rank());
+  } else {
+    std::memcpy(params[i].raw(), whole.raw(),
+                static_cast<size_t>(whole.byteSize()));
+  }
+  keepStateResident();
+  return true;
+}
+
 void Trainer::initializeScalars() {
   for (ScalarState &s : scalars) {
     double x = s.init.kind() == program::ParamInit::CONSTANT ? s.init.value()

@@ -127,6 +127,23 @@ public:
   /// Mean loss of @forward over the fixed validation batches.
   bool evaluate(const Dataset &data, double &loss, std::string &error);
 
+  /// Trains up to `count` more steps (not past `options.steps`, the
+  /// schedule's length): the C API's step-by-step training.
+  bool trainSteps(const Dataset &data, int64_t count, std::ostream &log,
+                  std::string &error);
+  /// The loss of the last step trained.
+  double getLastLoss() const { return lastLoss; }
+  /// The parameters' names and whole shapes, in the program's order.
+  const std::vector<std::string> &parameterNames() const { return names; }
+  const std::vector<int64_t> &parameterShape(size_t i) const {
+    return layouts[i].shape;
+  }
+  /// Replaces the parameter `name` by `whole` (the whole tensor, of its
+  /// dtype and shape); this rank keeps its block. The optimizer state is
+  /// kept.
+  bool writeParameter(const std::string &name, const Tensor &whole,
+                      std::string &error);
+
   int64_t getStep() const { return step; }
   /// Parameters of the whole model (not of this rank's blocks).
   int64_t numParameters() const;

@@ -1,0 +1,109 @@
+/*===- gptc-c/Trainer.h - C API for training with gptc -----------*- C -*-===*\
+|*                                                                            *|
+|* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception                    *|
+|*                                                                            *|
+|*===----------------------------------------------------------------------===*|
+|*                                                                            *|
+|* gptc as a library, in the style of MLIR's C API: opaque handles passed by  *|
+|* value, functions named gptc<Type><Verb>, errors returned as messages the   *|
+|* caller frees. A trainer is a model compiled for one process on the CPU     *|
+|* (the same pipeline and runtime as `gptc train`), its parameters and its    *|
+|* optimizer state. Python reaches it through ctypes (gptc/__init__.py).      *|
+|*                                                                            *|
+|* Not thread-safe: one thread uses a trainer at a time.                      *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef GPTC_C_TRAINER_H
+#define GPTC_C_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPTC_CAPI_EXPORTED __attribute__((visibility("default")))
+
+/// A compiled model with its parameters and optimizer state.
+typedef struct GptcTrainer {
+  void *ptr;
+} GptcTrainer;
+
+/// Whether `trainer` is the null handle (a failed gptcTrainerCreate).
+static inline bool gptcTrainerIsNull(GptcTrainer trainer) {
+  return !trainer.ptr;
+}
+
+/// Compiles the training step of the model at `modelPath`, a description
+/// (`.pbtxt`, gptc's GPT or `onnx_model:`) or an ONNX model (`.onnx`), for
+/// one process on the CPU, and initializes it as `gptc train` does: the
+/// description's seeded initialization, or the ONNX initializers. `steps`
+/// > 0 replaces `training.steps` (the learning-rate schedule's length).
+/// On failure returns the null handle and, when `error` is not NULL, sets
+/// `*error` to the diagnostics (free it with gptcFreeString).
+GPTC_CAPI_EXPORTED GptcTrainer gptcTrainerCreate(const char *modelPath,
+                                                 int64_t steps, char **error);
+
+/// Releases the trainer (null handles are ignored).
+GPTC_CAPI_EXPORTED void gptcTrainerDestroy(GptcTrainer trainer);
+
+/// The optimizer steps taken (0 after creation), and the schedule's length.
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetStep(GptcTrainer trainer);
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetNumSteps(GptcTrainer trainer);
+/// One step's batch: sequences x tokens.
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetBatchSize(GptcTrainer trainer);
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetSeqLen(GptcTrainer trainer);
+
+/// The parameters: their count (tensors), each one's name, rank and
+/// dimensions (whole tensors, float32), and all their elements.
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetNumTensors(GptcTrainer trainer);
+GPTC_CAPI_EXPORTED const char *gptcTrainerGetTensorName(GptcTrainer trainer,
+                                                        int64_t index);
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetTensorRank(GptcTrainer trainer,
+                                                    int64_t index);
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetTensorDim(GptcTrainer trainer,
+                                                   int64_t index, int64_t dim);
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetNumParameters(GptcTrainer trainer);
+
+/// Copies the parameter `name` (`count` float32 elements, row-major) out
+/// of or into the trainer. Writing keeps the optimizer state.
+GPTC_CAPI_EXPORTED bool gptcTrainerReadParameter(GptcTrainer trainer,
+                                                 const char *name, float *data,
+                                                 int64_t count, char **error);
+GPTC_CAPI_EXPORTED bool gptcTrainerWriteParameter(GptcTrainer trainer,
+                                                  const char *name,
+                                                  const float *data,
+                                                  int64_t count, char **error);
+
+/// Trains up to `steps` more steps (not past the schedule) on `dataPath` (a
+/// text file, or uint16 token ids as nanoGPT's train.bin or llm.c's .bin;
+/// NULL: the GPL-3 text), with the batches `gptc train` draws at those
+/// steps; `*loss` (when not NULL) is the last step's loss.
+GPTC_CAPI_EXPORTED bool gptcTrainerTrain(GptcTrainer trainer,
+                                         const char *dataPath, int64_t steps,
+                                         double *loss, char **error);
+
+/// The mean loss over the validation batches of `dataPath` (its last 10%).
+GPTC_CAPI_EXPORTED bool gptcTrainerEvaluate(GptcTrainer trainer,
+                                            const char *dataPath, double *loss,
+                                            char **error);
+
+/// Writes a checkpoint directory (as `gptc train --checkpoint`), or loads
+/// one (a directory, a step directory in it, or a single-file checkpoint).
+GPTC_CAPI_EXPORTED bool gptcTrainerSaveCheckpoint(GptcTrainer trainer,
+                                                  const char *path,
+                                                  char **error);
+GPTC_CAPI_EXPORTED bool gptcTrainerLoadCheckpoint(GptcTrainer trainer,
+                                                  const char *path,
+                                                  char **error);
+
+/// Frees a message returned through an `error` argument.
+GPTC_CAPI_EXPORTED void gptcFreeString(char *string);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPTC_C_TRAINER_H */

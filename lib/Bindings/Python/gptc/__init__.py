@@ -1,0 +1,187 @@
+"""gptc from Python: a ctypes binding of the C API (include/gptc-c/Trainer.h).
+
+    import gptc
+    t = gptc.Trainer("models/tiny.pbtxt", steps=200)   # or an .onnx model
+    for _ in range(200):
+        loss = t.train(steps=1)                        # one optimizer step
+    t.save("tiny.ckpt")
+    wte = t.read("wte")                                # numpy float32 array
+    t.write("wte", wte * 0.5)
+
+The library is found beside this package in a build tree
+(build/python/gptc -> build/lib/libGptcCAPI.so), or at $GPTC_CAPI_LIBRARY.
+A trainer compiles the model for one process on the CPU, as `gptc train`
+does, and trains it with the batches `gptc train` would draw.
+"""
+import ctypes
+import os
+
+import numpy as np
+
+__all__ = ["Trainer", "GptcError"]
+
+
+class GptcError(RuntimeError):
+    """An error gptc reported (a diagnostic, with its location when it has one)."""
+
+
+def _library_path():
+    path = os.environ.get("GPTC_CAPI_LIBRARY")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "..", "lib", "libGptcCAPI.so")
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p)]
+
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL(_library_path())
+    err = ctypes.POINTER(ctypes.c_void_p)
+    i64, f32p = ctypes.c_int64, ctypes.POINTER(ctypes.c_float)
+    signatures = {
+        "gptcTrainerCreate": (_Handle, [ctypes.c_char_p, i64, err]),
+        "gptcTrainerDestroy": (None, [_Handle]),
+        "gptcTrainerGetStep": (i64, [_Handle]),
+        "gptcTrainerGetNumSteps": (i64, [_Handle]),
+        "gptcTrainerGetBatchSize": (i64, [_Handle]),
+        "gptcTrainerGetSeqLen": (i64, [_Handle]),
+        "gptcTrainerGetNumTensors": (i64, [_Handle]),
+        "gptcTrainerGetTensorName": (ctypes.c_char_p, [_Handle, i64]),
+        "gptcTrainerGetTensorRank": (i64, [_Handle, i64]),
+        "gptcTrainerGetTensorDim": (i64, [_Handle, i64, i64]),
+        "gptcTrainerGetNumParameters": (i64, [_Handle]),
+        "gptcTrainerReadParameter": (ctypes.c_bool, [_Handle, ctypes.c_char_p, f32p, i64, err]),
+        "gptcTrainerWriteParameter": (ctypes.c_bool, [_Handle, ctypes.c_char_p, f32p, i64, err]),
+        "gptcTrainerTrain": (ctypes.c_bool, [_Handle, ctypes.c_char_p, i64, ctypes.POINTER(ctypes.c_double), err]),
+        "gptcTrainerEvaluate": (ctypes.c_bool, [_Handle, ctypes.c_char_p, ctypes.POINTER(ctypes.c_double), err]),
+        "gptcTrainerSaveCheckpoint": (ctypes.c_bool, [_Handle, ctypes.c_char_p, err]),
+        "gptcTrainerLoadCheckpoint": (ctypes.c_bool, [_Handle, ctypes.c_char_p, err]),
+        "gptcFreeString": (None, [ctypes.c_void_p]),
+    }
+    for name, (res, args) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    _lib = lib
+    return lib
+
+
+def _call(fn, *args):
+    """Calls a C API function whose last argument is `char **error`."""
+    message = ctypes.c_void_p()
+    result = fn(*args, ctypes.byref(message))
+    if message.value:
+        text = ctypes.string_at(message.value).decode("utf-8", "replace")
+        _load().gptcFreeString(message)
+        raise GptcError(text.rstrip())
+    return result
+
+
+def _bytes(s):
+    return None if s is None else os.fsencode(s)
+
+
+class Trainer:
+    """A model compiled for training on one CPU process, with its state."""
+
+    def __init__(self, model, steps=0):
+        lib = _load()
+        self._lib = lib
+        self._h = _call(lib.gptcTrainerCreate, _bytes(model), int(steps))
+        if not self._h.ptr:
+            raise GptcError("gptcTrainerCreate failed")
+
+    def close(self):
+        if getattr(self, "_h", None) is not None and self._h.ptr:
+            self._lib.gptcTrainerDestroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def step(self):
+        """Optimizer steps taken."""
+        return self._lib.gptcTrainerGetStep(self._h)
+
+    @property
+    def num_steps(self):
+        """The learning-rate schedule's length (training.steps)."""
+        return self._lib.gptcTrainerGetNumSteps(self._h)
+
+    @property
+    def batch_shape(self):
+        """One step's batch: (sequences, tokens)."""
+        return (self._lib.gptcTrainerGetBatchSize(self._h),
+                self._lib.gptcTrainerGetSeqLen(self._h))
+
+    @property
+    def num_parameters(self):
+        return self._lib.gptcTrainerGetNumParameters(self._h)
+
+    def parameter_shapes(self):
+        """{name: shape} of every parameter, in the program's order."""
+        out = {}
+        for i in range(self._lib.gptcTrainerGetNumTensors(self._h)):
+            name = self._lib.gptcTrainerGetTensorName(self._h, i).decode()
+            rank = self._lib.gptcTrainerGetTensorRank(self._h, i)
+            out[name] = tuple(self._lib.gptcTrainerGetTensorDim(self._h, i, d)
+                              for d in range(rank))
+        return out
+
+    def read(self, name):
+        """The parameter `name` as a float32 array (a copy)."""
+        shape = self.parameter_shapes().get(name)
+        if shape is None:
+            raise GptcError("no parameter is named '%s'" % name)
+        out = np.empty(shape, dtype=np.float32)
+        _call(self._lib.gptcTrainerReadParameter, self._h, name.encode(),
+              out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.size)
+        return out
+
+    def write(self, name, value):
+        """Replaces the parameter `name` (the optimizer state is kept)."""
+        value = np.ascontiguousarray(value, dtype=np.float32)
+        _call(self._lib.gptcTrainerWriteParameter, self._h, name.encode(),
+              value.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), value.size)
+
+    def parameters(self):
+        """{name: float32 array} of every parameter."""
+        return {n: self.read(n) for n in self.parameter_shapes()}
+
+    def train(self, steps=1, data=None):
+        """Trains `steps` more steps on `data` (a text or token file; None:
+        the GPL-3 text) and returns the last step's loss."""
+        loss = ctypes.c_double()
+        _call(self._lib.gptcTrainerTrain, self._h, _bytes(data), int(steps),
+              ctypes.byref(loss))
+        return loss.value
+
+    def evaluate(self, data=None):
+        """The validation loss (the last 10% of `data`)."""
+        loss = ctypes.c_double()
+        _call(self._lib.gptcTrainerEvaluate, self._h, _bytes(data),
+              ctypes.byref(loss))
+        return loss.value
+
+    def save(self, path):
+        """Writes a checkpoint directory (gptc train's format)."""
+        _call(self._lib.gptcTrainerSaveCheckpoint, self._h, _bytes(path))
+
+    def load(self, path):
+        """Loads a checkpoint (parameters, optimizer state, step)."""
+        _call(self._lib.gptcTrainerLoadCheckpoint, self._h, _bytes(path))

@@ -1,0 +1,344 @@
+//===- Trainer.cpp - C API for training with gptc -----------------------===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// gptc-c/Trainer.h over the compiler and the runtime: the description (or
+// ONNX model) is compiled with gptc-train-pipeline into the runtime's
+// program, as `gptc train` compiles it on one process, and trained by the
+// runtime's Trainer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc-c/Trainer.h"
+
+#include "gptc/Frontend/Importer.h"
+#include "gptc/Frontend/ModelSpec.h"
+#include "gptc/Frontend/OnnxImporter.h"
+#include "gptc/InitAll.h"
+#include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/Dataset.h"
+#include "gptc/Runtime/Trainer.h"
+#include "gptc/Target/CPU/CompileProgram.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+using namespace mlir;
+using namespace mlir::gptc;
+namespace rt = ::gptc::runtime;
+
+namespace {
+/// What a GptcTrainer points to. The program outlives the trainer that
+/// runs it.
+struct TrainerImpl {
+  ::gptc::program::Program program;
+  rt::TrainOptions options;
+  std::unique_ptr<rt::Trainer> trainer;
+  int64_t batchSize = 0;
+};
+} // namespace
+
+static TrainerImpl *unwrap(GptcTrainer t) {
+  return static_cast<TrainerImpl *>(t.ptr);
+}
+
+/// Hands `message` to the caller through `error` (malloc'ed).
+static bool setError(char **error, const std::string &message) {
+  if (error) {
+    *error = static_cast<char *>(std::malloc(message.size() + 1));
+    if (*error)
+      std::memcpy(*error, message.c_str(), message.size() + 1);
+  }
+  return false;
+}
+
+static const char *kDefaultData = "/usr/share/common-licenses/GPL-3";
+
+/// Compiles `modelPath` into `impl`; diagnostics go to `diagnostics`.
+static bool compile(const std::string &modelPath, int64_t steps,
+                    TrainerImpl &impl, std::string &diagnostics) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::raw_string_ostream os(diagnostics);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+
+  std::optional<OnnxImport> onnx;
+  OnnxTrainingShape shape;
+  std::string description, error;
+  if (llvm::StringRef(modelPath).ends_with(".onnx")) {
+    FailureOr<OnnxImport> imported =
+        importOnnxFileForTraining(modelPath, &context, {}, shape);
+    if (failed(imported))
+      return false;
+    onnx = std::move(*imported);
+    FailureOr<std::string> text =
+        onnxTrainingDescription(modelPath, shape, 1, 1, error);
+    if (failed(text))
+      return os << error, false;
+    description = *text;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(
+            description, modelPath + " (training settings)"),
+        llvm::SMLoc());
+  } else {
+    std::unique_ptr<llvm::MemoryBuffer> buffer =
+        openInputFile(modelPath, &error);
+    if (!buffer)
+      return os << error, false;
+    description = buffer->getBuffer().str();
+    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  }
+  FailureOr<ModelDescription> desc =
+      ModelDescription::parse(sourceMgr, &context);
+  if (failed(desc))
+    return false;
+  if (steps > 0)
+    desc->setSteps(steps);
+  const ModelConfig &m = desc->getConfig();
+  int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
+  if (devices != 1)
+    return os << "the C API trains on one process; the mesh has " << devices
+              << " devices (use gptc train under mpirun)",
+           false;
+  std::string onnxPath = desc->getOnnxModelPath();
+  if (!onnxPath.empty()) {
+    if (!onnx) {
+      FailureOr<OnnxImport> imported =
+          importOnnxFileForTraining(onnxPath, &context, {}, shape);
+      if (failed(imported))
+        return false;
+      onnx = std::move(*imported);
+    }
+    if (failed(checkOnnxTrainingShape(*desc, shape)))
+      return false;
+    desc->setImportedModel(shape.vocab, shape.seqLen);
+  }
+
+  OwningOpRef<ModuleOp> module;
+  std::map<std::string, std::string> initial;
+  if (onnx) {
+    module = std::move(onnx->module);
+    setTrainingAttributes(*module, *desc);
+    for (OnnxTensorData &p : onnx->parameters)
+      initial[p.name] = std::move(p.bytes);
+  } else {
+    module = importModel(*desc, &context);
+    if (!module)
+      return false;
+  }
+  PassManager pm(&context);
+  buildTrainPipeline(pm, TrainPipelineOptions());
+  if (failed(pm.run(*module)) ||
+      failed(compileProgram(*module, {"forward", "train_step"}, impl.program)))
+    return false;
+
+  rt::TrainOptions &opts = impl.options;
+  opts.model = desc->getName().str();
+  opts.description = description;
+  opts.batch = m.microBatchSize;
+  opts.seqLen = m.seqLen;
+  opts.vocab = m.vocabSize;
+  opts.steps = m.steps;
+  opts.initSeed = m.initSeed;
+  opts.dataSeed = m.dataSeed;
+  opts.skipNonFinite = m.skipNonFinite;
+  opts.keepCheckpoints = static_cast<int>(m.keepCheckpoints);
+  opts.logInterval = 0;
+  opts.evalInterval = 0;
+  opts.collectiveTimeout = 0;
+  impl.batchSize = m.batchSize;
+  impl.trainer = rt::Trainer::create(impl.program, opts, error);
+  if (!impl.trainer || !impl.trainer->setInitialValues(std::move(initial), error))
+    return os << error, false;
+  impl.trainer->initialize();
+  return true;
+}
+
+GptcTrainer gptcTrainerCreate(const char *modelPath, int64_t steps,
+                              char **error) {
+  if (!modelPath) {
+    setError(error, "gptcTrainerCreate: no model path");
+    return {nullptr};
+  }
+  auto impl = std::make_unique<TrainerImpl>();
+  std::string diagnostics;
+  if (!compile(modelPath, steps, *impl, diagnostics)) {
+    setError(error, diagnostics.empty() ? "compiling the model failed"
+                                        : diagnostics);
+    return {nullptr};
+  }
+  return {impl.release()};
+}
+
+void gptcTrainerDestroy(GptcTrainer trainer) { delete unwrap(trainer); }
+
+int64_t gptcTrainerGetStep(GptcTrainer t) {
+  return unwrap(t)->trainer->getStep();
+}
+int64_t gptcTrainerGetNumSteps(GptcTrainer t) {
+  return unwrap(t)->options.steps;
+}
+int64_t gptcTrainerGetBatchSize(GptcTrainer t) { return unwrap(t)->batchSize; }
+int64_t gptcTrainerGetSeqLen(GptcTrainer t) {
+  return unwrap(t)->options.seqLen;
+}
+
+int64_t gptcTrainerGetNumTensors(GptcTrainer t) {
+  return static_cast<int64_t>(unwrap(t)->trainer->parameterNames().size());
+}
+
+/// The tensor `index` names, or null when out of range.
+static bool validTensor(GptcTrainer t, int64_t index) {
+  return index >= 0 && index < gptcTrainerGetNumTensors(t);
+}
+
+const char *gptcTrainerGetTensorName(GptcTrainer t, int64_t index) {
+  if (!validTensor(t, index))
+    return nullptr;
+  return unwrap(t)->trainer->parameterNames()[index].c_str();
+}
+int64_t gptcTrainerGetTensorRank(GptcTrainer t, int64_t index) {
+  if (!validTensor(t, index))
+    return -1;
+  return static_cast<int64_t>(unwrap(t)->trainer->parameterShape(index).size());
+}
+int64_t gptcTrainerGetTensorDim(GptcTrainer t, int64_t index, int64_t dim) {
+  if (!validTensor(t, index) || dim < 0 ||
+      dim >= gptcTrainerGetTensorRank(t, index))
+    return -1;
+  return unwrap(t)->trainer->parameterShape(index)[dim];
+}
+int64_t gptcTrainerGetNumParameters(GptcTrainer t) {
+  return unwrap(t)->trainer->numParameters();
+}
+
+/// The index of the parameter `name` holding `count` float32 elements.
+static std::optional<size_t> parameterIndex(GptcTrainer t, const char *name,
+                                            int64_t count, char **error) {
+  const auto &names = unwrap(t)->trainer->parameterNames();
+  for (size_t i = 0; name && i < names.size(); ++i) {
+    if (names[i] != name)
+      continue;
+    int64_t n = 1;
+    for (int64_t d : unwrap(t)->trainer->parameterShape(i))
+      n *= d;
+    if (n != count) {
+      setError(error, "parameter '" + names[i] + "' has " + std::to_string(n) +
+                          " elements, not " + std::to_string(count));
+      return std::nullopt;
+    }
+    return i;
+  }
+  setError(error, std::string("no parameter is named '") +
+                      (name ? name : "(null)") + "'");
+  return std::nullopt;
+}
+
+bool gptcTrainerReadParameter(GptcTrainer t, const char *name, float *data,
+                              int64_t count, char **error) {
+  std::optional<size_t> i = parameterIndex(t, name, count, error);
+  if (!i)
+    return false;
+  std::vector<rt::Tensor> whole;
+  std::string message;
+  if (!unwrap(t)->trainer->wholeParameters(whole, message))
+    return setError(error, message);
+  const rt::Tensor &p = whole[*i];
+  if (p.dtype != ::gptc::program::F32)
+    return setError(error, "parameter '" + std::string(name) +
+                               "' is not float32");
+  std::memcpy(data, p.raw(), static_cast<size_t>(p.byteSize()));
+  return true;
+}
+
+bool gptcTrainerWriteParameter(GptcTrainer t, const char *name,
+                               const float *data, int64_t count, char **error) {
+  std::optional<size_t> i = parameterIndex(t, name, count, error);
+  if (!i)
+    return false;
+  rt::Tensor whole(::gptc::program::F32,
+                   unwrap(t)->trainer->parameterShape(*i));
+  std::memcpy(whole.raw(), data, static_cast<size_t>(whole.byteSize()));
+  std::string message;
+  if (!unwrap(t)->trainer->writeParameter(name, whole, message))
+    return setError(error, message);
+  return true;
+}
+
+/// The data set at `path` (NULL: the GPL-3 text) for `impl`'s model.
+static bool openData(const TrainerImpl &impl, const char *path,
+                     rt::Dataset &data, char **error) {
+  std::string message;
+  if (!rt::Dataset::open(path ? path : kDefaultData, "", impl.options.seqLen,
+                         impl.options.vocab, data, message))
+    return setError(error, message);
+  return true;
+}
+
+bool gptcTrainerTrain(GptcTrainer t, const char *dataPath, int64_t steps,
+                      double *loss, char **error) {
+  TrainerImpl &impl = *unwrap(t);
+  rt::Dataset data;
+  if (!openData(impl, dataPath, data, error))
+    return false;
+  std::ostringstream log; // progress lines are the caller's to print
+  std::string message;
+  if (!impl.trainer->trainSteps(data, steps, log, message))
+    return setError(error, message);
+  if (loss)
+    *loss = impl.trainer->getLastLoss();
+  return true;
+}
+
+bool gptcTrainerEvaluate(GptcTrainer t, const char *dataPath, double *loss,
+                         char **error) {
+  TrainerImpl &impl = *unwrap(t);
+  rt::Dataset data;
+  if (!openData(impl, dataPath, data, error))
+    return false;
+  double value = 0;
+  std::string message;
+  if (!impl.trainer->evaluate(data, value, message))
+    return setError(error, message);
+  if (loss)
+    *loss = value;
+  return true;
+}
+
+bool gptcTrainerSaveCheckpoint(GptcTrainer t, const char *path, char **error) {
+  std::string message;
+  if (!path)
+    return setError(error, "gptcTrainerSaveCheckpoint: no path");
+  if (!unwrap(t)->trainer->saveCheckpoint(path, message))
+    return setError(error, message);
+  return true;
+}
+
+bool gptcTrainerLoadCheckpoint(GptcTrainer t, const char *path, char **error) {
+  std::string message;
+  if (!path)
+    return setError(error, "gptcTrainerLoadCheckpoint: no path");
+  if (!unwrap(t)->trainer->loadCheckpoint(path, message))
+    return setError(error, message);
+  return true;
+}
+
+void gptcFreeString(char *string) { std::free(string); }
