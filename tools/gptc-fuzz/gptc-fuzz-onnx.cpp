@@ -4,8 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// An ONNX model from untrusted bytes: parsed, imported and the result
-// verified; also read as a TensorProto (the test data's .pb files). Errors
+// An ONNX model from untrusted bytes: parsed, imported, the result
+// verified and rewritten as gptc train takes it (prepareOnnxForTraining:
+// the layers raised, the loss found); also read as a TensorProto (the test
+// data's .pb files). Errors
 // are diagnostics; nothing may crash, overflow, read out of bounds or
 // allocate what a malformed shape asks for.
 //
@@ -36,7 +38,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   OnnxImportOptions options;
   options.dims["batch"] = 2;
   // The importer verifies what it builds.
-  (void)importOnnxModel(bytes, "fuzz.onnx", context, options);
+  // Imported, then as gptc train takes it (the layers raised, tokens,
+  // labels and the loss found).
+  FailureOr<OnnxImport> imported =
+      importOnnxModel(bytes, "fuzz.onnx", context, options);
+  if (succeeded(imported))
+    (void)prepareOnnxForTraining(*imported);
   OnnxTensorData tensor;
   std::string error;
   (void)parseOnnxTensor(bytes, tensor, error);

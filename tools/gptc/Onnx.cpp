@@ -27,6 +27,12 @@ using namespace mlir::gptc;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory onnxCategory("gptc ONNX options");
+static cl::opt<bool> onnxTraining(
+    "onnx-training",
+    cl::desc("With --emit=mlir: the graph as gptc train compiles it (the "
+             "exported layers raised to gptc's ops, tokens, labels, the "
+             "loss as the result)"),
+    cl::init(false), cl::cat(onnxCategory));
 static cl::list<std::string>
     onnxDims("onnx-dim",
              cl::desc("NAME=N: the size of an ONNX model's symbolic dimension "
@@ -80,6 +86,8 @@ int mlir::gptc::runOnnx(llvm::StringRef inputFilename, bool emitMlir,
   FailureOr<OnnxImport> imported =
       importOnnxModel(input->getBuffer(), inputFilename, &context, options);
   if (failed(imported))
+    return 1;
+  if (onnxTraining && failed(prepareOnnxForTraining(*imported)))
     return 1;
   auto output = openOutputFile(outputFilename, &error);
   if (!output) {

@@ -13,6 +13,7 @@
 #ifndef GPTC_FRONTEND_ONNXIMPORTER_H
 #define GPTC_FRONTEND_ONNXIMPORTER_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -92,6 +93,18 @@ struct OnnxTrainingShape {
 /// the tables gptc.embedding reads are marked as embedding tables. Errors
 /// say why a graph is not a language model gptc can train.
 FailureOr<OnnxTrainingShape> prepareOnnxForTraining(OnnxImport &imported);
+
+/// What raiseGptPatterns rewrote.
+struct OnnxRaiseCounts {
+  int64_t linear = 0, gelu = 0, attention = 0;
+};
+
+/// Raises an exported transformer's primitives to gptc's ops (docs/Onnx.md,
+/// "What training raises"): matmul with a transposed weight and a broadcast
+/// bias to gptc.linear, the tanh GELU's elementwise ops to gptc.gelu, and
+/// masked scaled attention over heads to gptc.causal_attention. A pattern
+/// that does not match exactly (constants, shapes, the causal mask) is left.
+OnnxRaiseCounts raiseGptPatterns(func::FuncOp func);
 
 /// Reads the ONNX model at `path`, imports it and prepares it for training;
 /// errors are emitted through `context`.

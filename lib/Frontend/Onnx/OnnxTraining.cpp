@@ -71,6 +71,71 @@ static void eraseDeadOps(Block &body) {
   }
 }
 
+/// A linear whose result is only split along its last dimension (GPT-2's
+/// fused c_attn: query, key and value) becomes one linear per piece, with
+/// the weight's rows and the bias's entries of that piece as parameters of
+/// their own (`<name>.part<i>`): tensor parallelism then splits each by
+/// heads. Float32 parameters only.
+static void splitFusedProjections(func::FuncOp func, OnnxImport &imported) {
+  Block &body = func.getBody().front();
+  unsigned numParams = imported.parameters.size();
+  auto paramIndex = [&](Value v) -> int {
+    auto arg = dyn_cast_or_null<BlockArgument>(v);
+    if (!arg || arg.getArgNumber() >= numParams || !arg.hasOneUse() ||
+        imported.parameters[arg.getArgNumber()].onnxType != 1)
+      return -1;
+    return static_cast<int>(arg.getArgNumber());
+  };
+  SmallVector<LinearOp> linears;
+  func.walk([&](LinearOp op) { linears.push_back(op); });
+  OpBuilder b(func.getContext());
+  for (LinearOp lin : linears) {
+    auto type = cast<RankedTensorType>(lin.getResult().getType());
+    if (!lin.getResult().hasOneUse())
+      continue;
+    auto split = dyn_cast<SplitOp>(*lin.getResult().getUsers().begin());
+    int w = paramIndex(lin.getWeight());
+    int bias = lin.getBias() ? paramIndex(lin.getBias()) : -2;
+    if (!split || split.getAxis() != uint64_t(type.getRank() - 1) || w < 0 ||
+        bias == -1)
+      continue;
+    const OnnxTensorData weight = imported.parameters[w];
+    std::optional<OnnxTensorData> biasData;
+    if (bias >= 0)
+      biasData = imported.parameters[bias];
+    int64_t k = weight.shape[1], row = 0;
+    b.setInsertionPoint(split);
+    for (auto [i, piece] : llvm::enumerate(split.getResults())) {
+      int64_t rows =
+          cast<RankedTensorType>(piece.getType()).getShape().back();
+      auto addParam = [&](const OnnxTensorData &whole, int64_t width,
+                          ArrayRef<int64_t> shape) -> Value {
+        OnnxTensorData part;
+        part.name = whole.name + ".part" + std::to_string(i);
+        part.onnxType = 1;
+        part.shape.assign(shape.begin(), shape.end());
+        part.bytes = whole.bytes.substr(row * width * 4, rows * width * 4);
+        unsigned at = imported.parameters.size();
+        auto argType = RankedTensorType::get(shape, b.getF32Type());
+        (void)func.insertArgument(
+            at, argType,
+            b.getDictionaryAttr(b.getNamedAttr(
+                kParamAttrName, b.getStringAttr(part.name))),
+            func.getArgument(w).getLoc());
+        imported.parameters.push_back(std::move(part));
+        return body.getArgument(at);
+      };
+      Value pw = addParam(weight, k, {rows, k});
+      Value pb = biasData ? addParam(*biasData, 1, {rows}) : Value();
+      auto part = LinearOp::create(b, lin.getLoc(), lin.getInput(), pw, pb);
+      piece.replaceAllUsesWith(part.getResult());
+      row += rows;
+    }
+    split.erase();
+    lin.erase();
+  }
+}
+
 FailureOr<OnnxTrainingShape>
 mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   ModuleOp module = *imported.module;
@@ -85,6 +150,11 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
                                                   kInputAttrName);
     return name ? name.getValue().str() : std::string("?");
   };
+
+  // 0. The exported layers as gptc's ops (OnnxRaise.cpp), and fused
+  //    projections split into one per piece (each piece a parameter).
+  raiseGptPatterns(func);
+  splitFusedProjections(func, imported);
 
   // 1. The data inputs: integer tensors; a float input has no place in a
   //    language model's step.
@@ -191,10 +261,12 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
     b.setInsertionPoint(ce);
     SmallVector<int64_t> shape(tokType.getShape());
     shape.push_back(logitsType.getShape().back());
-    Value logits = ReshapeOp::create(
-        b, ce.getLoc(),
-        RankedTensorType::get(shape, logitsType.getElementType()),
-        ce.getLogits());
+    auto type = RankedTensorType::get(shape, logitsType.getElementType());
+    Value logits = ce.getLogits();
+    while (auto r = logits.getDefiningOp<ReshapeOp>())
+      logits = r.getInput();
+    if (logits.getType() != type)
+      logits = ReshapeOp::create(b, ce.getLoc(), type, ce.getLogits());
     auto flat = CrossEntropyOp::create(b, ce.getLoc(), logits, labels,
                                        Value(), ce.getIgnoreIndexAttr());
     ce.getLoss().replaceAllUsesWith(flat.getLoss());
@@ -338,11 +410,5 @@ mlir::gptc::checkOnnxTrainingShape(const ModelDescription &desc,
            << shape.batch << " x " << m.dataParallel << " (data parallel) x "
            << m.gradAccumSteps << " (accumulation) = " << shape.batch * slots
            << ", not " << m.batchSize;
-  if (m.tensorParallel > 1)
-    return emitError(desc.locate({{"mesh"}}))
-           << "an ONNX graph trains data parallel (with ZeRO) for now: "
-              "tensor parallelism needs its attention, GELU and linear "
-              "layers recognized as gptc's ops, which the importer does not "
-              "do yet (docs/Limitations.md)";
   return success();
 }

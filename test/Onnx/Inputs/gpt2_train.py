@@ -48,6 +48,19 @@ def schedule(step):
     return LR * MIN_RATIO + 0.5 * (1 + math.cos(math.pi * p)) * (LR - LR * MIN_RATIO)
 
 
+def load(dump, prefix, name):
+    """A parameter as gptc dumped it: whole, or (a fused projection gptc
+    split into one parameter per piece, `<name>.part<i>`) its pieces joined."""
+    path = os.path.join(dump, "%s.%s.npy" % (prefix, name))
+    if os.path.exists(path):
+        return np.load(path)
+    parts, i = [], 0
+    while os.path.exists(os.path.join(dump, "%s.%s.part%d.npy" % (prefix, name, i))):
+        parts.append(np.load(os.path.join(dump, "%s.%s.part%d.npy" % (prefix, name, i))))
+        i += 1
+    return np.concatenate(parts, axis=0)
+
+
 def check(out, dump):
     import torch
     torch.set_num_threads(1)
@@ -61,8 +74,7 @@ def check(out, dump):
     init = dict(np.load(os.path.join(out, "init.npz")))
     model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
     # 1. gptc starts from the ONNX initializers (the tied head is wte).
-    same = all(np.array_equal(np.load(os.path.join(dump, "param.%s.npy" % n)), v)
-               for n, v in init.items())
+    same = all(np.array_equal(load(dump, "param", n), v) for n, v in init.items())
     report(same, "%d initial parameters are the ONNX initializers" % len(init))
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -98,7 +110,7 @@ def check(out, dump):
     report(worst_norm < 1e-4, "gradient norms agree, worst relative error %.1e" % worst_norm)
     worst = 0.0
     for n, p in params.items():
-        final = np.load(os.path.join(dump, "final.%s.npy" % n)).astype(np.float64)
+        final = load(dump, "final", n).astype(np.float64)
         ref = p.detach().double().numpy()
         worst = max(worst, np.linalg.norm(final - ref) / np.linalg.norm(ref))
     report(worst < 1e-4, "final parameters agree, worst relative error %.1e" % worst)
