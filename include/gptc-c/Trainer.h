@@ -6,9 +6,9 @@
 |*                                                                            *|
 |* gptc as a library, in the style of MLIR's C API: opaque handles passed by  *|
 |* value, functions named gptc<Type><Verb>, errors returned as messages the   *|
-|* caller frees. A trainer is a model compiled for one process on the CPU     *|
-|* (the same pipeline and runtime as `gptc train`), its parameters and its    *|
-|* optimizer state. Python reaches it through ctypes (gptc/__init__.py).      *|
+|* caller frees. A trainer is a model compiled for the CPU (the same pipeline *|
+|* and runtime as `gptc train`, one process per device of its mesh), its      *|
+|* parameters and optimizer state. Python reaches it through ctypes.          *|
 |*                                                                            *|
 |* Not thread-safe: one thread uses a trainer at a time.                      *|
 |*                                                                            *|
@@ -36,15 +36,48 @@ static inline bool gptcTrainerIsNull(GptcTrainer trainer) {
   return !trainer.ptr;
 }
 
+/// How a trainer is compiled; zero-initialized fields keep the
+/// description's settings (gptcTrainerOptionsGetDefault).
+typedef struct GptcTrainerOptions {
+  /// > 0: replaces `training.steps` (the learning-rate schedule's length).
+  int64_t steps;
+  /// NULL or "": the description's mesh; "dp=2,tp=2" (as gptc's --mesh);
+  /// or "auto": the first plan of gptc plan for `devices` devices of
+  /// `hardware`. A mesh of several devices trains one process per device:
+  /// every process of `mpirun -np N` creates the trainer and makes the
+  /// same calls (MPI is initialized by the first such trainer; one per
+  /// process). Pipeline meshes are not available here (gptc train).
+  const char *mesh;
+  /// With mesh "auto": a preset (a100-80gb-node, h100-node, h200-node) or
+  /// a hardware description file, and the devices to plan for.
+  const char *hardware;
+  int64_t devices;
+  /// >= 0: replaces `parallel.zero_stage`; < 0: the description's.
+  int zeroStage;
+} GptcTrainerOptions;
+
+static inline GptcTrainerOptions gptcTrainerOptionsGetDefault(void) {
+  GptcTrainerOptions o = {0, 0, 0, 0, -1};
+  return o;
+}
+
 /// Compiles the training step of the model at `modelPath`, a description
-/// (`.pbtxt`, gptc's GPT or `onnx_model:`) or an ONNX model (`.onnx`), for
-/// one process on the CPU, and initializes it as `gptc train` does: the
-/// description's seeded initialization, or the ONNX initializers. `steps`
-/// > 0 replaces `training.steps` (the learning-rate schedule's length).
-/// On failure returns the null handle and, when `error` is not NULL, sets
-/// `*error` to the diagnostics (free it with gptcFreeString).
-GPTC_CAPI_EXPORTED GptcTrainer gptcTrainerCreate(const char *modelPath,
-                                                 int64_t steps, char **error);
+/// (`.pbtxt`, gptc's GPT or `onnx_model:`) or an ONNX model (`.onnx`), on
+/// the CPU, and initializes it as `gptc train` does: the description's
+/// seeded initialization, or the ONNX initializers. `options` may be NULL
+/// (the defaults). On failure returns the null handle and, when `error` is
+/// not NULL, sets `*error` to the diagnostics (free it with
+/// gptcFreeString).
+GPTC_CAPI_EXPORTED GptcTrainer
+gptcTrainerCreate(const char *modelPath, const GptcTrainerOptions *options,
+                  char **error);
+
+/// This process's rank and the number of processes (0 and 1 for one
+/// device).
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetRank(GptcTrainer trainer);
+GPTC_CAPI_EXPORTED int64_t gptcTrainerGetNumProcesses(GptcTrainer trainer);
+/// The mesh the trainer runs ("dp=2,tp=2"; "" for one device).
+GPTC_CAPI_EXPORTED const char *gptcTrainerGetMesh(GptcTrainer trainer);
 
 /// Releases the trainer (null handles are ignored).
 GPTC_CAPI_EXPORTED void gptcTrainerDestroy(GptcTrainer trainer);

@@ -13,11 +13,14 @@
 
 #include "gptc-c/Trainer.h"
 
+#include "gptc/Analysis/Planner.h"
+#include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Frontend/OnnxImporter.h"
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
+#include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Target/CPU/CompileProgram.h"
@@ -46,10 +49,13 @@ namespace {
 /// What a GptcTrainer points to. The program outlives the trainer that
 /// runs it.
 struct TrainerImpl {
+  /// The processes of a mesh (null for one device); destroyed last.
+  std::unique_ptr<rt::Communicator> comm;
   ::gptc::program::Program program;
   rt::TrainOptions options;
   std::unique_ptr<rt::Trainer> trainer;
   int64_t batchSize = 0;
+  std::string mesh;
 };
 } // namespace
 
@@ -69,9 +75,84 @@ static bool setError(char **error, const std::string &message) {
 
 static const char *kDefaultData = "/usr/share/common-licenses/GPL-3";
 
+/// The hardware description `name` names: a preset or a file.
+static FailureOr<HardwareSpec> loadHardware(const std::string &name,
+                                            MLIRContext &context,
+                                            llvm::raw_ostream &os) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
+  std::string text;
+  for (const auto &[preset, body] : hardwarePresets())
+    if (preset == name)
+      text = body;
+  if (text.empty()) {
+    std::string error;
+    std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(name, &error);
+    if (!file)
+      return os << "hardware '" << name
+                << "' is neither a preset nor a readable file",
+             failure();
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  } else {
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text, "<preset " + name + ">"),
+        llvm::SMLoc());
+  }
+  return parseHardware(sourceMgr, &context);
+}
+
+/// The parallel settings `options` asks for; "auto" plans them for the
+/// description in `sourceMgr`.
+static FailureOr<ParallelOverrides>
+overridesFor(const GptcTrainerOptions &options, llvm::SourceMgr &sourceMgr,
+             MLIRContext &context, llvm::raw_ostream &os) {
+  ParallelOverrides overrides;
+  std::string error;
+  std::string mesh = options.mesh ? options.mesh : "";
+  if (mesh == "auto") {
+    if (!options.hardware || options.devices < 1)
+      return os << "mesh \"auto\" needs a hardware description and "
+                   "devices >= 1",
+             failure();
+    FailureOr<HardwareSpec> hw = loadHardware(options.hardware, context, os);
+    if (failed(hw))
+      return failure();
+    ParallelOverrides unplanned;
+    unplanned.mesh = std::vector<MeshAxis>();
+    unplanned.zeroStage = 0;
+    unplanned.sequenceParallel = false;
+    unplanned.recompute = "none";
+    unplanned.accumulation = 1;
+    unplanned.dropPipelineSettings = true;
+    FailureOr<ModelDescription> desc =
+        ModelDescription::parse(sourceMgr, &context, unplanned);
+    if (failed(desc))
+      return failure();
+    if (!desc->getOnnxModelPath().empty())
+      return os << "mesh \"auto\" plans gptc's own GPTs; an ONNX model "
+                   "takes a mesh",
+             failure();
+    std::optional<PlanSearch> search =
+        searchPlans(desc->getConfig(), *hw, options.devices, error);
+    if (!search || search->plans.empty())
+      return os << "mesh \"auto\": "
+                << (search ? "no plan fits the devices' memory" : error),
+             failure();
+    if (failed(overrides.setFromPlan(search->plans.front().first, error)))
+      return os << error, failure();
+    return overrides;
+  }
+  if (!mesh.empty() && failed(overrides.parseMesh(mesh, error)))
+    return os << error, failure();
+  if (options.zeroStage >= 0)
+    overrides.zeroStage = options.zeroStage;
+  return overrides;
+}
+
 /// Compiles `modelPath` into `impl`; diagnostics go to `diagnostics`.
-static bool compile(const std::string &modelPath, int64_t steps,
-                    TrainerImpl &impl, std::string &diagnostics) {
+static bool compile(const std::string &modelPath,
+                    const GptcTrainerOptions &options, TrainerImpl &impl,
+                    std::string &diagnostics) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext context(registry);
@@ -89,8 +170,17 @@ static bool compile(const std::string &modelPath, int64_t steps,
     if (failed(imported))
       return false;
     onnx = std::move(*imported);
+    int64_t dp = 1;
+    ParallelOverrides flags;
+    if (options.mesh && *options.mesh && std::string(options.mesh) != "auto") {
+      if (failed(flags.parseMesh(options.mesh, error)))
+        return os << error, false;
+      for (const MeshAxis &axis : *flags.mesh)
+        if (axis.kind == MeshAxis::Kind::Data)
+          dp = axis.size;
+    }
     FailureOr<std::string> text =
-        onnxTrainingDescription(modelPath, shape, 1, 1, error);
+        onnxTrainingDescription(modelPath, shape, dp, 1, error);
     if (failed(text))
       return os << error, false;
     description = *text;
@@ -106,18 +196,25 @@ static bool compile(const std::string &modelPath, int64_t steps,
     description = buffer->getBuffer().str();
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   }
+  FailureOr<ParallelOverrides> overrides =
+      overridesFor(options, sourceMgr, context, os);
+  if (failed(overrides))
+    return false;
   FailureOr<ModelDescription> desc =
-      ModelDescription::parse(sourceMgr, &context);
+      ModelDescription::parse(sourceMgr, &context, *overrides);
   if (failed(desc))
     return false;
-  if (steps > 0)
-    desc->setSteps(steps);
+  if (options.steps > 0)
+    desc->setSteps(options.steps);
   const ModelConfig &m = desc->getConfig();
-  int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
-  if (devices != 1)
-    return os << "the C API trains on one process; the mesh has " << devices
-              << " devices (use gptc train under mpirun)",
+  if (m.pipelineParallel > 1)
+    return os << "the C API trains meshes without a pipeline axis (gptc "
+                 "train runs pipelines)",
            false;
+  int64_t devices = m.dataParallel * m.tensorParallel;
+  for (const MeshAxis &axis : desc->getMeshAxes())
+    impl.mesh += (impl.mesh.empty() ? "" : ",") + axis.name + "=" +
+                 std::to_string(axis.size);
   std::string onnxPath = desc->getOnnxModelPath();
   if (!onnxPath.empty()) {
     if (!onnx) {
@@ -165,22 +262,34 @@ static bool compile(const std::string &modelPath, int64_t steps,
   opts.evalInterval = 0;
   opts.collectiveTimeout = 0;
   impl.batchSize = m.batchSize;
-  impl.trainer = rt::Trainer::create(impl.program, opts, error);
+  if (devices > 1 || rt::launchedByMpi()) {
+    impl.comm = rt::createMpiCommunicator(nullptr, nullptr);
+    if (!impl.comm)
+      return os << "cannot start MPI", false;
+    if (impl.comm->size() != devices)
+      return os << "the mesh has " << devices << " devices but "
+                << impl.comm->size()
+                << " processes run it: use mpirun -np " << devices,
+             false;
+  }
+  impl.trainer = rt::Trainer::create(impl.program, opts, error,
+                                     impl.comm.get());
   if (!impl.trainer || !impl.trainer->setInitialValues(std::move(initial), error))
     return os << error, false;
   impl.trainer->initialize();
   return true;
 }
 
-GptcTrainer gptcTrainerCreate(const char *modelPath, int64_t steps,
-                              char **error) {
+GptcTrainer gptcTrainerCreate(const char *modelPath,
+                              const GptcTrainerOptions *options, char **error) {
   if (!modelPath) {
     setError(error, "gptcTrainerCreate: no model path");
     return {nullptr};
   }
+  GptcTrainerOptions defaults = gptcTrainerOptionsGetDefault();
   auto impl = std::make_unique<TrainerImpl>();
   std::string diagnostics;
-  if (!compile(modelPath, steps, *impl, diagnostics)) {
+  if (!compile(modelPath, options ? *options : defaults, *impl, diagnostics)) {
     setError(error, diagnostics.empty() ? "compiling the model failed"
                                         : diagnostics);
     return {nullptr};
@@ -189,6 +298,16 @@ GptcTrainer gptcTrainerCreate(const char *modelPath, int64_t steps,
 }
 
 void gptcTrainerDestroy(GptcTrainer trainer) { delete unwrap(trainer); }
+
+int64_t gptcTrainerGetRank(GptcTrainer t) {
+  return unwrap(t)->comm ? unwrap(t)->comm->rank() : 0;
+}
+int64_t gptcTrainerGetNumProcesses(GptcTrainer t) {
+  return unwrap(t)->comm ? unwrap(t)->comm->size() : 1;
+}
+const char *gptcTrainerGetMesh(GptcTrainer t) {
+  return unwrap(t)->mesh.c_str();
+}
 
 int64_t gptcTrainerGetStep(GptcTrainer t) {
   return unwrap(t)->trainer->getStep();

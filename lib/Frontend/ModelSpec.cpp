@@ -12,6 +12,9 @@
 
 #include "gptc/Frontend/ModelSpec.h"
 
+#include "gptc/Analysis/PipelineSchedule.h"
+#include "gptc/Analysis/Planner.h"
+
 #include "gptc/Frontend/TextProto.h"
 #include "gptc/Frontend/model_spec.pb.h"
 
@@ -158,6 +161,22 @@ ModelDescription::parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
   }
   return parse(buffer->getBuffer(), buffer->getBufferIdentifier(), context,
                overrides);
+}
+
+LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
+                                             std::string &error) {
+  if (failed(parseMesh(plan.meshString(), error)))
+    return failure();
+  zeroStage = plan.zeroStage;
+  sequenceParallel = plan.sequenceParallel;
+  accumulation = plan.microbatches;
+  if (plan.pp > 1) {
+    pipelineSchedule = pipelineScheduleName(plan.schedule);
+    virtualStages = plan.virtualStages;
+  } else {
+    recompute = recomputeName(plan.recompute);
+  }
+  return success();
 }
 
 LogicalResult ParallelOverrides::parseMesh(StringRef text,

@@ -156,18 +156,9 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
   }
   const auto &[plan, cost] = search->plans.front();
   ParallelOverrides overrides;
-  if (failed(overrides.parseMesh(plan.meshString(), error))) {
+  if (failed(overrides.setFromPlan(plan, error))) {
     llvm::errs() << "gptc: error: " << error << "\n";
     return failure();
-  }
-  overrides.zeroStage = plan.zeroStage;
-  overrides.sequenceParallel = plan.sequenceParallel;
-  overrides.accumulation = plan.microbatches;
-  if (plan.pp > 1) {
-    overrides.pipelineSchedule = pipelineScheduleName(plan.schedule);
-    overrides.virtualStages = plan.virtualStages;
-  } else {
-    overrides.recompute = recomputeName(plan.recompute);
   }
   FailureOr<ModelDescription> desc =
       ModelDescription::parse(sourceMgr, &context, overrides);

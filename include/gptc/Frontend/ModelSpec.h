@@ -37,6 +37,8 @@ class ModelSpec;
 
 namespace mlir::gptc {
 
+struct ParallelPlan;
+
 /// A named axis of the device mesh.
 struct MeshAxis {
   std::string name;
@@ -61,6 +63,11 @@ struct ParallelOverrides {
   std::optional<bool> sequenceParallel;
   /// "none", "selective" or "full".
   std::optional<std::string> recompute;
+
+  /// The parallel settings of a planner's choice (--mesh auto): its mesh,
+  /// ZeRO stage, sequence parallelism, microbatches and pipeline schedule
+  /// or recomputation.
+  LogicalResult setFromPlan(const ParallelPlan &plan, std::string &error);
 
   /// Parses `dp=2,tp=2` (axis kinds dp/data, tp/tensor, pp/pipeline; the
   /// key is the axis name) into `mesh`; an empty string or "1" means one

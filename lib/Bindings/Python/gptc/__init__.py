@@ -10,8 +10,9 @@
 
 The library is found beside this package in a build tree
 (build/python/gptc -> build/lib/libGptcCAPI.so), or at $GPTC_CAPI_LIBRARY.
-A trainer compiles the model for one process on the CPU, as `gptc train`
-does, and trains it with the batches `gptc train` would draw.
+A trainer compiles the model for the CPU as `gptc train` does (on one
+process, or one process per device of a mesh under mpirun) and trains it
+with the batches `gptc train` would draw.
 """
 import ctypes
 import os
@@ -37,6 +38,12 @@ class _Handle(ctypes.Structure):
     _fields_ = [("ptr", ctypes.c_void_p)]
 
 
+class _Options(ctypes.Structure):
+    _fields_ = [("steps", ctypes.c_int64), ("mesh", ctypes.c_char_p),
+                ("hardware", ctypes.c_char_p), ("devices", ctypes.c_int64),
+                ("zeroStage", ctypes.c_int)]
+
+
 _lib = None
 
 
@@ -48,7 +55,10 @@ def _load():
     err = ctypes.POINTER(ctypes.c_void_p)
     i64, f32p = ctypes.c_int64, ctypes.POINTER(ctypes.c_float)
     signatures = {
-        "gptcTrainerCreate": (_Handle, [ctypes.c_char_p, i64, err]),
+        "gptcTrainerCreate": (_Handle, [ctypes.c_char_p, ctypes.POINTER(_Options), err]),
+        "gptcTrainerGetRank": (i64, [_Handle]),
+        "gptcTrainerGetNumProcesses": (i64, [_Handle]),
+        "gptcTrainerGetMesh": (ctypes.c_char_p, [_Handle]),
         "gptcTrainerDestroy": (None, [_Handle]),
         "gptcTrainerGetStep": (i64, [_Handle]),
         "gptcTrainerGetNumSteps": (i64, [_Handle]),
@@ -92,10 +102,18 @@ def _bytes(s):
 class Trainer:
     """A model compiled for training on one CPU process, with its state."""
 
-    def __init__(self, model, steps=0):
+    def __init__(self, model, steps=0, mesh=None, hardware=None, devices=0,
+                 zero_stage=None):
+        """Compiles `model` (a .pbtxt description or an .onnx model).
+        steps > 0 replaces training.steps; mesh ("dp=2,tp=2", or "auto" with
+        hardware and devices) replaces the description's: a mesh of N
+        devices runs under `mpirun -np N`, every rank making the same calls
+        (one such trainer per process); zero_stage replaces the ZeRO stage."""
         lib = _load()
         self._lib = lib
-        self._h = _call(lib.gptcTrainerCreate, _bytes(model), int(steps))
+        options = _Options(int(steps), _bytes(mesh), _bytes(hardware),
+                           int(devices), -1 if zero_stage is None else int(zero_stage))
+        self._h = _call(lib.gptcTrainerCreate, _bytes(model), ctypes.byref(options))
         if not self._h.ptr:
             raise GptcError("gptcTrainerCreate failed")
 
@@ -112,6 +130,20 @@ class Trainer:
 
     def __exit__(self, *exc):
         self.close()
+
+    @property
+    def rank(self):
+        """This process's rank (0 for one device)."""
+        return self._lib.gptcTrainerGetRank(self._h)
+
+    @property
+    def num_processes(self):
+        return self._lib.gptcTrainerGetNumProcesses(self._h)
+
+    @property
+    def mesh(self):
+        """The mesh the trainer runs ("dp=2,tp=2"; "" for one device)."""
+        return self._lib.gptcTrainerGetMesh(self._h).decode()
 
     @property
     def step(self):
