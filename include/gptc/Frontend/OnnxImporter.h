@@ -96,13 +96,14 @@ FailureOr<OnnxTrainingShape> prepareOnnxForTraining(OnnxImport &imported);
 
 /// What raiseGptPatterns rewrote.
 struct OnnxRaiseCounts {
-  int64_t linear = 0, gelu = 0, attention = 0;
+  int64_t linear = 0, gelu = 0, attention = 0, layerNorm = 0;
 };
 
 /// Raises an exported transformer's primitives to gptc's ops (docs/Onnx.md,
 /// "What training raises"): matmul with a transposed weight and a broadcast
 /// bias to gptc.linear, the tanh GELU's elementwise ops to gptc.gelu, and
-/// masked scaled attention over heads to gptc.causal_attention. A pattern
+/// masked scaled attention over heads to gptc.causal_attention, a layer norm
+/// decomposed into reductions (opsets before 17) to gptc.layer_norm. A pattern
 /// that does not match exactly (constants, shapes, the causal mask) is left.
 OnnxRaiseCounts raiseGptPatterns(func::FuncOp func);
 

@@ -15,6 +15,8 @@
 //   matmul(reshape(x), transpose(W)) [+ broadcast(b)]   -> gptc.linear x, W, b
 //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))    -> gptc.gelu x
 //   softmax(mask(Q K^T / sqrt(D))) V over H heads       -> gptc.causal_attention
+//   (x - mean) / sqrt(var + eps) * gamma + beta         -> gptc.layer_norm
+//     (ONNX before opset 17 has no LayerNormalization)
 //
 // Each rewrite checks what it relies on: the constants (to 1e-6), the
 // permutations and shapes, and the mask element by element (every key
@@ -94,7 +96,7 @@ bool isBinary(Value v, BinaryFn fn) {
   return op && op.getFn() == fn;
 }
 
-/// The factors of a product tree of `gptc.binary mul`s (and `pow x, 3`),
+/// The factors of a product tree of `gptc.binary mul`s (and `pow x, 2|3`),
 /// looking through at most `depth` levels.
 void factors(Value v, SmallVectorImpl<Value> &out, int depth = 4) {
   if (auto op = v.getDefiningOp<BinaryOp>(); op && depth > 0) {
@@ -103,11 +105,12 @@ void factors(Value v, SmallVectorImpl<Value> &out, int depth = 4) {
       factors(op.getRhs(), out, depth - 1);
       return;
     }
-    if (op.getFn() == BinaryFn::pow && near(splat(op.getRhs()), 3.0)) {
-      for (int i = 0; i < 3; ++i)
-        out.push_back(op.getLhs());
-      return;
-    }
+    for (int n : {2, 3})
+      if (op.getFn() == BinaryFn::pow && near(splat(op.getRhs()), n)) {
+        for (int i = 0; i < n; ++i)
+          out.push_back(op.getLhs());
+        return;
+      }
   }
   out.push_back(v);
 }
@@ -245,6 +248,109 @@ Value matchGelu(Value v) {
 }
 
 //===----------------------------------------------------------------------===//
+// Layer normalization (ONNX before opset 17: ReduceMean, Sub, Pow, ...)
+//===----------------------------------------------------------------------===//
+
+/// `v` = broadcast(p) over the leading dimensions of a rank-`rank` tensor
+/// with p of shape [c]: p.
+Value vectorOverLast(Value v, int64_t rank, int64_t c) {
+  auto bc = v.getDefiningOp<BroadcastOp>();
+  if (!bc)
+    return {};
+  auto t = typeOf(bc.getInput());
+  SmallVector<int64_t> lead;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    lead.push_back(d);
+  if (!t || t.getRank() != 1 || t.getDimSize(0) != c ||
+      bc.getDimensions() != ArrayRef<int64_t>(lead))
+    return {};
+  return bc.getInput();
+}
+
+/// `v` = mean over the last dimension of `of` (reduce_sum / C), broadcast
+/// back over it: `of`'s statistics source, or null.
+Value meanOverLast(Value v, Value &of) {
+  auto bc = v.getDefiningOp<BroadcastOp>();
+  if (!bc)
+    return {};
+  auto full = typeOf(bc.getResult());
+  int64_t r = full.getRank();
+  if (bc.getDimensions() != ArrayRef<int64_t>{r - 1})
+    return {};
+  Value q = throughReshapes(bc.getInput());
+  auto div = q.getDefiningOp<BinaryOp>();
+  if (!div || div.getFn() != BinaryFn::div ||
+      !near(splat(div.getRhs()), double(full.getShape().back())))
+    return {};
+  auto sum = throughReshapes(div.getLhs()).getDefiningOp<ReduceSumOp>();
+  if (!sum || sum.getDimensions() != ArrayRef<int64_t>{r - 1} ||
+      typeOf(sum.getInput()) != full)
+    return {};
+  of = sum.getInput();
+  return of;
+}
+
+/// ((x - mean) / sqrt(mean((x - mean)^2) + eps)) * gamma + beta at `add`.
+bool raiseLayerNorm(AddOp add, OpBuilder &b) {
+  auto type = typeOf(add.getResult());
+  if (!type || type.getRank() < 1)
+    return false;
+  int64_t r = type.getRank(), c = type.getShape().back();
+  for (auto [scaled, shift] : {std::make_pair(add.getLhs(), add.getRhs()),
+                               std::make_pair(add.getRhs(), add.getLhs())}) {
+    Value beta = vectorOverLast(shift, r, c);
+    auto mul = scaled.getDefiningOp<BinaryOp>();
+    if (!beta || !mul || mul.getFn() != BinaryFn::mul)
+      continue;
+    for (auto [normed, g] : {std::make_pair(mul.getLhs(), mul.getRhs()),
+                             std::make_pair(mul.getRhs(), mul.getLhs())}) {
+      Value gamma = vectorOverLast(g, r, c);
+      auto div = normed.getDefiningOp<BinaryOp>();
+      if (!gamma || !div || div.getFn() != BinaryFn::div)
+        continue;
+      // d = x - mean(x)
+      Value d = div.getLhs();
+      auto sub = d.getDefiningOp<BinaryOp>();
+      Value x;
+      if (!sub || sub.getFn() != BinaryFn::sub ||
+          !meanOverLast(sub.getRhs(), x) || x != sub.getLhs())
+        continue;
+      // sqrt(mean(d^2) + eps), broadcast over the last dimension.
+      auto bc = div.getRhs().getDefiningOp<BroadcastOp>();
+      if (!bc || bc.getDimensions() != ArrayRef<int64_t>{r - 1})
+        continue;
+      auto sqrt = throughReshapes(bc.getInput()).getDefiningOp<UnaryOp>();
+      if (!sqrt || sqrt.getFn() != UnaryFn::sqrt)
+        continue;
+      auto plus = addOperands(sqrt.getInput());
+      if (!plus)
+        continue;
+      for (auto [var, e] : {*plus, std::make_pair(plus->second, plus->first)}) {
+        std::optional<double> eps = splat(e);
+        auto vdiv = throughReshapes(var).getDefiningOp<BinaryOp>();
+        if (!eps || *eps <= 0 || !vdiv || vdiv.getFn() != BinaryFn::div ||
+            !near(splat(vdiv.getRhs()), double(c)))
+          continue;
+        auto vsum = throughReshapes(vdiv.getLhs()).getDefiningOp<ReduceSumOp>();
+        if (!vsum || vsum.getDimensions() != ArrayRef<int64_t>{r - 1})
+          continue;
+        SmallVector<Value> sq;
+        factors(vsum.getInput(), sq, 1);
+        if (constantPart(sq) != 1.0 || sq.size() != 2 || sq[0] != d ||
+            sq[1] != d)
+          continue;
+        b.setInsertionPoint(add);
+        auto ln = LayerNormOp::create(b, add.getLoc(), x, gamma, beta,
+                                      b.getF64FloatAttr(*eps));
+        add.getResult().replaceAllUsesWith(ln.getResult());
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
 // Causal attention
 //===----------------------------------------------------------------------===//
 
@@ -367,7 +473,13 @@ OnnxRaiseCounts mlir::gptc::raiseGptPatterns(func::FuncOp func) {
   OnnxRaiseCounts counts;
   OpBuilder b(func.getContext());
   Block &body = func.getBody().front();
-  // Attention first: its products must not become linears.
+  // Layer norms (older opsets decompose them).
+  SmallVector<AddOp> adds;
+  func.walk([&](AddOp op) { adds.push_back(op); });
+  for (AddOp op : adds)
+    counts.layerNorm += raiseLayerNorm(op, b);
+  eraseDead(body);
+  // Attention next: its products must not become linears.
   SmallVector<SoftmaxOp> softmaxes;
   func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
   for (SoftmaxOp op : softmaxes)

@@ -1,7 +1,8 @@
 """Training an ONNX-exported GPT-2 with gptc, checked against PyTorch
 training the same module.
 
-  gpt2_train.py export DIR      writes DIR/gpt2.onnx (gpt2_export.py's
+  gpt2_train.py export DIR [OPSET]  writes DIR/gpt2.onnx (opset 17, or
+                                OPSET: 16 has no LayerNormalization) (gpt2_export.py's
                                 module: V 256, T 32, C 64, 4 heads, 2
                                 layers, 4 sequences a rank) and DIR/init.npz
                                 (PyTorch's parameters, by name)
@@ -30,12 +31,12 @@ LR, MIN_RATIO, STEPS = 6e-4, 0.1, 10
 BETAS, EPS, WD, CLIP = (0.9, 0.95), 1e-8, 0.1, 1.0
 
 
-def export(out):
+def export(out, opset=17):
     import torch
     model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
     ids = torch.zeros((B, T), dtype=torch.long)
     torch.onnx.export(model, (ids, ids), os.path.join(out, "gpt2.onnx"),
-                      opset_version=17, input_names=["idx", "targets"],
+                      opset_version=opset, input_names=["idx", "targets"],
                       output_names=["loss", "logits"],
                       do_constant_folding=False)
     np.savez(os.path.join(out, "init.npz"),
@@ -120,5 +121,5 @@ def check(out, dump):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        sys.exit(export(sys.argv[2]))
+        sys.exit(export(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 17))
     sys.exit(check(sys.argv[2], sys.argv[3]))
