@@ -117,15 +117,8 @@ overridesFor(const GptcTrainerOptions &options, llvm::SourceMgr &sourceMgr,
     FailureOr<HardwareSpec> hw = loadHardware(options.hardware, context, os);
     if (failed(hw))
       return failure();
-    ParallelOverrides unplanned;
-    unplanned.mesh = std::vector<MeshAxis>();
-    unplanned.zeroStage = 0;
-    unplanned.sequenceParallel = false;
-    unplanned.recompute = "none";
-    unplanned.accumulation = 1;
-    unplanned.dropPipelineSettings = true;
-    FailureOr<ModelDescription> desc =
-        ModelDescription::parse(sourceMgr, &context, unplanned);
+    FailureOr<ModelDescription> desc = ModelDescription::parse(
+        sourceMgr, &context, ParallelOverrides::unplanned());
     if (failed(desc))
       return failure();
     if (!desc->getOnnxModelPath().empty())
@@ -215,32 +208,13 @@ static bool compile(const std::string &modelPath,
   for (const MeshAxis &axis : desc->getMeshAxes())
     impl.mesh += (impl.mesh.empty() ? "" : ",") + axis.name + "=" +
                  std::to_string(axis.size);
-  std::string onnxPath = desc->getOnnxModelPath();
-  if (!onnxPath.empty()) {
-    if (!onnx) {
-      FailureOr<OnnxImport> imported =
-          importOnnxFileForTraining(onnxPath, &context, {}, shape);
-      if (failed(imported))
-        return false;
-      onnx = std::move(*imported);
-    }
-    if (failed(checkOnnxTrainingShape(*desc, shape)))
-      return false;
-    desc->setImportedModel(shape.vocab, shape.seqLen);
-  }
-
-  OwningOpRef<ModuleOp> module;
+  if (failed(resolveOnnxModel(*desc, &context, {}, onnx, shape)))
+    return false;
   std::map<std::string, std::string> initial;
-  if (onnx) {
-    module = std::move(onnx->module);
-    setTrainingAttributes(*module, *desc);
-    for (OnnxTensorData &p : onnx->parameters)
-      initial[p.name] = std::move(p.bytes);
-  } else {
-    module = importModel(*desc, &context);
-    if (!module)
-      return false;
-  }
+  OwningOpRef<ModuleOp> module =
+      buildTrainingModule(*desc, &context, onnx, initial);
+  if (!module)
+    return false;
   PassManager pm(&context);
   buildTrainPipeline(pm, TrainPipelineOptions());
   if (failed(pm.run(*module)) ||

@@ -163,6 +163,17 @@ ModelDescription::parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
                overrides);
 }
 
+ParallelOverrides ParallelOverrides::unplanned() {
+  ParallelOverrides o;
+  o.mesh = std::vector<MeshAxis>();
+  o.zeroStage = 0;
+  o.sequenceParallel = false;
+  o.recompute = "none";
+  o.accumulation = 1;
+  o.dropPipelineSettings = true;
+  return o;
+}
+
 LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
                                              std::string &error) {
   if (failed(parseMesh(plan.meshString(), error)))

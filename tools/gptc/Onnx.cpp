@@ -39,8 +39,7 @@ static cl::list<std::string>
                       "(dim_param), e.g. --onnx-dim batch=8"),
              cl::cat(onnxCategory));
 
-/// --onnx-dim into import options.
-static bool onnxOptions(OnnxImportOptions &options) {
+bool mlir::gptc::getOnnxImportOptions(OnnxImportOptions &options) {
   std::string error;
   for (const std::string &dim : onnxDims)
     if (!parseOnnxDim(dim, options, error)) {
@@ -54,7 +53,7 @@ FailureOr<OnnxImport>
 mlir::gptc::importOnnxForTraining(llvm::StringRef path, MLIRContext &context,
                                   OnnxTrainingShape &shape) {
   OnnxImportOptions options;
-  if (!onnxOptions(options))
+  if (!getOnnxImportOptions(options))
     return failure();
   return importOnnxFileForTraining(path, &context, options, shape);
 }
@@ -71,7 +70,7 @@ int mlir::gptc::runOnnx(llvm::StringRef inputFilename, bool emitMlir,
     return 1;
   }
   OnnxImportOptions options;
-  if (!onnxOptions(options))
+  if (!getOnnxImportOptions(options))
     return 1;
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =

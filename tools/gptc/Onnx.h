@@ -18,6 +18,10 @@ namespace mlir::gptc {
 int runOnnx(llvm::StringRef inputFilename, bool emitMlir,
             llvm::StringRef outputFilename, DialectRegistry &registry);
 
+/// The import options of the command line (--onnx-dim); false after
+/// printing an error.
+bool getOnnxImportOptions(OnnxImportOptions &options);
+
 /// Reads and imports the ONNX model at `path` (with --onnx-dim) and
 /// rewrites it for training (prepareOnnxForTraining); errors are reported
 /// through `context`'s diagnostics.

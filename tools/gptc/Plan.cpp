@@ -102,14 +102,8 @@ static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
 /// left out (gptc plan and --mesh auto).
 static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
                                                   MLIRContext &context) {
-  ParallelOverrides overrides;
-  overrides.mesh = std::vector<MeshAxis>();
-  overrides.zeroStage = 0;
-  overrides.sequenceParallel = false;
-  overrides.recompute = "none";
-  overrides.accumulation = 1;
-  overrides.dropPipelineSettings = true;
-  return ModelDescription::parse(sourceMgr, &context, overrides);
+  return ModelDescription::parse(sourceMgr, &context,
+                                 ParallelOverrides::unplanned());
 }
 
 FailureOr<ModelDescription>

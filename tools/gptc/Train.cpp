@@ -42,7 +42,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -599,22 +598,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     return 1;
   const ModelConfig &m = desc->getConfig();
   std::string onnxPath = desc->getOnnxModelPath();
-  if (!onnxPath.empty()) {
-    if (!onnx) {
-      if (!llvm::sys::fs::exists(onnxPath))
-        return emitError(desc->locate({{"onnx_model"}}))
-                   << "cannot open the ONNX model '" << onnxPath << "'",
-               1;
-      FailureOr<OnnxImport> imported =
-          importOnnxForTraining(onnxPath, context, onnxShape);
-      if (failed(imported))
-        return 1;
-      onnx = std::move(*imported);
-    }
-    if (failed(checkOnnxTrainingShape(*desc, onnxShape)))
-      return 1;
-    desc->setImportedModel(onnxShape.vocab, onnxShape.seqLen);
-  }
+  OnnxImportOptions onnxOptions;
+  if (!getOnnxImportOptions(onnxOptions) ||
+      failed(resolveOnnxModel(*desc, &context, onnxOptions, onnx, onnxShape)))
+    return 1;
   FailureOr<DeviceChoice> device = getDeviceChoice();
   if (failed(device))
     return 1;
@@ -658,16 +645,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
   if (stepsOpt >= 0)
     desc->setSteps(stepsOpt);
-  OwningOpRef<ModuleOp> module;
+  bool fromOnnx = onnx.has_value();
   std::map<std::string, std::string> initialValues;
-  if (onnx) {
-    module = std::move(onnx->module);
-    setTrainingAttributes(*module, *desc);
-    for (OnnxTensorData &p : onnx->parameters)
-      initialValues[p.name] = std::move(p.bytes);
-  } else {
-    module = importModel(*desc, &context);
-  }
+  OwningOpRef<ModuleOp> module =
+      buildTrainingModule(*desc, &context, onnx, initialValues);
   ::gptc::program::Program program;
   TrainPipelineOptions pipelineOptions;
   pipelineOptions.kernels = codegenOpt;
@@ -787,7 +768,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   }
 
   if (leader) {
-    if (onnx)
+    if (fromOnnx)
       llvm::errs() << "gptc: the model is the ONNX graph " << onnxPath
                    << " (its initializers are the initial parameters)\n";
     llvm::errs() << "gptc: training " << opts.model << " ("

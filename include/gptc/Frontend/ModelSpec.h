@@ -64,6 +64,10 @@ struct ParallelOverrides {
   /// "none", "selective" or "full".
   std::optional<std::string> recompute;
 
+  /// One device, no ZeRO, sequence parallelism, recomputation or
+  /// accumulation, no pipeline settings: what a planner starts from (gptc
+  /// plan, --mesh auto).
+  static ParallelOverrides unplanned();
   /// The parallel settings of a planner's choice (--mesh auto): its mesh,
   /// ZeRO stage, sequence parallelism, microbatches and pipeline schedule
   /// or recomputation.

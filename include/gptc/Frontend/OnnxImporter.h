@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,26 @@ FailureOr<std::string> onnxTrainingDescription(llvm::StringRef path,
 /// train with yet (tensor parallelism), as errors at the fields.
 LogicalResult checkOnnxTrainingShape(const ModelDescription &desc,
                                      const OnnxTrainingShape &shape);
+
+/// For a description that names an ONNX model (`onnx_model`): imports it
+/// into `onnx`, unless `onnx` holds it already (gptc train MODEL.onnx
+/// imported it to write the description), checks the description's sizes
+/// against the graph and gives the description the graph's vocabulary and
+/// context; errors at the description's fields. Nothing to do for gptc's
+/// own GPTs.
+LogicalResult resolveOnnxModel(ModelDescription &desc, MLIRContext *context,
+                               const OnnxImportOptions &options,
+                               std::optional<OnnxImport> &onnx,
+                               OnnxTrainingShape &shape);
+
+/// The module gptc train compiles for `desc`: the resolved ONNX graph (taken
+/// from `onnx`) with the description's training settings, its initializers
+/// into `initialValues` (by parameter name); or gptc's own GPT
+/// (importModel). Null on error.
+OwningOpRef<ModuleOp>
+buildTrainingModule(const ModelDescription &desc, MLIRContext *context,
+                    std::optional<OnnxImport> &onnx,
+                    std::map<std::string, std::string> &initialValues);
 
 /// Parses a serialized TensorProto (the `.pb` files of ONNX's test data).
 bool parseOnnxTensor(llvm::StringRef bytes, OnnxTensorData &tensor,

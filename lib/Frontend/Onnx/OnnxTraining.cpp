@@ -25,6 +25,7 @@
 #include "gptc/Frontend/OnnxImporter.h"
 
 #include "gptc/Analysis/ModelStats.h"
+#include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
@@ -411,4 +412,42 @@ mlir::gptc::checkOnnxTrainingShape(const ModelDescription &desc,
            << m.gradAccumSteps << " (accumulation) = " << shape.batch * slots
            << ", not " << m.batchSize;
   return success();
+}
+
+LogicalResult mlir::gptc::resolveOnnxModel(ModelDescription &desc,
+                                           MLIRContext *context,
+                                           const OnnxImportOptions &options,
+                                           std::optional<OnnxImport> &onnx,
+                                           OnnxTrainingShape &shape) {
+  std::string path = desc.getOnnxModelPath();
+  if (path.empty())
+    return success();
+  if (!onnx) {
+    if (!llvm::sys::fs::exists(path))
+      return emitError(desc.locate({{"onnx_model"}}))
+             << "cannot open the ONNX model '" << path << "'";
+    FailureOr<OnnxImport> imported =
+        importOnnxFileForTraining(path, context, options, shape);
+    if (failed(imported))
+      return failure();
+    onnx = std::move(*imported);
+  }
+  if (failed(checkOnnxTrainingShape(desc, shape)))
+    return failure();
+  desc.setImportedModel(shape.vocab, shape.seqLen);
+  return success();
+}
+
+OwningOpRef<ModuleOp> mlir::gptc::buildTrainingModule(
+    const ModelDescription &desc, MLIRContext *context,
+    std::optional<OnnxImport> &onnx,
+    std::map<std::string, std::string> &initialValues) {
+  if (!onnx)
+    return importModel(desc, context);
+  OwningOpRef<ModuleOp> module = std::move(onnx->module);
+  setTrainingAttributes(*module, desc);
+  for (OnnxTensorData &p : onnx->parameters)
+    initialValues[p.name] = std::move(p.bytes);
+  onnx.reset();
+  return module;
 }
