@@ -163,17 +163,12 @@ static bool compile(const std::string &modelPath,
     if (failed(imported))
       return false;
     onnx = std::move(*imported);
-    int64_t dp = 1;
     ParallelOverrides flags;
-    if (options.mesh && *options.mesh && std::string(options.mesh) != "auto") {
-      if (failed(flags.parseMesh(options.mesh, error)))
-        return os << error, false;
-      for (const MeshAxis &axis : *flags.mesh)
-        if (axis.kind == MeshAxis::Kind::Data)
-          dp = axis.size;
-    }
+    if (options.mesh && *options.mesh && std::string(options.mesh) != "auto" &&
+        failed(flags.parseMesh(options.mesh, error)))
+      return os << error, false;
     FailureOr<std::string> text =
-        onnxTrainingDescription(modelPath, shape, dp, 1, error);
+        onnxTrainingDescription(modelPath, shape, flags, error);
     if (failed(text))
       return os << error, false;
     description = *text;

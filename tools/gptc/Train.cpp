@@ -569,13 +569,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     FailureOr<ParallelOverrides> overrides = getParallelOverrides();
     if (failed(overrides))
       return 1;
-    int64_t dp = 1;
-    if (overrides->mesh)
-      for (const MeshAxis &axis : *overrides->mesh)
-        if (axis.kind == MeshAxis::Kind::Data)
-          dp = axis.size;
-    FailureOr<std::string> text = onnxTrainingDescription(
-        modelPath, onnxShape, dp, overrides->accumulation.value_or(1), error);
+    FailureOr<std::string> text =
+        onnxTrainingDescription(modelPath, onnxShape, *overrides, error);
     if (failed(text))
       return fail(error);
     description = *text;

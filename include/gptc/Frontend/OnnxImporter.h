@@ -27,6 +27,7 @@
 namespace mlir::gptc {
 
 class ModelDescription;
+struct ParallelOverrides;
 
 /// A tensor's data as ONNX stores it: `onnxType` is ONNX's
 /// TensorProto.DataType (1 FLOAT, 7 INT64, ...), `bytes` the elements in
@@ -116,12 +117,13 @@ importOnnxFileForTraining(llvm::StringRef path, MLIRContext *context,
                           OnnxTrainingShape &shape);
 
 /// The description `gptc train MODEL.onnx` trains with: the graph named by
-/// its absolute path, a batch of the graph's rows x `dataParallel` x
-/// `accumulation`, the graph's sequence, gptc's defaults for the rest.
+/// its absolute path, a batch of the graph's rows x the data-parallel size
+/// and accumulation `overrides` ask for, the graph's sequence, gptc's
+/// defaults for the rest (the overrides then replace them as for any
+/// description).
 FailureOr<std::string> onnxTrainingDescription(llvm::StringRef path,
                                                const OnnxTrainingShape &shape,
-                                               int64_t dataParallel,
-                                               int64_t accumulation,
+                                               const ParallelOverrides &overrides,
                                                std::string &error);
 
 /// The description's sizes against the graph, which fixes them (its token

@@ -364,8 +364,14 @@ FailureOr<OnnxImport> mlir::gptc::importOnnxFileForTraining(
 }
 
 FailureOr<std::string> mlir::gptc::onnxTrainingDescription(
-    llvm::StringRef path, const OnnxTrainingShape &shape, int64_t dataParallel,
-    int64_t accumulation, std::string &error) {
+    llvm::StringRef path, const OnnxTrainingShape &shape,
+    const ParallelOverrides &overrides, std::string &error) {
+  int64_t dataParallel = 1;
+  if (overrides.mesh)
+    for (const MeshAxis &axis : *overrides.mesh)
+      if (axis.kind == MeshAxis::Kind::Data)
+        dataParallel = axis.size;
+  int64_t accumulation = overrides.accumulation.value_or(1);
   int64_t batch;
   if (__builtin_mul_overflow(shape.batch, dataParallel, &batch) ||
       __builtin_mul_overflow(batch, accumulation, &batch)) {
