@@ -26,6 +26,8 @@
 
 #include "gptc/Frontend/OnnxImporter.h"
 
+#include "OnnxInternal.h"
+
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -453,8 +455,9 @@ bool raiseAttention(SoftmaxOp softmax, OpBuilder &b) {
   return true;
 }
 
-/// Erases what nothing reads any more.
-void eraseDead(Block &body) {
+} // namespace
+
+void mlir::gptc::onnx_detail::eraseDeadOps(Block &body) {
   bool changed = true;
   while (changed) {
     changed = false;
@@ -467,8 +470,6 @@ void eraseDead(Block &body) {
   }
 }
 
-} // namespace
-
 OnnxRaiseCounts mlir::gptc::raiseGptPatterns(func::FuncOp func) {
   OnnxRaiseCounts counts;
   OpBuilder b(func.getContext());
@@ -478,18 +479,18 @@ OnnxRaiseCounts mlir::gptc::raiseGptPatterns(func::FuncOp func) {
   func.walk([&](AddOp op) { adds.push_back(op); });
   for (AddOp op : adds)
     counts.layerNorm += raiseLayerNorm(op, b);
-  eraseDead(body);
+  onnx_detail::eraseDeadOps(body);
   // Attention next: its products must not become linears.
   SmallVector<SoftmaxOp> softmaxes;
   func.walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
   for (SoftmaxOp op : softmaxes)
     counts.attention += raiseAttention(op, b);
-  eraseDead(body);
+  onnx_detail::eraseDeadOps(body);
   SmallVector<MatmulOp> matmuls;
   func.walk([&](MatmulOp op) { matmuls.push_back(op); });
   for (MatmulOp op : matmuls)
     counts.linear += raiseLinear(op, b);
-  eraseDead(body);
+  onnx_detail::eraseDeadOps(body);
   // GELU: outermost first (each mul is tried as the top of the pattern).
   SmallVector<BinaryOp> muls;
   func.walk([&](BinaryOp op) {
@@ -507,6 +508,6 @@ OnnxRaiseCounts mlir::gptc::raiseGptPatterns(func::FuncOp func) {
     op.getResult().replaceAllUsesWith(gelu.getResult());
     ++counts.gelu;
   }
-  eraseDead(body);
+  onnx_detail::eraseDeadOps(body);
   return counts;
 }

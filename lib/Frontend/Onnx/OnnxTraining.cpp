@@ -24,6 +24,8 @@
 
 #include "gptc/Frontend/OnnxImporter.h"
 
+#include "OnnxInternal.h"
+
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -55,21 +57,6 @@ static BlockArgument argumentBehindReshapes(Value v) {
 static bool isIntegerTensor(Type t) {
   auto type = dyn_cast<RankedTensorType>(t);
   return type && type.getElementType().isSignlessInteger();
-}
-
-/// Erases the ops of `body` whose results nothing reads, last first.
-static void eraseDeadOps(Block &body) {
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-      if (op.hasTrait<OpTrait::IsTerminator>() || !op.use_empty() ||
-          !isPure(&op))
-        continue;
-      op.erase();
-      changed = true;
-    }
-  }
 }
 
 /// A linear whose result is only split along its last dimension (GPT-2's
@@ -279,7 +266,7 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   b.setInsertionPoint(ret);
   func::ReturnOp::create(b, ret.getLoc(), loss);
   ret.erase();
-  eraseDeadOps(body);
+  onnx_detail::eraseDeadOps(body);
   func.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
                                          TypeRange{loss.getType()}));
   func.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
