@@ -16,6 +16,7 @@
 #include "gptc/Runtime/Tensor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 using namespace gptc;
@@ -180,4 +181,14 @@ bool runtime::gatherBlocks(const Tensor &block, const BlockLayout &layout,
   }
   whole = std::move(current);
   return true;
+}
+
+int runtime::localDeviceIndex(int rank, int devices) {
+  int local = rank;
+  for (const char *name : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (const char *v = std::getenv(name)) {
+      local = std::atoi(v);
+      break;
+    }
+  return devices > 0 ? local % devices : 0;
 }

@@ -33,6 +33,7 @@
 #include "gptc/Target/CUDA/CompileKernels.h"
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaBackend.h"
+#include "gptc/Runtime/Grid.h"
 #endif
 #include "gptc/Target/ExportProgram.h"
 
@@ -602,13 +603,12 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     return 1;
   if (device->cuda) {
 #ifdef GPTC_HAVE_CUDA
-    int64_t meshDevices =
-        m.dataParallel * m.tensorParallel * m.pipelineParallel;
-    if (meshDevices > 1)
-      return fail("--device cuda trains on one GPU for now; the mesh has " +
-                  std::to_string(meshDevices) +
-                  " devices (collectives over NCCL on device buffers are "
-                  "not implemented yet)");
+    if (m.pipelineParallel > 1)
+      return fail("--device cuda does not run pipeline stages yet (the "
+                  "mesh has pp=" +
+                  std::to_string(m.pipelineParallel) +
+                  "); data and tensor parallelism, sequence parallelism and "
+                  "ZeRO run on GPUs");
     if (!codegenOpt)
       return fail("--device cuda runs generated kernels; --codegen=false "
                   "is for the CPU");
@@ -741,7 +741,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   std::unique_ptr<rt::Backend> backend;
 #ifdef GPTC_HAVE_CUDA
   if (device->cuda) {
-    backend = rt::createCudaBackend(program, 0, error);
+    // One GPU per process: its rank on the node picks it.
+    int gpu = comm ? rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount())
+                   : 0;
+    backend = rt::createCudaBackend(program, gpu, error,
+                                    devices > 1 ? comm.get() : nullptr);
     if (!backend)
       return failAll(error);
   }

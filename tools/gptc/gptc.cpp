@@ -31,6 +31,7 @@
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Target/CPU/CompileProgram.h"
+#include "gptc/Runtime/CollectiveSchedule.h"
 #include "gptc/Target/CUDA/CompileKernels.h"
 #include "gptc/Target/ExportProgram.h"
 
@@ -48,6 +49,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <google/protobuf/text_format.h>
+
+#include <functional>
+#include <sstream>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -76,7 +80,8 @@ enum class Emit {
   Ptx,
   Cubin,
   Artifact,
-  Schedule
+  Schedule,
+  Streams
 };
 } // namespace
 
@@ -100,6 +105,10 @@ static cl::opt<Emit> emitAction(
         clEnumValN(Emit::Cuda, "cuda",
                    "The training step's kernels for the GPU: the "
                    "launch sequence of each"),
+        clEnumValN(Emit::Streams, "streams",
+                   "The GPU runtime's host-side sequence of @forward and "
+                   "@train_step: each step's stream, where collectives "
+                   "overlap and are waited for"),
         clEnumValN(Emit::Ptx, "ptx", "The training step's GPU kernels as PTX"),
         clEnumValN(Emit::Cubin, "cubin",
                    "The training step's GPU kernels as a cubin "
@@ -241,7 +250,7 @@ static LogicalResult compilePipelineOutput(const ModelDescription &desc,
   if (failed(device))
     return failure();
   if (device->cuda || emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
-      emitAction == Emit::Cubin)
+      emitAction == Emit::Cubin || emitAction == Emit::Streams)
     return emitError(meshLoc) << "the mesh has a pipeline axis of size " << p
                               << ": pipelines run on the CPU only for now";
   if (emitAction == Emit::Artifact)
@@ -329,7 +338,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     // The GPU's kernels take every op its code generation maps.
     TrainPipelineOptions options;
     if (emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
-        emitAction == Emit::Cubin ||
+        emitAction == Emit::Cubin || emitAction == Emit::Streams ||
         ((emitAction == Emit::Program || emitAction == Emit::Artifact) &&
          device->cuda))
       options.kernelTarget = "cuda";
@@ -418,6 +427,23 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
       printCudaLaunchPlans(*kernels, os);
     else
       os << kernels->image;
+    return success();
+  }
+  case Emit::Streams: {
+    ::gptc::program::Program program;
+    if (failed(exportProgram(*module, {"forward", "train_step"}, program)))
+      return failure();
+    std::ostringstream text;
+    std::function<void(const ::gptc::program::Function &)> print =
+        [&](const ::gptc::program::Function &f) {
+          ::gptc::runtime::printDeviceSchedule(f, text);
+          for (const ::gptc::program::Kernel &k : f.kernels())
+            if (k.op() == ::gptc::program::ACCUMULATE)
+              print(k.accumulate().body());
+        };
+    for (const ::gptc::program::Function &f : program.functions())
+      print(f);
+    os << text.str();
     return success();
   }
   case Emit::Comm: {

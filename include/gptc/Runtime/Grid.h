@@ -46,6 +46,11 @@ std::vector<int64_t> groupKey(const std::vector<int64_t> &grid,
 int64_t groupSize(const std::vector<int64_t> &grid,
                   const std::vector<int64_t> &axes);
 
+/// The GPU a process of `rank` uses among `devices` visible ones: its rank
+/// on its node (MPICH's MPI_LOCALRANKID, Open MPI's
+/// OMPI_COMM_WORLD_LOCAL_RANK, else `rank`) modulo `devices`.
+int localDeviceIndex(int rank, int devices);
+
 /// A tensor split into blocks over grid axes (program::Sharding): `axes[d]`
 /// split dimension d of `shape`, the whole tensor.
 struct BlockLayout {

@@ -17,6 +17,10 @@
 
 #include "DeviceKernels.h"
 #include "gptc/Runtime/CUDA/Check.h"
+#include "gptc/Runtime/CUDA/DeviceCollectives.h"
+#include "gptc/Runtime/CollectiveSchedule.h"
+#include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
 
 #include <cublasLt.h>
@@ -61,6 +65,13 @@ struct DeviceBuffer {
     if (ptr)
       cudaFree(ptr);
   }
+  /// Frees the memory (cudaFree waits for the device).
+  void reset() {
+    if (ptr)
+      cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+  }
   /// Allocates `n` bytes (at least one); false on failure.
   bool allocate(size_t n) {
     bytes = n;
@@ -97,6 +108,25 @@ struct Launch {
   std::vector<int64_t> args;
 };
 
+/// One collective (or SHARD_OFFSET, ALL_SLICE), its group resolved.
+struct Collective {
+  std::vector<int64_t> grid, axes;
+  /// The group's size and this rank's index in it.
+  int64_t ranks = 1, me = 0;
+  /// Blocks along a tensor axis: rows before the axis, and the bytes of
+  /// one block's row (from the axis down). outer > 1: the blocks are
+  /// (un)packed around the NCCL call, in the backend's packing buffer.
+  int64_t outer = 1, chunk = 0, blockBytes = 0;
+  /// SHARD_OFFSET's value.
+  int32_t offset = 0;
+  /// Recorded on the communication stream when the collective is done.
+  cudaEvent_t done = nullptr;
+  ~Collective() {
+    if (done)
+      cudaEventDestroy(done);
+  }
+};
+
 class CudaRunner;
 
 /// The state the trainer keeps on the device, by host address.
@@ -109,7 +139,9 @@ struct Mirror {
 class CudaBackend : public Backend {
 public:
   static std::unique_ptr<CudaBackend> create(const program::Program &program,
-                                             int device, std::string &error);
+                                             int device,
+                                             Communicator *bootstrap,
+                                             std::string &error);
   ~CudaBackend() override;
 
   std::string describe() const override { return description; }
@@ -128,6 +160,13 @@ public:
   }
 
   cudaStream_t stream = nullptr;
+  /// The collectives' stream, the event that hands them their inputs,
+  /// and the buffer that packs blocks that are not contiguous.
+  cudaStream_t commStream = nullptr;
+  cudaEvent_t handOver = nullptr;
+  DeviceBuffer packing;
+  /// Null when the program runs on one device.
+  std::unique_ptr<DeviceCollectives> collectives;
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
   /// The program's launch plans by symbol, and the GPU functions by name.
@@ -175,7 +214,9 @@ private:
       : backend(backend), function(function) {}
   bool prepare(std::string &error);
   bool prepareGemm(const Kernel &k, Gemm &g, std::string &error);
+  bool prepareCollective(const Kernel &k, size_t index, std::string &error);
   void runKernel(size_t index);
+  void runCollective(size_t index);
   void *valuePtr(int64_t id) { return ptr[id]; }
   /// The runner's own buffer for unplanned value `id`.
   void *ownBuffer(int32_t id);
@@ -190,6 +231,10 @@ private:
   std::map<size_t, std::vector<int64_t>> temporaryOffsets;
   std::map<size_t, std::unique_ptr<Gemm>> gemms;
   std::map<size_t, std::unique_ptr<CudaRunner>> bodies;
+  std::map<size_t, std::unique_ptr<Collective>> comms;
+  /// Per kernel index (kernels_size(): the end): the collectives the
+  /// compute stream waits for before it (CollectiveSchedule.h).
+  std::vector<std::vector<size_t>> waits;
   /// ACCUMULATE: the body's per-microbatch outputs after the first.
   std::map<size_t, std::vector<std::unique_ptr<DeviceBuffer>>> partials;
   bool profiling = false;
@@ -207,7 +252,7 @@ private:
 
 std::unique_ptr<CudaBackend>
 CudaBackend::create(const program::Program &program, int device,
-                    std::string &error) {
+                    Communicator *bootstrap, std::string &error) {
   if (!program.has_cuda()) {
     error = "the program has no CUDA image: compile it with --device cuda";
     return nullptr;
@@ -284,6 +329,42 @@ CudaBackend::create(const program::Program &program, int device,
       b->functions[l.function()] = f;
     }
   }
+  // A program for a mesh: NCCL on device buffers, on a stream of its own.
+  int64_t devices = 1;
+  for (const program::Function &f : program.functions()) {
+    int64_t n = 1;
+    for (int64_t d : f.grid_shape())
+      n *= d;
+    devices = std::max(devices, n);
+  }
+  if ((status = cudaStreamCreateWithFlags(&b->commStream,
+                                          cudaStreamNonBlocking)) !=
+          cudaSuccess ||
+      (status = cudaEventCreateWithFlags(&b->handOver,
+                                         cudaEventDisableTiming)) !=
+          cudaSuccess) {
+    error = std::string("cudaStreamCreate: ") + cudaGetErrorString(status);
+    return nullptr;
+  }
+  if (devices > 1) {
+    if (!bootstrap || bootstrap->size() != devices) {
+      error = "the program runs on " + std::to_string(devices) +
+              " GPUs, one process each: start it with mpirun -np " +
+              std::to_string(devices);
+      return nullptr;
+    }
+#ifdef GPTC_HAVE_NCCL
+    b->collectives = createNcclDeviceCollectives(*bootstrap, device, error);
+    if (!b->collectives)
+      return nullptr;
+    b->description += ", NCCL rank " + std::to_string(bootstrap->rank()) +
+                      " of " + std::to_string(devices);
+#else
+    error = "the program runs on " + std::to_string(devices) +
+            " GPUs and this gptc was built without NCCL";
+    return nullptr;
+#endif
+  }
   cublasStatus_t blas = cublasLtCreate(&b->lt);
   if (blas != CUBLAS_STATUS_SUCCESS) {
     error = std::string("cublasLtCreate: ") + cublasLtGetStatusString(blas);
@@ -299,6 +380,11 @@ CudaBackend::create(const program::Program &program, int device,
 
 CudaBackend::~CudaBackend() {
   mirrors.clear();
+  collectives.reset();
+  if (handOver)
+    cudaEventDestroy(handOver);
+  if (commStream)
+    cudaStreamDestroy(commStream);
   if (lt)
     cublasLtDestroy(lt);
   if (library)
@@ -369,11 +455,6 @@ bool CudaRunner::prepare(std::string &error) {
     return false;
   };
   int64_t count = function.values_size();
-  for (int64_t d : function.grid_shape())
-    if (d != 1)
-      return fail("the CUDA runtime runs programs for one device; this one "
-                  "is for a mesh (collectives over NCCL on device buffers "
-                  "are not implemented yet)");
   if (function.arena_bytes() < 0)
     return fail("negative arena size");
   if (function.arena_bytes() > 0 &&
@@ -583,16 +664,131 @@ bool CudaRunner::prepare(std::string &error) {
       bodies[index] = std::move(body);
       break;
     }
+    case program::ALL_REDUCE:
+    case program::ALL_REDUCE_MAX:
+    case program::ALL_GATHER:
+    case program::REDUCE_SCATTER:
+    case program::ALL_SLICE:
+    case program::SHARD_OFFSET:
+      if (!prepareCollective(k, index, error))
+        return fail(where + ": " + error);
+      break;
     default:
       return fail(where + " has no CUDA implementation (the GPU runs generated "
                           "kernels, GEMMs, attention, the embedding gradient, "
-                          "reshapes and microbatch accumulation)");
+                          "reshapes, microbatch accumulation and "
+                          "collectives)");
     }
+  }
+  waits.assign(function.kernels_size() + 1, {});
+  for (const ScheduledCollective &c : scheduleCollectives(function)) {
+    if (!comms.count(c.kernel))
+      return fail("collective #" + std::to_string(c.kernel) +
+                  " was not prepared");
+    waits[c.waitBefore].push_back(c.kernel);
   }
   if (scratchBytes && !scratch.allocate(scratchBytes))
     return fail("cannot allocate the kernels' scratch");
   if (statsFloats && !attentionStats.allocate(statsFloats * sizeof(float)))
     return fail("cannot allocate attention's scratch");
+  return true;
+}
+
+bool CudaRunner::prepareCollective(const Kernel &k, size_t index,
+                                   std::string &error) {
+  auto c = std::make_unique<Collective>();
+  c->grid.assign(function.grid_shape().begin(), function.grid_shape().end());
+  const auto &axes = k.op() == program::SHARD_OFFSET
+                         ? k.shard_offset().grid_axes()
+                         : k.collective().grid_axes();
+  c->axes.assign(axes.begin(), axes.end());
+  for (int64_t a : c->axes)
+    if (a < 0 || a >= static_cast<int64_t>(c->grid.size())) {
+      error = "grid axis out of range";
+      return false;
+    }
+  c->ranks = groupSize(c->grid, c->axes);
+  DeviceCollectives *dc = backend.collectives.get();
+  if (c->ranks > 1 && !dc) {
+    error = "runs over " + std::to_string(c->ranks) +
+            " devices and needs NCCL: run under mpirun";
+    return false;
+  }
+  c->me = c->ranks > 1 ? groupIndex(c->grid, c->axes, dc->rank()) : 0;
+  if (k.op() == program::SHARD_OFFSET) {
+    if (k.outputs_size() != 1 || !k.has_shard_offset() ||
+        function.values(k.outputs(0)).type().dtype() != program::I32 ||
+        numElements(function.values(k.outputs(0))) != 1) {
+      error = "expects an i32 scalar result";
+      return false;
+    }
+    c->offset = static_cast<int32_t>(c->me * k.shard_offset().block());
+    comms[index] = std::move(c);
+    return true;
+  }
+  if (k.inputs_size() != 1 || k.outputs_size() != 1 || !k.has_collective()) {
+    error = "is malformed";
+    return false;
+  }
+  const program::Value &x = function.values(k.inputs(0)),
+                       &y = function.values(k.outputs(0));
+  DType t = x.type().dtype();
+  if (t != y.type().dtype()) {
+    error = "operand types do not match";
+    return false;
+  }
+  if (k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX) {
+    if (numElements(x) != numElements(y)) {
+      error = "operand shapes do not match";
+      return false;
+    }
+  } else {
+    bool gather = k.op() == program::ALL_GATHER;
+    const auto &whole = (gather ? y : x).type().shape();
+    const auto &block = (gather ? x : y).type().shape();
+    int64_t axis = k.collective().axis();
+    int rank = whole.size();
+    if (axis < 0 || axis >= rank || block.size() != rank) {
+      error = "tensor axis out of range";
+      return false;
+    }
+    int64_t inner = 1;
+    for (int d = 0; d < rank; ++d) {
+      if (whole[d] != block[d] * (d == axis ? c->ranks : 1)) {
+        error = "operand shapes do not match the group of " +
+                std::to_string(c->ranks) + " devices";
+        return false;
+      }
+      if (d < axis)
+        c->outer *= block[d];
+      else if (d > axis)
+        inner *= block[d];
+    }
+    c->chunk = block[axis] * inner * elementSize(t);
+    c->blockBytes = c->outer * c->chunk;
+    // Blocks that are not contiguous are packed rank-major around NCCL.
+    if (k.op() != program::ALL_SLICE && c->ranks > 1 && c->outer > 1 &&
+        static_cast<size_t>(c->blockBytes * c->ranks) > backend.packing.bytes) {
+      backend.packing.reset();
+      if (!backend.packing.allocate(
+              static_cast<size_t>(c->blockBytes * c->ranks))) {
+        error = "cannot allocate the collectives' packing buffer";
+        return false;
+      }
+    }
+  }
+  if (k.op() != program::ALL_SLICE) {
+    if (cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
+        cudaSuccess) {
+      error = "cudaEventCreate failed";
+      return false;
+    }
+    // Every rank prepares the same functions in the same order: the
+    // groups' NCCL communicators are made here, not inside a step.
+    if (c->ranks > 1 && !dc->prepareGroup(c->grid, c->axes, error))
+      return false;
+  }
+  comms[index] = std::move(c);
   return true;
 }
 
@@ -876,11 +1072,98 @@ void CudaRunner::runKernel(size_t index) {
     }
     return;
   }
+  case program::ALL_REDUCE:
+  case program::ALL_REDUCE_MAX:
+  case program::ALL_GATHER:
+  case program::REDUCE_SCATTER:
+    runCollective(index);
+    return;
+  case program::SHARD_OFFSET: {
+    // Pageable source: the copy has read it when the call returns.
+    GPTC_CUDA_CHECK(cudaMemcpyAsync(ptr[k.outputs(0)], &comms[index]->offset,
+                                    sizeof(int32_t), cudaMemcpyHostToDevice,
+                                    stream));
+    return;
+  }
+  case program::ALL_SLICE: {
+    // This rank's block of each row: a strided copy on the compute stream.
+    const Collective &c = *comms[index];
+    const std::byte *x = static_cast<const std::byte *>(ptr[k.inputs(0)]);
+    GPTC_CUDA_CHECK(cudaMemcpy2DAsync(
+        ptr[k.outputs(0)], c.chunk, x + c.me * c.chunk, c.ranks * c.chunk,
+        c.chunk, c.outer, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
   default:
     // prepare() admits no other op.
     cuda::fail("unexpected op", program::OpKind_Name(k.op()).c_str(), __FILE__,
                __LINE__);
   }
+}
+
+/// On the communication stream, after everything the compute stream has
+/// enqueued so far; `done` marks its end for the compute stream's waits.
+void CudaRunner::runCollective(size_t index) {
+  const Kernel &k = function.kernels(static_cast<int>(index));
+  Collective &c = *comms[index];
+  cudaStream_t comm = backend.commStream;
+  GPTC_CUDA_CHECK(cudaEventRecord(backend.handOver, backend.stream));
+  GPTC_CUDA_CHECK(cudaStreamWaitEvent(comm, backend.handOver, 0));
+  const program::Value &xv = function.values(k.inputs(0)),
+                       &yv = function.values(k.outputs(0));
+  DType t = xv.type().dtype();
+  void *x = ptr[k.inputs(0)], *y = ptr[k.outputs(0)];
+  std::string error;
+  auto check = [&](bool ok) {
+    if (!ok)
+      cuda::fail(error.c_str(),
+                 (program::OpKind_Name(k.op()) + " at " + k.location()).c_str(),
+                 __FILE__, __LINE__);
+  };
+  bool reduce =
+      k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX;
+  if (c.ranks == 1) {
+    // A group of one: the result is the operand.
+    if (x != y)
+      GPTC_CUDA_CHECK(cudaMemcpyAsync(
+          y, x, numElements(yv) * elementSize(t), cudaMemcpyDeviceToDevice,
+          comm));
+  } else if (reduce) {
+    check(backend.collectives->allReduce(
+        x, y, numElements(yv), t, k.op() == program::ALL_REDUCE_MAX, c.grid,
+        c.axes, comm, error));
+  } else if (k.op() == program::ALL_GATHER) {
+    if (c.outer == 1) {
+      check(backend.collectives->allGather(x, y, numElements(xv), t, c.grid,
+                                           c.axes, comm, error));
+    } else {
+      // Gathered rank-major, then each rank's block to its columns.
+      std::byte *packed = static_cast<std::byte *>(backend.packing.ptr);
+      check(backend.collectives->allGather(x, packed, numElements(xv), t,
+                                           c.grid, c.axes, comm, error));
+      for (int64_t r = 0; r < c.ranks; ++r)
+        GPTC_CUDA_CHECK(cudaMemcpy2DAsync(
+            static_cast<std::byte *>(y) + r * c.chunk, c.ranks * c.chunk,
+            packed + r * c.blockBytes, c.chunk, c.chunk, c.outer,
+            cudaMemcpyDeviceToDevice, comm));
+    }
+  } else {
+    if (c.outer == 1) {
+      check(backend.collectives->reduceScatter(x, y, numElements(yv), t,
+                                               c.grid, c.axes, comm, error));
+    } else {
+      std::byte *packed = static_cast<std::byte *>(backend.packing.ptr);
+      for (int64_t r = 0; r < c.ranks; ++r)
+        GPTC_CUDA_CHECK(cudaMemcpy2DAsync(
+            packed + r * c.blockBytes, c.chunk,
+            static_cast<const std::byte *>(x) + r * c.chunk,
+            c.ranks * c.chunk, c.chunk, c.outer, cudaMemcpyDeviceToDevice,
+            comm));
+      check(backend.collectives->reduceScatter(packed, y, numElements(yv), t,
+                                               c.grid, c.axes, comm, error));
+    }
+  }
+  GPTC_CUDA_CHECK(cudaEventRecord(c.done, comm));
 }
 
 bool CudaRunner::enqueue(const std::vector<void *> &in,
@@ -925,6 +1208,9 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
                                       cudaMemcpyHostToDevice, backend.stream));
       GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
     }
+    for (size_t c : waits[index])
+      GPTC_CUDA_CHECK(
+          cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
     if (!profiling) {
       runKernel(index);
       continue;
@@ -932,11 +1218,15 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
     auto start = std::chrono::steady_clock::now();
     runKernel(index);
     GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
+    if (isDeviceCollective(k.op()))
+      GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.commStream));
     seconds[k.op()] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     ++calls[k.op()];
   }
+  for (size_t c : waits[function.kernels_size()])
+    GPTC_CUDA_CHECK(cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
   for (size_t i = 0; i < out.size(); ++i)
     if (passed[i].first && passed[i].first != out[i])
       GPTC_CUDA_CHECK(cudaMemcpyAsync(out[i], passed[i].first, passed[i].second,
@@ -1040,8 +1330,8 @@ void CudaRunner::enableProfiling() {
 
 std::unique_ptr<Backend>
 gptc::runtime::createCudaBackend(const program::Program &program, int device,
-                                 std::string &error) {
-  return CudaBackend::create(program, device, error);
+                                 std::string &error, Communicator *bootstrap) {
+  return CudaBackend::create(program, device, bootstrap, error);
 }
 
 bool gptc::runtime::cudaDeviceAvailable(std::string &why) {
@@ -1053,4 +1343,9 @@ bool gptc::runtime::cudaDeviceAvailable(std::string &why) {
                                              ? cudaGetErrorString(status)
                                              : "none is visible");
   return false;
+}
+
+int gptc::runtime::cudaDeviceCount() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }

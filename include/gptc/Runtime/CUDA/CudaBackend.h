@@ -26,17 +26,25 @@
 
 namespace gptc::runtime {
 
+/// Whether a CUDA device answers (before compiling for one); `why` says
+/// what failed when none does.
+bool cudaDeviceAvailable(std::string &why);
+
+/// The number of visible CUDA devices (0 when none answers).
+int cudaDeviceCount();
+
 /// A backend on GPU `device` (of the visible ones) for `program`, which
 /// must carry a CUDA image for that GPU's architecture. Null with `error`
 /// set when there is no usable GPU, the image does not load, or the
 /// program needs what this backend does not run (named with the op's
 /// location).
-/// Whether a CUDA device answers (before compiling for one); `why` says
-/// what failed when none does.
-bool cudaDeviceAvailable(std::string &why);
-
+/// A program for a mesh (a grid of several devices) runs one process per
+/// GPU: `bootstrap` (MPI) is then this process's communicator, which makes
+/// the NCCL communicators of the program's groups; its collectives run on
+/// device buffers on a stream of their own (CollectiveSchedule.h).
 std::unique_ptr<Backend> createCudaBackend(const program::Program &program,
-                                           int device, std::string &error);
+                                           int device, std::string &error,
+                                           Communicator *bootstrap = nullptr);
 
 } // namespace gptc::runtime
 
