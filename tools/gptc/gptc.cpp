@@ -132,7 +132,8 @@ static cl::opt<std::string>
 
 static cl::opt<std::string> deviceOpt(
     "device",
-    cl::desc("What runs the step: cpu (default) or cuda (one NVIDIA GPU); "
+    cl::desc("What runs the step: cpu (default) or cuda (an NVIDIA GPU per "
+             "process); "
              "--emit=program prints the artifact for it"),
     cl::init("cpu"), cl::cat(gptcCategory));
 
