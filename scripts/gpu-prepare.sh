@@ -19,7 +19,7 @@ mkdir -p "$stage/lib" "$stage/art" "$stage/ref"
 
 # 1. gptc-runtime and the shared libraries the GPU machine lacks (the C and
 #    C++ runtimes and CUDA's libraries are there).
-cp "$build_dir/bin/gptc-runtime" "$stage/"
+cp "$build_dir/bin/gptc-runtime" "$build_dir/bin/gptc-attention-bench" "$stage/"
 ldd "$build_dir/bin/gptc-runtime" | awk '/=> \//{print $3}' | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|\

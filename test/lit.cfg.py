@@ -47,6 +47,7 @@ tools = [
     "gptc-runtime",
     "gptc-capi-example",
     ToolSubst("gptc-device-info", unresolved="ignore"),
+    ToolSubst("gptc-attention-bench", unresolved="ignore"),
     ToolSubst("gptc-fuzz-description", unresolved="ignore"),
     ToolSubst("gptc-fuzz-mesh", unresolved="ignore"),
     ToolSubst("gptc-fuzz-artifact", unresolved="ignore"),

@@ -320,11 +320,13 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
 
   // Model state.
   if (requested == Precision::BF16)
-    os << "precision: bf16 mixed (GEMMs in bf16 with fp32 accumulation; "
+    os << "precision: bf16 mixed (GEMMs and attention in bf16 with fp32 "
+          "accumulation; "
           "AdamW: 4 master param + 4 grad + 4 m + 4 v = "
        << size->bytesPerParam << " bytes/param in fp32)\n";
   else if (requested == Precision::FP16)
-    os << "precision: fp16 mixed (GEMMs in fp16 with fp32 accumulation; "
+    os << "precision: fp16 mixed (GEMMs and attention in fp16 with fp32 "
+          "accumulation; "
           "dynamic loss scaling from "
        << llvm::format("%g", m.initialLossScale) << ", doubled after "
        << m.lossScaleGrowthInterval

@@ -179,8 +179,37 @@ static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y) {
   return true;
 }
 
+template <typename T>
+bool runFloat(Call &c);
+
+/// A kernel on 16-bit operands run by `run` in fp32: the operands widened
+/// exactly, the results rounded to nearest even.
+template <typename Low>
+static bool runWidened(Call &c, bool (*run)(Call &)) {
+  std::vector<Tensor> wide;
+  wide.reserve(c.in.size() + c.out.size());
+  Call f32{{}, {}, c.kernel, c.error};
+  for (const Tensor *t : c.in) {
+    wide.emplace_back(program::F32, t->shape);
+    convert<Low, float>(*t, wide.back());
+    f32.in.push_back(&wide.back());
+  }
+  for (const Tensor *t : c.out) {
+    wide.emplace_back(program::F32, t->shape);
+    f32.out.push_back(&wide.back());
+  }
+  if (!run(f32))
+    return false;
+  for (size_t i = 0; i < c.out.size(); ++i)
+    convert<float, Low>(*f32.out[i], *c.out[i]);
+  return true;
+}
+
 /// The bf16 kernels of mixed precision: the GEMMs (bf16 operands, fp32
-/// accumulation) and the bias gradient's row sum (accumulated in float).
+/// accumulation), the bias gradient's row sum (accumulated in float), and
+/// attention (its fp32 kernels on the widened operands, the results
+/// rounded to bf16: the GPU's tensor cores round the probabilities to
+/// bf16 as well, so the two agree to bf16's precision, not bit for bit).
 static bool runBFloat16(Call &c) {
   using cpu::BFloat16;
   for (const Tensor *t : c.in)
@@ -192,9 +221,12 @@ static bool runBFloat16(Call &c) {
     return runGemm<BFloat16>(c);
   case program::REDUCE_SUM:
     return reduceSumLow<BFloat16>(c, *c.in[0], *c.out[0]);
+  case program::CAUSAL_ATTENTION:
+  case program::CAUSAL_ATTENTION_GRAD:
+    return runWidened<BFloat16>(c, runFloat<float>);
   default:
-    return c.fail("has no bf16 kernel (mixed precision runs only GEMMs and "
-                  "their bias sums in bf16)");
+    return c.fail("has no bf16 kernel (mixed precision runs only GEMMs, "
+                  "their bias sums and attention in bf16)");
   }
 }
 
@@ -209,31 +241,16 @@ static bool runHalf(Call &c) {
       return c.fail("mixes element types");
   switch (c.kernel.op()) {
   case program::LINEAR:
-  case program::MATMUL: {
-    auto widen = [](const Tensor &t) {
-      Tensor w(program::F32, t.shape);
-      convert<cpu::Half, float>(t, w);
-      return w;
-    };
-    std::vector<Tensor> wide;
-    wide.reserve(c.in.size() + 1);
-    Call f32{{}, {}, c.kernel, c.error};
-    for (const Tensor *t : c.in) {
-      wide.push_back(widen(*t));
-      f32.in.push_back(&wide.back());
-    }
-    wide.emplace_back(program::F32, c.out[0]->shape);
-    f32.out.push_back(&wide.back());
-    if (!runGemm<float>(f32))
-      return false;
-    convert<float, cpu::Half>(wide.back(), *c.out[0]);
-    return true;
-  }
+  case program::MATMUL:
+    return runWidened<cpu::Half>(c, runGemm<float>);
   case program::REDUCE_SUM:
     return reduceSumLow<cpu::Half>(c, *c.in[0], *c.out[0]);
+  case program::CAUSAL_ATTENTION:
+  case program::CAUSAL_ATTENTION_GRAD:
+    return runWidened<cpu::Half>(c, runFloat<float>);
   default:
-    return c.fail("has no fp16 kernel (mixed precision runs only GEMMs and "
-                  "their bias sums in fp16)");
+    return c.fail("has no fp16 kernel (mixed precision runs only GEMMs, "
+                  "their bias sums and attention in fp16)");
   }
 }
 

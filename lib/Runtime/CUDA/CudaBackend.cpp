@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 using namespace gptc;
@@ -46,6 +47,20 @@ using program::Kernel;
   } while (0)
 
 namespace {
+
+/// The attention kernels for operands of `dtype`, if there are any.
+std::optional<cuda::AttentionType> attentionType(DType dtype) {
+  switch (dtype) {
+  case program::F32:
+    return cuda::AttentionType::F32;
+  case program::BF16:
+    return cuda::AttentionType::BF16;
+  case program::F16:
+    return cuda::AttentionType::F16;
+  default:
+    return std::nullopt;
+  }
+}
 
 int64_t numElements(const program::Value &v) {
   int64_t n = 1;
@@ -591,12 +606,15 @@ bool CudaRunner::prepare(std::string &error) {
       int64_t heads = k.attention().num_heads();
       if (q.size() != 3 || heads < 1 || q[2] % heads != 0)
         return fail(where + ": operand shapes do not match");
+      program::DType dtype = dtypeOf(k.inputs(0));
+      std::optional<cuda::AttentionType> type = attentionType(dtype);
       for (int32_t id : k.inputs())
-        if (shapeOf(id) != q || dtypeOf(id) != program::F32)
-          return fail(where + ": the GPU's attention takes f32 [B, T, C] "
-                              "operands of one shape");
+        if (!type || shapeOf(id) != q || dtypeOf(id) != dtype)
+          return fail(where + ": the GPU's attention takes [B, T, C] "
+                              "operands of one shape and one type: f32, "
+                              "bf16 or f16");
       for (int32_t id : k.outputs())
-        if (shapeOf(id) != q || dtypeOf(id) != program::F32)
+        if (shapeOf(id) != q || dtypeOf(id) != dtype)
           return fail(where + ": operand shapes do not match");
       if (!cuda::attentionSupportsHeadDim(q[2] / heads))
         return fail(where +
@@ -1004,20 +1022,20 @@ void CudaRunner::runKernel(size_t index) {
   }
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD: {
-    const auto &s = function.values(k.inputs(0)).type().shape();
+    const auto &value = function.values(k.inputs(0));
+    const auto &s = value.type().shape();
     int64_t heads = k.attention().num_heads();
-    auto f = [&](int i) {
-      return static_cast<const float *>(ptr[k.inputs(i)]);
-    };
-    auto o = [&](int i) { return static_cast<float *>(ptr[k.outputs(i)]); };
+    cuda::AttentionType type = *attentionType(value.type().dtype());
+    auto f = [&](int i) { return ptr[k.inputs(i)]; };
+    auto o = [&](int i) { return ptr[k.outputs(i)]; };
     if (k.op() == program::CAUSAL_ATTENTION)
-      GPTC_CUDA_CHECK(cuda::attentionForward(f(0), f(1), f(2), o(0), s[0], s[1],
-                                             s[2], heads, stream));
+      GPTC_CUDA_CHECK(cuda::attentionForward(type, f(0), f(1), f(2), o(0),
+                                             s[0], s[1], s[2], heads, stream));
     else
-      GPTC_CUDA_CHECK(
-          cuda::attentionBackward(f(0), f(1), f(2), f(3), o(0), o(1), o(2),
-                                  static_cast<float *>(attentionStats.ptr),
-                                  s[0], s[1], s[2], heads, stream));
+      GPTC_CUDA_CHECK(cuda::attentionBackward(
+          type, f(0), f(1), f(2), f(3), o(0), o(1), o(2),
+          static_cast<float *>(attentionStats.ptr), s[0], s[1], s[2], heads,
+          stream));
     return;
   }
   case program::EMBEDDING_GRAD: {

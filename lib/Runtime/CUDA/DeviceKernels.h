@@ -6,9 +6,10 @@
 //===----------------------------------------------------------------------===//
 //
 // What the CUDA runtime runs besides the generated kernels and cuBLASLt:
-// causal attention (forward and backward, fp32, a tiled online softmax
-// that never forms the T x T scores), the embedding's scatter-add
-// gradient, and the sum ACCUMULATE takes over microbatches. Each launcher
+// causal attention (forward and backward, a tiled online softmax that never
+// forms the T x T scores: fp32 on the CUDA cores, bf16 and fp16 on the
+// tensor cores), the embedding's scatter-add gradient, and the sum
+// ACCUMULATE takes over microbatches. DeviceKernels.cuh holds the kernels. Each launcher
 // enqueues on `stream` and returns the launch's error.
 //
 //===----------------------------------------------------------------------===//
@@ -22,21 +23,29 @@
 
 namespace gptc::cuda {
 
-/// Whether the attention kernels take heads of width `headDim`.
+/// The element type of an attention's operands: fp32 runs on the CUDA
+/// cores (FMAs), bf16 and fp16 (mixed precision) on the tensor cores with
+/// fp32 accumulation.
+enum class AttentionType { F32, BF16, F16 };
+
+/// Whether the attention kernels take heads of width `headDim` (8 to 128,
+/// powers of two).
 bool attentionSupportsHeadDim(int64_t headDim);
 
 /// out = causal softmax(q k^T / sqrt(D)) v per head; q, k, v, out are
-/// [batch, T, C] with head h in columns [h D, (h + 1) D).
-cudaError_t attentionForward(const float *q, const float *k, const float *v,
-                             float *out, int64_t batch, int64_t T, int64_t C,
-                             int64_t heads, cudaStream_t stream);
+/// [batch, T, C] of `type` with head h in columns [h D, (h + 1) D).
+cudaError_t attentionForward(AttentionType type, const void *q, const void *k,
+                             const void *v, void *out, int64_t batch,
+                             int64_t T, int64_t C, int64_t heads,
+                             cudaStream_t stream);
 
-/// The gradients of attentionForward. `stats` is scratch of
+/// The gradients of attentionForward. `stats` is fp32 scratch of
 /// attentionScratchFloats(batch, T, heads) floats.
-cudaError_t attentionBackward(const float *q, const float *k, const float *v,
-                              const float *dout, float *dq, float *dk,
-                              float *dv, float *stats, int64_t batch, int64_t T,
-                              int64_t C, int64_t heads, cudaStream_t stream);
+cudaError_t attentionBackward(AttentionType type, const void *q,
+                              const void *k, const void *v, const void *dout,
+                              void *dq, void *dk, void *dv, float *stats,
+                              int64_t batch, int64_t T, int64_t C,
+                              int64_t heads, cudaStream_t stream);
 int64_t attentionScratchFloats(int64_t batch, int64_t T, int64_t heads);
 
 /// dtable[id - offset] += dy[i] over the n positions (dtable zeroed first);

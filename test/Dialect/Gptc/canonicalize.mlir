@@ -24,6 +24,38 @@ func.func @cast_round_trip_is_kept(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// Widening is exact, so narrowing back gives the value itself: a 16-bit
+// GEMM result widened to f32 and cast back to bf16 for attention is the
+// GEMM's result.
+// CHECK-LABEL: func.func @widen_then_narrow_folds
+// CHECK-SAME: (%[[X:.*]]: tensor<4xbf16>, %[[H:.*]]: tensor<4xf16>, %[[F:.*]]: tensor<4xf32>)
+// CHECK-NOT: gptc.cast
+// CHECK: return %[[X]], %[[H]], %[[F]]
+func.func @widen_then_narrow_folds(%x: tensor<4xbf16>, %h: tensor<4xf16>, %f: tensor<4xf32>)
+    -> (tensor<4xbf16>, tensor<4xf16>, tensor<4xf32>) {
+  %0 = gptc.cast %x : tensor<4xbf16> -> tensor<4xf32>
+  %1 = gptc.cast %0 : tensor<4xf32> -> tensor<4xbf16>
+  %2 = gptc.cast %h : tensor<4xf16> -> tensor<4xf64>
+  %3 = gptc.cast %2 : tensor<4xf64> -> tensor<4xf16>
+  %4 = gptc.cast %f : tensor<4xf32> -> tensor<4xf64>
+  %5 = gptc.cast %4 : tensor<4xf64> -> tensor<4xf32>
+  return %1, %3, %5 : tensor<4xbf16>, tensor<4xf16>, tensor<4xf32>
+}
+
+// -----
+
+// Between two 16-bit types (bf16 -> f16 is no widening) both casts stay.
+// CHECK-LABEL: func.func @cross_16_bit_casts_are_kept
+// CHECK: gptc.cast %{{.*}} : tensor<4xbf16> -> tensor<4xf16>
+// CHECK: gptc.cast %{{.*}} : tensor<4xf16> -> tensor<4xbf16>
+func.func @cross_16_bit_casts_are_kept(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  %0 = gptc.cast %x : tensor<4xbf16> -> tensor<4xf16>
+  %1 = gptc.cast %0 : tensor<4xf16> -> tensor<4xbf16>
+  return %1 : tensor<4xbf16>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @reshape_chain
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
 // CHECK: %[[R:.*]] = gptc.reshape %[[X]] : tensor<4x8xf32> -> tensor<2x16xf32>

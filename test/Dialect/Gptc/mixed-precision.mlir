@@ -1,4 +1,4 @@
-// RUN: gptc-opt %s --split-input-file --gptc-mixed-precision | FileCheck %s
+// RUN: gptc-opt %s --split-input-file --gptc-mixed-precision --canonicalize | FileCheck %s
 // RUN: gptc-opt %s --split-input-file --gptc-mixed-precision --gptc-autodiff | FileCheck %s --check-prefix=GRAD
 
 // bf16: the linear layer's input, weight and bias are cast to bf16, its
@@ -48,6 +48,33 @@ module attributes {gptc.precision = "fp16"} {
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Attention takes 16-bit operands as autocast's scaled_dot_product_attention
+// does: a projection's bf16 result feeds it directly (the cast to f32 and
+// back folds away), its bf16 result is widened for the f32 graph after it.
+// CHECK-LABEL: func.func @forward
+//       CHECK: %[[QH:.*]] = gptc.linear %{{.*}} -> tensor<2x4x8xbf16>
+//       CHECK: %[[Q:.*]] = gptc.cast %[[QH]] : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+//       CHECK: %[[AH:.*]] = gptc.causal_attention %[[QH]], %[[QH]], %[[QH]] heads 2 : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16> -> tensor<2x4x8xbf16>
+//       CHECK: %[[A:.*]] = gptc.cast %[[AH]] : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+//       CHECK: gptc.add %[[A]], %[[Q]]
+// Its gradient is bf16 too: the output's gradient cast to bf16 in, the
+// three operands' gradients out.
+// GRAD-LABEL: func.func @forward_backward
+//       GRAD: %[[DA:.*]] = gptc.cross_entropy_grad
+//       GRAD: %[[DAH:.*]] = gptc.cast %[[DA]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+//       GRAD: gptc.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[DAH]] heads 2 : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16> -> tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>
+module attributes {gptc.precision = "bf16"} {
+  func.func @forward(%w: tensor<8x8xf32> {gptc.param = "w"}, %x: tensor<2x4x8xf32>, %l: tensor<2x4xi32>) -> tensor<f32> {
+    %q = gptc.linear %x, %w : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+    %a = gptc.causal_attention %q, %q, %q heads 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+    %r = gptc.add %a, %q : tensor<2x4x8xf32>
+    %loss = gptc.cross_entropy %r, %l : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<f32>
     return %loss : tensor<f32>
   }
 }

@@ -39,20 +39,26 @@ def run(cmd):
     return p.stdout
 
 
+def attention(q, k, v):
+    """Causal attention of [B, H, T, D] heads."""
+    T, D = q.shape[-2], q.shape[-1]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+    s = s.masked_fill(~mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
 def forward(P, tokens, labels):
     """GPT-2 forward in PyTorch, on the parameter dict P (gptc's names)."""
     B, T = tokens.shape
     x = P["wte"][tokens] + P["wpe"][torch.arange(T)]
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     D = WIDTH // HEADS
     for l in range(LAYERS):
         h = "h.%d." % l
         a = F.layer_norm(x, (WIDTH,), P[h + "ln_1.weight"], P[h + "ln_1.bias"], EPS_LN)
         q, k, v = (F.linear(a, P[h + "attn.%s_proj.weight" % n], P[h + "attn.%s_proj.bias" % n])
                    .view(B, T, HEADS, D).transpose(1, 2) for n in "qkv")
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
-        s = s.masked_fill(~mask, float("-inf"))
-        y = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(B, T, WIDTH)
+        y = attention(q, k, v).transpose(1, 2).reshape(B, T, WIDTH)
         x = x + F.linear(y, P[h + "attn.c_proj.weight"], P[h + "attn.c_proj.bias"])
         m = F.layer_norm(x, (WIDTH,), P[h + "ln_2.weight"], P[h + "ln_2.bias"], EPS_LN)
         m = F.gelu(F.linear(m, P[h + "mlp.c_fc.weight"], P[h + "mlp.c_fc.bias"]), approximate="tanh")

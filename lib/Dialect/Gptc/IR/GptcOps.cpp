@@ -493,6 +493,23 @@ int64_t SplitOp::getFlopCount() { return 0; }
 OpFoldResult CastOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // Back to the type of a value that was widened exactly (bf16 or f16 to
+  // f32 or f64, f32 to f64): the value itself.
+  if (auto widen = getInput().getDefiningOp<CastOp>()) {
+    Value original = widen.getInput();
+    auto width = [](Value v) {
+      return cast<RankedTensorType>(v.getType())
+          .getElementType()
+          .getIntOrFloatBitWidth();
+    };
+    auto isFloat = [](Value v) {
+      return isa<FloatType>(
+          cast<RankedTensorType>(v.getType()).getElementType());
+    };
+    if (original.getType() == getType() && isFloat(original) &&
+        isFloat(getInput()) && width(getInput()) > width(original))
+      return original;
+  }
   return {};
 }
 

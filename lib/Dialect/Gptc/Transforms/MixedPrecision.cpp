@@ -4,11 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The policy of PyTorch's autocast for GEMMs (linear and matmul in bf16 or
-// fp16, their results too), with every other op kept in fp32 as
-// autocast's fp32 list keeps normalization, softmax and the loss; unlike
-// autocast, attention's products stay fp32 too (gptc's causal_attention
-// is one op). Every cast is an explicit gptc.cast in the IR.
+// The policy of PyTorch's autocast: GEMMs (linear and matmul) and
+// attention (causal_attention, autocast's scaled_dot_product_attention)
+// take bf16 or fp16 operands and give results of that type, every other op
+// stays fp32 as autocast's fp32 list keeps normalization, softmax and the
+// loss. Every cast is an explicit gptc.cast in the IR; a cast back to the
+// 16-bit type of a value just widened folds away, so a projection's 16-bit
+// result feeds attention directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,7 +60,8 @@ struct GptcMixedPrecisionPass final
     };
     SmallVector<Operation *> gemms;
     func.walk([&](Operation *op) {
-      if (isa<LinearOp, MatmulOp>(op) && llvm::all_of(op->getOperands(), isF32))
+      if (isa<LinearOp, MatmulOp, CausalAttentionOp>(op) &&
+          llvm::all_of(op->getOperands(), isF32))
         gemms.push_back(op);
     });
     for (Operation *op : gemms) {
@@ -73,6 +76,9 @@ struct GptcMixedPrecisionPass final
       if (auto linear = dyn_cast<LinearOp>(op)) {
         result = LinearOp::create(b, loc, low[0], low[1],
                                   linear.getBias() ? low[2] : Value());
+      } else if (auto attention = dyn_cast<CausalAttentionOp>(op)) {
+        result = CausalAttentionOp::create(b, loc, low[0], low[1], low[2],
+                                           attention.getNumHeads());
       } else {
         auto matmul = cast<MatmulOp>(op);
         result = MatmulOp::create(b, loc, low[0], low[1],

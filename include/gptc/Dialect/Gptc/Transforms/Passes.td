@@ -453,15 +453,17 @@ def GptcPlanBuffersPass
 }
 
 def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "Run the forward graph's GEMMs in bf16 or fp16 with fp32 everywhere else";
+  let summary = "Run the forward graph's GEMMs and attention in bf16 or fp16 with fp32 everywhere else";
   let description = [{
     Driven by the module's `gptc.precision` (the description's
-    `precision`): with `bf16`, every f32 `gptc.linear` and `gptc.matmul`
-    of `@forward` takes bf16 copies of its operands (weights included)
-    and gives a bf16 result that is cast back to f32; the GEMM accumulates
-    in fp32 (oneDNN on the CPU). Everything else (embeddings, layer norm,
-    attention, softmax, the loss, residual adds) stays fp32, and the
-    parameters stay fp32 master weights. Runs before `gptc-autodiff`, so
+    `precision`): with `bf16`, every f32 `gptc.linear`, `gptc.matmul` and
+    `gptc.causal_attention` of `@forward` takes bf16 copies of its
+    operands (weights included) and gives a bf16 result that is cast back
+    to f32 (autocast's policy); the products accumulate in fp32 (oneDNN on
+    the CPU, tensor cores on the GPU). Everything else (embeddings, layer
+    norm, softmax, the loss, residual adds) stays fp32, and the parameters
+    stay fp32 master weights. A projection's bf16 result feeds attention
+    directly once canonicalization folds the cast to f32 and back. Runs before `gptc-autodiff`, so
     the backward GEMMs are bf16 too (the cast's gradient is a cast back)
     and every parameter's gradient, the clipping and AdamW are fp32: the
     update is on the master copy. `fp16` places the casts alike with f16
