@@ -39,13 +39,21 @@ constexpr int64_t kBlockReductionThreads = 1024;
 constexpr int64_t kColumnChunks = 64;
 constexpr int64_t kRowsPerChunk = 256;
 
-/// How a linalg reduction combines: `out = combiner(out, value)`.
+/// How a linalg reduction combines, for each of its outputs i:
+/// `out_i = combiners[i](out_i, values[i])`. A reduction with several
+/// outputs (layer norm's two row sums, its weight and bias gradients) is
+/// one loop nest that reads its inputs once for all of them.
 struct Reduction {
   linalg::GenericOp op;
-  Operation *combiner;          // in the body
-  Value value;                  // the combiner's other operand, in the body
-  gpu::AllReduceOperation kind; // the combiner as a GPU reduction
-  int64_t numParallel = 0;      // leading parallel loop dimensions
+  SmallVector<Operation *> combiners;           // in the body
+  SmallVector<Value> values;                    // each combiner's operand
+  SmallVector<gpu::AllReduceOperation> kinds;   // each as a GPU reduction
+  int64_t numParallel = 0; // leading parallel loop dimensions
+
+  size_t size() const { return combiners.size(); }
+  Value output(size_t i) const {
+    return const_cast<linalg::GenericOp &>(op).getDpsInitOperand(i)->get();
+  }
 };
 
 std::optional<gpu::AllReduceOperation> kindOf(Operation *op) {
@@ -69,7 +77,7 @@ std::optional<gpu::AllReduceOperation> kindOf(Operation *op) {
 
 /// The reduction `op` is, if the GPU reductions can run it.
 std::optional<Reduction> matchReduction(linalg::GenericOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1)
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInits() < 1)
     return std::nullopt;
   // 1. Parallel dimensions, then at least one reduction dimension.
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
@@ -83,45 +91,58 @@ std::optional<Reduction> matchReduction(linalg::GenericOp op) {
                      return t != utils::IteratorType::reduction;
                    }))
     return std::nullopt;
-  // 2. Static loops; the output indexed by the parallel dimensions in
-  //    order, a 32-bit scalar element.
+  // 2. Static loops; every output indexed by the parallel dimensions in
+  //    order, of a 32- or 64-bit scalar element.
   if (!llvm::all_of(op.getStaticLoopRanges(),
                     [](int64_t n) { return !ShapedType::isDynamic(n); }))
     return std::nullopt;
-  OpOperand *init = op.getDpsInitOperand(0);
-  AffineMap outMap = op.getMatchingIndexingMap(init);
-  if (outMap.getNumResults() != numParallel)
-    return std::nullopt;
-  for (int64_t d = 0; d < numParallel; ++d)
-    if (outMap.getResult(d) != getAffineDimExpr(d, op.getContext()))
-      return std::nullopt;
-  auto outType = dyn_cast<MemRefType>(init->get().getType());
-  if (!outType || !outType.getLayout().isIdentity() ||
-      !outType.getElementType().isIntOrFloat() ||
-      (outType.getElementTypeBitWidth() != 32 &&
-       outType.getElementTypeBitWidth() != 64))
-    return std::nullopt;
-  // 3. The body: out = combiner(out, value), out used only there.
+  Reduction r{op, {}, {}, {}, numParallel};
   Block &body = op.getRegion().front();
-  BlockArgument out = op.getMatchingBlockArgument(init);
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  Operation *combiner = yield.getOperand(0).getDefiningOp();
-  if (!combiner || combiner->getBlock() != &body ||
-      combiner->getNumOperands() != 2 || !out.hasOneUse() ||
-      out.getUses().begin()->getOwner() != combiner)
-    return std::nullopt;
-  std::optional<gpu::AllReduceOperation> kind = kindOf(combiner);
-  if (!kind || !arith::getNeutralElement(combiner))
-    return std::nullopt;
-  Value value = combiner->getOperand(0) == out ? combiner->getOperand(1)
-                                               : combiner->getOperand(0);
-  return Reduction{op, combiner, value, *kind, numParallel};
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    AffineMap outMap = op.getMatchingIndexingMap(&init);
+    if (outMap.getNumResults() != numParallel)
+      return std::nullopt;
+    for (int64_t d = 0; d < numParallel; ++d)
+      if (outMap.getResult(d) != getAffineDimExpr(d, op.getContext()))
+        return std::nullopt;
+    auto outType = dyn_cast<MemRefType>(init.get().getType());
+    if (!outType || !outType.getLayout().isIdentity() ||
+        !outType.getElementType().isIntOrFloat() ||
+        (outType.getElementTypeBitWidth() != 32 &&
+         outType.getElementTypeBitWidth() != 64))
+      return std::nullopt;
+    // 3. The body: out = combiner(out, value), yielded at the output's
+    //    place; out used only there, the combiner's result only yielded.
+    BlockArgument out = op.getMatchingBlockArgument(&init);
+    int64_t index = init.getOperandNumber() - op.getNumDpsInputs();
+    Operation *combiner = yield.getOperand(index).getDefiningOp();
+    if (!combiner || combiner->getBlock() != &body ||
+        combiner->getNumOperands() != 2 || !out.hasOneUse() ||
+        out.getUses().begin()->getOwner() != combiner ||
+        !combiner->getResult(0).hasOneUse())
+      return std::nullopt;
+    std::optional<gpu::AllReduceOperation> kind = kindOf(combiner);
+    if (!kind || !arith::getNeutralElement(combiner))
+      return std::nullopt;
+    r.combiners.push_back(combiner);
+    r.values.push_back(combiner->getOperand(0) == out
+                           ? combiner->getOperand(1)
+                           : combiner->getOperand(0));
+    r.kinds.push_back(*kind);
+  }
+  // No combiner may feed another's value (each is one output's own).
+  for (Value v : r.values)
+    if (llvm::is_contained(r.combiners, v.getDefiningOp()))
+      return std::nullopt;
+  return r;
 }
 
-/// The body's value at loop indices `ivs`: each input loaded through its
-/// indexing map, the body's ops cloned up to the combiner.
-Value valueAt(OpBuilder &b, Location loc, const Reduction &r,
-              ArrayRef<Value> ivs) {
+/// The body's values at loop indices `ivs`, one per output: each input
+/// loaded through its indexing map, the body's ops but the combiners
+/// cloned.
+SmallVector<Value> valuesAt(OpBuilder &b, Location loc, const Reduction &r,
+                            ArrayRef<Value> ivs) {
   linalg::GenericOp op = r.op;
   IRMapping map;
   for (OpOperand *input : op.getDpsInputOperands()) {
@@ -137,24 +158,36 @@ Value valueAt(OpBuilder &b, Location loc, const Reduction &r,
           b, loc, AffineMap::get(m.getNumDims(), 0, e), ivs));
     map.map(arg, memref::LoadOp::create(b, loc, input->get(), indices));
   }
-  for (Operation &inner : op.getRegion().front()) {
-    if (&inner == r.combiner)
-      break;
+  for (Operation &inner : op.getRegion().front().without_terminator()) {
+    if (llvm::is_contained(r.combiners, &inner))
+      continue;
     if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
       map.map(index.getResult(), ivs[index.getDim()]);
       continue;
     }
     b.clone(inner, map);
   }
-  return map.lookupOrDefault(r.value);
+  SmallVector<Value> values;
+  for (Value v : r.values)
+    values.push_back(map.lookupOrDefault(v));
+  return values;
 }
 
-/// Combines `a` and `b` as the reduction's combiner does.
-Value combine(OpBuilder &b, const Reduction &r, Value acc, Value v) {
+/// Combines `acc` and `v` as output i's combiner does.
+Value combine(OpBuilder &b, const Reduction &r, size_t i, Value acc, Value v) {
   IRMapping map;
-  map.map(r.combiner->getOperand(0), acc);
-  map.map(r.combiner->getOperand(1), v);
-  return b.clone(*r.combiner, map)->getResult(0);
+  map.map(r.combiners[i]->getOperand(0), acc);
+  map.map(r.combiners[i]->getOperand(1), v);
+  return b.clone(*r.combiners[i], map)->getResult(0);
+}
+
+/// Each output's identity (its combiner's neutral element).
+SmallVector<Value> identities(OpBuilder &b, Location loc, const Reduction &r) {
+  SmallVector<Value> ids;
+  for (Operation *combiner : r.combiners)
+    ids.push_back(arith::ConstantOp::create(
+        b, loc, *arith::getNeutralElement(combiner)));
+  return ids;
 }
 
 /// A launch of `blocks` x `threads`; the builder left inside its body.
@@ -173,37 +206,41 @@ gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, int64_t blocks,
 }
 
 /// Combines, in thread `start`, elements start, start + stride, ... of the
-/// reduction dimensions at parallel indices `rowIvs`.
-Value stridedPartial(OpBuilder &b, Location loc, const Reduction &r,
-                     ArrayRef<int64_t> reduced, ArrayRef<Value> rowIvs,
-                     Value start, int64_t stride) {
+/// reduction dimensions at parallel indices `rowIvs`: a partial per output.
+SmallVector<Value> stridedPartials(OpBuilder &b, Location loc,
+                                   const Reduction &r,
+                                   ArrayRef<int64_t> reduced,
+                                   ArrayRef<Value> rowIvs, Value start,
+                                   int64_t stride) {
   int64_t count = 1;
   for (int64_t n : reduced)
     count *= n;
-  Value identity =
-      arith::ConstantOp::create(b, loc, *arith::getNeutralElement(r.combiner));
   auto loop = scf::ForOp::create(
       b, loc, start, arith::ConstantIndexOp::create(b, loc, count),
-      arith::ConstantIndexOp::create(b, loc, stride), ValueRange{identity});
+      arith::ConstantIndexOp::create(b, loc, stride), identities(b, loc, r));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   SmallVector<Value> ivs(rowIvs);
   llvm::append_range(ivs, delinearize(b, loc, loop.getInductionVar(), reduced));
-  Value v = valueAt(b, loc, r, ivs);
-  scf::YieldOp::create(b, loc, combine(b, r, loop.getRegionIterArgs()[0], v));
-  return loop.getResult(0);
+  SmallVector<Value> values = valuesAt(b, loc, r, ivs), next;
+  for (size_t i = 0; i < r.size(); ++i)
+    next.push_back(combine(b, r, i, loop.getRegionIterArgs()[i], values[i]));
+  scf::YieldOp::create(b, loc, next);
+  return SmallVector<Value>(loop.getResults());
 }
 
-/// out[rowIvs] = combiner(out[rowIvs], total), in the thread `leader`.
+/// out_i[rowIvs] = combiner_i(out_i[rowIvs], totals[i]) for every output,
+/// in the thread `leader`.
 void writeOnce(OpBuilder &b, Location loc, const Reduction &r, Value leader,
-               ArrayRef<Value> rowIvs, Value total) {
-  linalg::GenericOp op = r.op;
-  Value out = op.getDpsInitOperand(0)->get();
+               ArrayRef<Value> rowIvs, ArrayRef<Value> totals) {
   auto ifLeader = scf::IfOp::create(b, loc, leader, false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(ifLeader.thenBlock()->getTerminator());
-  Value old = memref::LoadOp::create(b, loc, out, rowIvs);
-  memref::StoreOp::create(b, loc, combine(b, r, old, total), out, rowIvs);
+  for (size_t i = 0; i < r.size(); ++i) {
+    Value old = memref::LoadOp::create(b, loc, r.output(i), rowIvs);
+    memref::StoreOp::create(b, loc, combine(b, r, i, old, totals[i]),
+                            r.output(i), rowIvs);
+  }
 }
 
 void buildLaunch(const Reduction &r, int64_t warpsPerBlock) {
@@ -220,15 +257,16 @@ void buildLaunch(const Reduction &r, int64_t warpsPerBlock) {
     // A reduction to a scalar: one block, strided partials, all_reduce.
     gpu::LaunchOp launch = createLaunch(b, loc, 1, kBlockReductionThreads);
     Value tid = launch.getThreadIds().x;
-    Value partial =
-        stridedPartial(b, loc, r, reduced, {}, tid, kBlockReductionThreads);
-    Value total = gpu::AllReduceOp::create(
-        b, loc, partial,
-        gpu::AllReduceOperationAttr::get(b.getContext(), r.kind),
-        /*uniform=*/true);
+    SmallVector<Value> totals =
+        stridedPartials(b, loc, r, reduced, {}, tid, kBlockReductionThreads);
+    for (size_t i = 0; i < r.size(); ++i)
+      totals[i] = gpu::AllReduceOp::create(
+          b, loc, totals[i],
+          gpu::AllReduceOperationAttr::get(b.getContext(), r.kinds[i]),
+          /*uniform=*/true);
     Value first =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, c(0));
-    writeOnce(b, loc, r, first, {}, total);
+    writeOnce(b, loc, r, first, {}, totals);
   } else {
     // A warp per row.
     int64_t rows = 1;
@@ -249,12 +287,14 @@ void buildLaunch(const Reduction &r, int64_t warpsPerBlock) {
     auto ifRow = scf::IfOp::create(b, loc, inRange, false);
     b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
     SmallVector<Value> rowIvs = delinearize(b, loc, row, parallel);
-    Value partial = stridedPartial(b, loc, r, reduced, rowIvs, lane, kWarpSize);
-    Value total = gpu::SubgroupReduceOp::create(b, loc, partial, r.kind,
+    SmallVector<Value> totals =
+        stridedPartials(b, loc, r, reduced, rowIvs, lane, kWarpSize);
+    for (size_t i = 0; i < r.size(); ++i)
+      totals[i] = gpu::SubgroupReduceOp::create(b, loc, totals[i], r.kinds[i],
                                                 /*uniform=*/true);
     Value first =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, c(0));
-    writeOnce(b, loc, r, first, rowIvs, total);
+    writeOnce(b, loc, r, first, rowIvs, totals);
   }
   op.erase();
 }
@@ -283,13 +323,13 @@ void splitColumns(const Reduction &r, int64_t chunks) {
   auto c = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
-  Value out = op.getDpsInitOperand(0)->get();
-  Type element = cast<MemRefType>(out.getType()).getElementType();
-  Value identity =
-      arith::ConstantOp::create(b, loc, *arith::getNeutralElement(r.combiner));
-  auto partials = memref::AllocOp::create(
-      b, loc, MemRefType::get({chunks, columns}, element));
-  // 1. partials[chunk, column]: the chunk's rows of the column.
+  SmallVector<Value> partials;
+  for (size_t i = 0; i < r.size(); ++i) {
+    Type element = cast<MemRefType>(r.output(i).getType()).getElementType();
+    partials.push_back(memref::AllocOp::create(
+        b, loc, MemRefType::get({chunks, columns}, element)));
+  }
+  // 1. partials_i[chunk, column]: the chunk's rows of the column.
   {
     auto loop = scf::ParallelOp::create(b, loc, ValueRange{c(0), c(0)},
                                         ValueRange{c(chunks), c(columns)},
@@ -302,40 +342,51 @@ void splitColumns(const Reduction &r, int64_t chunks) {
     Value end = arith::MinUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, begin, c(perChunk)), c(rows));
     auto rowLoop =
-        scf::ForOp::create(b, loc, begin, end, c(1), ValueRange{identity});
+        scf::ForOp::create(b, loc, begin, end, c(1), identities(b, loc, r));
     {
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPointToStart(rowLoop.getBody());
       SmallVector<Value> ivs = delinearize(b, loc, column, parallel);
       llvm::append_range(
           ivs, delinearize(b, loc, rowLoop.getInductionVar(), reduced));
-      Value v = valueAt(b, loc, r, ivs);
-      scf::YieldOp::create(b, loc,
-                           combine(b, r, rowLoop.getRegionIterArgs()[0], v));
+      SmallVector<Value> values = valuesAt(b, loc, r, ivs), next;
+      for (size_t i = 0; i < r.size(); ++i)
+        next.push_back(
+            combine(b, r, i, rowLoop.getRegionIterArgs()[i], values[i]));
+      scf::YieldOp::create(b, loc, next);
     }
-    memref::StoreOp::create(b, loc, rowLoop.getResult(0), partials,
-                            ValueRange{chunk, column});
+    for (size_t i = 0; i < r.size(); ++i)
+      memref::StoreOp::create(b, loc, rowLoop.getResult(i), partials[i],
+                              ValueRange{chunk, column});
   }
-  // 2. out[column] = combiner(out[column], the column's partials).
+  // 2. out_i[column] = combiner_i(out_i[column], the column's partials).
   {
     auto loop = scf::ParallelOp::create(b, loc, c(0), c(columns), c(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value column = loop.getInductionVars()[0];
-    auto chunkLoop =
-        scf::ForOp::create(b, loc, c(0), c(chunks), c(1), ValueRange{identity});
+    auto chunkLoop = scf::ForOp::create(b, loc, c(0), c(chunks), c(1),
+                                        identities(b, loc, r));
     {
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPointToStart(chunkLoop.getBody());
-      Value part = memref::LoadOp::create(
-          b, loc, partials, ValueRange{chunkLoop.getInductionVar(), column});
-      scf::YieldOp::create(
-          b, loc, combine(b, r, chunkLoop.getRegionIterArgs()[0], part));
+      SmallVector<Value> next;
+      for (size_t i = 0; i < r.size(); ++i) {
+        Value part = memref::LoadOp::create(
+            b, loc, partials[i],
+            ValueRange{chunkLoop.getInductionVar(), column});
+        next.push_back(
+            combine(b, r, i, chunkLoop.getRegionIterArgs()[i], part));
+      }
+      scf::YieldOp::create(b, loc, next);
     }
     SmallVector<Value> ivs = delinearize(b, loc, column, parallel);
-    Value old = memref::LoadOp::create(b, loc, out, ivs);
-    memref::StoreOp::create(b, loc, combine(b, r, old, chunkLoop.getResult(0)),
-                            out, ivs);
+    for (size_t i = 0; i < r.size(); ++i) {
+      Value old = memref::LoadOp::create(b, loc, r.output(i), ivs);
+      memref::StoreOp::create(
+          b, loc, combine(b, r, i, old, chunkLoop.getResult(i)), r.output(i),
+          ivs);
+    }
   }
   op.erase();
 }

@@ -117,3 +117,72 @@ func.func @columns(%x: memref<2048x16xf32>, %out: memref<16xf32>) {
   }
   return
 }
+
+// -----
+
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// Two row sums in one nest (layer norm's gradient: dy w and dy w xhat): a
+// warp per row reads the inputs once, one loop carries both partials, each
+// is reduced over the warp, lane 0 writes both.
+// CHECK-LABEL: func.func @two_row_sums
+//       CHECK: gpu.launch
+//       CHECK:   %[[P:.*]]:2 = scf.for %{{.*}} = %{{.*}} to %c300{{(_[0-9]+)?}} step %c32{{(_[0-9]+)?}} iter_args(%[[A:.*]] = %cst{{(_[0-9]+)?}}, %[[B:.*]] = %cst{{(_[0-9]+)?}})
+//       CHECK:     %[[X:.*]] = memref.load %arg0
+//       CHECK:     %[[Y:.*]] = memref.load %arg1
+//       CHECK:     %[[XY:.*]] = arith.mulf %[[X]], %[[Y]]
+//   CHECK-DAG:     %[[NA:.*]] = arith.addf %[[A]], %[[X]]
+//   CHECK-DAG:     %[[NB:.*]] = arith.addf %[[B]], %[[XY]]
+//       CHECK:     scf.yield %[[NA]], %[[NB]]
+//       CHECK:   %[[TA:.*]] = gpu.subgroup_reduce add %[[P]]#0 uniform
+//       CHECK:   %[[TB:.*]] = gpu.subgroup_reduce add %[[P]]#1 uniform
+//       CHECK:   scf.if
+//       CHECK:     memref.store %{{.*}}, %arg2
+//       CHECK:     memref.store %{{.*}}, %arg3
+//   CHECK-NOT: linalg.generic
+func.func @two_row_sums(%x: memref<20x300xf32>, %y: memref<20x300xf32>,
+                        %sx: memref<20xf32>, %sxy: memref<20xf32>) {
+  linalg.generic {indexing_maps = [#rows, #rows, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %y : memref<20x300xf32>, memref<20x300xf32>) outs(%sx, %sxy : memref<20xf32>, memref<20xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc0: f32, %acc1: f32):
+    %ab = arith.mulf %a, %b : f32
+    %n0 = arith.addf %acc0, %a : f32
+    %n1 = arith.addf %acc1, %ab : f32
+    linalg.yield %n0, %n1 : f32, f32
+  }
+  return
+}
+
+// -----
+
+#cols = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// Two column sums in one nest (layer norm's weight and bias gradients)
+// over 1024 rows: cut into 4 chunks, a temporary of partials for each,
+// one pass over the rows for both, then both combined per column.
+// CHECK-LABEL: func.func @two_column_sums
+//       CHECK: %[[P0:.*]] = memref.alloc() : memref<4x16xf32>
+//       CHECK: %[[P1:.*]] = memref.alloc() : memref<4x16xf32>
+//       CHECK: scf.parallel (%[[C:.*]], %[[J:.*]]) = (%{{.*}}, %{{.*}}) to (%c4{{(_[0-9]+)?}}, %c16{{(_[0-9]+)?}})
+//       CHECK:   %[[S:.*]]:2 = scf.for
+//       CHECK:   memref.store %[[S]]#0, %[[P0]][%[[C]], %[[J]]]
+//       CHECK:   memref.store %[[S]]#1, %[[P1]][%[[C]], %[[J]]]
+//       CHECK: scf.parallel (%[[J2:.*]]) = (%{{.*}}) to (%c16{{(_[0-9]+)?}})
+//       CHECK:   %[[T:.*]]:2 = scf.for %[[K:.*]] = %{{.*}} to %c4{{(_[0-9]+)?}}
+//       CHECK:     memref.load %[[P0]][%[[K]], %[[J2]]]
+//       CHECK:     memref.load %[[P1]][%[[K]], %[[J2]]]
+//       CHECK:   memref.store %{{.*}}, %arg2[%[[J2]]]
+//       CHECK:   memref.store %{{.*}}, %arg3[%[[J2]]]
+//   CHECK-NOT: linalg.generic
+func.func @two_column_sums(%x: memref<1024x16xf32>, %y: memref<1024x16xf32>,
+                           %sx: memref<16xf32>, %sxy: memref<16xf32>) {
+  linalg.generic {indexing_maps = [#cols, #cols, #col, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%x, %y : memref<1024x16xf32>, memref<1024x16xf32>) outs(%sx, %sxy : memref<16xf32>, memref<16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc0: f32, %acc1: f32):
+    %ab = arith.mulf %a, %b : f32
+    %n0 = arith.addf %acc0, %a : f32
+    %n1 = arith.addf %acc1, %ab : f32
+    linalg.yield %n0, %n1 : f32, f32
+  }
+  return
+}

@@ -16,10 +16,12 @@ def GptcGpuMapReductionsPass
     On a kernel function on buffers, before
     `convert-linalg-to-parallel-loops`: each top-level `linalg.generic`
     whose iterators are parallel dimensions followed by reduction
-    dimensions, with one 32-bit output indexed by the parallel dimensions
-    and a body that combines the output with one value (`out = op(out,
-    f(ins))`, `op` one of add, mul, min, max, and, or, xor), becomes a
-    `gpu.launch`:
+    dimensions, with 32- or 64-bit outputs indexed by the parallel
+    dimensions and a body that combines each output with one value of its
+    own (`out_i = op_i(out_i, f_i(ins))`, `op_i` one of add, mul, min, max,
+    and, or, xor), becomes a `gpu.launch`; a reduction with several outputs
+    (layer norm's two row sums, its weight and bias gradients) reads its
+    inputs once, carries one partial per output and reduces each:
 
     - with parallel dimensions (a row reduction: layer norm's sums,
       softmax's max and sum, the loss's log-sum-exp), a warp per row,

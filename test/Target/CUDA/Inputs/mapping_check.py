@@ -88,6 +88,21 @@ def cases():
     out.append(("column_sums", [
         f"%s = gptc.reduce_sum %a0 [0, 1] : {ty(cs.shape)} -> {ty((20,))}",
         f"return %s : {ty((20,))}"], [cs], [cs.astype(np.float64).sum((0, 1))]))
+    # Layer norm's gradient over 3 x 300 rows of 20: its weight and bias
+    # gradients are one reduction with two results, cut into 3 chunks of
+    # 300 rows and combined per column (both results from one pass).
+    lx, lw, ldy = f(3, 300, 20), f(20), f(3, 300, 20)
+    lxd, ldyd = lx.astype(np.float64), ldy.astype(np.float64)
+    lmean = lxd.mean(-1, keepdims=True)
+    lrstd = 1 / np.sqrt(((lxd - lmean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    xhat = (lxd - lmean) * lrstd
+    g = ldyd * lw
+    ldx = lrstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+    out.append(("layer_norm_grad", [
+        f"%dx, %dw, %db = gptc.layer_norm_grad %a0, %a1, %a2 eps 1.0e-05 : "
+        f"{ty(lx.shape)}, {ty(lw.shape)}, {ty(ldy.shape)} -> {ty(lx.shape)}, {ty(lw.shape)}, {ty(lw.shape)}",
+        f"return %dx, %dw, %db : {ty(lx.shape)}, {ty(lw.shape)}, {ty(lw.shape)}"],
+        [lx, lw, ldy], [ldx, (ldyd * xhat).sum((0, 1)), ldyd.sum((0, 1))]))
     # A reduction to a scalar (in f64) and the scalar code after it: the
     # loads sunk to their use, one thread running the run.
     gw, gb = f(20, 30), f(30)
