@@ -183,21 +183,35 @@ template <typename T>
 bool runFloat(Call &c);
 
 /// A kernel on 16-bit operands run by `run` in fp32: the operands widened
-/// exactly, the results rounded to nearest even.
+/// exactly, the results rounded to nearest even. The fp32 copies live in
+/// scratch the thread keeps from call to call (a fresh allocation each
+/// time cost page faults on every step).
 template <typename Low>
 static bool runWidened(Call &c, bool (*run)(Call &)) {
+  thread_local std::vector<float> scratch;
+  size_t floats = 0;
+  for (const Tensor *t : c.in)
+    floats += static_cast<size_t>(t->numElements());
+  for (const Tensor *t : c.out)
+    floats += static_cast<size_t>(t->numElements());
+  if (scratch.size() < floats)
+    scratch.resize(floats);
+  std::byte *next = reinterpret_cast<std::byte *>(scratch.data());
   std::vector<Tensor> wide;
   wide.reserve(c.in.size() + c.out.size());
+  auto view = [&](const Tensor &like) {
+    wide.push_back(Tensor::view(program::F32, like.shape, next));
+    next += like.numElements() * sizeof(float);
+    return &wide.back();
+  };
   Call f32{{}, {}, c.kernel, c.error};
   for (const Tensor *t : c.in) {
-    wide.emplace_back(program::F32, t->shape);
-    convert<Low, float>(*t, wide.back());
-    f32.in.push_back(&wide.back());
+    Tensor *w = view(*t);
+    convert<Low, float>(*t, *w);
+    f32.in.push_back(w);
   }
-  for (const Tensor *t : c.out) {
-    wide.emplace_back(program::F32, t->shape);
-    f32.out.push_back(&wide.back());
-  }
+  for (const Tensor *t : c.out)
+    f32.out.push_back(view(*t));
   if (!run(f32))
     return false;
   for (size_t i = 0; i < c.out.size(); ++i)

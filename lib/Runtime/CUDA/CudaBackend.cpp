@@ -354,11 +354,14 @@ CudaBackend::create(const program::Program &program, int device,
   }
   if ((status = cudaStreamCreateWithFlags(&b->commStream,
                                           cudaStreamNonBlocking)) !=
-          cudaSuccess ||
-      (status = cudaEventCreateWithFlags(&b->handOver,
-                                         cudaEventDisableTiming)) !=
-          cudaSuccess) {
+      cudaSuccess) {
     error = std::string("cudaStreamCreate: ") + cudaGetErrorString(status);
+    return nullptr;
+  }
+  if ((status = cudaEventCreateWithFlags(&b->handOver,
+                                         cudaEventDisableTiming)) !=
+      cudaSuccess) {
+    error = std::string("cudaEventCreate: ") + cudaGetErrorString(status);
     return nullptr;
   }
   if (devices > 1) {

@@ -1,4 +1,4 @@
-// RUN: gptc-opt %s --split-input-file --canonicalize | FileCheck %s
+// RUN: gptc-opt %s --split-input-file --canonicalize --cse | FileCheck %s
 
 // CHECK-LABEL: func.func @cast_to_same_type
 // CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
@@ -40,6 +40,28 @@ func.func @widen_then_narrow_folds(%x: tensor<4xbf16>, %h: tensor<4xf16>, %f: te
   %4 = gptc.cast %f : tensor<4xf32> -> tensor<4xf64>
   %5 = gptc.cast %4 : tensor<4xf64> -> tensor<4xf32>
   return %1, %3, %5 : tensor<4xbf16>, tensor<4xf16>, tensor<4xf32>
+}
+
+// -----
+
+// The same through a split: the pieces of a widened bf16 value cast back
+// to bf16 are the pieces of the bf16 value (one split after CSE); a piece
+// cast to another type keeps the f32 split.
+// CHECK-LABEL: func.func @narrow_split_pieces
+// CHECK-SAME: (%[[X:.*]]: tensor<2x12xbf16>)
+// CHECK: %[[W:.*]] = gptc.cast %[[X]] : tensor<2x12xbf16> -> tensor<2x12xf32>
+// CHECK: %[[S:.*]]:3 = gptc.split %[[W]] axis 1 : tensor<2x12xf32> -> tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+// CHECK-DAG: %[[H:.*]] = gptc.cast %[[S]]#2 : tensor<2x4xf32> -> tensor<2x4xf16>
+// CHECK-DAG: %[[N:.*]]:3 = gptc.split %[[X]] axis 1 : tensor<2x12xbf16> -> tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>
+// CHECK: return %[[N]]#0, %[[N]]#1, %[[H]]
+func.func @narrow_split_pieces(%x: tensor<2x12xbf16>)
+    -> (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xf16>) {
+  %w = gptc.cast %x : tensor<2x12xbf16> -> tensor<2x12xf32>
+  %q, %k, %v = gptc.split %w axis 1 : tensor<2x12xf32> -> tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+  %qh = gptc.cast %q : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %kh = gptc.cast %k : tensor<2x4xf32> -> tensor<2x4xbf16>
+  %vh = gptc.cast %v : tensor<2x4xf32> -> tensor<2x4xf16>
+  return %qh, %kh, %vh : tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xf16>
 }
 
 // -----

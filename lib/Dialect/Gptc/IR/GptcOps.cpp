@@ -513,6 +513,42 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
   return {};
 }
 
+/// The element type and bit width of a float tensor value's elements.
+static FloatType floatElement(Value v) {
+  return dyn_cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+/// A cast back to the narrow type of a piece of a split of an exact
+/// widening is that piece of a split of the narrow value: a fused QKV
+/// projection's bf16 result, widened and split, feeds bf16 attention
+/// without a round trip (equal pieces merge by CSE).
+static LogicalResult narrowSplitPiece(CastOp op, PatternRewriter &rewriter) {
+  auto split = op.getInput().getDefiningOp<SplitOp>();
+  if (!split)
+    return failure();
+  auto widen = split.getInput().getDefiningOp<CastOp>();
+  if (!widen)
+    return failure();
+  Value narrow = widen.getInput();
+  FloatType narrowType = floatElement(narrow), wideType = floatElement(widen);
+  if (!narrowType || !wideType || floatElement(op) != narrowType ||
+      wideType.getWidth() <= narrowType.getWidth())
+    return failure();
+  SmallVector<Type> pieces;
+  for (Type t : split.getResultTypes())
+    pieces.push_back(cast<RankedTensorType>(t).clone(narrowType));
+  auto narrowSplit = SplitOp::create(rewriter, split.getLoc(), pieces, narrow,
+                                     split.getAxisAttr());
+  rewriter.replaceOp(
+      op, narrowSplit.getResult(cast<OpResult>(op.getInput()).getResultNumber()));
+  return success();
+}
+
+void CastOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                         MLIRContext *) {
+  results.add(narrowSplitPiece);
+}
+
 int64_t CastOp::getFlopCount() { return 0; }
 
 //===----------------------------------------------------------------------===//

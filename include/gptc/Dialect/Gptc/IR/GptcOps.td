@@ -1137,6 +1137,7 @@ def Gptc_CastOp : Gptc_DiffOp<"cast", [Pure, SameOperandsAndResultShape]> {
   let results = (outs Gptc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 #endif // GPTC_DIALECT_GPTC_IR_GPTCOPS_TD
