@@ -490,32 +490,31 @@ int64_t SplitOp::getFlopCount() { return 0; }
 // CastOp
 //===----------------------------------------------------------------------===//
 
+/// The float element type of a tensor value, or null.
+static FloatType floatElement(Value v) {
+  return dyn_cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+/// The value `v` widened exactly, if a cast of a float to a wider float
+/// (bf16 or f16 to f32 or f64, f32 to f64) made it; else null.
+static Value widenedFrom(Value v) {
+  auto widen = v.getDefiningOp<CastOp>();
+  if (!widen)
+    return {};
+  FloatType narrow = floatElement(widen.getInput()), wide = floatElement(v);
+  if (!narrow || !wide || wide.getWidth() <= narrow.getWidth())
+    return {};
+  return widen.getInput();
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  // Back to the type of a value that was widened exactly (bf16 or f16 to
-  // f32 or f64, f32 to f64): the value itself.
-  if (auto widen = getInput().getDefiningOp<CastOp>()) {
-    Value original = widen.getInput();
-    auto width = [](Value v) {
-      return cast<RankedTensorType>(v.getType())
-          .getElementType()
-          .getIntOrFloatBitWidth();
-    };
-    auto isFloat = [](Value v) {
-      return isa<FloatType>(
-          cast<RankedTensorType>(v.getType()).getElementType());
-    };
-    if (original.getType() == getType() && isFloat(original) &&
-        isFloat(getInput()) && width(getInput()) > width(original))
+  // Back to the type of a value that was widened exactly: the value itself.
+  if (Value original = widenedFrom(getInput()))
+    if (original.getType() == getType())
       return original;
-  }
   return {};
-}
-
-/// The element type and bit width of a float tensor value's elements.
-static FloatType floatElement(Value v) {
-  return dyn_cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
 }
 
 /// A cast back to the narrow type of a piece of a split of an exact
@@ -526,14 +525,10 @@ static LogicalResult narrowSplitPiece(CastOp op, PatternRewriter &rewriter) {
   auto split = op.getInput().getDefiningOp<SplitOp>();
   if (!split)
     return failure();
-  auto widen = split.getInput().getDefiningOp<CastOp>();
-  if (!widen)
+  Value narrow = widenedFrom(split.getInput());
+  if (!narrow || floatElement(op) != floatElement(narrow))
     return failure();
-  Value narrow = widen.getInput();
-  FloatType narrowType = floatElement(narrow), wideType = floatElement(widen);
-  if (!narrowType || !wideType || floatElement(op) != narrowType ||
-      wideType.getWidth() <= narrowType.getWidth())
-    return failure();
+  FloatType narrowType = floatElement(narrow);
   SmallVector<Type> pieces;
   for (Type t : split.getResultTypes())
     pieces.push_back(cast<RankedTensorType>(t).clone(narrowType));
