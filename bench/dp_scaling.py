@@ -4,9 +4,11 @@ against PyTorch DistributedDataParallel (gloo) with 1 and N processes, same
 model, global batch, optimizer and cores, in one run; and the share of
 gptc's step spent in collectives (from `gptc train --profile`). Also gptc's
 tensor parallelism (with and without sequence parallelism) over the same N
-ranks, which has no peer here.
+ranks, which has no peer here; and gptc's data parallelism with its
+gradient buckets against one collective per gradient (--bucket-mb 0), the
+two alternating.
 
-    bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build]
+    bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build] [--buckets-only]
 
 One process uses every core; N processes use cores/N threads each (gptc
 does that itself; the script sets torch's). Best of 3 windows each: this
@@ -28,10 +30,10 @@ REPEATS = 3
 COLLECTIVES = ("ALL_REDUCE", "REDUCE_SCATTER", "ALL_GATHER", "ALL_SLICE")
 
 
-def gptc_rate(build, mpirun, model, steps, ranks, extra=(), mesh=None):
+def gptc_rate(build, mpirun, model, steps, ranks, extra=(), mesh=None, repeats=REPEATS):
     """(best tok/s after the first step, collective share of kernel time)."""
     best, share = 0.0, 0.0
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [os.path.join(build, "bin", "gptc"), "train", model,
                    "--steps", str(steps + 1), "--eval-interval", "0", "--profile",
@@ -109,12 +111,27 @@ def ddp_rate(model, steps, ranks, threads):
         return float(re.search(r"RATE ([0-9.]+)", outs[0][0]).group(1))
 
 
+def bucket_rates(build, mpirun, model, steps, ranks):
+    """gptc data parallel with its default gradient buckets against one
+    collective per gradient (--bucket-mb 0), in alternating windows: (best
+    tok/s, collective share) for each."""
+    best = {"buckets": (0.0, 0.0), "unbucketed": (0.0, 0.0)}
+    for _ in range(REPEATS):
+        for name, extra in (("buckets", ()), ("unbucketed", ("--bucket-mb", "0"))):
+            r = gptc_rate(build, mpirun, model, steps, ranks, extra, repeats=1)
+            if r[0] > best[name][0]:
+                best[name] = r
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--mpirun", default="mpirun.mpich")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--json", default="")
+    ap.add_argument("--buckets-only", action="store_true",
+                    help="only gptc's data parallelism with and without gradient buckets")
     args = ap.parse_args()
     cores = os.cpu_count()
     import torch
@@ -123,6 +140,16 @@ def main():
     for model, steps in ((os.path.join(ROOT, "models", "tiny.pbtxt"), 60),
                          (os.path.join(ROOT, "bench", "models", "gpt2-small-ctx64.pbtxt"), 2)):
         row = dict(model=os.path.basename(model))
+        b = bucket_rates(args.build, args.mpirun, model, steps, args.ranks)
+        row["gptc_buckets_%d" % args.ranks], row["comm_share_buckets_%d" % args.ranks] = b["buckets"]
+        row["gptc_unbucketed_%d" % args.ranks], row["comm_share_unbucketed_%d" % args.ranks] = b["unbucketed"]
+        print("%-24s %d ranks data parallel: gptc %8.0f tok/s with gradient buckets "
+              "(%.1f%% in collectives), %8.0f tok/s with one collective per gradient (%.1f%%): %.2fx"
+              % (row["model"], args.ranks, b["buckets"][0], b["buckets"][1], b["unbucketed"][0],
+                 b["unbucketed"][1], b["buckets"][0] / b["unbucketed"][0]))
+        if args.buckets_only:
+            results.append(row)
+            continue
         for n in (1, args.ranks):
             g, share = gptc_rate(args.build, args.mpirun, model, steps, n)
             t = ddp_rate(model, steps, n, max(1, cores // n))

@@ -115,6 +115,31 @@ TEST(CollectiveSchedule, LocalOpsAreNotCollectives) {
   EXPECT_TRUE(scheduleCollectives(f).empty());
 }
 
+TEST(CollectiveSchedule, BucketInPlaceIsWaitedForByAnyMembersReader) {
+  // v0 = k0(); v1 = k1(); {v2, v3} = all_reduce(v0, v1) in place (v2 over
+  // v0 at 0, v3 over v1 at 64); v4 = k3() elsewhere; v5 = k4(v3).
+  program::Function f = makeFunction({0, 64, 0, 64, 128, -1});
+  addKernel(f, program::COMPILED, {}, {0});
+  addKernel(f, program::COMPILED, {}, {1});
+  addKernel(f, program::ALL_REDUCE, {0, 1}, {2, 3});
+  addKernel(f, program::COMPILED, {}, {4});
+  addKernel(f, program::COMPILED, {3}, {5});
+  std::vector<ScheduledCollective> s = scheduleCollectives(f);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].waitBefore, 4u);
+  // A kernel that writes over a member's bytes waits for the bucket too.
+  f.mutable_values(4)->set_offset(64);
+  s = scheduleCollectives(f);
+  EXPECT_EQ(s[0].waitBefore, 3u);
+  std::ostringstream os;
+  printDeviceSchedule(f, os);
+  EXPECT_NE(os.str().find("  comm     #2 ALL_REDUCE bucket of 2 F32 tensors, "
+                          "32 bytes over axes (0) of 2 ranks, waited for "
+                          "before #3\n"),
+            std::string::npos)
+      << os.str();
+}
+
 TEST(CollectiveSchedule, PrintsStreamsAndWaits) {
   program::Function f = makeFunction({-1, -1, -1, -1});
   addKernel(f, program::COMPILED, {}, {0});

@@ -307,6 +307,72 @@ TEST(Executor, MultiAdamWChecksItsParameters) {
   EXPECT_TRUE(exec->canOverwriteInput(2, 4)); // m'0 over m0
 }
 
+/// A gradient bucket is one ALL_REDUCE with n inputs and n outputs: one
+/// output per input, one element type; on a group of one device it passes
+/// its inputs through, also when they are unplanned (the packed path).
+TEST(Executor, BucketAllReduceChecksAndRuns) {
+  auto makeFunction = [](program::DType second) {
+    program::Function f;
+    f.set_name("f");
+    f.add_grid_shape(1);
+    // 0: f32[3], 1: second[2] -> 2: f32[3], 3: second[2].
+    for (int id = 0; id < 4; ++id) {
+      program::Value *v = f.add_values();
+      v->set_id(id);
+      v->set_offset(-1);
+      v->mutable_type()->set_dtype(id % 2 ? second : program::F32);
+      v->mutable_type()->add_shape(id % 2 ? 2 : 3);
+    }
+    f.add_inputs(0);
+    f.add_inputs(1);
+    f.add_outputs(2);
+    f.add_outputs(3);
+    program::Kernel *k = f.add_kernels();
+    k->set_op(program::ALL_REDUCE);
+    k->set_location("bucket");
+    k->add_inputs(0);
+    k->add_inputs(1);
+    k->add_outputs(2);
+    k->add_outputs(3);
+    k->mutable_collective()->add_grid_axes(0);
+    return f;
+  };
+  std::string error;
+  program::Function f = makeFunction(program::F32);
+  f.mutable_kernels(0)->mutable_outputs()->RemoveLast();
+  EXPECT_EQ(runtime::Executor::create(f, error), nullptr);
+  EXPECT_NE(error.find("kernel ALL_REDUCE at bucket needs one output per "
+                       "input"),
+            std::string::npos)
+      << error;
+
+  using runtime::Tensor;
+  Tensor x(program::F32, {3}), y(program::F64, {2});
+  for (int i = 0; i < 3; ++i)
+    x.data<float>()[i] = 1.5f * i;
+  std::vector<const Tensor *> args{&x, &y};
+  std::vector<Tensor> out(2);
+  error.clear();
+  auto mixed = runtime::Executor::create(makeFunction(program::F64), error);
+  ASSERT_NE(mixed, nullptr) << error;
+  EXPECT_FALSE(mixed->run(args, out, error));
+  EXPECT_NE(error.find("a bucket's tensors must share one element type"),
+            std::string::npos)
+      << error;
+
+  Tensor z(program::F32, {2});
+  z.data<float>()[0] = -1;
+  z.data<float>()[1] = 7;
+  args = {&x, &z};
+  out.assign(2, Tensor());
+  error.clear();
+  auto exec = runtime::Executor::create(makeFunction(program::F32), error);
+  ASSERT_NE(exec, nullptr) << error;
+  ASSERT_TRUE(exec->run(args, out, error)) << error;
+  EXPECT_EQ(std::memcmp(out[0].raw(), x.raw(), x.byteSize()), 0);
+  EXPECT_EQ(std::memcmp(out[1].raw(), z.raw(), z.byteSize()), 0);
+}
+
 /// A skipped AdamW (fp16 overflow) returns its state unchanged, gradient
 /// infinities and all.
 TEST(Executor, AdamWSkipKeepsTheState) {

@@ -58,7 +58,7 @@ static LogicalResult collectInto(func::FuncOp func, int64_t runs,
     // G is the bytes of the whole tensor the collective moves.
     auto record = [&](StringRef kind, FlatSymbolRefAttr gridName,
                       ArrayRef<shard::GridAxis> axes, Type whole, double factor,
-                      std::string key) -> WalkResult {
+                      std::string key, int64_t wholeBytes = -1) -> WalkResult {
       FailureOr<shard::GridOp> grid =
           shard::getGridOrNull(op, gridName, symbols);
       if (failed(grid) || !*grid) {
@@ -75,7 +75,7 @@ static LogicalResult collectInto(func::FuncOp func, int64_t runs,
         c.axes.push_back(a);
         c.ranks *= size;
       }
-      c.bytes = tensorBytes(whole);
+      c.bytes = wholeBytes >= 0 ? wholeBytes : tensorBytes(whole);
       if (c.bytes < 0) {
         op->emitOpError("needs a static tensor shape for the report");
         return WalkResult::interrupt();
@@ -119,6 +119,20 @@ static LogicalResult collectInto(func::FuncOp func, int64_t runs,
                             : "all_reduce",
                         o.getGridAttr(), o.getGridAxes(),
                         o.getResult().getType(), 2.0, "");
+        })
+        .Case([&](BucketAllReduceOp o) -> WalkResult {
+          // One collective over every tensor of the bucket.
+          int64_t bytes = 0;
+          for (Value v : o.getInputs()) {
+            int64_t b = tensorBytes(v.getType());
+            if (b < 0) {
+              op->emitOpError("needs a static tensor shape for the report");
+              return WalkResult::interrupt();
+            }
+            bytes += b;
+          }
+          return record("all_reduce", o.getGridAttr(), o.getGridAxes(),
+                        o.getResult(0).getType(), 2.0, "", bytes);
         })
         .Case([&](shard::ReduceScatterOp o) {
           return record("reduce_scatter", o.getGridAttr(), o.getGridAxes(),
@@ -212,13 +226,17 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
             ? c.op->getResult(0).getType()
             : c.op->getOperand(0).getType();
     double runs = static_cast<double>(c.runs);
+    std::string tensor =
+        isa<BucketAllReduceOp>(c.op)
+            ? "bucket of " + std::to_string(c.op->getNumOperands())
+            : typeString(shown);
     std::string what = purpose(c.op);
     if (c.runs > 1)
       what += (what.empty() ? "x" : " x") + std::to_string(c.runs);
     os << llvm::format(
         "%4zu  %-15s %-6s %3lld  %-16s %12lld %12.0f  %s\n", i + 1,
         c.kind.c_str(), axes.c_str(), static_cast<long long>(c.ranks),
-        typeString(shown).c_str(), static_cast<long long>(c.bytes),
+        tensor.c_str(), static_cast<long long>(c.bytes),
         c.volume * runs, what.c_str());
     auto it = llvm::find_if(byKind, [&](auto &e) { return e.first == c.kind; });
     if (it == byKind.end())
@@ -255,6 +273,21 @@ static std::string purpose(Operation *op) {
     return (op->hasAttr(kGradientAttrName) ? "gradient from stage "
                                            : "activation from stage ") +
            stageOf(recv.getSource());
+  if (isa<BucketAllReduceOp>(op)) {
+    // The layers of its first and last tensors (backward order).
+    SmallVector<std::string> names;
+    // (Members at one location fuse into that location.)
+    Location loc = op->getLoc();
+    auto fused = dyn_cast<FusedLoc>(loc);
+    for (Location l : fused ? fused.getLocations() : ArrayRef<Location>(loc))
+      if (std::string w = where(l); !w.empty())
+        names.push_back(w);
+    if (names.empty())
+      return "gradient bucket";
+    if (names.front() == names.back())
+      return names.front();
+    return names.front() + " .. " + names.back();
+  }
   if (Operation *def = op->getOperand(0).getDefiningOp()) {
     if (isa<CountTokensOp>(def))
       return "token count";

@@ -50,6 +50,9 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
     formOptions.target = options.kernelTarget;
     func.addPass(createGptcFormKernelsPass(formOptions));
   }
+  GptcBucketAllReducesPassOptions bucketOptions;
+  bucketOptions.bucketBytes = options.bucketBytes;
+  func.addPass(createGptcBucketAllReducesPass(bucketOptions));
   func.addPass(createGptcPlanBuffersPass());
 }
 

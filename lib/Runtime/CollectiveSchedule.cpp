@@ -127,12 +127,28 @@ void runtime::printDeviceSchedule(const program::Function &function,
     if (comm && k.inputs_size() && k.inputs(0) >= 0 &&
         k.inputs(0) < function.values_size()) {
       const program::TensorType &t = function.values(k.inputs(0)).type();
-      os << " " << program::DType_Name(t.dtype()) << "[";
-      for (int d = 0; d < t.shape_size(); ++d)
-        os << (d ? "x" : "") << t.shape(d);
+      if (k.inputs_size() > 1) {
+        // A gradient bucket: its tensors and their bytes.
+        int64_t bytes = 0;
+        for (int32_t id : k.inputs())
+          if (id >= 0 && id < function.values_size()) {
+            int64_t n = elementSize(function.values(id).type().dtype());
+            for (int64_t d : function.values(id).type().shape())
+              n *= d;
+            bytes += n;
+          }
+        os << " bucket of " << k.inputs_size() << " "
+           << program::DType_Name(t.dtype()) << " tensors, " << bytes
+           << " bytes";
+      } else {
+        os << " " << program::DType_Name(t.dtype()) << "[";
+        for (int d = 0; d < t.shape_size(); ++d)
+          os << (d ? "x" : "") << t.shape(d);
+        os << "]";
+      }
       std::vector<int64_t> axes(k.collective().grid_axes().begin(),
                                 k.collective().grid_axes().end());
-      os << "] over axes (";
+      os << " over axes (";
       for (size_t a = 0; a < axes.size(); ++a)
         os << (a ? ", " : "") << axes[a];
       os << ") of " << groupSize(grid, axes) << " ranks, waited for ";

@@ -542,6 +542,14 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
+          .Case([&](BucketAllReduceOp o) -> LogicalResult {
+            // One ALL_REDUCE over every operand: n inputs, n outputs.
+            if (failed(useGrid(o, o.getGridAttr())))
+              return failure();
+            kernel.set_op(pg::ALL_REDUCE);
+            gridAxes(kernel.mutable_collective(), o.getGridAxes());
+            return success();
+          })
           .Case([&](ShardOffsetOp o) -> LogicalResult {
             if (failed(useGrid(o, o.getGridAttr())))
               return failure();

@@ -29,6 +29,7 @@
 // HELP-NEXT: --toolkit
 // HELP-NEXT: --warps-per-block
 // HELP: --gptc-train-pipeline
+// HELP-NEXT: --bucket-bytes
 // HELP-NEXT: --kernel-target
 // HELP-NEXT: --kernels
 

@@ -382,7 +382,10 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   // one micro-batch on one device.
   OwningOpRef<ModuleOp> step(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
-  buildTrainPipeline(pm);
+  TrainPipelineOptions stepOptions;
+  if (FailureOr<int64_t> bucketBytes = getBucketBytes(); succeeded(bucketBytes))
+    stepOptions.bucketBytes = *bucketBytes;
+  buildTrainPipeline(pm, stepOptions);
   // Diagnostics of this internal compile would duplicate the real one's.
   ScopedDiagnosticHandler quiet(module.getContext(),
                                 [](Diagnostic &) { return success(); });

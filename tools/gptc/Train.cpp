@@ -647,6 +647,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   ::gptc::program::Program program;
   TrainPipelineOptions pipelineOptions;
   pipelineOptions.kernels = codegenOpt;
+  FailureOr<int64_t> bucketBytes = getBucketBytes();
+  if (failed(bucketBytes))
+    return 1;
+  pipelineOptions.bucketBytes = *bucketBytes;
   if (device->cuda)
     pipelineOptions.kernelTarget = "cuda";
   auto pipeline = [&](OpPassManager &pm) {

@@ -31,6 +31,9 @@ struct DeviceChoice {
   std::string chip;
 };
 FailureOr<DeviceChoice> getDeviceChoice();
+/// `--bucket-mb` in bytes: the largest gradient bucket
+/// (gptc-bucket-all-reduces); 0 turns buckets off.
+FailureOr<int64_t> getBucketBytes();
 
 /// A pipeline mesh's compilation (docs/Pipeline.md): @forward cut into
 /// chunks with their backwards, each stage's program as @stage<s>, and the

@@ -176,6 +176,23 @@ static cl::opt<std::string> recomputeOpt(
     cl::value_desc("none|selective|full"), cl::init(""),
     cl::cat(parallelCategory));
 
+static cl::opt<double> bucketMbOpt(
+    "bucket-mb",
+    cl::desc("Gradient buckets: consecutive all-reduces combined into "
+             "collectives of up to this many MiB (gptc-bucket-all-reduces; "
+             "PyTorch DDP's default 25); 0: one collective per tensor"),
+    cl::init(25.0), cl::cat(parallelCategory));
+
+FailureOr<int64_t> mlir::gptc::getBucketBytes() {
+  if (!(bucketMbOpt >= 0) || bucketMbOpt > 1e6) {
+    llvm::errs() << "gptc: error: --bucket-mb takes a size in MiB from 0 to "
+                    "1000000, got "
+                 << bucketMbOpt << "\n";
+    return failure();
+  }
+  return static_cast<int64_t>(bucketMbOpt * 1024 * 1024);
+}
+
 bool mlir::gptc::isMeshAuto() { return meshOpt == "auto"; }
 
 bool mlir::gptc::explicitParallelOptions() {
@@ -338,6 +355,10 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   if (training) {
     // The GPU's kernels take every op its code generation maps.
     TrainPipelineOptions options;
+    FailureOr<int64_t> bucketBytes = getBucketBytes();
+    if (failed(bucketBytes))
+      return failure();
+    options.bucketBytes = *bucketBytes;
     if (emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
         emitAction == Emit::Cubin || emitAction == Emit::Streams ||
         ((emitAction == Emit::Program || emitAction == Emit::Artifact) &&

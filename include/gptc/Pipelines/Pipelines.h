@@ -49,6 +49,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("The code generation the kernels are formed for: cpu "
                      "or cuda (gptc-form-kernels{target=...})"),
       llvm::cl::init("cpu")};
+  PassOptions::Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Largest gradient bucket in bytes "
+                     "(gptc-bucket-all-reduces); 0: no buckets"),
+      llvm::cl::init(26214400)};
 };
 
 /// The sharded, differentiated step of an imported model
@@ -60,7 +65,7 @@ void buildDifferentiationPipeline(OpPassManager &pm);
 /// gptc-sharding-propagation, gptc-tensor-parallel, gptc-mixed-precision,
 /// gptc-autodiff, gptc-recompute, gptc-optimizer, gptc-data-parallel,
 /// canonicalize, cse, gptc-fuse-optimizer, gptc-form-kernels,
-/// gptc-plan-buffers.
+/// gptc-bucket-all-reduces, gptc-plan-buffers.
 void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options = {});
 

@@ -83,6 +83,10 @@ private:
   bool runKernel(const program::Kernel &kernel, std::string &error);
   /// all-reduce, all-gather, reduce-scatter and all-slice.
   bool runCollective(const program::Kernel &kernel, std::string &error);
+  /// ALL_REDUCE of a bucket (n inputs, n outputs): one call, in place over
+  /// the span when the plan made one, else packed in `bucketScratch`.
+  bool runBucket(const program::Kernel &kernel,
+                 const std::vector<int64_t> &grid, std::string &error);
   /// ACCUMULATE: the body once per microbatch, outputs summed.
   bool runAccumulate(const program::Kernel &kernel, std::string &error);
   /// COMPILED: a generated kernel, its rows split over the threads.
@@ -106,6 +110,8 @@ private:
       entries;
   /// The executors of ACCUMULATE kernels' bodies.
   std::map<const program::Kernel *, std::unique_ptr<Executor>> bodies;
+  /// Packs the tensors of a bucket that is not contiguous in the arena.
+  std::vector<std::byte> bucketScratch;
   /// Seconds and calls per program::OpKind.
   std::vector<double> seconds;
   std::vector<int64_t> calls;

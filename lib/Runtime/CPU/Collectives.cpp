@@ -38,6 +38,87 @@ static void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
   }
 }
 
+/// The span that the outputs `ys` cover when each is stored over its
+/// input, in order, each starting at the first 64-byte boundary after the
+/// one before (how gptc-plan-buffers lays out a bucket): then the gaps
+/// belong to the bucket, and one call reduces them all. Null otherwise.
+static std::byte *contiguousSpan(const std::vector<const Tensor *> &xs,
+                                 const std::vector<Tensor *> &ys,
+                                 int64_t &bytes) {
+  std::byte *begin = ys.front()->raw();
+  std::byte *end = begin;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    std::byte *y = ys[i]->raw();
+    if (!y || y != xs[i]->raw() || y < end || y - end >= 64)
+      return nullptr;
+    end = y + ys[i]->byteSize();
+  }
+  bytes = end - begin;
+  return begin;
+}
+
+bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
+                         std::string &error) {
+  Call c{{}, {}, k, error};
+  std::vector<int64_t> axes(k.collective().grid_axes().begin(),
+                            k.collective().grid_axes().end());
+  for (int64_t a : axes)
+    if (a < 0 || a >= static_cast<int64_t>(grid.size()))
+      return c.fail("grid axis out of range");
+  int64_t ranks = groupSize(grid, axes);
+  std::vector<const Tensor *> xs;
+  std::vector<Tensor *> ys;
+  int64_t total = 0;
+  for (int i = 0; i < k.inputs_size(); ++i) {
+    int32_t in = k.inputs(i), out = k.outputs(i);
+    xs.push_back(bound[in] ? bound[in] : &values[in]);
+    ys.push_back(&values[out]);
+    if (xs.back()->dtype != ys.front()->dtype ||
+        ys.back()->dtype != ys.front()->dtype)
+      return c.fail("a bucket's tensors must share one element type");
+    if (xs.back()->numElements() != ys.back()->numElements())
+      return c.fail("operand shapes do not match");
+    total += ys.back()->byteSize();
+  }
+  if (ranks > 1 && !communicator)
+    return c.fail("sums over " + std::to_string(ranks) +
+                  " devices and needs a communicator: run under mpirun");
+  program::DType t = ys.front()->dtype;
+  int64_t size = elementSize(t);
+  std::string why;
+  int64_t span = 0;
+  if (std::byte *data = contiguousSpan(xs, ys, span)) {
+    // In place over one span (gaps of alignment included, which only the
+    // bucket owns): no copies.
+    if (ranks == 1)
+      return true;
+    return communicator->allReduceSum(data, span / size, t, grid, axes, why) ||
+           c.fail(why);
+  }
+  // Packed around one call.
+  if (ranks == 1) {
+    for (size_t i = 0; i < ys.size(); ++i)
+      if (ys[i]->raw() != xs[i]->raw())
+        std::memcpy(ys[i]->raw(), xs[i]->raw(), ys[i]->byteSize());
+    return true;
+  }
+  bucketScratch.resize(static_cast<size_t>(total));
+  std::byte *at = bucketScratch.data();
+  for (const Tensor *x : xs) {
+    std::memcpy(at, x->raw(), x->byteSize());
+    at += x->byteSize();
+  }
+  if (!communicator->allReduceSum(bucketScratch.data(), total / size, t, grid,
+                                  axes, why))
+    return c.fail(why);
+  at = bucketScratch.data();
+  for (Tensor *y : ys) {
+    std::memcpy(y->raw(), at, y->byteSize());
+    at += y->byteSize();
+  }
+  return true;
+}
+
 bool Executor::runCollective(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
   std::vector<int64_t> grid(function.grid_shape().begin(),
@@ -60,6 +141,8 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
     y.data<int32_t>()[0] = static_cast<int32_t>(me * params.block());
     return true;
   }
+  if (k.op() == program::ALL_REDUCE && k.inputs_size() != 1)
+    return runBucket(k, grid, error);
   const Tensor &x =
       *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
   Tensor &y = values[k.outputs(0)];
@@ -77,7 +160,8 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
   if (reduce) {
     if (x.numElements() != y.numElements())
       return c.fail("operand shapes do not match");
-    std::memcpy(y.raw(), x.raw(), y.byteSize());
+    if (y.raw() != x.raw()) // in place when the plan stores y over x
+      std::memcpy(y.raw(), x.raw(), y.byteSize());
     if (ranks == 1)
       return true;
     if (!communicator)

@@ -188,7 +188,9 @@ static bool arityOf(OpKind op, Arity &arity) {
   case program::MULTI_ADAMW:
     arity = {7, -1, -1}; // 4n + 3 [+ 1] inputs, 3n outputs
     return true;
-  case program::ALL_REDUCE:
+  case program::ALL_REDUCE: // n inputs, n outputs (a bucket)
+    arity = {1, -1, -1};
+    return true;
   case program::ALL_REDUCE_MAX:
   case program::ROW_MAX:
   case program::ALL_GATHER:
@@ -290,6 +292,9 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     if (k.params_case() != paramsOf(k.op()))
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " does not carry its op's parameters");
+    if (k.op() == program::ALL_REDUCE && nin != nout)
+      return fail("kernel ALL_REDUCE at " + k.location() +
+                  " needs one output per input");
     if (k.op() == program::MULTI_ADAMW) {
       // n parameters: 4n tensors, lr, step, scale [, skip] -> 3n results,
       // one weight decay each.

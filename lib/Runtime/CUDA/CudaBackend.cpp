@@ -134,6 +134,11 @@ struct Collective {
   int64_t outer = 1, chunk = 0, blockBytes = 0;
   /// SHARD_OFFSET's value.
   int32_t offset = 0;
+  /// ALL_REDUCE of a bucket (several inputs): > 0 when the buffer plan
+  /// stores each output over its input, one after another in the arena
+  /// (gaps of alignment only): one NCCL call over this many elements from
+  /// the first output. 0: one call per tensor in an NCCL group.
+  int64_t span = 0;
   /// Recorded on the communication stream when the collective is done.
   cudaEvent_t done = nullptr;
   ~Collective() {
@@ -230,8 +235,11 @@ private:
   bool prepare(std::string &error);
   bool prepareGemm(const Kernel &k, Gemm &g, std::string &error);
   bool prepareCollective(const Kernel &k, size_t index, std::string &error);
+  bool prepareBucket(const Kernel &k, size_t index,
+                     std::unique_ptr<Collective> c, std::string &error);
   void runKernel(size_t index);
   void runCollective(size_t index);
+  void runBucket(size_t index);
   void *valuePtr(int64_t id) { return ptr[id]; }
   /// The runner's own buffer for unplanned value `id`.
   void *ownBuffer(int32_t id);
@@ -747,6 +755,8 @@ bool CudaRunner::prepareCollective(const Kernel &k, size_t index,
     comms[index] = std::move(c);
     return true;
   }
+  if (k.op() == program::ALL_REDUCE && k.inputs_size() > 1)
+    return prepareBucket(k, index, std::move(c), error);
   if (k.inputs_size() != 1 || k.outputs_size() != 1 || !k.has_collective()) {
     error = "is malformed";
     return false;
@@ -809,6 +819,48 @@ bool CudaRunner::prepareCollective(const Kernel &k, size_t index,
     if (c->ranks > 1 && !dc->prepareGroup(c->grid, c->axes, error))
       return false;
   }
+  comms[index] = std::move(c);
+  return true;
+}
+
+bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
+                               std::unique_ptr<Collective> c,
+                               std::string &error) {
+  if (k.outputs_size() != k.inputs_size() || !k.has_collective()) {
+    error = "is malformed: a bucket needs one output per input";
+    return false;
+  }
+  DType t = function.values(k.outputs(0)).type().dtype();
+  int64_t begin = -1, end = -1;
+  bool inPlace = true;
+  for (int i = 0; i < k.inputs_size(); ++i) {
+    const program::Value &x = function.values(k.inputs(i)),
+                         &y = function.values(k.outputs(i));
+    if (x.type().dtype() != t || y.type().dtype() != t) {
+      error = "a bucket's tensors must share one element type";
+      return false;
+    }
+    if (numElements(x) != numElements(y)) {
+      error = "operand shapes do not match";
+      return false;
+    }
+    // In place and contiguous: gptc-plan-buffers' layout of a bucket.
+    int64_t at = y.offset();
+    if (at < 0 || x.offset() != at || (end >= 0 && (at < end || at - end >= 64)))
+      inPlace = false;
+    if (begin < 0)
+      begin = at;
+    end = at + numElements(y) * elementSize(t);
+  }
+  if (inPlace)
+    c->span = (end - begin) / elementSize(t);
+  if (cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
+      cudaSuccess) {
+    error = "cudaEventCreate failed";
+    return false;
+  }
+  if (c->ranks > 1 && !backend.collectives->prepareGroup(c->grid, c->axes, error))
+    return false;
   comms[index] = std::move(c);
   return true;
 }
@@ -1130,6 +1182,11 @@ void CudaRunner::runCollective(size_t index) {
   cudaStream_t comm = backend.commStream;
   GPTC_CUDA_CHECK(cudaEventRecord(backend.handOver, backend.stream));
   GPTC_CUDA_CHECK(cudaStreamWaitEvent(comm, backend.handOver, 0));
+  if (k.inputs_size() > 1) {
+    runBucket(index);
+    GPTC_CUDA_CHECK(cudaEventRecord(c.done, comm));
+    return;
+  }
   const program::Value &xv = function.values(k.inputs(0)),
                        &yv = function.values(k.outputs(0));
   DType t = xv.type().dtype();
@@ -1185,6 +1242,44 @@ void CudaRunner::runCollective(size_t index) {
     }
   }
   GPTC_CUDA_CHECK(cudaEventRecord(c.done, comm));
+}
+
+/// A gradient bucket on the communication stream: one NCCL call over its
+/// span when the plan made one, else one call per tensor in an NCCL group
+/// (which NCCL runs as one launch).
+void CudaRunner::runBucket(size_t index) {
+  const Kernel &k = function.kernels(static_cast<int>(index));
+  Collective &c = *comms[index];
+  cudaStream_t comm = backend.commStream;
+  DType t = function.values(k.outputs(0)).type().dtype();
+  std::string error;
+  auto check = [&](bool ok) {
+    if (!ok)
+      cuda::fail(error.c_str(), ("ALL_REDUCE at " + k.location()).c_str(),
+                 __FILE__, __LINE__);
+  };
+  if (c.ranks == 1) {
+    for (int i = 0; i < k.inputs_size(); ++i)
+      if (ptr[k.inputs(i)] != ptr[k.outputs(i)])
+        GPTC_CUDA_CHECK(cudaMemcpyAsync(
+            ptr[k.outputs(i)], ptr[k.inputs(i)],
+            numElements(function.values(k.outputs(i))) * elementSize(t),
+            cudaMemcpyDeviceToDevice, comm));
+    return;
+  }
+  DeviceCollectives &dc = *backend.collectives;
+  if (c.span > 0) {
+    void *data = ptr[k.outputs(0)];
+    check(dc.allReduce(data, data, c.span, t, false, c.grid, c.axes, comm,
+                       error));
+    return;
+  }
+  check(dc.beginGroup(error));
+  for (int i = 0; i < k.inputs_size(); ++i)
+    check(dc.allReduce(ptr[k.inputs(i)], ptr[k.outputs(i)],
+                       numElements(function.values(k.outputs(i))), t, false,
+                       c.grid, c.axes, comm, error));
+  check(dc.endGroup(error));
 }
 
 bool CudaRunner::enqueue(const std::vector<void *> &in,

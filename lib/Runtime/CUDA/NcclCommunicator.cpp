@@ -298,6 +298,13 @@ public:
                   error);
   }
 
+  bool beginGroup(std::string &error) override {
+    return ncclOk(GPTC_WHERE(ncclGroupStart()), error);
+  }
+  bool endGroup(std::string &error) override {
+    return ncclOk(GPTC_WHERE(ncclGroupEnd()), error);
+  }
+
   bool allGather(const void *in, void *out, int64_t count,
                  program::DType dtype, const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes, void *stream,

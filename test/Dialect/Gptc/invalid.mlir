@@ -802,3 +802,57 @@ func.func @unary_integer(%x: tensor<4xi32>) -> tensor<4xi32> {
   %0 = gptc.unary neg %x : tensor<4xi32>
   return %0 : tensor<4xi32>
 }
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @bucket_mixed_types(%x: tensor<4xf32>, %y: tensor<4xbf16>) {
+  // expected-error@+1 {{operand #1 has element type 'bf16' where the bucket's is 'f32' (one message has one element type)}}
+  %r:2 = gptc.bucket_all_reduce %x, %y on @mesh grid_axes = [0] : tensor<4xf32>, tensor<4xbf16>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @bucket_empty() {
+  // expected-error@+1 {{needs at least one tensor to reduce}}
+  "gptc.bucket_all_reduce"() {grid = @mesh, grid_axes = array<i16: 0>} : () -> ()
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2x2)
+func.func @bucket_repeated_axis(%x: tensor<4xf32>) {
+  // expected-error@+1 {{grid axis 1 is repeated}}
+  %r = gptc.bucket_all_reduce %x on @mesh grid_axes = [1, 1] : tensor<4xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2x2)
+func.func @bucket_axis_out_of_range(%x: tensor<4xf32>) {
+  // expected-error@+1 {{grid axis 2 is out of range for @mesh of rank 2}}
+  %r = gptc.bucket_all_reduce %x on @mesh grid_axes = [2] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @bucket_unknown_grid(%x: tensor<4xf32>) {
+  // expected-error@+1 {{refers to 'nowhere', which is not a shard.grid}}
+  %r = gptc.bucket_all_reduce %x on @nowhere grid_axes = [0] : tensor<4xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @bucket_result_types(%x: tensor<4xf32>) {
+  // expected-error@+2 {{inferred type(s) 'tensor<4xf32>' are incompatible with return type(s) of operation 'tensor<8xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %r = "gptc.bucket_all_reduce"(%x) {grid = @mesh, grid_axes = array<i16: 0>} : (tensor<4xf32>) -> tensor<8xf32>
+  return
+}

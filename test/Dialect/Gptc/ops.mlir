@@ -216,3 +216,14 @@ func.func @kernel(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<4x8xf32>,
   }
   return %r#0, %r#1 : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// A gradient bucket: the results have the operands' types.
+shard.grid @bucket_mesh(shape = 2x2)
+// CHECK-LABEL: func.func @bucket_all_reduce
+func.func @bucket_all_reduce(%w: tensor<64x256xf32>, %b: tensor<64xf32>)
+    -> (tensor<64x256xf32>, tensor<64xf32>) {
+  // CHECK: %[[R:.*]]:2 = gptc.bucket_all_reduce %{{.*}}, %{{.*}} on @bucket_mesh grid_axes = [0, 1] : tensor<64x256xf32>, tensor<64xf32>
+  %r:2 = gptc.bucket_all_reduce %w, %b on @bucket_mesh grid_axes = [0, 1] : tensor<64x256xf32>, tensor<64xf32>
+  // CHECK: return %[[R]]#0, %[[R]]#1
+  return %r#0, %r#1 : tensor<64x256xf32>, tensor<64xf32>
+}

@@ -70,3 +70,65 @@ func.func @reshape_view(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<4x8xf32>
   %y = gptc.reshape %x : tensor<4x8xf32> -> tensor<32xf32>
   return %v, %c, %y : tensor<32xf32>, tensor<4x8xf32>, tensor<32xf32>
 }
+
+// -----
+
+// An all-reduce whose operand nothing else reads is planned in place: its
+// result is stored over its operand, and that buffer stays alive until the
+// result's last use, so %b (planned while %r lives) cannot take it. On a
+// GPU the reduction runs on its own stream; no kernel may reuse its
+// buffer before the result is read.
+// CHECK-LABEL: func.func @all_reduce_in_place
+// CHECK-SAME: attributes {gptc.arena_bytes = 256 : i64}
+// CHECK: gptc.gelu %{{.*}} {gptc.offsets = array<i64: [[A:[0-9]+]]>}
+// CHECK: shard.all_reduce {{.*}} {gptc.offsets = array<i64: [[A]]>}
+// CHECK-NOT: gptc.offsets = array<i64: [[A]]>
+// CHECK: gptc.add {{.*}} {gptc.offsets = array<i64: -1>}
+shard.grid @mesh(shape = 2)
+func.func @all_reduce_in_place(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %a = gptc.gelu %x : tensor<4x8xf32>
+  %r = shard.all_reduce %a on @mesh grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  %b = gptc.gelu %x : tensor<4x8xf32>
+  %c = gptc.add %r, %b : tensor<4x8xf32>
+  return %c : tensor<4x8xf32>
+}
+
+// -----
+
+// A bucket's operands, read by nothing else, are one interval: placed one
+// after another (20 bytes, then the next 64-byte boundary), each result
+// over its operand, so the runtime reduces [0, 88) with one call.
+// CHECK-LABEL: func.func @bucket_contiguous
+// CHECK-SAME: attributes {gptc.arena_bytes = 128 : i64}
+// CHECK: gptc.gelu %arg0 {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.gelu %arg1 {gptc.offsets = array<i64: 64>}
+// CHECK: gptc.bucket_all_reduce {{.*}} {gptc.offsets = array<i64: 0, 64>}
+shard.grid @mesh(shape = 2)
+func.func @bucket_contiguous(%x: tensor<5xf32>, %y: tensor<3x2xf32>)
+    -> (tensor<5xf32>, tensor<3x2xf32>) {
+  %a = gptc.gelu %x : tensor<5xf32>
+  %b = gptc.gelu %y : tensor<3x2xf32>
+  %r:2 = gptc.bucket_all_reduce %a, %b on @mesh grid_axes = [0] : tensor<5xf32>, tensor<3x2xf32>
+  %c = gptc.add %r#0, %x : tensor<5xf32>
+  %d = gptc.add %r#1, %y : tensor<3x2xf32>
+  return %c, %d : tensor<5xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// An operand read after the bucket must keep its value: the bucket is
+// planned apart from its operands (the runtime packs it around its call);
+// so is one whose result the caller stores.
+// CHECK-LABEL: func.func @bucket_apart
+// CHECK: gptc.gelu %arg0 {gptc.offsets = array<i64: 0>}
+// CHECK: gptc.gelu %arg1 {gptc.offsets = array<i64: 64>}
+// CHECK: gptc.bucket_all_reduce {{.*}} {gptc.offsets = array<i64: 128, -1>}
+shard.grid @mesh(shape = 2)
+func.func @bucket_apart(%x: tensor<16xf32>, %y: tensor<16xf32>)
+    -> (tensor<16xf32>, tensor<16xf32>) {
+  %a = gptc.gelu %x : tensor<16xf32>
+  %b = gptc.gelu %y : tensor<16xf32>
+  %r:2 = gptc.bucket_all_reduce %a, %b on @mesh grid_axes = [0] : tensor<16xf32>, tensor<16xf32>
+  %e = gptc.add %a, %r#0 : tensor<16xf32>
+  return %e, %r#1 : tensor<16xf32>, tensor<16xf32>
+}

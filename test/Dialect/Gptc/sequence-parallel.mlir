@@ -43,4 +43,6 @@
 // COMM-NEXT: all_slice          1 collectives          16384 G bytes              0 sent bytes
 // COMM-NEXT: all_gather        10 collectives         163840 G bytes          81920 sent bytes
 // COMM-NEXT: all_reduce_max     1 collectives            512 G bytes            512 sent bytes
-// COMM-NEXT: all_reduce        17 collectives           2820 G bytes           2820 sent bytes
+// The 17 small all-reduces (the loss's sums, the replicated parameters'
+// gradients, the norm's squares) travel in 2 buckets.
+// COMM-NEXT: all_reduce         2 collectives           2820 G bytes           2820 sent bytes

@@ -76,6 +76,8 @@
 // COMM: all_reduce      [0]      2  8x16x32xf32             16384        16384  wte
 // COMM: all_reduce      [0]      2  8x16x32xf32             16384        16384  h.0.attn.c_proj
 // COMM: all_reduce_max  [0]      2  8x16xf32                  512          512  loss
+// The loss's two sums over the vocabulary ranks share one collective.
+// COMM: all_reduce      [0]      2  bucket of 2              1024         1024  loss
 // COMM: all_reduce      [0]      2  f32                         4            4  gradient norm
-// COMM: all_reduce        13 collectives         164868 G bytes         164868 sent bytes
+// COMM: all_reduce        12 collectives         164868 G bytes         164868 sent bytes
 // COMM-NEXT: all_reduce_max     1 collectives            512 G bytes            512 sent bytes

@@ -47,6 +47,10 @@ public:
                          const std::vector<int64_t> &grid,
                          const std::vector<int64_t> &axes, void *stream,
                          std::string &error) = 0;
+  /// Calls between these two are issued as one operation (NCCL's
+  /// ncclGroupStart/ncclGroupEnd: one launch for a bucket's tensors).
+  virtual bool beginGroup(std::string &error) = 0;
+  virtual bool endGroup(std::string &error) = 0;
   /// `out` = the group's `count`-element blocks of `in`, in group order.
   virtual bool allGather(const void *in, void *out, int64_t count,
                          program::DType dtype, const std::vector<int64_t> &grid,

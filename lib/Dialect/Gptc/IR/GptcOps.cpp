@@ -14,6 +14,7 @@
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -774,6 +775,62 @@ LogicalResult GlobalNormOp::verify() { return verifySquares(*this); }
 //===----------------------------------------------------------------------===//
 
 int64_t ShardOffsetOp::getFlopCount() { return 0; }
+
+//===----------------------------------------------------------------------===//
+// Gradient buckets
+//===----------------------------------------------------------------------===//
+
+LogicalResult BucketAllReduceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  for (Value v : operands)
+    inferred.push_back(v.getType());
+  return success();
+}
+
+LogicalResult BucketAllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor to reduce");
+  Type element = cast<RankedTensorType>(getInputs()[0].getType())
+                     .getElementType();
+  for (auto [i, v] : llvm::enumerate(getInputs()))
+    if (cast<RankedTensorType>(v.getType()).getElementType() != element)
+      return emitOpError("operand #")
+             << i << " has element type "
+             << cast<RankedTensorType>(v.getType()).getElementType()
+             << " where the bucket's is " << element
+             << " (one message has one element type)";
+  llvm::SmallBitVector seen;
+  for (int16_t axis : getGridAxes()) {
+    if (axis < 0)
+      return emitOpError("grid axis ") << axis << " is negative";
+    if (seen.size() <= static_cast<unsigned>(axis))
+      seen.resize(axis + 1);
+    if (seen.test(axis))
+      return emitOpError("grid axis ") << axis << " is repeated";
+    seen.set(axis);
+  }
+  return success();
+}
+
+LogicalResult
+BucketAllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  shard::GridOp grid =
+      shard::getGridOrNull(getOperation(), getGridAttr(), symbols);
+  if (!grid)
+    return emitOpError("refers to '")
+           << getGrid() << "', which is not a shard.grid";
+  int64_t rank = grid.getRank();
+  for (int16_t axis : getGridAxes())
+    if (axis >= rank)
+      return emitOpError("grid axis ")
+             << axis << " is out of range for @" << getGrid() << " of rank "
+             << rank;
+  return success();
+}
+
+int64_t BucketAllReduceOp::getFlopCount() { return 0; }
 
 /// The rows of `logits` (all dimensions but the last), for the row-wise
 /// vocabulary-parallel ops.

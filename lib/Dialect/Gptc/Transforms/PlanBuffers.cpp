@@ -13,17 +13,31 @@
 // data does not move), so the two are planned as one value alive over
 // both lifetimes, and the runtime's reshape finds nothing to copy.
 //
+// An all-reduce whose operand nothing else reads is planned in place, like
+// a view: the result is stored over the operand. A gradient bucket
+// (gptc.bucket_all_reduce) whose operands are read by nothing else is
+// reduced in place over contiguous memory: its operands
+// are placed one after another (each aligned) as one interval, alive from
+// the first operand's definition to the last use of a result, and each
+// result is stored over its operand, so the runtime makes one collective
+// call over the whole span, with no copies. This is no more memory than
+// planning them apart: a result needs its bytes from the collective on,
+// and its operand up to it.
+//
 //===----------------------------------------------------------------------===//
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 
@@ -76,8 +90,62 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
     return it == rootOf.end() ? v : it->second;
   };
   SmallVector<Interval> intervals;
+  // A value's interval (for a bucket's operand, the bucket's) and, for a
+  // bucket's operand, its offset inside the bucket.
   DenseMap<Value, size_t> intervalOf;
-  for (Operation &op : body.without_terminator())
+  DenseMap<Value, int64_t> offsetInGroup;
+  llvm::SmallDenseSet<size_t> absorbed;
+  Operation *terminator = body.getTerminator();
+  auto lastUse = [&](Value v) {
+    int64_t end = time[v.getDefiningOp()];
+    for (Operation *user : v.getUsers())
+      end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
+    return end;
+  };
+  // Whether a collective can reduce `inputs` in place into `results`: each
+  // input is planned here, read by nothing else, and no result is one the
+  // caller stores.
+  auto inPlace = [&](ValueRange inputs, ValueRange results) {
+    for (Value v : inputs)
+      if (!v.getDefiningOp() || v.getParentBlock() != &body ||
+          !v.hasOneUse() || rootOf.count(v) || !intervalOf.count(v) ||
+          offsetInGroup.count(v))
+        return false;
+    for (Value r : results)
+      if (callerOwnsResults && llvm::is_contained(terminator->getOperands(), r))
+        return false;
+    return true;
+  };
+  for (Operation &op : body.without_terminator()) {
+    // A single all-reduce in place: the result is stored over its operand,
+    // so the operand's buffer is not reused while a device's communication
+    // stream may still be reducing it.
+    if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
+        reduce && reduce.getInput().getType() == reduce.getResult().getType() &&
+        inPlace(reduce.getInput(), reduce.getResult())) {
+      Value v = reduce.getInput();
+      Interval &whole = intervals[intervalOf.lookup(v)];
+      whole.end = std::max(whole.end, lastUse(reduce.getResult()));
+      rootOf[reduce.getResult()] = v;
+      continue;
+    }
+    if (auto bucket = dyn_cast<BucketAllReduceOp>(op);
+        bucket && inPlace(bucket.getInputs(), bucket.getResults())) {
+      Interval group{Value(), 0, time[&op], time[&op]};
+      size_t index = intervals.size();
+      for (auto [v, r] : llvm::zip(bucket.getInputs(), bucket.getResults())) {
+        size_t member = intervalOf.lookup(v);
+        absorbed.insert(member);
+        offsetInGroup[v] = group.bytes;
+        group.bytes += alignUp(intervals[member].bytes, alignment);
+        group.begin = std::min(group.begin, intervals[member].begin);
+        group.end = std::max(group.end, lastUse(r));
+        intervalOf[v] = index;
+        rootOf[r] = v;
+      }
+      intervals.push_back(group);
+      continue;
+    }
     for (Value result : op.getResults()) {
       int64_t bytes = byteSize(result.getType());
       if (bytes < 0) {
@@ -102,12 +170,14 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
       intervalOf[result] = intervals.size();
       intervals.push_back({result, bytes, time[&op], end});
     }
+  }
 
   // 2. Largest first, each at the lowest aligned offset that fits between
   //    the placed values alive at the same time.
   SmallVector<Interval *> order;
-  for (Interval &i : intervals)
-    order.push_back(&i);
+  for (auto [index, i] : llvm::enumerate(intervals))
+    if (!absorbed.contains(index))
+      order.push_back(&i);
   llvm::stable_sort(order, [](Interval *a, Interval *b) {
     return a->bytes > b->bytes;
   });
@@ -132,14 +202,14 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
 
   // 3. Record the plan in the IR.
   Builder b(body.getParentOp()->getContext());
-  DenseMap<Value, int64_t> offsets;
-  for (Interval &i : intervals)
-    offsets[i.value] = i.offset;
   for (Operation &op : body.without_terminator()) {
     SmallVector<int64_t> o;
     for (Value result : op.getResults()) {
-      auto it = offsets.find(root(result));
-      o.push_back(it == offsets.end() ? -1 : it->second);
+      Value r = root(result);
+      auto it = intervalOf.find(r);
+      o.push_back(it == intervalOf.end()
+                      ? -1
+                      : intervals[it->second].offset + offsetInGroup.lookup(r));
     }
     op.setAttr(kOffsetsAttrName, b.getDenseI64ArrayAttr(o));
   }

@@ -18,6 +18,7 @@ include "gptc/Dialect/Gptc/IR/GptcBase.td"
 include "gptc/Dialect/Gptc/IR/GptcInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -680,6 +681,39 @@ def Gptc_ShardOffsetOp : Gptc_Op<"shard_offset", [Pure]> {
     `on` $grid `grid_axes` `=` $grid_axes `block` $block attr-dict `:`
     type($result)
   }];
+}
+
+def Gptc_BucketAllReduceOp : Gptc_Op<"bucket_all_reduce", [Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Sums several tensors over grid axes in one collective";
+  let description = [{
+    A gradient bucket: result `i` is the sum of operand `i` over the ranks
+    that differ from this one only along `grid_axes` of `grid`, as
+    `shard.all_reduce` with the sum would compute it, but the operands are
+    reduced together, as one message. One collective per bucket rather than
+    one per tensor is how data-parallel trainers (PyTorch DDP's 25 MiB
+    buckets, Megatron's contiguous gradient buffer) pay a collective's
+    latency once for many small gradients.
+
+    `gptc-bucket-all-reduces` forms it from consecutive all-reduces;
+    `gptc-plan-buffers` stores the operands one after another and each
+    result over its operand, so that the runtime reduces the bucket in
+    place with one call (NCCL or MPI) and no copies. The operands share an
+    element type; the results have the operands' types.
+
+    ```mlir
+    %g:2 = gptc.bucket_all_reduce %dw, %db on @mesh grid_axes = [0]
+        : tensor<64x256xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_FloatTensor>:$inputs,
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Variadic<Gptc_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
 }
 
 def Gptc_RowMaxOp : Gptc_Op<"row_max", [Pure, InferTypeOpAdaptor]> {

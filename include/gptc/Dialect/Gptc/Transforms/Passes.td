@@ -427,6 +427,42 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
                            "::mlir::shard::ShardDialect"];
 }
 
+def GptcBucketAllReducesPass
+    : InterfacePass<"gptc-bucket-all-reduces", "mlir::FunctionOpInterface"> {
+  let summary = "Combine consecutive sum all-reduces into gradient buckets";
+  let description = [{
+    Walks each block (not a `gptc.kernel`'s) in program order and gathers
+    `shard.all_reduce` ops with the sum, the same grid, grid axes and
+    element type, whose result type is their operand's, into a bucket of at
+    most `bucket-bytes` bytes; a bucket closes when the next one would not
+    fit, when the key changes, or before the first op that uses one of its
+    results. A bucket of two or more becomes one `gptc.bucket_all_reduce`
+    at the place of its last member: every operand is ready there, and no
+    user of a result comes before it, so the program computes the same
+    values; one tensor larger than the limit is a bucket of its own and
+    stays a `shard.all_reduce`. After `gptc-data-parallel`, whose gradient
+    all-reduces follow each gradient's computation in the backward pass,
+    this is PyTorch DDP's bucketing decided at compile time: one collective
+    per bucket, each issued as soon as its last gradient is computed, so
+    that on a GPU it overlaps the gradients still to come. Tensor
+    parallelism's activation all-reduces, used right away, stay single.
+    `bucket-bytes=0` leaves the function unchanged.
+
+    ```mlir
+    %a = shard.all_reduce %dw on @mesh grid_axes = [0] : tensor<64x256xf32> -> tensor<64x256xf32>
+    %b = shard.all_reduce %db on @mesh grid_axes = [0] : tensor<64xf32> -> tensor<64xf32>
+    // becomes
+    %g:2 = gptc.bucket_all_reduce %dw, %db on @mesh grid_axes = [0] : tensor<64x256xf32>, tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+           "Largest bucket in bytes (default 25 MiB, PyTorch DDP's); 0: no "
+           "buckets">
+  ];
+  let dependentDialects = ["::mlir::gptc::GptcDialect"];
+}
+
 def GptcPlanBuffersPass
     : InterfacePass<"gptc-plan-buffers", "mlir::FunctionOpInterface"> {
   let summary = "Place every intermediate value in one arena, reusing memory by liveness";

@@ -1,0 +1,110 @@
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=1024}))' | FileCheck %s
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=0}))' | FileCheck %s --check-prefix=OFF
+// RUN: not gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: error: 'func.func' op gptc-bucket-all-reduces: bucket-bytes must not be negative
+
+// Gradients in backward order, each all-reduced as it is computed: the
+// first three (256 + 512 + 256 bytes) fill a 1024-byte bucket, placed where
+// the third all-reduce was; the fourth starts a bucket of its own, alone
+// at the end, so it stays a shard.all_reduce. The users (the update) come
+// after both.
+// CHECK-LABEL: func.func @backward_order
+// CHECK: %[[A:.*]] = gptc.gelu %arg0
+// CHECK: %[[B:.*]] = gptc.gelu %arg1
+// CHECK: %[[C:.*]] = gptc.gelu %arg2
+// CHECK-NEXT: %[[R:.*]]:3 = gptc.bucket_all_reduce %[[A]], %[[B]], %[[C]] on @mesh grid_axes = [0] : tensor<64xf32>, tensor<128xf32>, tensor<64xf32>
+// CHECK: %[[D:.*]] = gptc.gelu %arg3
+// CHECK-NEXT: %[[S:.*]] = shard.all_reduce %[[D]]
+// CHECK: gptc.add %[[R]]#0, %[[R]]#2
+// CHECK: gptc.add %[[R]]#1, %[[R]]#1
+// CHECK: gptc.add %[[S]], %[[S]]
+// CHECK-NOT: shard.all_reduce
+// OFF-LABEL: func.func @backward_order
+// OFF-COUNT-4: shard.all_reduce
+// OFF-NOT: gptc.bucket_all_reduce
+shard.grid @mesh(shape = 2)
+func.func @backward_order(%x: tensor<64xf32>, %y: tensor<128xf32>,
+                          %z: tensor<64xf32>, %w: tensor<64xf32>)
+    -> (tensor<64xf32>, tensor<128xf32>, tensor<64xf32>) {
+  %a = gptc.gelu %x : tensor<64xf32>
+  %ra = shard.all_reduce %a on @mesh grid_axes = [0] : tensor<64xf32> -> tensor<64xf32>
+  %b = gptc.gelu %y : tensor<128xf32>
+  %rb = shard.all_reduce %b on @mesh grid_axes = [0] : tensor<128xf32> -> tensor<128xf32>
+  %c = gptc.gelu %z : tensor<64xf32>
+  %rc = shard.all_reduce %c on @mesh grid_axes = [0] : tensor<64xf32> -> tensor<64xf32>
+  %d = gptc.gelu %w : tensor<64xf32>
+  %rd = shard.all_reduce %d on @mesh grid_axes = [0] : tensor<64xf32> -> tensor<64xf32>
+  %u = gptc.add %ra, %rc : tensor<64xf32>
+  %v = gptc.add %rb, %rb : tensor<128xf32>
+  %t = gptc.add %rd, %rd : tensor<64xf32>
+  return %u, %v, %t : tensor<64xf32>, tensor<128xf32>, tensor<64xf32>
+}
+
+// -----
+
+// A use of a reduced value closes the bucket before it (tensor
+// parallelism's activation all-reduces are used at once and stay single);
+// so do another grid axis, another element type and another reduction.
+// CHECK-LABEL: func.func @cuts
+// CHECK: %[[R1:.*]]:2 = gptc.bucket_all_reduce %arg0, %arg1 on @mesh grid_axes = [0]
+// CHECK-NEXT: gptc.gelu %[[R1]]#0
+// CHECK-NEXT: shard.all_reduce %arg2 on @mesh grid_axes = [1]
+// CHECK-NEXT: shard.all_reduce %arg3 on @mesh grid_axes = [0] : tensor<8xbf16>
+// CHECK-NEXT: shard.all_reduce %arg0 on @mesh grid_axes = [0] reduction = {{ *}}max
+// CHECK-NEXT: %[[R2:.*]]:2 = gptc.bucket_all_reduce %arg0, %arg4 on @mesh grid_axes = [0, 1]
+// CHECK-NEXT: return
+shard.grid @mesh(shape = 2x2)
+func.func @cuts(%x: tensor<8xf32>, %y: tensor<8xf32>, %z: tensor<8xf32>,
+                %h: tensor<8xbf16>, %q: tensor<8xf32>)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>,
+        tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %a = shard.all_reduce %x on @mesh grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
+  %b = shard.all_reduce %y on @mesh grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
+  %g = gptc.gelu %a : tensor<8xf32>
+  %c = shard.all_reduce %z on @mesh grid_axes = [1] : tensor<8xf32> -> tensor<8xf32>
+  %d = shard.all_reduce %h on @mesh grid_axes = [0] : tensor<8xbf16> -> tensor<8xbf16>
+  %m = shard.all_reduce %x on @mesh grid_axes = [0] reduction = max : tensor<8xf32> -> tensor<8xf32>
+  %e = shard.all_reduce %x on @mesh grid_axes = [0, 1] : tensor<8xf32> -> tensor<8xf32>
+  %f = shard.all_reduce %q on @mesh grid_axes = [0, 1] : tensor<8xf32> -> tensor<8xf32>
+  return %g, %b, %c, %d, %m, %e, %f : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A tensor larger than the bucket is a bucket of its own; a result type
+// that differs from the operand's (a widening all-reduce) never joins.
+// CHECK-LABEL: func.func @alone
+// CHECK: shard.all_reduce %arg0 {{.*}} : tensor<512xf32> -> tensor<512xf32>
+// CHECK-NEXT: shard.all_reduce %arg1 {{.*}} : tensor<8xf32> -> tensor<8xf64>
+// CHECK-NEXT: return
+// CHECK-NOT: gptc.bucket_all_reduce
+shard.grid @mesh(shape = 2)
+func.func @alone(%x: tensor<512xf32>, %y: tensor<8xf32>)
+    -> (tensor<512xf32>, tensor<8xf64>) {
+  %a = shard.all_reduce %x on @mesh grid_axes = [0] : tensor<512xf32> -> tensor<512xf32>
+  %b = shard.all_reduce %y on @mesh grid_axes = [0] : tensor<8xf32> -> tensor<8xf64>
+  return %a, %b : tensor<512xf32>, tensor<8xf64>
+}
+
+// -----
+
+// The microbatch loop's body is a block of its own: its all-reduces are
+// bucketed there, not with the function's.
+// CHECK-LABEL: func.func @regions
+// CHECK: gptc.accumulate
+// CHECK: gptc.bucket_all_reduce %{{.*}}, %{{.*}} on @mesh
+// CHECK: gptc.yield
+// CHECK: gptc.bucket_all_reduce %{{.*}}#0, %{{.*}}#1 on @mesh
+shard.grid @mesh(shape = 2)
+func.func @regions(%x: tensor<8x4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %s:2 = gptc.accumulate %x microbatches 2 : (tensor<8x4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%m: tensor<4x4xf32>):
+    %r = gptc.reduce_sum %m [0] : tensor<4x4xf32> -> tensor<4xf32>
+    %a = shard.all_reduce %r on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    %b = shard.all_reduce %r on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+    gptc.yield %a, %b : tensor<4xf32>, tensor<4xf32>
+  }
+  %a = shard.all_reduce %s#0 on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  %b = shard.all_reduce %s#1 on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}
