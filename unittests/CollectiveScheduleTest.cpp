@@ -140,6 +140,30 @@ TEST(CollectiveSchedule, BucketInPlaceIsWaitedForByAnyMembersReader) {
       << os.str();
 }
 
+TEST(CollectiveSchedule, BucketSpanNeedsThePlansLayout) {
+  // f32[4] values: outputs over inputs at 0 and 64 (a 48-byte gap of
+  // alignment): one span of 80 bytes.
+  program::Function f = makeFunction({0, 64, 0, 64});
+  addKernel(f, program::ALL_REDUCE, {0, 1}, {2, 3});
+  EXPECT_EQ(bucketSpanBytes(f, f.kernels(0)), 80);
+  // A gap of 64 bytes or more could hold another value: no span.
+  f.mutable_values(1)->set_offset(128);
+  f.mutable_values(3)->set_offset(128);
+  EXPECT_EQ(bucketSpanBytes(f, f.kernels(0)), 0);
+  // Not in place, out of order, unplanned or one tensor: no span.
+  program::Function g = makeFunction({0, 64, 0, 128});
+  addKernel(g, program::ALL_REDUCE, {0, 1}, {2, 3});
+  EXPECT_EQ(bucketSpanBytes(g, g.kernels(0)), 0);
+  program::Function h = makeFunction({64, 0, 64, 0});
+  addKernel(h, program::ALL_REDUCE, {0, 1}, {2, 3});
+  EXPECT_EQ(bucketSpanBytes(h, h.kernels(0)), 0);
+  program::Function u = makeFunction({-1, -1, -1, -1});
+  addKernel(u, program::ALL_REDUCE, {0, 1}, {2, 3});
+  addKernel(u, program::ALL_REDUCE, {0}, {0});
+  EXPECT_EQ(bucketSpanBytes(u, u.kernels(0)), 0);
+  EXPECT_EQ(bucketSpanBytes(u, u.kernels(1)), 0);
+}
+
 TEST(CollectiveSchedule, PrintsStreamsAndWaits) {
   program::Function f = makeFunction({-1, -1, -1, -1});
   addKernel(f, program::COMPILED, {}, {0});

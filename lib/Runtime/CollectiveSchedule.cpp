@@ -50,6 +50,28 @@ Storage storageOf(const program::Function &f, int32_t id) {
 }
 } // namespace
 
+int64_t runtime::bucketSpanBytes(const program::Function &function,
+                                 const program::Kernel &k) {
+  if (k.op() != program::ALL_REDUCE || k.inputs_size() < 2 ||
+      k.inputs_size() != k.outputs_size())
+    return 0;
+  int64_t begin = -1, end = -1;
+  for (int i = 0; i < k.inputs_size(); ++i) {
+    int32_t in = k.inputs(i), out = k.outputs(i);
+    if (in < 0 || in >= function.values_size() || out < 0 ||
+        out >= function.values_size())
+      return 0;
+    Storage x = storageOf(function, in), y = storageOf(function, out);
+    if (!y.planned() || x.begin != y.begin || x.end != y.end ||
+        (end >= 0 && (y.begin < end || y.begin - end >= 64)))
+      return 0;
+    if (begin < 0)
+      begin = y.begin;
+    end = y.end;
+  }
+  return end - begin;
+}
+
 std::vector<ScheduledCollective>
 runtime::scheduleCollectives(const program::Function &function) {
   std::vector<ScheduledCollective> result;

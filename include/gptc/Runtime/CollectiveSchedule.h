@@ -32,6 +32,7 @@
 #include "gptc/Runtime/program.pb.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <vector>
 
@@ -48,6 +49,15 @@ struct ScheduledCollective {
   /// Function.kernels_size() when only the end of the function does.
   size_t waitBefore;
 };
+
+/// For an ALL_REDUCE with several inputs (a gradient bucket): the bytes
+/// from its first output to the end of its last when the buffer plan laid
+/// it out for one call in place (each output planned over its input, in
+/// order, each at the first 64-byte boundary after the one before, as
+/// gptc-plan-buffers does), so that the gaps belong to the bucket; 0
+/// otherwise (the tensors are then reduced apart or packed).
+int64_t bucketSpanBytes(const program::Function &function,
+                        const program::Kernel &kernel);
 
 /// The collectives of `function` in program order, each with the place
 /// where the compute stream waits for it (see the file comment). Values

@@ -86,7 +86,9 @@ private:
   /// ALL_REDUCE of a bucket (n inputs, n outputs): one call, in place over
   /// the span when the plan made one, else packed in `bucketScratch`.
   bool runBucket(const program::Kernel &kernel,
-                 const std::vector<int64_t> &grid, std::string &error);
+                 const std::vector<int64_t> &grid,
+                 const std::vector<int64_t> &axes, int64_t ranks,
+                 std::string &error);
   /// ACCUMULATE: the body once per microbatch, outputs summed.
   bool runAccumulate(const program::Kernel &kernel, std::string &error);
   /// COMPILED: a generated kernel, its rows split over the threads.

@@ -12,6 +12,7 @@
 
 #include "KernelCall.h"
 
+#include "gptc/Runtime/CollectiveSchedule.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
 #include "gptc/Runtime/Grid.h"
@@ -38,34 +39,10 @@ static void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
   }
 }
 
-/// The span that the outputs `ys` cover when each is stored over its
-/// input, in order, each starting at the first 64-byte boundary after the
-/// one before (how gptc-plan-buffers lays out a bucket): then the gaps
-/// belong to the bucket, and one call reduces them all. Null otherwise.
-static std::byte *contiguousSpan(const std::vector<const Tensor *> &xs,
-                                 const std::vector<Tensor *> &ys,
-                                 int64_t &bytes) {
-  std::byte *begin = ys.front()->raw();
-  std::byte *end = begin;
-  for (size_t i = 0; i < ys.size(); ++i) {
-    std::byte *y = ys[i]->raw();
-    if (!y || y != xs[i]->raw() || y < end || y - end >= 64)
-      return nullptr;
-    end = y + ys[i]->byteSize();
-  }
-  bytes = end - begin;
-  return begin;
-}
-
 bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
+                         const std::vector<int64_t> &axes, int64_t ranks,
                          std::string &error) {
   Call c{{}, {}, k, error};
-  std::vector<int64_t> axes(k.collective().grid_axes().begin(),
-                            k.collective().grid_axes().end());
-  for (int64_t a : axes)
-    if (a < 0 || a >= static_cast<int64_t>(grid.size()))
-      return c.fail("grid axis out of range");
-  int64_t ranks = groupSize(grid, axes);
   std::vector<const Tensor *> xs;
   std::vector<Tensor *> ys;
   int64_t total = 0;
@@ -86,13 +63,13 @@ bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
   program::DType t = ys.front()->dtype;
   int64_t size = elementSize(t);
   std::string why;
-  int64_t span = 0;
-  if (std::byte *data = contiguousSpan(xs, ys, span)) {
-    // In place over one span (gaps of alignment included, which only the
-    // bucket owns): no copies.
+  if (int64_t span = bucketSpanBytes(function, k)) {
+    // In place over one span of the arena (gaps of alignment included,
+    // which only the bucket owns): no copies.
     if (ranks == 1)
       return true;
-    return communicator->allReduceSum(data, span / size, t, grid, axes, why) ||
+    return communicator->allReduceSum(ys.front()->raw(), span / size, t, grid,
+                                      axes, why) ||
            c.fail(why);
   }
   // Packed around one call.
@@ -141,13 +118,6 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
     y.data<int32_t>()[0] = static_cast<int32_t>(me * params.block());
     return true;
   }
-  if (k.op() == program::ALL_REDUCE && k.inputs_size() != 1)
-    return runBucket(k, grid, error);
-  const Tensor &x =
-      *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
-  Tensor &y = values[k.outputs(0)];
-  bool reduce =
-      k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX;
   const program::CollectiveParams &params = k.collective();
   std::vector<int64_t> axes(params.grid_axes().begin(),
                             params.grid_axes().end());
@@ -155,6 +125,13 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
     if (a < 0 || a >= static_cast<int64_t>(grid.size()))
       return c.fail("grid axis out of range");
   int64_t ranks = groupSize(grid, axes);
+  if (k.op() == program::ALL_REDUCE && k.inputs_size() != 1)
+    return runBucket(k, grid, axes, ranks, error);
+  const Tensor &x =
+      *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
+  Tensor &y = values[k.outputs(0)];
+  bool reduce =
+      k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX;
   if (x.dtype != y.dtype)
     return c.fail("operand types do not match");
   if (reduce) {

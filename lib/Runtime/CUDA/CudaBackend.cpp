@@ -831,8 +831,6 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
     return false;
   }
   DType t = function.values(k.outputs(0)).type().dtype();
-  int64_t begin = -1, end = -1;
-  bool inPlace = true;
   for (int i = 0; i < k.inputs_size(); ++i) {
     const program::Value &x = function.values(k.inputs(i)),
                          &y = function.values(k.outputs(i));
@@ -844,16 +842,8 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
       error = "operand shapes do not match";
       return false;
     }
-    // In place and contiguous: gptc-plan-buffers' layout of a bucket.
-    int64_t at = y.offset();
-    if (at < 0 || x.offset() != at || (end >= 0 && (at < end || at - end >= 64)))
-      inPlace = false;
-    if (begin < 0)
-      begin = at;
-    end = at + numElements(y) * elementSize(t);
   }
-  if (inPlace)
-    c->span = (end - begin) / elementSize(t);
+  c->span = bucketSpanBytes(function, k) / elementSize(t);
   if (cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
       cudaSuccess) {
     error = "cudaEventCreate failed";

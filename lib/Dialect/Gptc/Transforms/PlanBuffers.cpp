@@ -152,9 +152,7 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
         op.emitOpError("has a result the buffer plan cannot size");
         return failure();
       }
-      int64_t end = time[&op];
-      for (Operation *user : result.getUsers())
-        end = std::max(end, time[body.findAncestorOpInBlock(*user)]);
+      int64_t end = lastUse(result);
       auto reshape = dyn_cast<ReshapeOp>(op);
       if (callerOwnsResults && !reshape &&
           llvm::is_contained(body.getTerminator()->getOperands(), result))
