@@ -18,6 +18,7 @@
 #include "gptc/Conversion/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -75,6 +76,13 @@ void mlir::gptc::buildKernelLoweringPipeline(OpPassManager &pm) {
   loops.addPass(createGptcKernelParallelRangePass());
   // 4. LLVM dialect, bare pointers, one entry point per kernel.
   pm.addPass(createSCFToControlFlowPass());
+  // bf16 conversions as integer arithmetic (round to nearest even), which
+  // vectorizes on every x86 CPU: without AVX512-BF16, LLVM would call
+  // compiler-rt's __truncsfbf2, which the C compiler's runtime that links
+  // the kernel library may lack (GCC 12's libgcc does).
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
   // What has no LLVM intrinsic (erf in f64) calls libm.
