@@ -63,7 +63,17 @@ bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
   program::DType t = ys.front()->dtype;
   int64_t size = elementSize(t);
   std::string why;
-  if (int64_t span = bucketSpanBytes(function, k)) {
+  int64_t span = bucketSpanBytes(function, k);
+  // The plan's layout holds only where the tensors are where it put them:
+  // an input bound to a buffer of the caller (an accumulation body's
+  // operands) is read from there, not from its planned place.
+  for (size_t i = 0; span && i < ys.size(); ++i) {
+    int64_t planned = function.values(k.outputs(static_cast<int>(i))).offset() -
+                      function.values(k.outputs(0)).offset();
+    if (xs[i]->raw() != ys[i]->raw() || ys[i]->raw() != ys[0]->raw() + planned)
+      span = 0;
+  }
+  if (span) {
     // In place over one span of the arena (gaps of alignment included,
     // which only the bucket owns): no copies.
     if (ranks == 1)
