@@ -161,6 +161,7 @@ class GptcContender:
     def __init__(self, build, model, precision=None, extra=()):
         self.gptc = os.path.join(build, "bin", "gptc")
         self.model = model
+        self.added = 0
         self.extra = list(extra)
         self.rss = 0
         if precision:
@@ -235,6 +236,9 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--fp16", action="store_true",
                     help="also gptc fp16 against autocast fp16 with GradScaler")
+    ap.add_argument("--epilogues", action="store_true",
+                    help="also gptc with --gemm-epilogues (the GPU's default) in "
+                         "fp32 and bf16, against gptc without")
     ap.add_argument("--worker", default="")
     ap.add_argument("--model", default="")
     args = ap.parse_args()
@@ -258,6 +262,11 @@ def main():
                       "gptc-bf16": GptcContender(args.build, model, "BF16")}
         if args.fp16:
             contenders["gptc-fp16"] = GptcContender(args.build, model, "FP16")
+        if args.epilogues:
+            contenders["gptc-epi"] = GptcContender(args.build, model,
+                                                   extra=["--gemm-epilogues"])
+            contenders["gptc-bf16-epi"] = GptcContender(args.build, model, "BF16",
+                                                        extra=["--gemm-epilogues"])
         for kind in TORCH + (["autocast-fp16"] if args.fp16 else []):
             try:
                 contenders[kind] = TorchContender(model, kind, args.threads)
@@ -289,6 +298,13 @@ def main():
                  h / best["autocast"] if best.get("autocast") else float("nan"),
                  row["gptc_gflops"], 100 * row["gptc_gflops"] / ceil["fp32"][0],
                  row["gptc_bf16_gflops"], 100 * row["gptc_bf16_gflops"] / ceil["bf16"][0]))
+        if args.epilogues:
+            print("%-18s GEMM epilogues (--gemm-epilogues) against without: fp32 %.3f"
+                  " (%.0f tok/s) | bf16 %.3f (%.0f tok/s)"
+                  % (stem, best["gptc-epi"] / g, best["gptc-epi"],
+                     best["gptc-bf16-epi"] / h, best["gptc-bf16-epi"]), flush=True)
+            row["epilogues_fp32_ratio"] = best["gptc-epi"] / g
+            row["epilogues_bf16_ratio"] = best["gptc-bf16-epi"] / h
         added = getattr(contenders["gptc"], "added", 0)
         row["training_added_bytes"] = added
         print("%-18s peak RSS MB: gptc %7.1f (training added %.1f, predicted %.1f) | gptc-bf16"

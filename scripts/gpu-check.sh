@@ -60,6 +60,16 @@ echo "== where GPT-2 124M's bf16 step goes (4 steps, each kernel timed)"
 "$rt" "$work/art/gpt2-bench.gptc" --device cuda --stop-at-step 4 --eval-interval 0 \
   --log-interval 1 --profile --data "$work/data.txt" --checkpoint "$work/bench.ckpt" 2>&1 | tail -30 || status=1
 
+echo "== GEMM epilogues on and off (GPT-2 124M bf16, 6 steps each, alternating, best of 2)"
+for round in 1 2; do
+  for variant in gpt2-bench gpt2-bench-noepi; do
+    "$rt" "$work/art/$variant.gptc" --device cuda --stop-at-step 6 --eval-interval 0 \
+      --log-interval 0 --data "$work/data.txt" --checkpoint "$work/epi.ckpt" 2>&1 |
+      grep -o '[0-9]* tok/s after the first step' | sed "s/^/$variant round $round: /" || status=1
+    rm -rf "$work/epi.ckpt"
+  done
+done
+
 echo "== GPT-2 124M bf16 against torch.compile"
 json=""
 if [ -n "${OUT:-}" ]; then json="--json $OUT/gpu-bench.json"; fi

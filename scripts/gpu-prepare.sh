@@ -36,6 +36,9 @@ cp /usr/share/common-licenses/GPL-3 "$stage/data.txt"
 "$gptc" test/Parallel/Inputs/tiny-bf16.pbtxt --emit=artifact --device=cuda -o "$stage/art/tiny-bf16.gptc"
 "$gptc" test/Runtime/Inputs/gpt2-124m-b4.pbtxt --emit=artifact --device=cuda -o "$stage/art/gpt2-b4.gptc"
 "$gptc" bench/models/gpt2-124m-gpu.pbtxt --emit=artifact --device=cuda -o "$stage/art/gpt2-bench.gptc"
+# The same step without GEMM epilogues (GELU and bias gradients as kernels).
+"$gptc" bench/models/gpt2-124m-gpu.pbtxt --emit=artifact --device=cuda --gemm-epilogues=false \
+  -o "$stage/art/gpt2-bench-noepi.gptc"
 
 # 3. The CPU runs they are checked against (the same schedules: each
 #    description's steps, stopped after 10).

@@ -439,4 +439,74 @@ TEST(DeviceKernels, EmbeddingGradSumsRowsInRange) {
   EXPECT_EQ(table, expected);
 }
 
+//===----------------------------------------------------------------------===//
+// GEMM epilogues the runtime runs when cuBLASLt has no fused algorithm
+//===----------------------------------------------------------------------===//
+
+double geluRef(double v) {
+  return 0.5 * v *
+         (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+}
+double geluGradRef(double v, double g) {
+  double t = std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+  double du = 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+  return g * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * du);
+}
+
+TEST(DeviceKernels, GemmEpiloguesInF32MatchFloat64) {
+  // 3 rows x 200 columns: the GELU input, the product's gradient.
+  int64_t rows = 3, cols = 200, n = rows * cols;
+  std::vector<float> pre(n), g(n), act(n, NAN), d(n), db(cols, NAN);
+  for (int64_t i = 0; i < n; ++i) {
+    pre[i] = -4.f + 8.f * static_cast<float>(i) / static_cast<float>(n);
+    g[i] = std::sin(0.37f * static_cast<float>(i));
+  }
+  d = g;
+  EmulatedLaunch launch;
+  launchGeluEpilogue<F32>(launch, pre.data(), act.data(), n);
+  launchDgeluEpilogue<F32>(launch, pre.data(), d.data(), n);
+  launchBiasGradEpilogue<F32>(launch, d.data(), rows, cols, db.data());
+  std::vector<double> actRef(n), dRef(n), dbRef(cols, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    actRef[i] = geluRef(pre[i]);
+    dRef[i] = geluGradRef(pre[i], g[i]);
+    dbRef[i % cols] += d[i];
+  }
+  EXPECT_LT(relativeError(act, actRef), 1e-6);
+  EXPECT_LT(relativeError(d, dRef), 1e-6);
+  EXPECT_LT(relativeError(db, dbRef), 1e-6);
+}
+
+TEST(DeviceKernels, GemmEpiloguesInBf16RoundOnce) {
+  // bf16 storage: each result is the float64 value of the widened inputs,
+  // rounded once (so within half a bf16 ulp, 2^-9 relative).
+  int64_t rows = 4, cols = 96, n = rows * cols;
+  std::vector<uint16_t> pre(n), d(n), act(n), db(cols);
+  std::vector<float> g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    pre[i] = emu::floatToBf16(-3.f + 6.f * static_cast<float>(i) /
+                                          static_cast<float>(n));
+    d[i] = emu::floatToBf16(std::cos(0.21f * static_cast<float>(i)));
+    g[i] = emu::bf16ToFloat(d[i]);
+  }
+  EmulatedLaunch launch;
+  launchGeluEpilogue<Bf16>(launch, pre.data(), act.data(), n);
+  launchDgeluEpilogue<Bf16>(launch, pre.data(), d.data(), n);
+  launchBiasGradEpilogue<Bf16>(launch, d.data(), rows, cols, db.data());
+  std::vector<double> sums(cols, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = emu::bf16ToFloat(pre[i]);
+    double a = geluRef(v), dg = geluGradRef(v, g[i]);
+    EXPECT_NEAR(emu::bf16ToFloat(act[i]), a, std::abs(a) * 0x1p-8 + 1e-30)
+        << i;
+    EXPECT_NEAR(emu::bf16ToFloat(d[i]), dg, std::abs(dg) * 0x1p-8 + 1e-30)
+        << i;
+    sums[i % cols] += emu::bf16ToFloat(d[i]);
+  }
+  for (int64_t c = 0; c < cols; ++c)
+    EXPECT_NEAR(emu::bf16ToFloat(db[c]), sums[c],
+                std::abs(sums[c]) * 0x1p-8 + 1e-6)
+        << c;
+}
+
 } // namespace

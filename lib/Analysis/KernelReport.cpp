@@ -109,7 +109,16 @@ static llvm::MapVector<StringRef, LibraryKind> libraryKernels(func::FuncOp f) {
     if (op == f.getOperation() || isa<AccumulateOp, ReshapeOp, YieldOp>(op) ||
         op->hasTrait<OpTrait::IsTerminator>())
       return WalkResult::advance();
-    LibraryKind &k = kinds[op->getName().getStringRef()];
+    // A GEMM with its epilogue is one call, by its form; its region's ops
+    // run inside it.
+    auto fused = dyn_cast<FusedGemmOp>(op);
+    StringRef name =
+        fused ? StringAttr::get(op->getContext(), "gptc.fused_gemm \"" +
+                                                      fused.getEpilogue() +
+                                                      "\"")
+                    .getValue()
+              : op->getName().getStringRef();
+    LibraryKind &k = kinds[name];
     ++k.kernels;
     if (auto cost = dyn_cast<CostModelOpInterface>(op))
       k.flops += cost.getFlopCount();
@@ -119,7 +128,7 @@ static llvm::MapVector<StringRef, LibraryKind> libraryKernels(func::FuncOp f) {
       k.bytes += tensorBytes(v.getType());
     if (auto multi = dyn_cast<MultiAdamWOp>(op))
       k.tensors += multi.getNumParams();
-    return WalkResult::advance();
+    return fused ? WalkResult::skip() : WalkResult::advance();
   });
   return kinds;
 }

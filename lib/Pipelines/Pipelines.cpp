@@ -45,6 +45,8 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
   func.addPass(createGptcFuseOptimizerPass());
+  if (options.gemmEpilogues)
+    func.addPass(createGptcFuseGemmEpiloguesPass());
   if (options.kernels) {
     GptcFormKernelsPassOptions formOptions;
     formOptions.target = options.kernelTarget;

@@ -146,6 +146,10 @@ void runtime::printDeviceSchedule(const program::Function &function,
        << program::OpKind_Name(k.op());
     if (k.op() == program::COMPILED && !k.compiled().symbol().empty())
       os << " " << k.compiled().symbol();
+    if (k.has_matmul() &&
+        k.matmul().epilogue() != program::MatmulParams::NONE)
+      os << " epilogue "
+         << program::MatmulParams::Epilogue_Name(k.matmul().epilogue());
     if (comm && k.inputs_size() && k.inputs(0) >= 0 &&
         k.inputs(0) < function.values_size()) {
       const program::TensorType &t = function.values(k.inputs(0)).type();

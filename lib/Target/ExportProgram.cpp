@@ -644,6 +644,28 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
+          .Case([&](FusedGemmOp o) -> LogicalResult {
+            // One library call; the region says what it computes.
+            using MP = pg::MatmulParams;
+            pg::MatmulParams *params = kernel.mutable_matmul();
+            auto form = llvm::StringSwitch<MP::Epilogue>(o.getEpilogue())
+                            .Case("gelu_aux", MP::GELU_AUX)
+                            .Case("dgelu", MP::DGELU)
+                            .Case("dgelu_bgrad", MP::DGELU_BGRAD)
+                            .Case("bgrad", MP::BGRAD)
+                            .Default(MP::NONE);
+            if (form == MP::NONE)
+              return o.emitOpError("has no GEMM epilogue in the runtime");
+            params->set_epilogue(form);
+            if (auto matmul = dyn_cast<MatmulOp>(o.getGemm())) {
+              kernel.set_op(pg::MATMUL);
+              params->set_transpose_lhs(matmul.getTransposeLhs());
+              params->set_transpose_rhs(matmul.getTransposeRhs());
+            } else {
+              kernel.set_op(pg::LINEAR);
+            }
+            return success();
+          })
           .Case([&](KernelOp o) -> LogicalResult {
             // Generated code: the CPU target compiles the region into the
             // program's kernel library under the kernel's name.

@@ -30,6 +30,7 @@
 // HELP-NEXT: --warps-per-block
 // HELP: --gptc-train-pipeline
 // HELP-NEXT: --bucket-bytes
+// HELP-NEXT: --gemm-epilogues
 // HELP-NEXT: --kernel-target
 // HELP-NEXT: --kernels
 

@@ -385,6 +385,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   TrainPipelineOptions stepOptions;
   if (FailureOr<int64_t> bucketBytes = getBucketBytes(); succeeded(bucketBytes))
     stepOptions.bucketBytes = *bucketBytes;
+  stepOptions.gemmEpilogues = gemmEpilogues(/*cuda=*/false);
   buildTrainPipeline(pm, stepOptions);
   // Diagnostics of this internal compile would duplicate the real one's.
   ScopedDiagnosticHandler quiet(module.getContext(),

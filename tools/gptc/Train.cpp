@@ -653,6 +653,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   pipelineOptions.bucketBytes = *bucketBytes;
   if (device->cuda)
     pipelineOptions.kernelTarget = "cuda";
+  pipelineOptions.gemmEpilogues = gemmEpilogues(device->cuda);
   auto pipeline = [&](OpPassManager &pm) {
     buildTrainPipeline(pm, pipelineOptions);
   };

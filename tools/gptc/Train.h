@@ -34,6 +34,9 @@ FailureOr<DeviceChoice> getDeviceChoice();
 /// `--bucket-mb` in bytes: the largest gradient bucket
 /// (gptc-bucket-all-reduces); 0 turns buckets off.
 FailureOr<int64_t> getBucketBytes();
+/// --gemm-epilogues: whether GEMMs take the elementwise work next to them;
+/// by default on the GPU (`cuda`) only.
+bool gemmEpilogues(bool cuda);
 
 /// A pipeline mesh's compilation (docs/Pipeline.md): @forward cut into
 /// chunks with their backwards, each stage's program as @stage<s>, and the

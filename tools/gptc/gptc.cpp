@@ -183,6 +183,18 @@ static cl::opt<double> bucketMbOpt(
              "PyTorch DDP's default 25); 0: one collective per tensor"),
     cl::init(25.0), cl::cat(parallelCategory));
 
+static cl::opt<bool> gemmEpiloguesOpt(
+    "gemm-epilogues",
+    cl::desc("Fold GELU, its gradient and bias gradients into the GEMM "
+             "calls next to them (gptc-fuse-gemm-epilogues): cuBLASLt's "
+             "epilogues on the GPU, where it is the default; on the CPU "
+             "(default off) the product, then the epilogue over it"),
+    cl::init(false), cl::cat(gptcCategory));
+
+bool mlir::gptc::gemmEpilogues(bool cuda) {
+  return gemmEpiloguesOpt.getNumOccurrences() ? gemmEpiloguesOpt : cuda;
+}
+
 FailureOr<int64_t> mlir::gptc::getBucketBytes() {
   if (!(bucketMbOpt >= 0) || bucketMbOpt > 1e6) {
     llvm::errs() << "gptc: error: --bucket-mb takes a size in MiB from 0 to "
@@ -364,6 +376,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
         ((emitAction == Emit::Program || emitAction == Emit::Artifact) &&
          device->cuda))
       options.kernelTarget = "cuda";
+    options.gemmEpilogues = gemmEpilogues(options.kernelTarget == "cuda");
     buildTrainPipeline(pm, options);
   } else
     buildFrontendPipeline(pm, FrontendPipelineOptions());

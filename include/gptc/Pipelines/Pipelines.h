@@ -54,6 +54,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Largest gradient bucket in bytes "
                      "(gptc-bucket-all-reduces); 0: no buckets"),
       llvm::cl::init(26214400)};
+  PassOptions::Option<bool> gemmEpilogues{
+      *this, "gemm-epilogues",
+      llvm::cl::desc("Fold GELU, its gradient and bias gradients into the "
+                     "GEMM calls next to them (gptc-fuse-gemm-epilogues; "
+                     "gptc turns it on for the GPU)"),
+      llvm::cl::init(false)};
 };
 
 /// The sharded, differentiated step of an imported model
@@ -64,8 +70,8 @@ void buildDifferentiationPipeline(OpPassManager &pm);
 /// Builds the training step from an imported model: gptc-verify-model,
 /// gptc-sharding-propagation, gptc-tensor-parallel, gptc-mixed-precision,
 /// gptc-autodiff, gptc-recompute, gptc-optimizer, gptc-data-parallel,
-/// canonicalize, cse, gptc-fuse-optimizer, gptc-form-kernels,
-/// gptc-bucket-all-reduces, gptc-plan-buffers.
+/// canonicalize, cse, gptc-fuse-optimizer, gptc-fuse-gemm-epilogues,
+/// gptc-form-kernels, gptc-bucket-all-reduces, gptc-plan-buffers.
 void buildTrainPipeline(OpPassManager &pm,
                         const TrainPipelineOptions &options = {});
 

@@ -51,7 +51,12 @@ static bool readNormalizer(Call &c, const Tensor *n, double &normalizer) {
 
 template <typename T>
 bool isType(const Tensor &t) {
-  return t.dtype == (std::is_same_v<T, float> ? program::F32 : program::F64);
+  if constexpr (std::is_same_v<T, cpu::BFloat16>)
+    return t.dtype == program::BF16;
+  else if constexpr (std::is_same_v<T, cpu::Half>)
+    return t.dtype == program::F16;
+  else
+    return t.dtype == (std::is_same_v<T, float> ? program::F32 : program::F64);
 }
 
 /// Checks that `dims` are increasing dimensions of `full` and that
@@ -136,8 +141,8 @@ static void convert(const Tensor &in, Tensor &out) {
 
 /// Sums the 16-bit `x` over `dims` into `y`, in float.
 template <typename Low>
-static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y) {
-  std::vector<int64_t> dims = c.dims();
+static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y,
+                         const std::vector<int64_t> &dims) {
   int64_t n;
   if (!reducedElements(c, x, dims, y, n))
     return false;
@@ -234,7 +239,7 @@ static bool runBFloat16(Call &c) {
   case program::MATMUL:
     return runGemm<BFloat16>(c);
   case program::REDUCE_SUM:
-    return reduceSumLow<BFloat16>(c, *c.in[0], *c.out[0]);
+    return reduceSumLow<BFloat16>(c, *c.in[0], *c.out[0], c.dims());
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD:
     return runWidened<BFloat16>(c, runFloat<float>);
@@ -258,13 +263,139 @@ static bool runHalf(Call &c) {
   case program::MATMUL:
     return runWidened<cpu::Half>(c, runGemm<float>);
   case program::REDUCE_SUM:
-    return reduceSumLow<cpu::Half>(c, *c.in[0], *c.out[0]);
+    return reduceSumLow<cpu::Half>(c, *c.in[0], *c.out[0], c.dims());
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD:
     return runWidened<cpu::Half>(c, runFloat<float>);
   default:
     return c.fail("has no fp16 kernel (mixed precision runs only GEMMs, "
                   "their bias sums and attention in fp16)");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs with epilogues (gptc.fused_gemm)
+//===----------------------------------------------------------------------===//
+
+/// `y = f(a [, b])` elementwise in float for T = float, double or a 16-bit
+/// type (widened exactly, rounded once), `f` taking float or double arrays
+/// as the runtime's gelu kernels do. 16-bit values go in chunks across the
+/// threads, each widened while it is in cache.
+template <typename T, typename F>
+static void mapWide(const T *a, const T *b, T *y, int64_t n, F f) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    f(a, b, y, n);
+  } else {
+    constexpr int64_t chunk = 2048;
+    int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n >= 32768)
+    for (int64_t i = 0; i < chunks; ++i) {
+      float wa[chunk], wb[chunk], wy[chunk];
+      int64_t begin = i * chunk, len = std::min(chunk, n - begin);
+      for (int64_t j = 0; j < len; ++j)
+        wa[j] = cpu::toFloat(a[begin + j]);
+      if (b)
+        for (int64_t j = 0; j < len; ++j)
+          wb[j] = cpu::toFloat(b[begin + j]);
+      f(wa, b ? wb : nullptr, wy, len);
+      for (int64_t j = 0; j < len; ++j) {
+        if constexpr (std::is_same_v<T, cpu::BFloat16>)
+          y[begin + j] = cpu::toBFloat16(wy[j]);
+        else
+          y[begin + j] = cpu::toHalf(wy[j]);
+      }
+    }
+  }
+}
+
+/// The bias gradient `db = x` summed over its leading dimensions (every
+/// one but the last), as REDUCE_SUM computes it for type T.
+template <typename T>
+static bool biasSum(Call &c, const Tensor &x, Tensor &db) {
+  std::vector<int64_t> dims(x.shape.size() > 0 ? x.shape.size() - 1 : 0);
+  std::iota(dims.begin(), dims.end(), 0);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    int64_t n;
+    if (!reducedElements(c, x, dims, db, n))
+      return false;
+    cpu::reduceSum(x.data<T>(), x.shape, dims, db.data<T>());
+    return true;
+  } else {
+    return reduceSumLow<T>(c, x, db, dims);
+  }
+}
+
+/// The product of a GEMM with an epilogue, into `target`, by the kernels
+/// of its element type (fp16 widened to fp32, as without an epilogue).
+template <typename T>
+static bool runProduct(Call &c, std::vector<const Tensor *> in,
+                       Tensor &target) {
+  Call product{std::move(in), {&target}, c.kernel, c.error};
+  if constexpr (std::is_same_v<T, cpu::Half>)
+    return runWidened<cpu::Half>(product, runGemm<float>);
+  else
+    return runGemm<T>(product);
+}
+
+/// LINEAR/MATMUL with `matmul.epilogue` for element type T: the product,
+/// then the epilogue over its result, computed as the fused region's ops
+/// are (the GELU on the stored, rounded product).
+template <typename T>
+static bool runGemmEpilogue(Call &c) {
+  using MP = program::MatmulParams;
+  auto &in = c.in;
+  auto &out = c.out;
+  for (const Tensor *t : in)
+    if (!isType<T>(*t))
+      return c.fail("mixes element types");
+  for (const Tensor *t : out)
+    if (!isType<T>(*t))
+      return c.fail("mixes element types");
+  using Wide = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  switch (c.kernel.matmul().epilogue()) {
+  case MP::GELU_AUX: {
+    // x, w [, b] -> act, pre.
+    Tensor &act = *out[0], &pre = *out[1];
+    if (!c.expect(act.numElements() == pre.numElements(),
+                  "operand shapes do not match") ||
+        !runProduct<T>(c, in, pre))
+      return false;
+    mapWide(pre.data<T>(), static_cast<const T *>(nullptr), act.data<T>(),
+            pre.numElements(),
+            [](const Wide *a, const Wide *, Wide *y, int64_t n) {
+              cpu::gelu<Wide>(a, n, y);
+            });
+    return true;
+  }
+  case MP::DGELU:
+  case MP::DGELU_BGRAD: {
+    // lhs, rhs, pre -> d [, db]: the product into d's buffer, then the
+    // gradient in place.
+    bool bias = c.kernel.matmul().epilogue() == MP::DGELU_BGRAD;
+    const Tensor &pre = *in[2];
+    Tensor &d = *out[0];
+    if (!c.expect(d.numElements() == pre.numElements() &&
+                      (!bias || out[1]->numElements() == c.lastDim(d)),
+                  "operand shapes do not match") ||
+        !runProduct<T>(c, {in[0], in[1]}, d))
+      return false;
+    mapWide(pre.data<T>(), d.data<T>(), d.data<T>(), d.numElements(),
+            [](const Wide *x, const Wide *g, Wide *y, int64_t n) {
+              cpu::geluGrad<Wide>(x, g, n, y);
+            });
+    return !bias || biasSum<T>(c, d, *out[1]);
+  }
+  case MP::BGRAD: {
+    // dy, x -> dw, db (dy summed over its rows).
+    if (!c.expect(in[0]->shape.size() == 2 &&
+                      out[1]->numElements() == c.lastDim(*in[0]),
+                  "operand shapes do not match") ||
+        !runProduct<T>(c, in, *out[0]))
+      return false;
+    return biasSum<T>(c, *in[0], *out[1]);
+  }
+  default:
+    return c.fail("has an unknown GEMM epilogue");
   }
 }
 
@@ -877,6 +1008,20 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   }
   default:
     break;
+  }
+
+  // A GEMM with an epilogue, for the element type of its operands.
+  if (k.has_matmul() &&
+      k.matmul().epilogue() != program::MatmulParams::NONE) {
+    if (out.dtype == program::F32)
+      return runGemmEpilogue<float>(c);
+    if (out.dtype == program::F64)
+      return runGemmEpilogue<double>(c);
+    if (out.dtype == program::BF16)
+      return runGemmEpilogue<cpu::BFloat16>(c);
+    if (out.dtype == program::F16)
+      return runGemmEpilogue<cpu::Half>(c);
+    return c.fail(std::string("no CPU GEMM for ") + dtypeName(out.dtype));
   }
 
   // Floating-point kernels, on the element type of their first output.

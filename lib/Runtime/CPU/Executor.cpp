@@ -283,13 +283,32 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     Arity arity;
     if (!arityOf(k.op(), arity))
       return fail("kernel at " + k.location() + " has an unknown op");
+    // A GEMM with an epilogue (gptc.fused_gemm) reads and writes more.
+    using MP = program::MatmulParams;
+    MP::Epilogue epilogue = k.has_matmul() ? k.matmul().epilogue() : MP::NONE;
+    if (epilogue != MP::NONE) {
+      bool linear = k.op() == program::LINEAR;
+      if (linear && epilogue == MP::GELU_AUX &&
+          !k.matmul().transpose_lhs() && !k.matmul().transpose_rhs())
+        arity = {2, 3, 2};
+      else if (!linear && k.op() == program::MATMUL &&
+               (epilogue == MP::DGELU || epilogue == MP::DGELU_BGRAD))
+        arity = {3, 3, epilogue == MP::DGELU ? 1 : 2};
+      else if (!linear && k.op() == program::MATMUL && epilogue == MP::BGRAD)
+        arity = {2, 2, 2};
+      else
+        return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
+                    k.location() + " has the epilogue " +
+                    MP::Epilogue_Name(epilogue) + ", which it does not take");
+    }
     int nin = k.inputs_size(), nout = k.outputs_size();
     if (nin < arity.minInputs ||
         (arity.maxInputs >= 0 && nin > arity.maxInputs) ||
         (arity.outputs >= 0 && nout != arity.outputs) || nout == 0)
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " has the wrong number of operands");
-    if (k.params_case() != paramsOf(k.op()))
+    if (k.params_case() != paramsOf(k.op()) &&
+        !(epilogue != MP::NONE && k.params_case() == Kernel::kMatmul))
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " does not carry its op's parameters");
     if (k.op() == program::ALL_REDUCE && nin != nout)

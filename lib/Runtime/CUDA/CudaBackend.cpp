@@ -106,6 +106,16 @@ struct Gemm {
   cudaDataType_t scaleType = CUDA_R_32F;
   /// Value ids: cuBLAS's A, B, the bias (-1: none) and C.
   int32_t aId = -1, bId = -1, biasId = -1, cId = -1;
+  /// gptc.fused_gemm's epilogue (NONE without one), the GELU input it
+  /// writes (GELU_AUX) or reads (DGELU*), and the bias gradient it writes
+  /// (-1: none). `fused`: cuBLASLt's epilogue does it; otherwise the
+  /// product is plain and the runtime's epilogue kernels follow it.
+  program::MatmulParams::Epilogue epilogue = program::MatmulParams::NONE;
+  int32_t auxId = -1, biasGradId = -1;
+  bool fused = false;
+  /// Row-major C: rows and columns (the epilogue kernels' extents).
+  int64_t rows = 0, cols = 0;
+  int dtype = 0;
   ~Gemm() {
     if (desc)
       cublasLtMatmulDescDestroy(desc);
@@ -860,13 +870,27 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
     const auto &s = function.values(id).type().shape();
     return std::vector<int64_t>(s.begin(), s.end());
   };
+  using MP = program::MatmulParams;
   bool linear = k.op() == program::LINEAR;
-  if (k.inputs_size() < 2 || k.inputs_size() > (linear ? 3 : 2) ||
-      k.outputs_size() != 1) {
+  g.epilogue = k.has_matmul() ? k.matmul().epilogue() : MP::NONE;
+  int maxIn = linear ? 3 : g.epilogue == MP::DGELU ||
+                                   g.epilogue == MP::DGELU_BGRAD
+                               ? 3
+                               : 2;
+  int minIn = linear ? 2 : maxIn;
+  int outs = g.epilogue == MP::NONE || g.epilogue == MP::DGELU ? 1 : 2;
+  if (k.inputs_size() < minIn || k.inputs_size() > maxIn ||
+      k.outputs_size() != outs ||
+      (linear != (g.epilogue == MP::NONE || g.epilogue == MP::GELU_AUX))) {
     error = "has the wrong number of operands";
     return false;
   }
   DType dtype = function.values(k.outputs(0)).type().dtype();
+  for (int32_t id : k.outputs())
+    if (function.values(id).type().dtype() != dtype) {
+      error = "mixes element types";
+      return false;
+    }
   for (int32_t id : k.inputs())
     if (function.values(id).type().dtype() != dtype) {
       error = "mixes element types";
@@ -918,6 +942,11 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
     }
   } else {
     std::vector<int64_t> a = shapeOf(k.inputs(0)), b = shapeOf(k.inputs(1));
+    // DGELU's gradient has the shape of the GELU input: 2-D rows of it.
+    if (g.epilogue != MP::NONE && !c.empty()) {
+      int64_t last = c.back();
+      c = {last ? numElements(function.values(k.outputs(0))) / last : 0, last};
+    }
     if (a.size() < 2 || a.size() != b.size() || c.size() != a.size()) {
       error = "operand shapes do not match";
       return false;
@@ -946,6 +975,39 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
     g.bId = k.inputs(0);
   }
   g.cId = k.outputs(0);
+  g.rows = M * batch;
+  g.cols = N;
+  g.dtype = dtype;
+  switch (g.epilogue) {
+  case MP::GELU_AUX: // act, pre
+    g.auxId = k.outputs(1);
+    break;
+  case MP::DGELU: // lhs, rhs, pre -> d
+  case MP::DGELU_BGRAD: // -> d, db
+    g.auxId = k.inputs(2);
+    if (numElements(function.values(g.auxId)) != M * N) {
+      error = "the GELU input is not the product's size";
+      return false;
+    }
+    if (g.epilogue == MP::DGELU_BGRAD)
+      g.biasGradId = k.outputs(1);
+    break;
+  case MP::BGRAD: // dy, x -> dw, db (db over dy's rows: dw's rows)
+    if (!k.matmul().transpose_lhs() || k.matmul().transpose_rhs()) {
+      error = "a bias gradient's product must be transpose_lhs";
+      return false;
+    }
+    g.biasGradId = k.outputs(1);
+    break;
+  default:
+    break;
+  }
+  if (g.biasGradId >= 0 &&
+      numElements(function.values(g.biasGradId)) !=
+          (g.epilogue == MP::BGRAD ? M : N)) {
+    error = "the bias gradient is not the product's size";
+    return false;
+  }
   // cuBLAS: C (m x n) = op(A) (m x k) op(B) (k x n), m = N, n = M.
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N,
                     opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -963,14 +1025,40 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
                                             &opB, sizeof(opB)),
              "cublasLtMatmulDescSetAttribute"))
     return false;
-  if (g.biasId >= 0) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    if (!check(cublasLtMatmulDescSetAttribute(g.desc,
-                                              CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                              &epilogue, sizeof(epilogue)),
-               "cublasLtMatmulDescSetAttribute"))
-      return false;
+  auto setEpilogue = [&](cublasLtEpilogue_t epilogue) {
+    return check(cublasLtMatmulDescSetAttribute(g.desc,
+                                                CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                &epilogue, sizeof(epilogue)),
+                 "cublasLtMatmulDescSetAttribute");
+  };
+  // The plain product's epilogue: the bias, if any.
+  cublasLtEpilogue_t plain =
+      g.biasId >= 0 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  // The fused one (Megatron's and Transformer Engine's choices): the GELU
+  // input as the auxiliary matrix, in C's layout (leading dimension N,
+  // which cuBLASLt wants divisible by 8), the bias gradient as the bias
+  // vector.
+  cublasLtEpilogue_t wanted = plain;
+  switch (g.epilogue) {
+  case MP::GELU_AUX:
+    wanted = g.biasId >= 0 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                           : CUBLASLT_EPILOGUE_GELU_AUX;
+    break;
+  case MP::DGELU:
+    wanted = CUBLASLT_EPILOGUE_DGELU;
+    break;
+  case MP::DGELU_BGRAD:
+    wanted = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    break;
+  case MP::BGRAD:
+    // cuBLAS's B is the kernel's lhs, dy: its sum over k is db.
+    wanted = CUBLASLT_EPILOGUE_BGRADB;
+    break;
+  default:
+    break;
   }
+  if (!setEpilogue(plain))
+    return false;
   auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols,
                     int64_t ld, int64_t stride) {
     if (!check(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
@@ -1010,9 +1098,32 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
-      backend.lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found);
+  cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
+  // The fused epilogue when cuBLASLt has an algorithm for it, else the
+  // plain product (the runtime's epilogue kernels then follow it).
+  bool auxOk = g.auxId < 0 || N % 8 == 0;
+  if (wanted != plain && auxOk && setEpilogue(wanted)) {
+    int64_t ld = N;
+    bool ready = g.auxId < 0 ||
+                 cublasLtMatmulDescSetAttribute(
+                     g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                     sizeof(ld)) == CUBLAS_STATUS_SUCCESS;
+    if (ready)
+      s = cublasLtMatmulAlgoGetHeuristic(backend.lt, g.desc, g.a, g.b, g.c,
+                                         g.c, pref, 1, &result, &found);
+    g.fused = ready && s == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (!g.fused && !setEpilogue(plain)) {
+      cublasLtMatmulPreferenceDestroy(pref);
+      return false;
+    }
+  }
+  if (!g.fused)
+    s = cublasLtMatmulAlgoGetHeuristic(backend.lt, g.desc, g.a, g.b, g.c, g.c,
+                                       pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  // Unfused GELU_AUX: the product (with its bias) is the GELU input.
+  if (g.epilogue == MP::GELU_AUX && !g.fused)
+    g.cId = g.auxId;
   if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
     error = "cuBLASLt has no algorithm for " + std::to_string(M) + " x " +
             std::to_string(N) + " x " + std::to_string(K) + " (batch " +
@@ -1054,15 +1165,54 @@ void CudaRunner::runKernel(size_t index) {
   case program::MATMUL: {
     Gemm &g = *gemms[index];
     float one = 1.f, zero = 0.f;
-    if (g.biasId >= 0) {
-      void *bias = ptr[g.biasId];
+    // The bias vector: the bias read, or (fused) the bias gradient written.
+    int32_t biasVector =
+        g.fused && g.biasGradId >= 0 ? g.biasGradId : g.biasId;
+    if (biasVector >= 0) {
+      void *bias = ptr[biasVector];
       GPTC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
           g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (g.fused && g.auxId >= 0) {
+      void *aux = ptr[g.auxId];
+      GPTC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+          sizeof(aux)));
     }
     GPTC_CUBLAS_CHECK(
         cublasLtMatmul(backend.lt, g.desc, &one, ptr[g.aId], g.a, ptr[g.bId],
                        g.b, &zero, ptr[g.cId], g.c, ptr[g.cId], g.c, &g.algo,
                        backend.workspace.ptr, backend.workspace.bytes, stream));
+    if (g.fused || g.epilogue == program::MatmulParams::NONE)
+      return;
+    // The epilogue cuBLASLt could not take, after the plain product.
+    int64_t n = g.rows * g.cols;
+    switch (g.epilogue) {
+    case program::MatmulParams::GELU_AUX:
+      GPTC_CUDA_CHECK(cuda::geluEpilogue(g.dtype, ptr[g.auxId],
+                                         ptr[k.outputs(0)], n, stream));
+      break;
+    case program::MatmulParams::DGELU:
+    case program::MatmulParams::DGELU_BGRAD:
+      GPTC_CUDA_CHECK(
+          cuda::dgeluEpilogue(g.dtype, ptr[g.auxId], ptr[g.cId], n, stream));
+      if (g.biasGradId >= 0)
+        GPTC_CUDA_CHECK(cuda::biasGradEpilogue(g.dtype, ptr[g.cId], g.rows,
+                                               g.cols, ptr[g.biasGradId],
+                                               stream));
+      break;
+    case program::MatmulParams::BGRAD: {
+      // db sums dy (the lhs, [K, M]) over its rows.
+      const program::Value &dy = function.values(k.inputs(0));
+      int64_t m = g.rows;
+      GPTC_CUDA_CHECK(cuda::biasGradEpilogue(
+          g.dtype, ptr[k.inputs(0)], m ? numElements(dy) / m : 0, m,
+          ptr[g.biasGradId], stream));
+      break;
+    }
+    default:
+      break;
+    }
     return;
   }
   case program::CAUSAL_ATTENTION:

@@ -168,4 +168,60 @@ cudaError_t addInPlace(int dtype, void *y, const void *x, int64_t n,
   return cudaGetLastError();
 }
 
+namespace {
+/// Calls `f` with the element traits of `dtype` (F32, Bf16 or Half);
+/// false for another type.
+template <typename F> bool withElement(int dtype, F &&f) {
+  switch (dtype) {
+  case 1:
+    f(F32());
+    return true;
+  case 5:
+    f(Bf16());
+    return true;
+  case 6:
+    f(Half());
+    return true;
+  default:
+    return false;
+  }
+}
+} // namespace
+
+cudaError_t geluEpilogue(int dtype, const void *pre, void *act, int64_t n,
+                         cudaStream_t stream) {
+  StreamLaunch launch{stream};
+  bool ok = withElement(dtype, [&](auto e) {
+    using E = decltype(e);
+    launchGeluEpilogue<E>(launch,
+                          static_cast<const ElementStorage<E> *>(pre),
+                          static_cast<ElementStorage<E> *>(act), n);
+  });
+  return ok ? launch.status : cudaErrorInvalidValue;
+}
+
+cudaError_t dgeluEpilogue(int dtype, const void *pre, void *d, int64_t n,
+                          cudaStream_t stream) {
+  StreamLaunch launch{stream};
+  bool ok = withElement(dtype, [&](auto e) {
+    using E = decltype(e);
+    launchDgeluEpilogue<E>(launch,
+                           static_cast<const ElementStorage<E> *>(pre),
+                           static_cast<ElementStorage<E> *>(d), n);
+  });
+  return ok ? launch.status : cudaErrorInvalidValue;
+}
+
+cudaError_t biasGradEpilogue(int dtype, const void *x, int64_t rows,
+                             int64_t cols, void *db, cudaStream_t stream) {
+  StreamLaunch launch{stream};
+  bool ok = withElement(dtype, [&](auto e) {
+    using E = decltype(e);
+    launchBiasGradEpilogue<E>(launch,
+                              static_cast<const ElementStorage<E> *>(x), rows,
+                              cols, static_cast<ElementStorage<E> *>(db));
+  });
+  return ok ? launch.status : cudaErrorInvalidValue;
+}
+
 } // namespace gptc::cuda

@@ -338,6 +338,19 @@ struct Sixteen {
     return static_cast<float>(h);
 #endif
   }
+  /// One float rounded to nearest even.
+  static __device__ __forceinline__ uint16_t round(float f) {
+#if defined(GPTC_CUDA_EMULATION)
+    return IsBf16 ? emu::floatToBf16(f) : emu::floatToHalf(f);
+#elif defined(__CUDA_ARCH__)
+    if constexpr (IsBf16)
+      return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+    else
+      return __half_as_ushort(__float2half_rn(f));
+#else
+    return static_cast<uint16_t>(f);
+#endif
+  }
   /// Two floats rounded to nearest even into one word, `lo` in the low
   /// half.
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
@@ -373,6 +386,70 @@ struct Sixteen {
 };
 using Bf16 = Sixteen<true>;
 using Half = Sixteen<false>;
+
+//===----------------------------------------------------------------------===//
+// GEMM epilogues when cuBLASLt has no algorithm for one
+//===----------------------------------------------------------------------===//
+//
+// gptc.fused_gemm's epilogue after a plain cuBLASLt product: the GELU of
+// the stored product, its gradient in place, and the bias gradient, in
+// f32 on elements of type E (F32, or Bf16/Half on uint16_t storage), with
+// the CPU runtime's arithmetic (the GELU of the rounded product).
+
+/// fp32 elements, with the interface of Sixteen.
+struct F32 {
+  using Storage = float;
+  static __device__ __forceinline__ float toFloat(float f) { return f; }
+  static __device__ __forceinline__ float round(float f) { return f; }
+};
+template <typename E>
+using ElementStorage =
+    std::conditional_t<std::is_same_v<E, F32>, float, uint16_t>;
+
+__device__ __forceinline__ float geluTanhArgument(float v) {
+  return 0.7978845608028654f * (v + 0.044715f * v * v * v);
+}
+
+/// act = gelu(pre), elementwise.
+template <typename E>
+__global__ void geluEpilogueKernel(const ElementStorage<E> *__restrict__ pre,
+                                   ElementStorage<E> *__restrict__ act,
+                                   int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n)
+    return;
+  float v = E::toFloat(pre[i]);
+  act[i] = E::round(0.5f * v * (1.f + tanhf(geluTanhArgument(v))));
+}
+
+/// d = gelu_grad(pre, d): the product in `d` becomes the gradient.
+template <typename E>
+__global__ void dgeluEpilogueKernel(const ElementStorage<E> *__restrict__ pre,
+                                    ElementStorage<E> *__restrict__ d,
+                                    int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n)
+    return;
+  float v = E::toFloat(pre[i]), g = E::toFloat(d[i]);
+  float t = tanhf(geluTanhArgument(v));
+  float du = 0.7978845608028654f * (1.f + 3.f * 0.044715f * v * v);
+  d[i] = E::round(g * (0.5f * (1.f + t) + 0.5f * v * (1.f - t * t) * du));
+}
+
+/// db[c] = sum over the rows of x[r, c]: a thread per column, the rows in
+/// order (deterministic; neighbouring threads read neighbouring columns).
+template <typename E>
+__global__ void biasGradEpilogueKernel(const ElementStorage<E> *__restrict__ x,
+                                       int64_t rows, int64_t cols,
+                                       ElementStorage<E> *__restrict__ db) {
+  int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols)
+    return;
+  float sum = 0.f;
+  for (int64_t r = 0; r < rows; ++r)
+    sum += E::toFloat(x[r * cols + c]);
+  db[c] = E::round(sum);
+}
 
 //===----------------------------------------------------------------------===//
 // Attention on tensor cores (bf16 and fp16 operands)
@@ -906,6 +983,30 @@ bool launchAttentionBackwardTc(Launch &&launch, const uint16_t *q,
            v, dout, static_cast<const float *>(stats), dk, dv, t, c, h,
            scaleLog2, scale);
   });
+}
+
+/// The epilogues above over `n` elements (`cols` columns for the bias
+/// gradient).
+template <typename E, typename Launch>
+void launchGeluEpilogue(Launch &&launch, const ElementStorage<E> *pre,
+                        ElementStorage<E> *act, int64_t n) {
+  if (n > 0)
+    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
+           geluEpilogueKernel<E>, pre, act, n);
+}
+template <typename E, typename Launch>
+void launchDgeluEpilogue(Launch &&launch, const ElementStorage<E> *pre,
+                         ElementStorage<E> *d, int64_t n) {
+  if (n > 0)
+    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
+           dgeluEpilogueKernel<E>, pre, d, n);
+}
+template <typename E, typename Launch>
+void launchBiasGradEpilogue(Launch &&launch, const ElementStorage<E> *x,
+                            int64_t rows, int64_t cols, ElementStorage<E> *db) {
+  if (cols > 0)
+    launch(dim3(static_cast<unsigned>((cols + 127) / 128)), dim3(128),
+           biasGradEpilogueKernel<E>, x, rows, cols, db);
 }
 
 /// dtable[id - offset] += dy[i] over the n positions; dtable must be

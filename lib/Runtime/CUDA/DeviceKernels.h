@@ -8,8 +8,9 @@
 // What the CUDA runtime runs besides the generated kernels and cuBLASLt:
 // causal attention (forward and backward, a tiled online softmax that never
 // forms the T x T scores: fp32 on the CUDA cores, bf16 and fp16 on the
-// tensor cores), the embedding's scatter-add gradient, and the sum
-// ACCUMULATE takes over microbatches. DeviceKernels.cuh holds the kernels. Each launcher
+// tensor cores), the embedding's scatter-add gradient, the sum
+// ACCUMULATE takes over microbatches, and GEMM epilogues cuBLASLt cannot
+// fuse. DeviceKernels.cuh holds the kernels. Each launcher
 // enqueues on `stream` and returns the launch's error.
 //
 //===----------------------------------------------------------------------===//
@@ -58,6 +59,16 @@ cudaError_t embeddingGrad(const int32_t *ids, int64_t n, const float *dy,
 /// program.proto numbers them (bf16 and f16 sum in f32).
 cudaError_t addInPlace(int dtype, void *y, const void *x, int64_t n,
                        cudaStream_t stream);
+
+/// A GEMM epilogue that cuBLASLt has no algorithm for, after the plain
+/// product: act = gelu(pre); d = gelu_grad(pre, d) in place; db = x summed
+/// over its rows. dtype 1 (f32), 5 (bf16) or 6 (f16), in f32 arithmetic.
+cudaError_t geluEpilogue(int dtype, const void *pre, void *act, int64_t n,
+                         cudaStream_t stream);
+cudaError_t dgeluEpilogue(int dtype, const void *pre, void *d, int64_t n,
+                          cudaStream_t stream);
+cudaError_t biasGradEpilogue(int dtype, const void *x, int64_t rows,
+                             int64_t cols, void *db, cudaStream_t stream);
 
 } // namespace gptc::cuda
 

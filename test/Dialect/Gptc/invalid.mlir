@@ -685,7 +685,7 @@ func.func @accumulate_yield_types(%t: tensor<4x8xi32>, %g: tensor<3xf32>) {
 // -----
 
 func.func @yield_outside_accumulate(%g: tensor<3xf32>) {
-  // expected-error@+1 {{expects parent op to be one of 'gptc.accumulate, gptc.kernel'}}
+  // expected-error@+1 {{expects parent op to be one of 'gptc.accumulate, gptc.kernel, gptc.fused_gemm'}}
   gptc.yield %g : tensor<3xf32>
 }
 

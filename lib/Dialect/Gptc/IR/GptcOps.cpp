@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -973,6 +974,28 @@ int64_t AccumulateOp::getFlopCount() {
   return mulSat(n, getMicrobatches() - 1);
 }
 
+SmallVector<Block *> mlir::gptc::getStepBlocks(Operation *root) {
+  SmallVector<Block *> blocks;
+  root->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<KernelOp, FusedGemmOp>(op))
+      return WalkResult::skip();
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        blocks.push_back(&block);
+    return WalkResult::advance();
+  });
+  return blocks;
+}
+
+/// The FLOPs of the ops a region holds.
+static int64_t regionFlops(Region &region) {
+  int64_t n = 0;
+  region.walk([&](CostModelOpInterface op) {
+    n = addSat(n, op.getFlopCount());
+  });
+  return n;
+}
+
 LogicalResult KernelOp::verify() {
   Block &block = getBody().front();
   if (block.getArgumentTypes() != getInputs().getTypes())
@@ -987,11 +1010,145 @@ LogicalResult KernelOp::verify() {
 
 int64_t KernelOp::getFlopCount() {
   // The FLOPs of the ops it fuses.
-  int64_t n = 0;
-  getBody().walk([&](CostModelOpInterface op) {
-    n = addSat(n, op.getFlopCount());
-  });
-  return n;
+  return regionFlops(getBody());
+}
+
+//===----------------------------------------------------------------------===//
+// FusedGemmOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Reads a fused GEMM's region op by op: each `take<Op>` consumes the next
+/// op if it is an `Op` (optionally one whose operand is `from`).
+struct BodyCursor {
+  Block::iterator it, end;
+  explicit BodyCursor(Block &block) : it(block.begin()), end(block.end()) {}
+  template <typename OpTy> OpTy take(Value from = Value()) {
+    if (it == end)
+      return OpTy();
+    auto op = dyn_cast<OpTy>(&*it);
+    if (!op || (from && op->getOperand(0) != from))
+      return OpTy();
+    ++it;
+    return op;
+  }
+  /// `v` widened exactly to f32 when it is 16-bit (a gptc.cast), else `v`.
+  Value widened(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getElementType().isF32())
+      return v;
+    auto c = take<CastOp>(v);
+    if (!c || !getElementTypeOrSelf(c.getType()).isF32())
+      return Value();
+    return c.getResult();
+  }
+  /// `v` (f32) narrowed back to `element` when that is not f32.
+  Value narrowed(Value v, Type element) {
+    if (!v || element.isF32())
+      return v;
+    auto c = take<CastOp>(v);
+    if (!c || getElementTypeOrSelf(c.getType()) != element)
+      return Value();
+    return c.getResult();
+  }
+  bool done() { return it != end && isa<YieldOp>(&*it); }
+};
+} // namespace
+
+LogicalResult FusedGemmOp::verify() {
+  Block &block = getBody().front();
+  if (block.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("expects one block argument of each input's type");
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("expects the region to yield the result types");
+  StringRef kind = getEpilogue();
+  auto form = [&](const Twine &what) {
+    return emitOpError("with epilogue '")
+           << kind << "' expects " << what;
+  };
+  BodyCursor cursor(block);
+  auto args = block.getArguments();
+  SmallVector<Value> yields;
+  if (kind == "gelu_aux") {
+    auto linear = cursor.take<LinearOp>();
+    if (!linear || (args.size() != 2 && args.size() != 3) ||
+        ValueRange(linear->getOperands()) != ValueRange(args))
+      return form("a gptc.linear of the block arguments first");
+    Value pre = linear.getResult();
+    Type element = getElementTypeOrSelf(pre.getType());
+    Value wide = cursor.widened(pre);
+    auto gelu = wide ? cursor.take<GeluOp>(wide) : GeluOp();
+    Value act = gelu ? cursor.narrowed(gelu.getResult(), element) : Value();
+    if (!act)
+      return form("gelu of the product (between exact casts to f32 and "
+                  "back for 16-bit types)");
+    yields = {act, pre};
+  } else if (kind == "dgelu" || kind == "dgelu_bgrad") {
+    auto matmul = cursor.take<MatmulOp>();
+    if (!matmul || args.size() != 3 ||
+        ValueRange(matmul->getOperands()) != args.take_front(2) ||
+        matmul.getType().getRank() != 2)
+      return form("a 2-D gptc.matmul of the first two block arguments first");
+    Value pre = args[2];
+    auto preType = cast<RankedTensorType>(pre.getType());
+    Value g = matmul.getResult();
+    if (g.getType() != preType)
+      if (auto view = cursor.take<ReshapeOp>(g))
+        g = view.getResult();
+    if (g.getType() != preType)
+      return form("the product in the shape of the third operand");
+    Type element = preType.getElementType();
+    Value preWide = cursor.widened(pre);
+    Value gWide = preWide ? cursor.widened(g) : Value();
+    auto grad = gWide ? cursor.take<GeluGradOp>(preWide) : GeluGradOp();
+    if (grad && grad.getGrad() != gWide)
+      grad = GeluGradOp();
+    Value d = grad ? cursor.narrowed(grad.getResult(), element) : Value();
+    if (!d)
+      return form("gelu_grad of the third operand and the product (between "
+                  "exact casts to f32 and back for 16-bit types)");
+    yields = {d};
+    if (kind == "dgelu_bgrad") {
+      Value rows = d;
+      if (auto view = cursor.take<ReshapeOp>(d))
+        rows = view.getResult();
+      auto sum = cursor.take<ReduceSumOp>(rows);
+      auto rowsType = cast<RankedTensorType>(rows.getType());
+      if (!sum || rowsType.getRank() < 2 ||
+          rowsType.getShape().back() != preType.getShape().back() ||
+          sum.getType().getRank() != 1 ||
+          sum.getDimensions() !=
+              ArrayRef(llvm::to_vector(
+                  llvm::seq<int64_t>(0, rowsType.getRank() - 1))))
+        return form("the gradient summed over every dimension but the last");
+      yields.push_back(sum.getResult());
+    }
+  } else if (kind == "bgrad") {
+    auto matmul = cursor.take<MatmulOp>();
+    if (!matmul || args.size() != 2 ||
+        ValueRange(matmul->getOperands()) != ValueRange(args) ||
+        !matmul.getTransposeLhs() || matmul.getTransposeRhs() ||
+        matmul.getType().getRank() != 2)
+      return form("a 2-D gptc.matmul transpose_lhs of the block arguments "
+                  "first");
+    auto sum = cursor.take<ReduceSumOp>(args[0]);
+    if (!sum || sum.getDimensions() != ArrayRef<int64_t>{0})
+      return form("the first operand summed over dimension 0");
+    yields = {matmul.getResult(), sum.getResult()};
+  } else {
+    return emitOpError("has an unknown epilogue '")
+           << kind << "' (gelu_aux, dgelu, dgelu_bgrad or bgrad)";
+  }
+  if (!cursor.done() || ValueRange(yield.getValues()) != ValueRange(yields))
+    return form("the region to yield " + Twine(yields.size()) +
+                " value(s) of that form and nothing else");
+  return success();
+}
+
+int64_t FusedGemmOp::getFlopCount() {
+  // The product's and the epilogue's.
+  return regionFlops(getBody());
 }
 
 int64_t YieldOp::getFlopCount() { return 0; }

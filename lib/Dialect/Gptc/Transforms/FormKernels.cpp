@@ -122,7 +122,7 @@ static bool hasGpuLowering(Operation *op) {
   if (!isa<GptcDialect>(op->getDialect()) ||
       isa<LinearOp, MatmulOp, CausalAttentionOp, CausalAttentionGradOp,
           EmbeddingGradOp, ReshapeOp, ShardOffsetOp, GradAllReduceOp,
-          AccumulateOp, KernelOp, YieldOp>(op))
+          AccumulateOp, KernelOp, FusedGemmOp, YieldOp>(op))
     return false;
   auto isStatic = [](Type t) {
     auto shaped = dyn_cast<RankedTensorType>(t);
@@ -179,17 +179,9 @@ struct GptcFormKernelsPass final
     FunctionOpInterface func = getOperation();
     if (func.isExternal())
       return;
-    // The function's blocks, then those of regions run per microbatch
-    // (gptc.accumulate), never those of kernels already formed.
-    SmallVector<Block *> blocks;
-    func->walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (isa<KernelOp>(op))
-        return WalkResult::skip();
-      for (Region &region : op->getRegions())
-        for (Block &block : region)
-          blocks.push_back(&block);
-      return WalkResult::advance();
-    });
+    // Never the blocks of kernels already formed or of GEMM calls with
+    // their epilogues.
+    SmallVector<Block *> blocks = getStepBlocks(func);
     if (target != "cpu" && target != "cuda") {
       func.emitOpError("gptc-form-kernels: unknown target '")
           << target << "' (cpu or cuda)";

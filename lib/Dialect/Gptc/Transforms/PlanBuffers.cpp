@@ -241,8 +241,9 @@ struct GptcPlanBuffersPass final
     // A region that runs once per microbatch (gptc.accumulate) has its own
     // arena, recorded on its op.
     for (Operation &op : body) {
-      // A kernel's values stay inside the generated code.
-      if (isa<KernelOp>(op))
+      // A kernel's values stay inside the generated code, a fused GEMM's
+      // inside the library call.
+      if (isa<KernelOp, FusedGemmOp>(op))
         continue;
       for (Region &region : op.getRegions()) {
         if (!llvm::hasSingleElement(region)) {

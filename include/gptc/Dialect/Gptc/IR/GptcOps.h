@@ -27,6 +27,13 @@ namespace gptc {
 /// Attaches gptc's vector-Jacobian rule to upstream `shard.all_reduce`
 /// (sum), which tensor parallelism puts in the forward graph.
 void registerShardAutodiffModels(DialectRegistry &registry);
+
+/// The blocks of `root`'s regions whose ops run as the program's own
+/// steps, outermost first: the function's and those of regions run per
+/// microbatch (gptc.accumulate), never those of a gptc.kernel or a
+/// gptc.fused_gemm, whose ops run inside one generated kernel or library
+/// call.
+SmallVector<Block *> getStepBlocks(Operation *root);
 } // namespace gptc
 } // namespace mlir
 

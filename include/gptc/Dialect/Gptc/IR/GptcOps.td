@@ -630,9 +630,61 @@ def Gptc_KernelOp : Gptc_Op<"kernel", [
   let hasVerifier = 1;
 }
 
+def Gptc_FusedGemmOp : Gptc_Op<"fused_gemm", [
+    IsolatedFromAbove, Pure, SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "A GEMM library call with the elementwise work it fuses";
+  let description = [{
+    One matrix product and its epilogue, run as one call of the GEMM
+    library (cuBLASLt's epilogues on the GPU; on the CPU the product and
+    then the epilogue over its rows while they are in cache). The region
+    is the computation, in gptc's own ops, so the IR says exactly what the
+    call computes; `epilogue` names which of the library's forms it is,
+    and the verifier checks that the region is that form. Its first op is
+    the product (`gptc.linear` or 2-D `gptc.matmul`) of the first two
+    block arguments (and the bias, for a linear). The forms, as
+    `gptc-fuse-gemm-epilogues` builds them:
+
+    - `"gelu_aux"`: `pre = linear(x, w [, b])`, `act = gelu(pre)` (in
+      f32 when `pre` is 16-bit, between exact casts, as the unfused
+      program computes it); yields `act, pre`: the activation and the GELU
+      input that the backward pass keeps (cuBLASLt `GELU_AUX[_BIAS]`).
+    - `"dgelu"` / `"dgelu_bgrad"`: operands `lhs, rhs, pre`; `g =
+      matmul(lhs, rhs)` viewed in `pre`'s shape, `d = gelu_grad(pre, g)`
+      (in f32 for 16-bit values); yields `d` and, with `_bgrad`, its sum
+      over every dimension but the last: the bias gradient of the layer
+      whose output `pre` is (cuBLASLt `DGELU[_BGRAD]`).
+    - `"bgrad"`: `dw = matmul(dy, x) transpose_lhs`, `db = reduce_sum(dy,
+      [0])`: a weight gradient and the bias gradient read from the same
+      operand (cuBLASLt `BGRADB`).
+
+    ```mlir
+    %a, %h = gptc.fused_gemm "gelu_aux" (%x, %w, %b)
+        : (tensor<1024x64xf32>, tensor<256x64xf32>, tensor<256xf32>)
+        -> (tensor<1024x256xf32>, tensor<1024x256xf32>) {
+    ^bb0(%x0: tensor<1024x64xf32>, %w0: tensor<256x64xf32>, %b0: tensor<256xf32>):
+      %h0 = gptc.linear %x0, %w0, %b0 : tensor<1024x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<1024x256xf32>
+      %a0 = gptc.gelu %h0 : tensor<1024x256xf32>
+      gptc.yield %a0, %h0 : tensor<1024x256xf32>, tensor<1024x256xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs, StrAttr:$epilogue);
+  let results = (outs Variadic<Gptc_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $epilogue `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let extraClassDeclaration = [{
+    /// The product: the region's first op (a gptc.linear or gptc.matmul).
+    Operation *getGemm() { return &getBody().front().front(); }
+  }];
+  let hasVerifier = 1;
+}
+
 def Gptc_YieldOp : Gptc_Op<"yield", [Pure, Terminator,
-                                      ParentOneOf<["AccumulateOp", "KernelOp"]>]> {
-  let summary = "The values a gptc.accumulate or gptc.kernel region yields";
+                                      ParentOneOf<["AccumulateOp", "KernelOp", "FusedGemmOp"]>]> {
+  let summary = "The values a gptc.accumulate, gptc.kernel or gptc.fused_gemm region yields";
   let arguments = (ins Variadic<Gptc_AnyTensor>:$values);
   let builders = [OpBuilder<(ins), [{ /* nothing */ }]>];
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";

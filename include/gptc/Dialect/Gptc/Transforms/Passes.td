@@ -548,6 +548,48 @@ def GptcFuseOptimizerPass
   }];
 }
 
+def GptcFuseGemmEpiloguesPass
+    : InterfacePass<"gptc-fuse-gemm-epilogues", "mlir::FunctionOpInterface"> {
+  let summary = "Fold GELU, its gradient and bias gradients into GEMM calls";
+  let description = [{
+    Moves the elementwise work next to a GEMM into a `gptc.fused_gemm`
+    region with it, where the GEMM library does it in its epilogue
+    (cuBLASLt's GELU_AUX_BIAS, DGELU_BGRAD and BGRADB, as Megatron and
+    Transformer Engine call them) instead of a kernel of its own that
+    reads the product back from memory. In each block (not a
+    `gptc.kernel`'s), in this order:
+
+    1. `gelu_aux`: a `gptc.linear` whose result feeds a `gptc.gelu` (through
+       an exact cast to f32 and a cast back, under mixed precision, where
+       the gelu has no other use). The fused op yields the activation and
+       the linear's result, which the backward pass reads: stored in the
+       product's 16-bit type where the unfused program kept an f32 copy.
+    2. `dgelu` / `dgelu_bgrad`: a 2-D `gptc.matmul` whose only use is,
+       through a reshape and casts, the gradient operand of a
+       `gptc.gelu_grad`; with the bias gradient when a `gptc.reduce_sum`
+       over every dimension but the last (of the gradient, or of its 2-D
+       view) reads the result.
+    3. `bgrad`: a 2-D `gptc.matmul transpose_lhs` (a weight gradient,
+       `dW = dY^T X`) and a `gptc.reduce_sum [0]` of the same `dY` in the
+       same block (its bias gradient).
+
+    Every fused value is computed by the same ops as before (the region
+    holds them), so the program's arithmetic is unchanged; where it runs
+    is the target's choice. Run after autodiff, recomputation and
+    canonicalization, before `gptc-form-kernels` (which leaves the regions
+    alone).
+
+    ```mlir
+    %h = gptc.linear %x, %w, %b : ... -> tensor<1024x256xf32>
+    %a = gptc.gelu %h : tensor<1024x256xf32>
+    // becomes
+    %a, %h = gptc.fused_gemm "gelu_aux" (%x, %w, %b) : (...) -> (...) {
+      ...
+    }
+    ```
+  }];
+}
+
 def GptcFormKernelsPass
     : InterfacePass<"gptc-form-kernels", "mlir::FunctionOpInterface"> {
   let summary = "Group the ops code generation lowers into gptc.kernel regions";
