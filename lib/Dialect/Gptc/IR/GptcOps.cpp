@@ -996,13 +996,20 @@ static int64_t regionFlops(Region &region) {
   return n;
 }
 
-LogicalResult KernelOp::verify() {
-  Block &block = getBody().front();
-  if (block.getArgumentTypes() != getInputs().getTypes())
-    return emitOpError("expects one block argument of each input's type");
+/// A region op isolated from above (gptc.kernel, gptc.fused_gemm): one
+/// block argument per operand, of its type, and the results yielded.
+static LogicalResult verifyRegionSignature(Operation *op, Block &block) {
+  if (block.getArgumentTypes() != op->getOperandTypes())
+    return op->emitOpError("expects one block argument of each input's type");
   auto yield = cast<YieldOp>(block.getTerminator());
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("expects the region to yield the result types");
+  if (yield.getValues().getTypes() != op->getResultTypes())
+    return op->emitOpError("expects the region to yield the result types");
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (failed(verifyRegionSignature(*this, getBody().front())))
+    return failure();
   if (getName().empty())
     return emitOpError("expects a kernel name");
   return success();
@@ -1057,11 +1064,9 @@ struct BodyCursor {
 
 LogicalResult FusedGemmOp::verify() {
   Block &block = getBody().front();
-  if (block.getArgumentTypes() != getInputs().getTypes())
-    return emitOpError("expects one block argument of each input's type");
+  if (failed(verifyRegionSignature(*this, block)))
+    return failure();
   auto yield = cast<YieldOp>(block.getTerminator());
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("expects the region to yield the result types");
   StringRef kind = getEpilogue();
   auto form = [&](const Twine &what) {
     return emitOpError("with epilogue '")
