@@ -107,6 +107,15 @@ struct PipelineTrainer::Impl {
 
   bool bind(const program::Function &f, ChunkFunction &out, bool backwardFn,
             std::string &error);
+  /// The parameters are new host tensors (initialized or loaded): a
+  /// device backend keeps them in its memory from now on. The host copy
+  /// stays the one the update writes (the chunks only read parameters),
+  /// so each step's update is handed over with hostWrote.
+  void keepParamsResident() {
+    backend->hostChanged();
+    for (const Tensor &p : params)
+      backend->keepResident(p);
+  }
 };
 
 PipelineTrainer::~PipelineTrainer() = default;
@@ -171,7 +180,7 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
 std::unique_ptr<PipelineTrainer>
 PipelineTrainer::create(const program::Program &program,
                         const TrainOptions &options, std::string &error,
-                        Communicator *comm) {
+                        Communicator *comm, std::unique_ptr<Backend> backend) {
   const program::PipelinePlan &plan = program.pipeline();
   std::unique_ptr<PipelineTrainer> t(new PipelineTrainer());
   t->impl = std::make_unique<Impl>();
@@ -242,7 +251,8 @@ PipelineTrainer::create(const program::Program &program,
     if (!comm->allReduceSum(&zero, 1, program::F64, I.grid, axes, error))
       return nullptr;
   }
-  I.backend = createCpuBackend(program, error);
+  I.backend =
+      backend ? std::move(backend) : createCpuBackend(program, error);
   if (!I.backend)
     return nullptr;
   auto find = [&](const std::string &name) -> const program::Function * {
@@ -359,7 +369,12 @@ void PipelineTrainer::initialize() {
     std::memset(I.m[k].raw(), 0, I.m[k].byteSize());
     std::memset(I.v[k].raw(), 0, I.v[k].byteSize());
   }
+  I.keepParamsResident();
   step = 0;
+}
+
+std::string PipelineTrainer::device() const {
+  return impl->backend->describe();
 }
 
 bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
@@ -647,6 +662,8 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
                              program::F32, grid, {I.dpAxis}, error))
         return false;
     }
+    for (const Tensor &p : I.params)
+      I.backend->hostWrote(p);
     if (!std::isfinite(loss)) {
       error = "the loss is " +
               std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
@@ -790,6 +807,7 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
       }
     }
   }
+  I.keepParamsResident();
   step = reader->manifest().step();
   lastLoss = reader->manifest().train_loss();
   return true;

@@ -247,7 +247,8 @@ static LogicalResult checkPipelineSupported(const ModelDescription &desc) {
 LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
                                           ModuleOp module, bool codegen,
                                           ::gptc::program::Program &program,
-                                          bool kernelLibrary) {
+                                          bool kernelLibrary,
+                                          const DeviceChoice &device) {
   namespace pg = ::gptc::program;
   if (failed(checkPipelineSupported(desc)))
     return failure();
@@ -284,8 +285,15 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
-  if (codegen)
-    func.addPass(createGptcFormKernelsPass());
+  // The GEMM epilogues as for the one-program step (by default on the GPU
+  // only).
+  if (gemmEpilogues(device.cuda))
+    func.addPass(createGptcFuseGemmEpiloguesPass());
+  if (codegen) {
+    GptcFormKernelsPassOptions form;
+    form.target = device.cuda ? "cuda" : "cpu";
+    func.addPass(createGptcFormKernelsPass(form));
+  }
   func.addPass(createGptcPlanBuffersPass());
   // Each stage's program in the IR (calls, sends, receives), checked for
   // deadlocks; the runtime's plan is read back from it.
@@ -300,8 +308,12 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   if (failed(programs))
     return failure();
   SmallVector<StringRef> refs(names.begin(), names.end());
-  if (failed(kernelLibrary ? compileProgram(module, refs, program)
-                           : exportProgram(module, refs, program)))
+  GpuKernelLoweringPipelineOptions gpu;
+  gpu.chip = device.chip;
+  gpu.format = "bin";
+  if (failed(!kernelLibrary ? exportProgram(module, refs, program)
+             : device.cuda  ? compileProgramForCuda(module, refs, program, gpu)
+                            : compileProgram(module, refs, program)))
     return failure();
 
   pg::PipelinePlan &out = *program.mutable_pipeline();
@@ -435,7 +447,7 @@ static void shareCores(const rt::Communicator &comm) {
 /// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
 static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
-                            MLIRContext &context) {
+                            MLIRContext &context, const DeviceChoice &device) {
   const ModelConfig &m = desc.getConfig();
   if (failed(checkPipelineSupported(desc)))
     return 1;
@@ -463,7 +475,8 @@ static int runPipelineTrain(ModelDescription &desc,
   // Every process compiles the same program; an error stops them all.
   OwningOpRef<ModuleOp> module = importModel(desc, &context);
   ::gptc::program::Program program;
-  if (!module || failed(compilePipeline(desc, *module, codegenOpt, program))) {
+  if (!module || failed(compilePipeline(desc, *module, codegenOpt, program,
+                                        /*kernelLibrary=*/true, device))) {
     if (comm->size() > 1)
       comm->abort(1);
     return 1;
@@ -498,7 +511,20 @@ static int runPipelineTrain(ModelDescription &desc,
       checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
   opts.tracePath = traceOpt;
   opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
-  auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get());
+  std::unique_ptr<rt::Backend> backend;
+#ifdef GPTC_HAVE_CUDA
+  if (device.cuda) {
+    // One GPU per process, by its rank on the node (several stages may
+    // share one GPU; NCCL, for a tensor axis, needs one each).
+    backend = rt::createCudaBackend(
+        program, rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount()),
+        error, comm.get());
+    if (!backend)
+      return failAll(error);
+  }
+#endif
+  auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get(),
+                                             std::move(backend));
   if (!trainer)
     return failAll(error);
   if (resumeOpt) {
@@ -534,6 +560,9 @@ static int runPipelineTrain(ModelDescription &desc,
                  << (m.zeroStage > 0 ? ", ZeRO-" + std::to_string(m.zeroStage)
                                      : std::string())
                  << "\n";
+    if (device.cuda)
+      llvm::errs() << "gptc: stage 0 on " << trainer->device()
+                   << " (the update on the host)\n";
   }
   if (!printProcesses(*comm, error))
     return failAll(error);
@@ -603,12 +632,6 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     return 1;
   if (device->cuda) {
 #ifdef GPTC_HAVE_CUDA
-    if (m.pipelineParallel > 1)
-      return fail("--device cuda does not run pipeline stages yet (the "
-                  "mesh has pp=" +
-                  std::to_string(m.pipelineParallel) +
-                  "); data and tensor parallelism, sequence parallelism and "
-                  "ZeRO run on GPUs");
     if (!codegenOpt)
       return fail("--device cuda runs generated kernels; --codegen=false "
                   "is for the CPU");
@@ -624,7 +647,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!nanPolicyOpt.empty())
     desc->setSkipNonFinite(nanPolicyOpt == "skip");
   if (m.pipelineParallel > 1)
-    return runPipelineTrain(*desc, description, context);
+    return runPipelineTrain(*desc, description, context, *device);
   int64_t injectStep = -1, injectRank = 0;
   if (!injectOverflowOpt.empty()) {
     StringRef spec = injectOverflowOpt;

@@ -42,10 +42,14 @@ bool gemmEpilogues(bool cuda);
 /// chunks with their backwards, each stage's program as @stage<s>, and the
 /// artifact with its PipelinePlan read from those programs. `codegen`:
 /// fused kernels (gptc train's --codegen); `kernelLibrary`: their machine
-/// code in the artifact (what runs; the reports need only the IR).
+/// code in the artifact (what runs; the reports need only the IR);
+/// `device`: the kernels' target (with `cuda`, GPU kernels, GEMM
+/// epilogues as --gemm-epilogues says, and the CUDA image for
+/// `device.chip`).
 LogicalResult compilePipeline(const ModelDescription &desc, ModuleOp module,
                               bool codegen, ::gptc::program::Program &program,
-                              bool kernelLibrary = true);
+                              bool kernelLibrary = true,
+                              const DeviceChoice &device = {});
 
 int runTrain(const std::string &modelPath, const DialectRegistry &registry);
 

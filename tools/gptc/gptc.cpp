@@ -268,9 +268,51 @@ static LogicalResult compileCudaArtifact(ModuleOp module,
                                options);
 }
 
+/// --emit=cuda|ptx|cubin: `module`'s kernels for the GPU (--cuda-chip),
+/// their launch plans or the image.
+static LogicalResult emitCudaKernels(ModuleOp module, raw_ostream &os) {
+  GpuKernelLoweringPipelineOptions options;
+  options.chip = cudaChipOpt;
+  options.format = emitAction == Emit::Cubin ? "bin" : "isa";
+  FailureOr<CudaKernels> kernels = compileModuleKernelsForCuda(module, options);
+  if (failed(kernels))
+    return failure();
+  if (emitAction == Emit::Cuda)
+    printCudaLaunchPlans(*kernels, os);
+  else
+    os << kernels->image;
+  return success();
+}
+
+/// --emit=streams: what the GPU runtime enqueues for each function (and
+/// each accumulation's body).
+static void printStreams(const ::gptc::program::Program &program,
+                         raw_ostream &os) {
+  std::ostringstream text;
+  std::function<void(const ::gptc::program::Function &)> print =
+      [&](const ::gptc::program::Function &f) {
+        ::gptc::runtime::printDeviceSchedule(f, text);
+        for (const ::gptc::program::Kernel &k : f.kernels())
+          if (k.op() == ::gptc::program::ACCUMULATE)
+            print(k.accumulate().body());
+      };
+  for (const ::gptc::program::Function &f : program.functions())
+    print(f);
+  os << text.str();
+}
+
+/// --emit=program --device=cuda prints the image's size, not its bytes
+/// (--emit=cubin writes them).
+static void summarizeImage(::gptc::program::Program &program) {
+  size_t bytes = program.cuda().image().size();
+  program.mutable_cuda()->set_image("<" + std::to_string(bytes) + " bytes of " +
+                                    program.cuda().format() + ">");
+}
+
 /// The outputs of a pipeline mesh, from gptc train's compilation: the
 /// chunks and each stage's program (train), the artifact (program), each
-/// stage's communication (comm) and the chunks' kernels (kernels).
+/// stage's communication (comm), the chunks' kernels (kernels) and, for
+/// the GPU, their launch plans, PTX, cubin and stream schedules.
 static LogicalResult compilePipelineOutput(const ModelDescription &desc,
                                            MLIRContext &context,
                                            raw_ostream &os) {
@@ -279,19 +321,23 @@ static LogicalResult compilePipelineOutput(const ModelDescription &desc,
   FailureOr<DeviceChoice> device = getDeviceChoice();
   if (failed(device))
     return failure();
-  if (device->cuda || emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
-      emitAction == Emit::Cubin || emitAction == Emit::Streams)
-    return emitError(meshLoc) << "the mesh has a pipeline axis of size " << p
-                              << ": pipelines run on the CPU only for now";
   if (emitAction == Emit::Artifact)
     return emitError(meshLoc)
            << "the mesh has a pipeline axis of size " << p
            << ": gptc-runtime does not run pipelines; `mpirun -np N gptc "
               "train` compiles and runs them";
+  bool gpu = emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
+             emitAction == Emit::Cubin || emitAction == Emit::Streams;
+  if (gpu)
+    device->cuda = true;
   OwningOpRef<ModuleOp> module = importModel(desc, &context);
   ::gptc::program::Program program;
+  // The artifact's image only where it is printed (--device cuda
+  // --emit=program); --emit=cuda/ptx/cubin compile the chunks below.
+  bool image = device->cuda && emitAction == Emit::Program;
   if (!module || failed(compilePipeline(desc, *module, /*codegen=*/true,
-                                        program, /*kernelLibrary=*/false)))
+                                        program, /*kernelLibrary=*/image,
+                                        *device)))
     return failure();
   switch (emitAction) {
   case Emit::Train:
@@ -300,11 +346,28 @@ static LogicalResult compilePipelineOutput(const ModelDescription &desc,
     os << "\n";
     return success();
   case Emit::Program: {
+    if (image)
+      summarizeImage(program);
     std::string text;
     google::protobuf::TextFormat::PrintToString(program, &text);
     os << text;
     return success();
   }
+  case Emit::Cuda:
+  case Emit::Ptx:
+  case Emit::Cubin: {
+    // The chunks' kernels only (as the artifact's image holds them).
+    for (auto func : llvm::make_early_inc_range(module->getOps<func::FuncOp>()))
+      if (!llvm::any_of(program.functions(),
+                        [&](const ::gptc::program::Function &f) {
+                          return f.name() == func.getName();
+                        }))
+        func.erase();
+    return emitCudaKernels(*module, os);
+  }
+  case Emit::Streams:
+    printStreams(program, os);
+    return success();
   case Emit::Comm:
     for (int64_t s = 0; s < p; ++s)
       if (failed(printCommReport(
@@ -397,10 +460,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
       // summarized (--emit=cubin writes it).
       if (failed(compileCudaArtifact(*module, *device, program)))
         return failure();
-      size_t bytes = program.cuda().image().size();
-      program.mutable_cuda()->set_image("<" + std::to_string(bytes) +
-                                        " bytes of " + program.cuda().format() +
-                                        ">");
+      summarizeImage(program);
     } else if (failed(exportProgram(*module, {"forward", "train_step"},
                                     program))) {
       return failure();
@@ -450,35 +510,13 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   }
   case Emit::Cuda:
   case Emit::Ptx:
-  case Emit::Cubin: {
-    GpuKernelLoweringPipelineOptions options;
-    options.chip = cudaChipOpt;
-    options.format = emitAction == Emit::Cubin ? "bin" : "isa";
-    FailureOr<CudaKernels> kernels =
-        compileModuleKernelsForCuda(*module, options);
-    if (failed(kernels))
-      return failure();
-    if (emitAction == Emit::Cuda)
-      printCudaLaunchPlans(*kernels, os);
-    else
-      os << kernels->image;
-    return success();
-  }
+  case Emit::Cubin:
+    return emitCudaKernels(*module, os);
   case Emit::Streams: {
     ::gptc::program::Program program;
     if (failed(exportProgram(*module, {"forward", "train_step"}, program)))
       return failure();
-    std::ostringstream text;
-    std::function<void(const ::gptc::program::Function &)> print =
-        [&](const ::gptc::program::Function &f) {
-          ::gptc::runtime::printDeviceSchedule(f, text);
-          for (const ::gptc::program::Kernel &k : f.kernels())
-            if (k.op() == ::gptc::program::ACCUMULATE)
-              print(k.accumulate().body());
-        };
-    for (const ::gptc::program::Function &f : program.functions())
-      print(f);
-    os << text.str();
+    printStreams(program, os);
     return success();
   }
   case Emit::Comm: {

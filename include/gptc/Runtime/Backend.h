@@ -80,6 +80,10 @@ public:
   /// The caller wrote resident tensors on the host: the next run reads
   /// them from there.
   virtual void hostChanged() {}
+  /// The caller wrote the resident tensor `t` on the host (and no run
+  /// wrote it since the last syncToHost): the next run that reads it
+  /// copies it from there, into the device memory it already has.
+  virtual void hostWrote(const Tensor &t) { (void)t; }
 };
 
 /// The CPU: Executors over the program's kernel library. Null with `error`

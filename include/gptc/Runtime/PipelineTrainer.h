@@ -28,10 +28,14 @@ namespace gptc::runtime {
 class PipelineTrainer {
 public:
   /// Checks the plan and the functions it names and prepares this rank's
-  /// stage (rank = stage). Null with `error` set otherwise.
+  /// stage (rank = stage). Null with `error` set otherwise. `backend` runs
+  /// the chunks (null: the CPU's); a device backend keeps the parameters
+  /// resident and gets them again after each step's update, which, with
+  /// the gradients' accumulation and reduction, stays on the host.
   static std::unique_ptr<PipelineTrainer>
   create(const program::Program &program, const TrainOptions &options,
-         std::string &error, Communicator *comm);
+         std::string &error, Communicator *comm,
+         std::unique_ptr<Backend> backend = nullptr);
   ~PipelineTrainer();
 
   /// Draws every parameter as one device would and keeps this stage's.
@@ -44,6 +48,8 @@ public:
   /// each passed forward through the stages; every rank gets it.
   bool evaluate(const Dataset &data, double &loss, std::string &error);
   int64_t numParameters() const;
+  /// What runs the chunks (Backend::describe).
+  std::string device() const;
   int64_t getStep() const { return step; }
   /// The whole model's state in the one-device checkpoint format (rank 0
   /// receives the other stages' tensors and writes): a pipeline's

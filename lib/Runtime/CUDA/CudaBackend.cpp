@@ -183,6 +183,12 @@ public:
   }
   bool syncToHost(std::string &error) override;
   void hostChanged() override { mirrors.clear(); }
+  void hostWrote(const Tensor &t) override {
+    if (Mirror *m = findMirror(t.raw())) {
+      m->deviceValid = false;
+      m->hostValid = true;
+    }
+  }
 
   Mirror *findMirror(const void *host) {
     auto it = mirrors.find(host);
