@@ -150,6 +150,26 @@ static cl::opt<std::string> injectOverflowOpt(
              "--nan-policy): STEP[:RANK] makes a gradient infinite at that "
              "1-based step on that rank (default 0)"),
     cl::init(""), cl::cat(trainCategory), cl::Hidden);
+static cl::opt<bool> checkResidencyOpt(
+    "check-residency",
+    cl::desc("Testing the device backends' memory contract on the CPU: "
+             "resident state gets a second copy the runs use, stale copies "
+             "are NaN (createResidencyCheckingBackend)"),
+    cl::init(false), cl::cat(trainCategory), cl::Hidden);
+
+/// The CPU backend, or with --check-residency the CPU's runs behind a
+/// device's memory contract; null (the trainer's default CPU backend)
+/// without it.
+static std::unique_ptr<rt::Backend>
+cpuBackend(const ::gptc::program::Program &program, std::string &error,
+           bool &failedToLoad) {
+  failedToLoad = false;
+  if (!checkResidencyOpt)
+    return nullptr;
+  std::unique_ptr<rt::Backend> cpu = rt::createCpuBackend(program, error);
+  failedToLoad = !cpu;
+  return cpu ? rt::createResidencyCheckingBackend(std::move(cpu)) : nullptr;
+}
 
 static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
                                   cl::init(300), cl::cat(sampleCategory));
@@ -511,7 +531,10 @@ static int runPipelineTrain(ModelDescription &desc,
       checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
   opts.tracePath = traceOpt;
   opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
-  std::unique_ptr<rt::Backend> backend;
+  bool noBackend = false;
+  std::unique_ptr<rt::Backend> backend = cpuBackend(program, error, noBackend);
+  if (noBackend)
+    return failAll(error);
 #ifdef GPTC_HAVE_CUDA
   if (device.cuda) {
     // One GPU per process, by its rank on the node (several stages may
@@ -631,6 +654,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (failed(device))
     return 1;
   if (device->cuda) {
+    if (checkResidencyOpt)
+      return fail("--check-residency emulates a device's memory on the CPU; "
+                  "it does not go with --device cuda");
 #ifdef GPTC_HAVE_CUDA
     if (!codegenOpt)
       return fail("--device cuda runs generated kernels; --codegen=false "
@@ -766,7 +792,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   int64_t compilePeak = rt::peakResidentBytes();
   int64_t before = rt::residentBytes();
   bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
-  std::unique_ptr<rt::Backend> backend;
+  bool noBackend = false;
+  std::unique_ptr<rt::Backend> backend = cpuBackend(program, error, noBackend);
+  if (noBackend)
+    return failAll(error);
 #ifdef GPTC_HAVE_CUDA
   if (device->cuda) {
     // One GPU per process: its rank on the node picks it.

@@ -91,6 +91,15 @@ public:
 std::unique_ptr<Backend> createCpuBackend(const program::Program &program,
                                           std::string &error);
 
+/// `inner` with a device's memory contract enforced on the host
+/// (`gptc train --check-residency`, for the tests): resident tensors get a
+/// second copy that the runs read and write, stale copies are NaN bytes,
+/// and no output is computed in an input's buffer. A trainer that would
+/// train correctly on the CPU but not on a GPU (a missing syncToHost or
+/// hostWrote) trains wrongly here too. lib/Runtime/ResidencyCheck.cpp.
+std::unique_ptr<Backend>
+createResidencyCheckingBackend(std::unique_ptr<Backend> inner);
+
 } // namespace gptc::runtime
 
 #endif // GPTC_RUNTIME_BACKEND_H
