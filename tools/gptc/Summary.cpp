@@ -119,8 +119,12 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
   const ModelConfig &m = desc.getConfig();
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   ::gptc::program::Program program;
-  if (failed(compilePipeline(desc, *copy, /*codegen=*/true, program,
-                             /*kernelLibrary=*/false)))
+  // For --device cuda, the GPU's chunks (their kernels and epilogues plan
+  // other buffers).
+  FailureOr<DeviceChoice> device = getDeviceChoice();
+  if (failed(device) ||
+      failed(compilePipeline(desc, *copy, /*codegen=*/true, program,
+                             /*kernelLibrary=*/false, *device)))
     return failure();
   FailureOr<std::vector<std::vector<PipelineOp>>> programs =
       readPipelinePrograms(*copy);
@@ -235,6 +239,15 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
        << bytes(sent) << ")\n";
     os << "  stage memory: " << total << " bytes (" << bytes(total)
        << "; kernel scratch and the GEMM library's state not counted)\n";
+    // On the GPU the parameters (resident copies) and the chunks' arenas
+    // are device memory; the host keeps the rest (PipelineTrainer).
+    if (device->cuda)
+      os << "  device memory (--device cuda): " << weights + buffers
+         << " bytes (" << bytes(weights + buffers)
+         << ": the parameters' resident copies and the chunks' buffers; "
+            "the inputs' staging buffers, kernel scratch and cuBLASLt's "
+            "workspace not counted); the host keeps the parameters, "
+            "gradients, moments and messages\n";
   }
   return success();
 }
