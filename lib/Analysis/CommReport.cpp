@@ -134,6 +134,24 @@ static LogicalResult collectInto(func::FuncOp func, int64_t runs,
           return record("all_reduce", o.getGridAttr(), o.getGridAxes(),
                         o.getResult(0).getType(), 2.0, "", bytes);
         })
+        .Case<BucketAllGatherOp, BucketReduceScatterOp>(
+            [&](auto o) -> WalkResult {
+              // One collective; G is the whole tensors' bytes together.
+              bool gather = isa<BucketAllGatherOp>(o.getOperation());
+              int64_t bytes = 0;
+              for (Value v : gather ? ValueRange(o.getResults())
+                                    : ValueRange(o.getInputs())) {
+                int64_t b = tensorBytes(v.getType());
+                if (b < 0) {
+                  op->emitOpError("needs a static tensor shape for the report");
+                  return WalkResult::interrupt();
+                }
+                bytes += b;
+              }
+              return record(gather ? "all_gather" : "reduce_scatter",
+                            o.getGridAttr(), o.getGridAxes(),
+                            o.getInputs()[0].getType(), 1.0, "", bytes);
+            })
         .Case([&](shard::ReduceScatterOp o) {
           return record("reduce_scatter", o.getGridAttr(), o.getGridAxes(),
                         o.getInput().getType(), 1.0, "");
@@ -227,7 +245,7 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
             : c.op->getOperand(0).getType();
     double runs = static_cast<double>(c.runs);
     std::string tensor =
-        isa<BucketAllReduceOp>(c.op)
+        isa<BucketAllReduceOp, BucketAllGatherOp, BucketReduceScatterOp>(c.op)
             ? "bucket of " + std::to_string(c.op->getNumOperands())
             : typeString(shown);
     std::string what = purpose(c.op);
@@ -273,8 +291,8 @@ static std::string purpose(Operation *op) {
     return (op->hasAttr(kGradientAttrName) ? "gradient from stage "
                                            : "activation from stage ") +
            stageOf(recv.getSource());
-  if (isa<BucketAllReduceOp>(op)) {
-    // The layers of its first and last tensors (backward order).
+  if (isa<BucketAllReduceOp, BucketAllGatherOp, BucketReduceScatterOp>(op)) {
+    // The layers of its first and last tensors (program order).
     SmallVector<std::string> names;
     // (Members at one location fuse into that location.)
     Location loc = op->getLoc();
@@ -283,7 +301,7 @@ static std::string purpose(Operation *op) {
       if (std::string w = where(l); !w.empty())
         names.push_back(w);
     if (names.empty())
-      return "gradient bucket";
+      return isa<BucketAllGatherOp>(op) ? "parameter bucket" : "gradient bucket";
     if (names.front() == names.back())
       return names.front();
     return names.front() + " .. " + names.back();

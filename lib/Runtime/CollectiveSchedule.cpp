@@ -9,6 +9,7 @@
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 
 using namespace gptc;
@@ -154,15 +155,20 @@ void runtime::printDeviceSchedule(const program::Function &function,
         k.inputs(0) < function.values_size()) {
       const program::TensorType &t = function.values(k.inputs(0)).type();
       if (k.inputs_size() > 1) {
-        // A gradient bucket: its tensors and their bytes.
+        // A bucket: its tensors and their whole bytes (a gather's results,
+        // a reduction's operands).
+        auto bytesOf = [&](int32_t id) -> int64_t {
+          if (id < 0 || id >= function.values_size())
+            return 0;
+          int64_t n = elementSize(function.values(id).type().dtype());
+          for (int64_t d : function.values(id).type().shape())
+            n *= d;
+          return n;
+        };
         int64_t bytes = 0;
-        for (int32_t id : k.inputs())
-          if (id >= 0 && id < function.values_size()) {
-            int64_t n = elementSize(function.values(id).type().dtype());
-            for (int64_t d : function.values(id).type().shape())
-              n *= d;
-            bytes += n;
-          }
+        for (int i = 0; i < k.inputs_size(); ++i)
+          bytes += std::max(bytesOf(k.inputs(i)),
+                            i < k.outputs_size() ? bytesOf(k.outputs(i)) : 0);
         os << " bucket of " << k.inputs_size() << " "
            << program::DType_Name(t.dtype()) << " tensors, " << bytes
            << " bytes";

@@ -550,6 +550,19 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
+          .Case<BucketAllGatherOp, BucketReduceScatterOp>(
+              [&](auto o) -> LogicalResult {
+                // One collective over every operand along dimension 0: n
+                // inputs, n outputs.
+                if (failed(useGrid(o, o.getGridAttr())))
+                  return failure();
+                kernel.set_op(isa<BucketAllGatherOp>(o.getOperation())
+                                  ? pg::ALL_GATHER
+                                  : pg::REDUCE_SCATTER);
+                kernel.mutable_collective()->set_axis(0);
+                gridAxes(kernel.mutable_collective(), o.getGridAxes());
+                return success();
+              })
           .Case([&](ShardOffsetOp o) -> LogicalResult {
             if (failed(useGrid(o, o.getGridAttr())))
               return failure();

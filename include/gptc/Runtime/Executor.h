@@ -89,6 +89,13 @@ private:
                  const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes, int64_t ranks,
                  std::string &error);
+  /// ALL_GATHER or REDUCE_SCATTER of a bucket (n inputs, n outputs, blocks
+  /// along dimension 0): one call, each rank's blocks packed one after
+  /// another in `bucketScratch`.
+  bool runBlocksBucket(const program::Kernel &kernel,
+                       const std::vector<int64_t> &grid,
+                       const std::vector<int64_t> &axes, int64_t ranks,
+                       std::string &error);
   /// ACCUMULATE: the body once per microbatch, outputs summed.
   bool runAccumulate(const program::Kernel &kernel, std::string &error);
   /// COMPILED: a generated kernel, its rows split over the threads.

@@ -17,6 +17,7 @@
 #include "gptc/Runtime/Executor.h"
 #include "gptc/Runtime/Grid.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace gptc;
@@ -106,6 +107,81 @@ bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
   return true;
 }
 
+bool Executor::runBlocksBucket(const Kernel &k,
+                               const std::vector<int64_t> &grid,
+                               const std::vector<int64_t> &axes, int64_t ranks,
+                               std::string &error) {
+  Call c{{}, {}, k, error};
+  bool gather = k.op() == program::ALL_GATHER;
+  std::vector<const Tensor *> xs;
+  std::vector<Tensor *> ys;
+  // Per tensor: the bytes of one rank's block; `row`: one rank's blocks
+  // together.
+  std::vector<int64_t> block;
+  int64_t row = 0;
+  for (int i = 0; i < k.inputs_size(); ++i) {
+    int32_t in = k.inputs(i), out = k.outputs(i);
+    xs.push_back(bound[in] ? bound[in] : &values[in]);
+    ys.push_back(&values[out]);
+    const Tensor &x = *xs.back(), &y = *ys.back();
+    const Tensor &whole = gather ? y : x, &part = gather ? x : y;
+    if (x.dtype != ys.front()->dtype || y.dtype != ys.front()->dtype)
+      return c.fail("a bucket's tensors must share one element type");
+    if (whole.shape.empty() || whole.shape.size() != part.shape.size() ||
+        whole.numElements() != part.numElements() * ranks ||
+        !std::equal(whole.shape.begin() + 1, whole.shape.end(),
+                    part.shape.begin() + 1))
+      return c.fail("operand shapes do not match the group of " +
+                    std::to_string(ranks) + " devices along dimension 0");
+    block.push_back(part.byteSize());
+    row += part.byteSize();
+  }
+  if (ranks == 1) {
+    for (size_t i = 0; i < ys.size(); ++i)
+      if (ys[i]->raw() != xs[i]->raw())
+        std::memcpy(ys[i]->raw(), xs[i]->raw(), ys[i]->byteSize());
+    return true;
+  }
+  if (!communicator)
+    return c.fail("runs over " + std::to_string(ranks) +
+                  " devices and needs a communicator: run under mpirun");
+  program::DType t = ys.front()->dtype;
+  int64_t size = elementSize(t);
+  // Rank r's row: its block of each tensor, one after another. A gather
+  // sends this rank's row and receives every rank's; a reduce-scatter
+  // sends every rank's and receives the sum of this rank's.
+  bucketScratch.resize(static_cast<size_t>(row * (ranks + 1)));
+  std::byte *mine = bucketScratch.data(), *all = mine + row;
+  std::string why;
+  if (gather) {
+    std::byte *at = mine;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      std::memcpy(at, xs[i]->raw(), block[i]);
+      at += block[i];
+    }
+    if (!communicator->allGather(mine, all, row / size, t, grid, axes, why))
+      return c.fail(why);
+    int64_t offset = 0;
+    for (size_t i = 0; i < ys.size(); offset += block[i], ++i)
+      for (int64_t r = 0; r < ranks; ++r)
+        std::memcpy(ys[i]->raw() + r * block[i], all + r * row + offset,
+                    block[i]);
+    return true;
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < xs.size(); offset += block[i], ++i)
+    for (int64_t r = 0; r < ranks; ++r)
+      std::memcpy(all + r * row + offset, xs[i]->raw() + r * block[i],
+                  block[i]);
+  if (!communicator->reduceScatterSum(all, mine, row / size, t, grid, axes,
+                                      why))
+    return c.fail(why);
+  std::byte *at = mine;
+  for (size_t i = 0; i < ys.size(); at += block[i], ++i)
+    std::memcpy(ys[i]->raw(), at, block[i]);
+  return true;
+}
+
 bool Executor::runCollective(const Kernel &k, std::string &error) {
   Call c{{}, {}, k, error};
   std::vector<int64_t> grid(function.grid_shape().begin(),
@@ -137,6 +213,9 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
   int64_t ranks = groupSize(grid, axes);
   if (k.op() == program::ALL_REDUCE && k.inputs_size() != 1)
     return runBucket(k, grid, axes, ranks, error);
+  if ((k.op() == program::ALL_GATHER || k.op() == program::REDUCE_SCATTER) &&
+      k.inputs_size() != 1)
+    return runBlocksBucket(k, grid, axes, ranks, error);
   const Tensor &x =
       *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
   Tensor &y = values[k.outputs(0)];

@@ -189,12 +189,12 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {7, -1, -1}; // 4n + 3 [+ 1] inputs, 3n outputs
     return true;
   case program::ALL_REDUCE: // n inputs, n outputs (a bucket)
+  case program::ALL_GATHER:
+  case program::REDUCE_SCATTER:
     arity = {1, -1, -1};
     return true;
   case program::ALL_REDUCE_MAX:
   case program::ROW_MAX:
-  case program::ALL_GATHER:
-  case program::REDUCE_SCATTER:
   case program::ALL_SLICE:
   case program::COUNT_TOKENS:
   case program::SQRT:
@@ -311,9 +311,18 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
         !(epilogue != MP::NONE && k.params_case() == Kernel::kMatmul))
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " does not carry its op's parameters");
-    if (k.op() == program::ALL_REDUCE && nin != nout)
-      return fail("kernel ALL_REDUCE at " + k.location() +
-                  " needs one output per input");
+    bool bucketable = k.op() == program::ALL_REDUCE ||
+                      k.op() == program::ALL_GATHER ||
+                      k.op() == program::REDUCE_SCATTER;
+    if (bucketable && nin != nout)
+      return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
+                  k.location() + " needs one output per input");
+    if (bucketable && k.op() != program::ALL_REDUCE && nin > 1 &&
+        k.collective().axis() != 0)
+      return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
+                  k.location() + " is a bucket along axis " +
+                  std::to_string(k.collective().axis()) +
+                  " (buckets gather and scatter along axis 0)");
     if (k.op() == program::MULTI_ADAMW) {
       // n parameters: 4n tensors, lr, step, scale [, skip] -> 3n results,
       // one weight decay each.

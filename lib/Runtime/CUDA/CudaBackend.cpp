@@ -771,7 +771,9 @@ bool CudaRunner::prepareCollective(const Kernel &k, size_t index,
     comms[index] = std::move(c);
     return true;
   }
-  if (k.op() == program::ALL_REDUCE && k.inputs_size() > 1)
+  if ((k.op() == program::ALL_REDUCE || k.op() == program::ALL_GATHER ||
+       k.op() == program::REDUCE_SCATTER) &&
+      k.inputs_size() > 1)
     return prepareBucket(k, index, std::move(c), error);
   if (k.inputs_size() != 1 || k.outputs_size() != 1 || !k.has_collective()) {
     error = "is malformed";
@@ -847,6 +849,13 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
     return false;
   }
   DType t = function.values(k.outputs(0)).type().dtype();
+  bool gather = k.op() == program::ALL_GATHER,
+       reduce = k.op() == program::ALL_REDUCE;
+  if (!reduce && k.collective().axis() != 0) {
+    error = "is a bucket along axis " + std::to_string(k.collective().axis()) +
+            " (buckets gather and scatter along axis 0)";
+    return false;
+  }
   for (int i = 0; i < k.inputs_size(); ++i) {
     const program::Value &x = function.values(k.inputs(i)),
                          &y = function.values(k.outputs(i));
@@ -854,8 +863,20 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
       error = "a bucket's tensors must share one element type";
       return false;
     }
-    if (numElements(x) != numElements(y)) {
-      error = "operand shapes do not match";
+    // A gather's and a scatter's blocks along dimension 0 are contiguous:
+    // one NCCL call each, no packing.
+    int64_t whole = numElements(gather ? y : x),
+            part = numElements(gather ? x : y);
+    const auto &ws = (gather ? y : x).type().shape(),
+               &ps = (gather ? x : y).type().shape();
+    if (reduce ? whole != part
+               : whole != part * c->ranks || ws.empty() ||
+                     ws.size() != ps.size() ||
+                     !std::equal(ws.begin() + 1, ws.end(), ps.begin() + 1)) {
+      error = reduce ? "operand shapes do not match"
+                     : "operand shapes do not match the group of " +
+                           std::to_string(c->ranks) +
+                           " devices along dimension 0";
       return false;
     }
   }
@@ -1401,7 +1422,8 @@ void CudaRunner::runBucket(size_t index) {
   std::string error;
   auto check = [&](bool ok) {
     if (!ok)
-      cuda::fail(error.c_str(), ("ALL_REDUCE at " + k.location()).c_str(),
+      cuda::fail(error.c_str(),
+                 (program::OpKind_Name(k.op()) + " at " + k.location()).c_str(),
                  __FILE__, __LINE__);
   };
   if (c.ranks == 1) {
@@ -1420,11 +1442,19 @@ void CudaRunner::runBucket(size_t index) {
                        error));
     return;
   }
+  // One NCCL call per tensor, issued as one operation.
   check(dc.beginGroup(error));
-  for (int i = 0; i < k.inputs_size(); ++i)
-    check(dc.allReduce(ptr[k.inputs(i)], ptr[k.outputs(i)],
-                       numElements(function.values(k.outputs(i))), t, false,
-                       c.grid, c.axes, comm, error));
+  for (int i = 0; i < k.inputs_size(); ++i) {
+    void *x = ptr[k.inputs(i)], *y = ptr[k.outputs(i)];
+    int64_t in = numElements(function.values(k.inputs(i))),
+            out = numElements(function.values(k.outputs(i)));
+    if (k.op() == program::ALL_GATHER)
+      check(dc.allGather(x, y, in, t, c.grid, c.axes, comm, error));
+    else if (k.op() == program::REDUCE_SCATTER)
+      check(dc.reduceScatter(x, y, out, t, c.grid, c.axes, comm, error));
+    else
+      check(dc.allReduce(x, y, out, t, false, c.grid, c.axes, comm, error));
+  }
   check(dc.endGroup(error));
 }
 

@@ -44,7 +44,8 @@ func.func @backward_order(%x: tensor<64xf32>, %y: tensor<128xf32>,
 
 // A use of a reduced value closes the bucket before it (tensor
 // parallelism's activation all-reduces are used at once and stay single);
-// so do another grid axis, another element type and another reduction.
+// another grid axis, another element type or another reduction does not
+// join it.
 // CHECK-LABEL: func.func @cuts
 // CHECK: %[[R1:.*]]:2 = gptc.bucket_all_reduce %arg0, %arg1 on @mesh grid_axes = [0]
 // CHECK-NEXT: gptc.gelu %[[R1]]#0
@@ -107,4 +108,37 @@ func.func @regions(%x: tensor<8x4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %a = shard.all_reduce %s#0 on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
   %b = shard.all_reduce %s#1 on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
   return %a, %b : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// ZeRO's block collectives along dimension 0: all-gathers (parameters) and
+// sum reduce-scatters (gradients) fill buckets of their own kind, each
+// open across the other kind's collectives (ZeRO-3's backward interleaves
+// them), each placed where its last member was; 1024 bytes counts the
+// whole tensors (a gather's results, a scatter's operands). Gathers along another dimension and max
+// reduce-scatters stay single.
+// CHECK-LABEL: func.func @blocks
+// CHECK: %[[G:.*]]:2 = gptc.bucket_all_gather %arg0, %arg1 on @mesh grid_axes = [0] : tensor<16x4xf32>, tensor<16xf32> -> tensor<32x4xf32>, tensor<32xf32>
+// CHECK-NEXT: %[[S:.*]]:2 = gptc.bucket_reduce_scatter %arg2, %arg3 on @mesh grid_axes = [0] : tensor<32x4xf32>, tensor<32xf32> -> tensor<16x4xf32>, tensor<16xf32>
+// CHECK-NEXT: gptc.gelu %[[G]]#0
+// CHECK-NEXT: shard.all_gather %arg4 on @mesh grid_axes = [0] gather_axis = 1
+// CHECK-NEXT: shard.reduce_scatter %arg2 on @mesh grid_axes = [0] reduction = {{ *}}max
+// CHECK-NEXT: return %{{.*}}, %[[G]]#1, %{{.*}}, %{{.*}}, %[[S]]#0, %[[S]]#1
+// OFF-LABEL: func.func @blocks
+// OFF-NOT: gptc.bucket_
+shard.grid @mesh(shape = 2)
+func.func @blocks(%w: tensor<16x4xf32>, %b: tensor<16xf32>,
+                  %dw: tensor<32x4xf32>, %db: tensor<32xf32>,
+                  %c: tensor<4x8xf32>)
+    -> (tensor<32x4xf32>, tensor<32xf32>, tensor<4x16xf32>, tensor<16x4xf32>,
+        tensor<16x4xf32>, tensor<16xf32>) {
+  %gw = shard.all_gather %w on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xf32> -> tensor<32x4xf32>
+  %sw = shard.reduce_scatter %dw on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32x4xf32> -> tensor<16x4xf32>
+  %gb = shard.all_gather %b on @mesh grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>
+  %sb = shard.reduce_scatter %db on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
+  %h = gptc.gelu %gw : tensor<32x4xf32>
+  %gc = shard.all_gather %c on @mesh grid_axes = [0] gather_axis = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
+  %m = shard.reduce_scatter %dw on @mesh grid_axes = [0] reduction = max scatter_axis = 0 : tensor<32x4xf32> -> tensor<16x4xf32>
+  return %h, %gb, %gc, %m, %sw, %sb : tensor<32x4xf32>, tensor<32xf32>, tensor<4x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16xf32>
 }

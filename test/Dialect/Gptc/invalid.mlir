@@ -850,6 +850,60 @@ func.func @bucket_unknown_grid(%x: tensor<4xf32>) {
 // -----
 
 shard.grid @mesh(shape = 2)
+func.func @gather_bucket_group(%x: tensor<4x3xf32>, %y: tensor<2xf32>) {
+  // expected-error@+1 {{tensor #1: dimension 0 of the result must be 2 (the group's size) times the operand's}}
+  %r:2 = gptc.bucket_all_gather %x, %y on @mesh grid_axes = [0] : tensor<4x3xf32>, tensor<2xf32> -> tensor<8x3xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @scatter_bucket_group(%x: tensor<8xf32>) {
+  // expected-error@+1 {{tensor #0: dimension 0 of the operand must be 2 (the group's size) times the result's}}
+  %r = gptc.bucket_reduce_scatter %x on @mesh grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @gather_bucket_inner(%x: tensor<4x3xf32>) {
+  // expected-error@+1 {{tensor #0: 'tensor<4x3xf32>' and 'tensor<8x4xf32>' must differ in dimension 0 only}}
+  %r = gptc.bucket_all_gather %x on @mesh grid_axes = [0] : tensor<4x3xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @gather_bucket_types(%x: tensor<4xf32>, %y: tensor<4xbf16>) {
+  // expected-error@+1 {{tensor #1 is not of the bucket's element type 'f32' (one message has one element type)}}
+  %r:2 = gptc.bucket_all_gather %x, %y on @mesh grid_axes = [0] : tensor<4xf32>, tensor<4xbf16> -> tensor<8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
+func.func @scatter_bucket_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  // expected-error@+1 {{has 2 operands but 1 results (one each)}}
+  %r = gptc.bucket_reduce_scatter %x, %y on @mesh grid_axes = [0] : tensor<4xf32>, tensor<4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2x2)
+func.func @gather_bucket_axis(%x: tensor<4xf32>) {
+  // expected-error@+1 {{grid axis 2 is out of range for @mesh of rank 2}}
+  %r = gptc.bucket_all_gather %x on @mesh grid_axes = [2] : tensor<4xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @mesh(shape = 2)
 func.func @bucket_result_types(%x: tensor<4xf32>) {
   // expected-error@+2 {{inferred type(s) 'tensor<4xf32>' are incompatible with return type(s) of operation 'tensor<8xf32>'}}
   // expected-error@+1 {{failed to infer returned types}}

@@ -833,6 +833,102 @@ BucketAllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 int64_t BucketAllReduceOp::getFlopCount() { return 0; }
 
+/// The bucket's operands and results pair up, share one element type and
+/// differ only in dimension 0 (the blocks of a dimension-0 collective).
+static LogicalResult verifyBlocksBucket(Operation *op, ValueRange inputs,
+                                        ValueRange results,
+                                        ArrayRef<int16_t> gridAxes) {
+  if (inputs.empty())
+    return op->emitOpError("needs at least one tensor");
+  if (inputs.size() != results.size())
+    return op->emitOpError("has ")
+           << inputs.size() << " operands but " << results.size()
+           << " results (one each)";
+  Type element = getElementTypeOrSelf(inputs[0].getType());
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(inputs, results))) {
+    auto in = cast<RankedTensorType>(std::get<0>(pair).getType());
+    auto out = cast<RankedTensorType>(std::get<1>(pair).getType());
+    if (in.getElementType() != element || out.getElementType() != element)
+      return op->emitOpError("tensor #")
+             << i << " is not of the bucket's element type " << element
+             << " (one message has one element type)";
+    if (in.getRank() < 1 || in.getRank() != out.getRank() ||
+        in.getShape().drop_front() != out.getShape().drop_front())
+      return op->emitOpError("tensor #")
+             << i << ": " << in << " and " << out
+             << " must differ in dimension 0 only";
+  }
+  llvm::SmallBitVector seen;
+  for (int16_t axis : gridAxes) {
+    if (axis < 0)
+      return op->emitOpError("grid axis ") << axis << " is negative";
+    if (seen.size() <= static_cast<unsigned>(axis))
+      seen.resize(axis + 1);
+    if (seen.test(axis))
+      return op->emitOpError("grid axis ") << axis << " is repeated";
+    seen.set(axis);
+  }
+  return success();
+}
+
+/// The group's size: each result's dimension 0 is its operand's times it
+/// (`gather`) or divided by it.
+static LogicalResult verifyBlocksBucketGrid(Operation *op,
+                                            FlatSymbolRefAttr gridName,
+                                            ArrayRef<int16_t> gridAxes,
+                                            ValueRange inputs,
+                                            ValueRange results, bool gather,
+                                            SymbolTableCollection &symbols) {
+  shard::GridOp grid = shard::getGridOrNull(op, gridName, symbols);
+  if (!grid)
+    return op->emitOpError("refers to '")
+           << gridName.getValue() << "', which is not a shard.grid";
+  int64_t ranks = 1;
+  for (int16_t axis : gridAxes) {
+    if (axis >= grid.getRank())
+      return op->emitOpError("grid axis ")
+             << axis << " is out of range for " << gridName << " of rank "
+             << grid.getRank();
+    int64_t size = grid.getShape()[axis];
+    if (ShapedType::isDynamic(size))
+      return success();
+    ranks *= size;
+  }
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(inputs, results))) {
+    int64_t in = cast<RankedTensorType>(std::get<0>(pair).getType()).getDimSize(0);
+    int64_t out =
+        cast<RankedTensorType>(std::get<1>(pair).getType()).getDimSize(0);
+    if (gather ? out != in * ranks : in != out * ranks)
+      return op->emitOpError("tensor #")
+             << i << ": dimension 0 of " << (gather ? "the result" : "the operand")
+             << " must be " << ranks << " (the group's size) times the "
+             << (gather ? "operand's" : "result's");
+  }
+  return success();
+}
+
+LogicalResult BucketAllGatherOp::verify() {
+  return verifyBlocksBucket(*this, getInputs(), getResults(), getGridAxes());
+}
+LogicalResult
+BucketAllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyBlocksBucketGrid(*this, getGridAttr(), getGridAxes(),
+                                getInputs(), getResults(), /*gather=*/true,
+                                symbols);
+}
+int64_t BucketAllGatherOp::getFlopCount() { return 0; }
+
+LogicalResult BucketReduceScatterOp::verify() {
+  return verifyBlocksBucket(*this, getInputs(), getResults(), getGridAxes());
+}
+LogicalResult
+BucketReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyBlocksBucketGrid(*this, getGridAttr(), getGridAxes(),
+                                getInputs(), getResults(), /*gather=*/false,
+                                symbols);
+}
+int64_t BucketReduceScatterOp::getFlopCount() { return 0; }
+
 /// The rows of `logits` (all dimensions but the last), for the row-wise
 /// vocabulary-parallel ops.
 static LogicalResult rowsOf(std::optional<Location> loc, StringRef op,

@@ -4,11 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// One pass over each block in program order. A bucket is a run of sum
-// all-reduces with one key (grid, axes, element type); it is cut before
+// One pass over each block in program order. A bucket is a run of
+// collectives of one kind (sum all-reduces, all-gathers along dimension
+// 0, sum reduce-scatters along dimension 0) with one key (grid, axes,
+// element type), several open at once (one per key); each is cut before
 // the first op that reads one of its results (that op needs the reduced
 // value, so the collective must come before it), when the next member
-// would pass the size limit, or when the key changes. The combined op goes
+// would pass the size limit. The combined op goes
 // where the last member was: its operands are all defined by then (each
 // member's operand dominates the member), and no use of a member's result
 // lies between the first member and the last (the cut guarantees it).
@@ -42,28 +44,58 @@ static int64_t tensorBytes(Type type) {
          static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
 }
 
-/// Whether `op` may join a bucket: a sum whose result is its operand's
-/// type, a floating-point tensor of static shape.
-static bool isCandidate(shard::AllReduceOp op) {
-  if (op.getReduction() != shard::ReductionKind::Sum ||
-      op.getInput().getType() != op.getResult().getType())
-    return false;
-  auto t = dyn_cast<RankedTensorType>(op.getInput().getType());
+/// What kind of bucket `op` may join: a sum all-reduce whose result is its
+/// operand's type, or an all-gather or sum reduce-scatter along dimension
+/// 0; each of a floating-point tensor of static shape. None otherwise.
+enum class Kind { None, AllReduce, AllGather, ReduceScatter };
+
+static bool floatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType()) && tensorBytes(t) >= 0;
+}
+
+static Kind kindOf(Operation *op) {
+  if (auto r = dyn_cast<shard::AllReduceOp>(op))
+    return r.getReduction() == shard::ReductionKind::Sum &&
+                   r.getInput().getType() == r.getResult().getType() &&
+                   floatTensor(r.getInput())
+               ? Kind::AllReduce
+               : Kind::None;
+  if (auto g = dyn_cast<shard::AllGatherOp>(op))
+    return g.getGatherAxis().getSExtValue() == 0 &&
+                   floatTensor(g.getInput()) && floatTensor(g.getResult())
+               ? Kind::AllGather
+               : Kind::None;
+  if (auto r = dyn_cast<shard::ReduceScatterOp>(op))
+    return r.getReduction() == shard::ReductionKind::Sum &&
+                   r.getScatterAxis().getSExtValue() == 0 &&
+                   floatTensor(r.getInput()) && floatTensor(r.getResult())
+               ? Kind::ReduceScatter
+               : Kind::None;
+  return Kind::None;
+}
+
+/// The grid and axes of a candidate (all three kinds have them).
+static FlatSymbolRefAttr gridOf(Operation *op) {
+  return op->getAttrOfType<FlatSymbolRefAttr>("grid");
+}
+static DenseI16ArrayAttr axesOf(Operation *op) {
+  return op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
 }
 
 namespace {
 struct Bucket {
-  SmallVector<shard::AllReduceOp> members;
+  Kind kind = Kind::None;
+  SmallVector<Operation *> members;
   llvm::DenseSet<Value> results;
   int64_t bytes = 0;
 
-  bool sameKey(shard::AllReduceOp op) const {
-    shard::AllReduceOp first = members.front();
-    return first.getGridAttr() == op.getGridAttr() &&
-           first.getGridAxes() == op.getGridAxes() &&
-           getElementTypeOrSelf(first.getInput().getType()) ==
-               getElementTypeOrSelf(op.getInput().getType());
+  bool sameKey(Operation *op, Kind k) const {
+    Operation *first = members.front();
+    return kind == k && gridOf(first) == gridOf(op) &&
+           axesOf(first) == axesOf(op) &&
+           getElementTypeOrSelf(first->getOperand(0).getType()) ==
+               getElementTypeOrSelf(op->getOperand(0).getType());
   }
 };
 
@@ -72,34 +104,49 @@ struct GptcBucketAllReducesPass final
           GptcBucketAllReducesPass> {
   using Base::Base;
 
-  /// Replaces a bucket of two or more by one gptc.bucket_all_reduce where
-  /// its last member is.
+  /// Replaces a bucket of two or more by one gptc.bucket_all_reduce,
+  /// bucket_all_gather or bucket_reduce_scatter where its last member is.
   void flush(Bucket &bucket) {
     if (bucket.members.size() >= 2) {
-      shard::AllReduceOp last = bucket.members.back();
+      Operation *last = bucket.members.back();
       OpBuilder b(last);
       SmallVector<Value> inputs;
+      SmallVector<Type> types;
       SmallVector<Location> locs;
-      for (shard::AllReduceOp m : bucket.members) {
-        inputs.push_back(m.getInput());
-        locs.push_back(m.getLoc());
+      for (Operation *m : bucket.members) {
+        inputs.push_back(m->getOperand(0));
+        types.push_back(m->getResult(0).getType());
+        locs.push_back(m->getLoc());
       }
-      auto combined = BucketAllReduceOp::create(
-          b, b.getFusedLoc(locs), inputs, last.getGridAttr(),
-          last.getGridAxesAttr());
-      for (auto [m, r] : llvm::zip(bucket.members, combined.getResults())) {
-        m.getResult().replaceAllUsesWith(r);
-        m.erase();
+      Location loc = b.getFusedLoc(locs);
+      Operation *combined =
+          bucket.kind == Kind::AllReduce
+              ? BucketAllReduceOp::create(b, loc, inputs, gridOf(last),
+                                          axesOf(last))
+                    .getOperation()
+          : bucket.kind == Kind::AllGather
+              ? BucketAllGatherOp::create(b, loc, types, inputs, gridOf(last),
+                                          axesOf(last))
+                    .getOperation()
+              : BucketReduceScatterOp::create(b, loc, types, inputs,
+                                              gridOf(last), axesOf(last))
+                    .getOperation();
+      for (auto [m, r] : llvm::zip(bucket.members, combined->getResults())) {
+        m->getResult(0).replaceAllUsesWith(r);
+        m->erase();
       }
     }
     bucket = Bucket();
   }
 
   void runOnBlock(Block &block) {
-    Bucket bucket;
+    // One open bucket per key: ZeRO-3's backward interleaves each layer's
+    // gathers with the reduce-scatters of the layer after it, and each
+    // kind still fills its own bucket.
+    std::vector<Bucket> open;
     for (Operation &op : llvm::make_early_inc_range(block)) {
-      // Any use, also inside op's regions, needs the bucket done first.
-      if (!bucket.members.empty()) {
+      // Any use, also inside op's regions, needs that bucket done first.
+      for (Bucket &bucket : open) {
         bool uses = false;
         op.walk([&](Operation *inner) {
           for (Value v : inner->getOperands())
@@ -112,18 +159,31 @@ struct GptcBucketAllReducesPass final
         if (uses)
           flush(bucket);
       }
-      auto reduce = dyn_cast<shard::AllReduceOp>(op);
-      if (!reduce || !isCandidate(reduce))
+      llvm::erase_if(open, [](const Bucket &b) { return b.members.empty(); });
+      Kind kind = kindOf(&op);
+      if (kind == Kind::None)
         continue;
-      int64_t bytes = tensorBytes(reduce.getInput().getType());
-      if (!bucket.members.empty() &&
-          (!bucket.sameKey(reduce) || bucket.bytes + bytes > bucketBytes))
-        flush(bucket);
-      bucket.members.push_back(reduce);
-      bucket.results.insert(reduce.getResult());
-      bucket.bytes += bytes;
+      // The whole tensor's bytes (a gather's result, a scatter's operand).
+      int64_t bytes = std::max(tensorBytes(op.getOperand(0).getType()),
+                               tensorBytes(op.getResult(0).getType()));
+      auto it = llvm::find_if(
+          open, [&](const Bucket &b) { return b.sameKey(&op, kind); });
+      if (it != open.end() && it->bytes + bytes > bucketBytes) {
+        flush(*it);
+        open.erase(it);
+        it = open.end();
+      }
+      if (it == open.end()) {
+        open.emplace_back();
+        it = std::prev(open.end());
+      }
+      it->kind = kind;
+      it->members.push_back(&op);
+      it->results.insert(op.getResult(0));
+      it->bytes += bytes;
     }
-    flush(bucket);
+    for (Bucket &bucket : open)
+      flush(bucket);
   }
 
   void runOnOperation() override {

@@ -768,6 +768,57 @@ def Gptc_BucketAllReduceOp : Gptc_Op<"bucket_all_reduce", [Pure,
   let hasVerifier = 1;
 }
 
+// Buckets of block collectives along dimension 0 (ZeRO's gathers and
+// reduce-scatters): the results' types are given, the group's size comes
+// from the grid.
+class Gptc_BucketBlocksOp<string mnemonic> : Gptc_Op<mnemonic, [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let arguments = (ins Variadic<Gptc_FloatTensor>:$inputs,
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Variadic<Gptc_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    type($inputs) `->` type($results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Gptc_BucketAllGatherOp : Gptc_BucketBlocksOp<"bucket_all_gather"> {
+  let summary = "Gathers several tensors' blocks along dimension 0 at once";
+  let description = [{
+    Result `i` is the blocks of operand `i` of every rank of the group
+    (those that differ from this one only along `grid_axes` of `grid`)
+    stacked along dimension 0 in group order, as `shard.all_gather` with
+    `gather_axis = 0` computes it; the operands travel as one message
+    (each rank's blocks one after another), so the collective's latency is
+    paid once for many small tensors, as FSDP's flat parameters or
+    DeepSpeed's ZeRO-3 buckets do. `gptc-bucket-all-reduces` forms it from
+    consecutive all-gathers (ZeRO-1's parameters after the update, ZeRO-3's
+    before each phase).
+
+    ```mlir
+    %w:2 = gptc.bucket_all_gather %ws, %bs on @mesh grid_axes = [0]
+        : tensor<32x64xf32>, tensor<32xf32> -> tensor<64x64xf32>, tensor<64xf32>
+    ```
+  }];
+}
+
+def Gptc_BucketReduceScatterOp : Gptc_BucketBlocksOp<"bucket_reduce_scatter"> {
+  let summary = "Sums several tensors and scatters their blocks at once";
+  let description = [{
+    Result `i` is this rank's block (along dimension 0, in group order) of
+    the sum of operand `i` over the group, as `shard.reduce_scatter` with
+    the sum and `scatter_axis = 0` computes it; the operands travel as one
+    message. `gptc-bucket-all-reduces` forms it from consecutive
+    reduce-scatters (ZeRO-2's and 3's gradients).
+
+    ```mlir
+    %g:2 = gptc.bucket_reduce_scatter %dw, %db on @mesh grid_axes = [0]
+        : tensor<64x64xf32>, tensor<64xf32> -> tensor<32x64xf32>, tensor<32xf32>
+    ```
+  }];
+}
+
 def Gptc_RowMaxOp : Gptc_Op<"row_max", [Pure, InferTypeOpAdaptor]> {
   let summary = "Maximum over the last dimension";
   let description = [{

@@ -429,15 +429,20 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
 
 def GptcBucketAllReducesPass
     : InterfacePass<"gptc-bucket-all-reduces", "mlir::FunctionOpInterface"> {
-  let summary = "Combine consecutive sum all-reduces into gradient buckets";
+  let summary = "Combine consecutive collectives into buckets (all-reduces, ZeRO's gathers and reduce-scatters)";
   let description = [{
     Walks each block (not a `gptc.kernel`'s) in program order and gathers
-    `shard.all_reduce` ops with the sum, the same grid, grid axes and
-    element type, whose result type is their operand's, into a bucket of at
-    most `bucket-bytes` bytes; a bucket closes when the next one would not
-    fit, when the key changes, or before the first op that uses one of its
-    results. A bucket of two or more becomes one `gptc.bucket_all_reduce`
-    at the place of its last member: every operand is ready there, and no
+    collectives of one kind with the same grid, grid axes and element type
+    into a bucket of at most `bucket-bytes` bytes (whole tensors): sum
+    `shard.all_reduce` ops whose result type is their operand's,
+    `shard.all_gather` ops along dimension 0, and sum `shard.reduce_scatter`
+    ops along dimension 0. One bucket is open per key at a time (ZeRO-3's
+    backward interleaves gathers and reduce-scatters); a bucket closes when
+    the next member would not fit or before the first op that uses one of
+    its results. A bucket of two or more becomes one
+    `gptc.bucket_all_reduce`, `gptc.bucket_all_gather` or
+    `gptc.bucket_reduce_scatter` at the place of its last member: every
+    operand is ready there, and no
     user of a result comes before it, so the program computes the same
     values; one tensor larger than the limit is a bucket of its own and
     stays a `shard.all_reduce`. After `gptc-data-parallel`, whose gradient
@@ -446,7 +451,9 @@ def GptcBucketAllReducesPass
     per bucket, each issued as soon as its last gradient is computed, so
     that on a GPU it overlaps the gradients still to come. Tensor
     parallelism's activation all-reduces, used right away, stay single.
-    `bucket-bytes=0` leaves the function unchanged.
+    ZeRO's parameter gathers (ZeRO-1 after the update, ZeRO-3 before each
+    phase) and gradient reduce-scatters travel the same way: FSDP's and
+    DeepSpeed's buckets. `bucket-bytes=0` leaves the function unchanged.
 
     ```mlir
     %a = shard.all_reduce %dw on @mesh grid_axes = [0] : tensor<64x256xf32> -> tensor<64x256xf32>
