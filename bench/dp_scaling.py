@@ -8,7 +8,7 @@ ranks, which has no peer here; and gptc's data parallelism with its
 gradient buckets against one collective per gradient (--bucket-mb 0), the
 two alternating.
 
-    bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build] [--buckets-only]
+    bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build] [--buckets-only [--zero-stage Z]]
 
 One process uses every core; N processes use cores/N threads each (gptc
 does that itself; the script sets torch's). Best of 3 windows each: this
@@ -111,13 +111,14 @@ def ddp_rate(model, steps, ranks, threads):
         return float(re.search(r"RATE ([0-9.]+)", outs[0][0]).group(1))
 
 
-def bucket_rates(build, mpirun, model, steps, ranks):
-    """gptc data parallel with its default gradient buckets against one
-    collective per gradient (--bucket-mb 0), in alternating windows: (best
-    tok/s, collective share) for each."""
+def bucket_rates(build, mpirun, model, steps, ranks, zero=0):
+    """gptc data parallel (ZeRO stage `zero`) with its default buckets
+    against one collective per tensor (--bucket-mb 0), in alternating
+    windows: (best tok/s, collective share) for each."""
     best = {"buckets": (0.0, 0.0), "unbucketed": (0.0, 0.0)}
+    base = ("--zero-stage", str(zero)) if zero else ()
     for _ in range(REPEATS):
-        for name, extra in (("buckets", ()), ("unbucketed", ("--bucket-mb", "0"))):
+        for name, extra in (("buckets", base), ("unbucketed", base + ("--bucket-mb", "0"))):
             r = gptc_rate(build, mpirun, model, steps, ranks, extra, repeats=1)
             if r[0] > best[name][0]:
                 best[name] = r
@@ -132,6 +133,9 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--buckets-only", action="store_true",
                     help="only gptc's data parallelism with and without gradient buckets")
+    ap.add_argument("--zero-stage", type=int, default=0,
+                    help="the ZeRO stage of the bucket comparison (1-3: parameter "
+                         "all-gathers and gradient reduce-scatters in buckets too)")
     args = ap.parse_args()
     cores = os.cpu_count()
     import torch
@@ -140,12 +144,12 @@ def main():
     for model, steps in ((os.path.join(ROOT, "models", "tiny.pbtxt"), 60),
                          (os.path.join(ROOT, "bench", "models", "gpt2-small-ctx64.pbtxt"), 2)):
         row = dict(model=os.path.basename(model))
-        b = bucket_rates(args.build, args.mpirun, model, steps, args.ranks)
+        b = bucket_rates(args.build, args.mpirun, model, steps, args.ranks, args.zero_stage)
         row["gptc_buckets_%d" % args.ranks], row["comm_share_buckets_%d" % args.ranks] = b["buckets"]
         row["gptc_unbucketed_%d" % args.ranks], row["comm_share_unbucketed_%d" % args.ranks] = b["unbucketed"]
-        print("%-24s %d ranks data parallel: gptc %8.0f tok/s with gradient buckets "
-              "(%.1f%% in collectives), %8.0f tok/s with one collective per gradient (%.1f%%): %.2fx"
-              % (row["model"], args.ranks, b["buckets"][0], b["buckets"][1], b["unbucketed"][0],
+        print("%-24s %d ranks data parallel, ZeRO-%d: gptc %8.0f tok/s with buckets "
+              "(%.1f%% in collectives), %8.0f tok/s with one collective per tensor (%.1f%%): %.2fx"
+              % (row["model"], args.ranks, args.zero_stage, b["buckets"][0], b["buckets"][1], b["unbucketed"][0],
                  b["unbucketed"][1], b["buckets"][0] / b["unbucketed"][0]))
         if args.buckets_only:
             results.append(row)

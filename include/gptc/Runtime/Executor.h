@@ -90,8 +90,9 @@ private:
                  const std::vector<int64_t> &axes, int64_t ranks,
                  std::string &error);
   /// ALL_GATHER or REDUCE_SCATTER of a bucket (n inputs, n outputs, blocks
-  /// along dimension 0): one call, each rank's blocks packed one after
-  /// another in `bucketScratch`.
+  /// along dimension 0): the small blocks (under 256 KiB) in one call,
+  /// each rank's packed one after another in `bucketScratch`; each large
+  /// one in a call of its own, without copies.
   bool runBlocksBucket(const program::Kernel &kernel,
                        const std::vector<int64_t> &grid,
                        const std::vector<int64_t> &axes, int64_t ranks,

@@ -147,38 +147,67 @@ bool Executor::runBlocksBucket(const Kernel &k,
                   " devices and needs a communicator: run under mpirun");
   program::DType t = ys.front()->dtype;
   int64_t size = elementSize(t);
-  // Rank r's row: its block of each tensor, one after another. A gather
-  // sends this rank's row and receives every rank's; a reduce-scatter
-  // sends every rank's and receives the sum of this rank's.
+  std::string why;
+  // A large block costs more to copy than a call's latency (shared-memory
+  // MPI moves it at memory speed): it goes in a call of its own, straight
+  // between the tensors. The small ones travel packed, in one call.
+  constexpr int64_t kPackBelow = int64_t(1) << 18;
+  std::vector<size_t> packed;
+  row = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (block[i] < kPackBelow) {
+      packed.push_back(i);
+      row += block[i];
+      continue;
+    }
+    bool ok = gather ? communicator->allGather(xs[i]->raw(), ys[i]->raw(),
+                                               block[i] / size, t, grid, axes,
+                                               why)
+                     : communicator->reduceScatterSum(
+                           xs[i]->raw(), ys[i]->raw(), block[i] / size, t,
+                           grid, axes, why);
+    if (!ok)
+      return c.fail(why);
+  }
+  if (packed.empty())
+    return true;
+  // Rank r's row: its block of each packed tensor, one after another. A
+  // gather sends this rank's row and receives every rank's; a
+  // reduce-scatter sends every rank's and receives the sum of this rank's.
   bucketScratch.resize(static_cast<size_t>(row * (ranks + 1)));
   std::byte *mine = bucketScratch.data(), *all = mine + row;
-  std::string why;
   if (gather) {
     std::byte *at = mine;
-    for (size_t i = 0; i < xs.size(); ++i) {
+    for (size_t i : packed) {
       std::memcpy(at, xs[i]->raw(), block[i]);
       at += block[i];
     }
     if (!communicator->allGather(mine, all, row / size, t, grid, axes, why))
       return c.fail(why);
     int64_t offset = 0;
-    for (size_t i = 0; i < ys.size(); offset += block[i], ++i)
+    for (size_t i : packed) {
       for (int64_t r = 0; r < ranks; ++r)
         std::memcpy(ys[i]->raw() + r * block[i], all + r * row + offset,
                     block[i]);
+      offset += block[i];
+    }
     return true;
   }
   int64_t offset = 0;
-  for (size_t i = 0; i < xs.size(); offset += block[i], ++i)
+  for (size_t i : packed) {
     for (int64_t r = 0; r < ranks; ++r)
       std::memcpy(all + r * row + offset, xs[i]->raw() + r * block[i],
                   block[i]);
+    offset += block[i];
+  }
   if (!communicator->reduceScatterSum(all, mine, row / size, t, grid, axes,
                                       why))
     return c.fail(why);
   std::byte *at = mine;
-  for (size_t i = 0; i < ys.size(); at += block[i], ++i)
+  for (size_t i : packed) {
     std::memcpy(ys[i]->raw(), at, block[i]);
+    at += block[i];
+  }
   return true;
 }
 
