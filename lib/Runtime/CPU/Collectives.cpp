@@ -115,10 +115,8 @@ bool Executor::runBlocksBucket(const Kernel &k,
   bool gather = k.op() == program::ALL_GATHER;
   std::vector<const Tensor *> xs;
   std::vector<Tensor *> ys;
-  // Per tensor: the bytes of one rank's block; `row`: one rank's blocks
-  // together.
+  // Per tensor: the bytes of one rank's block.
   std::vector<int64_t> block;
-  int64_t row = 0;
   for (int i = 0; i < k.inputs_size(); ++i) {
     int32_t in = k.inputs(i), out = k.outputs(i);
     xs.push_back(bound[in] ? bound[in] : &values[in]);
@@ -134,7 +132,6 @@ bool Executor::runBlocksBucket(const Kernel &k,
       return c.fail("operand shapes do not match the group of " +
                     std::to_string(ranks) + " devices along dimension 0");
     block.push_back(part.byteSize());
-    row += part.byteSize();
   }
   if (ranks == 1) {
     for (size_t i = 0; i < ys.size(); ++i)
@@ -152,8 +149,9 @@ bool Executor::runBlocksBucket(const Kernel &k,
   // MPI moves it at memory speed): it goes in a call of its own, straight
   // between the tensors. The small ones travel packed, in one call.
   constexpr int64_t kPackBelow = int64_t(1) << 18;
+  // `row`: one rank's packed blocks together.
   std::vector<size_t> packed;
-  row = 0;
+  int64_t row = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     if (block[i] < kPackBelow) {
       packed.push_back(i);
