@@ -278,7 +278,27 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
   return success();
 }
 
+/// The parameter `v` is (`gptc.param` of a function argument), or "".
+static std::string parameterName(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return "";
+  auto func = dyn_cast_or_null<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || arg.getOwner() != &func.getBody().front())
+    return "";
+  auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                kParamAttrName);
+  return name ? name.str() : "";
+}
+
 static std::string purpose(Operation *op) {
+  // ZeRO-3's gathers name the parameters they rebuild.
+  if (isa<shard::AllGatherOp, BucketAllGatherOp>(op)) {
+    std::string first = parameterName(op->getOperand(0));
+    std::string last = parameterName(op->getOperands().back());
+    if (!first.empty() && !last.empty())
+      return first == last ? first : first + " .. " + last;
+  }
   auto stageOf = [](std::optional<ArrayRef<int64_t>> peer) {
     return peer && peer->size() == 1 ? std::to_string((*peer)[0])
                                      : std::string("?");

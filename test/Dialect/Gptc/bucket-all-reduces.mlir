@@ -1,5 +1,6 @@
 // RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=1024}))' | FileCheck %s
 // RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=0}))' | FileCheck %s --check-prefix=OFF
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=0 prefetch=false}))' | FileCheck %s --check-prefix=NONE
 // RUN: not gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-bucket-all-reduces{bucket-bytes=-1}))' 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: error: 'func.func' op gptc-bucket-all-reduces: bucket-bytes must not be negative
 
@@ -112,14 +113,14 @@ func.func @regions(%x: tensor<8x4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 
 // -----
 
-// ZeRO's block collectives along dimension 0: all-gathers (parameters) and
-// sum reduce-scatters (gradients) fill buckets of their own kind, each
-// open across the other kind's collectives (ZeRO-3's backward interleaves
-// them), each placed where its last member was; 1024 bytes counts the
-// whole tensors (a gather's results, a scatter's operands). Gathers along another dimension and max
-// reduce-scatters stay single.
+// ZeRO's block collectives along dimension 0: all-gathers (parameters
+// after the update, as ZeRO-1's) and sum reduce-scatters (gradients) fill
+// buckets of their own kind, each open across the other kind's
+// collectives, each placed where its last member was; 1024 bytes counts
+// the whole tensors (a gather's results, a scatter's operands). Gathers
+// along another dimension and max reduce-scatters stay single.
 // CHECK-LABEL: func.func @blocks
-// CHECK: %[[G:.*]]:2 = gptc.bucket_all_gather %arg0, %arg1 on @mesh grid_axes = [0] : tensor<16x4xf32>, tensor<16xf32> -> tensor<32x4xf32>, tensor<32xf32>
+// CHECK: %[[G:.*]]:2 = gptc.bucket_all_gather %0, %1 on @mesh grid_axes = [0] : tensor<16x4xf32>, tensor<16xf32> -> tensor<32x4xf32>, tensor<32xf32>
 // CHECK-NEXT: %[[S:.*]]:2 = gptc.bucket_reduce_scatter %arg2, %arg3 on @mesh grid_axes = [0] : tensor<32x4xf32>, tensor<32xf32> -> tensor<16x4xf32>, tensor<16xf32>
 // CHECK-NEXT: gptc.gelu %[[G]]#0
 // CHECK-NEXT: shard.all_gather %arg4 on @mesh grid_axes = [0] gather_axis = 1
@@ -128,11 +129,13 @@ func.func @regions(%x: tensor<8x4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 // OFF-LABEL: func.func @blocks
 // OFF-NOT: gptc.bucket_
 shard.grid @mesh(shape = 2)
-func.func @blocks(%w: tensor<16x4xf32>, %b: tensor<16xf32>,
+func.func @blocks(%w0: tensor<16x4xf32>, %b0: tensor<16xf32>,
                   %dw: tensor<32x4xf32>, %db: tensor<32xf32>,
                   %c: tensor<4x8xf32>)
     -> (tensor<32x4xf32>, tensor<32xf32>, tensor<4x16xf32>, tensor<16x4xf32>,
         tensor<16x4xf32>, tensor<16xf32>) {
+  %w = gptc.gelu %w0 : tensor<16x4xf32>
+  %b = gptc.gelu %b0 : tensor<16xf32>
   %gw = shard.all_gather %w on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xf32> -> tensor<32x4xf32>
   %sw = shard.reduce_scatter %dw on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32x4xf32> -> tensor<16x4xf32>
   %gb = shard.all_gather %b on @mesh grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>
@@ -141,4 +144,56 @@ func.func @blocks(%w: tensor<16x4xf32>, %b: tensor<16xf32>,
   %gc = shard.all_gather %c on @mesh grid_axes = [0] gather_axis = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
   %m = shard.reduce_scatter %dw on @mesh grid_axes = [0] reduction = max scatter_axis = 0 : tensor<32x4xf32> -> tensor<16x4xf32>
   return %h, %gb, %gc, %m, %sw, %sb : tensor<32x4xf32>, tensor<32xf32>, tensor<4x16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16xf32>
+}
+
+// -----
+
+// ZeRO-3's gathers, whose operands (the parameter slices) are there from
+// the start: bucketed in the order of their first readers (512 bytes each,
+// two to a 1024-byte bucket) and each bucket issued where the bucket
+// before it is first read: %a and %b's bucket before the first layer, %c's
+// right behind it (prefetched while %a and %b are read). The backward's
+// second gather of %a waits until the forward copy's last reader is done,
+// so the two whole copies of %a are never alive together.
+// CHECK-LABEL: func.func @prefetch
+// CHECK-NEXT: %[[AB:.*]]:2 = gptc.bucket_all_gather %arg0, %arg1 on @mesh grid_axes = [0]
+// CHECK-NEXT: %[[C:.*]] = shard.all_gather %arg2
+// CHECK-NEXT: %[[X0:.*]] = gptc.add %arg3, %[[AB]]#0
+// CHECK-NEXT: %[[X1:.*]] = gptc.add %[[X0]], %[[AB]]#1
+// CHECK-NEXT: %[[X2:.*]] = gptc.add %[[X1]], %[[C]]
+// CHECK-NEXT: %[[X3:.*]] = gptc.add %[[X2]], %[[AB]]#0
+// CHECK-NEXT: %[[A2:.*]] = shard.all_gather %arg0 {{.*}}gptc.rematerialize
+// CHECK-NEXT: gptc.add %[[X3]], %[[A2]]
+// Without buckets each gather is issued at its predecessor's first reader.
+// OFF-LABEL: func.func @prefetch
+// OFF-NEXT: %[[A:.*]] = shard.all_gather %arg0
+// OFF-NEXT: %[[B:.*]] = shard.all_gather %arg1
+// OFF-NEXT: %[[X0:.*]] = gptc.add %arg3, %[[A]]
+// OFF-NEXT: %[[C:.*]] = shard.all_gather %arg2
+// OFF-NEXT: %[[X1:.*]] = gptc.add %[[X0]], %[[B]]
+// OFF-NEXT: %[[X2:.*]] = gptc.add %[[X1]], %[[C]]
+// OFF-NEXT: %[[X3:.*]] = gptc.add %[[X2]], %[[A]]
+// OFF-NEXT: %[[A2:.*]] = shard.all_gather %arg0
+// OFF-NEXT: gptc.add %[[X3]], %[[A2]]
+// prefetch=false with no buckets leaves the order as it was.
+// NONE-LABEL: func.func @prefetch
+// NONE-NEXT: shard.all_gather %arg0
+// NONE-NEXT: shard.all_gather %arg1
+// NONE-NEXT: shard.all_gather %arg2
+// NONE-NEXT: shard.all_gather %arg0
+// NONE-NEXT: gptc.add
+shard.grid @mesh(shape = 2)
+func.func @prefetch(%a: tensor<16x4xf32>, %b: tensor<16x4xf32>,
+                    %c: tensor<16x4xf32>, %x: tensor<32x4xf32>)
+    -> tensor<32x4xf32> {
+  %ga = shard.all_gather %a on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xf32> -> tensor<32x4xf32>
+  %gb = shard.all_gather %b on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xf32> -> tensor<32x4xf32>
+  %gc = shard.all_gather %c on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xf32> -> tensor<32x4xf32>
+  %ga2 = shard.all_gather %a on @mesh grid_axes = [0] gather_axis = 0 {gptc.rematerialize} : tensor<16x4xf32> -> tensor<32x4xf32>
+  %0 = gptc.add %x, %ga : tensor<32x4xf32>
+  %1 = gptc.add %0, %gb : tensor<32x4xf32>
+  %2 = gptc.add %1, %gc : tensor<32x4xf32>
+  %3 = gptc.add %2, %ga : tensor<32x4xf32>
+  %4 = gptc.add %3, %ga2 : tensor<32x4xf32>
+  return %4 : tensor<32x4xf32>
 }

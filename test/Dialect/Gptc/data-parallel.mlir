@@ -21,9 +21,10 @@
 // S3-SAME: %arg0: tensor<5x4xf32> {gptc.embedding_table, gptc.param = "wte", gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}}
 // COMMON-SAME: %[[T:[a-z0-9]+]]: tensor<2x5xi32> {gptc.batch = {axes = array<i64: 0>, microbatches = 1 : i64, rows = 4 : i64}, gptc.input = "tokens"}
 // S3-SAME: -> (tensor<5x4xf32> {gptc.param = "wte", gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}}
-// S3-NEXT: %[[WTE:.*]] = shard.all_gather %arg0 on @mesh grid_axes = [0] gather_axis = 0 : tensor<5x4xf32> -> tensor<10x4xf32>
 // COMMON: %[[COUNT:.*]] = gptc.count_tokens %[[L:.*]] ignore -1 : tensor<2x5xi32>
 // COMMON-NEXT: %[[N:.*]] = shard.all_reduce %[[COUNT]] on @mesh grid_axes = [0] : tensor<f32> -> tensor<f32>
+// Stage 3 gathers wte just before its first reader.
+// S3-NEXT: %[[WTE:.*]] = shard.all_gather %arg0 on @mesh grid_axes = [0] gather_axis = 0 : tensor<5x4xf32> -> tensor<10x4xf32>
 // S3-NEXT: gptc.embedding %{{.*}}, %[[WTE]]
 // COMMON: %[[LOSS:.*]] = gptc.cross_entropy %{{.*}}, %[[L]] over %[[N]] ignore -1
 // COMMON: gptc.cross_entropy_grad %{{.*}}, %[[L]], %{{.*}} over %[[N]] ignore -1

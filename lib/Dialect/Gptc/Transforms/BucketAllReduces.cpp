@@ -14,6 +14,9 @@
 // where the last member was: its operands are all defined by then (each
 // member's operand dominates the member), and no use of a member's result
 // lies between the first member and the last (the cut guarantees it).
+// Before that, the gathers that may move anywhere before their first use
+// (ZeRO-3's) are bucketed by first use and moved one bucket ahead
+// (prefetchGathers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -139,7 +142,108 @@ struct GptcBucketAllReducesPass final
     bucket = Bucket();
   }
 
+  /// ZeRO-3's parameter gathers: all-gathers whose operand is there from
+  /// the block's start (defined outside it, or its argument), so that
+  /// they may go anywhere before their first use. They are bucketed in
+  /// the order of their first uses, and each bucket is issued where the
+  /// bucket before it is first read (one bucket ahead, as FSDP prefetches
+  /// the next unit), but not before the last read of an earlier gather of
+  /// the same tensor (the backward's copy waits until the forward's is
+  /// dead). So the gathered copies of about two buckets wait for their
+  /// readers at a time, and on the GPU the next bucket's gather runs
+  /// during the current one's computation. Returns the gathers left
+  /// single, which the runs below must not take.
+  llvm::DenseSet<Operation *> prefetchGathers(Block &block) {
+    SmallVector<Operation *> ops;
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (Operation &op : block) {
+      position[&op] = static_cast<int64_t>(ops.size());
+      ops.push_back(&op);
+    }
+    struct Gather {
+      Operation *op;
+      int64_t firstUse, lastUse, notBefore = 0;
+    };
+    SmallVector<Gather> gathers;
+    llvm::DenseSet<Operation *> candidates;
+    for (Operation *op : ops) {
+      if (kindOf(op) != Kind::AllGather)
+        continue;
+      Value in = op->getOperand(0);
+      if (in.getParentBlock() == &block && !isa<BlockArgument>(in))
+        continue;
+      int64_t first = -1, last = -1;
+      for (Operation *user : op->getResult(0).getUsers()) {
+        Operation *here = block.findAncestorOpInBlock(*user);
+        if (!here)
+          continue;
+        int64_t p = position[here];
+        first = first < 0 ? p : std::min(first, p);
+        last = std::max(last, p);
+      }
+      if (first < 0)
+        continue;
+      gathers.push_back({op, first, last});
+      candidates.insert(op);
+    }
+    // Not before the last read of an earlier-read gather of the same value.
+    for (Gather &g : gathers)
+      for (const Gather &other : gathers)
+        if (other.op != g.op &&
+            other.op->getOperand(0) == g.op->getOperand(0) &&
+            other.firstUse < g.firstUse)
+          g.notBefore = std::max(g.notBefore, other.lastUse + 1);
+    llvm::stable_sort(gathers, [](const Gather &a, const Gather &b) {
+      return a.firstUse < b.firstUse;
+    });
+
+    // Buckets of consecutive gathers (in first-use order) with one key,
+    // each member able to move to its bucket's first use.
+    SmallVector<Bucket> buckets;
+    SmallVector<int64_t> firstUse, notBefore;
+    for (const Gather &g : gathers) {
+      int64_t bytes = tensorBytes(g.op->getResult(0).getType());
+      bool join = !buckets.empty() &&
+                  buckets.back().sameKey(g.op, Kind::AllGather) &&
+                  buckets.back().bytes + bytes <= bucketBytes &&
+                  g.notBefore <= firstUse.back();
+      if (!join) {
+        buckets.emplace_back();
+        buckets.back().kind = Kind::AllGather;
+        firstUse.push_back(g.firstUse);
+        notBefore.push_back(0);
+      }
+      buckets.back().members.push_back(g.op);
+      buckets.back().bytes += bytes;
+      notBefore.back() = std::max(notBefore.back(), g.notBefore);
+    }
+
+    llvm::DenseSet<Operation *> single;
+    for (size_t j = 0; j < buckets.size(); ++j) {
+      // Before the previous bucket's first reader (the first bucket: its
+      // own), but not before notBefore; never after its own first reader.
+      // The place only moves forward with j, so the buckets keep their
+      // order. Gathers themselves move, so the place is the next op that
+      // is not one.
+      int64_t at = std::max(firstUse[j == 0 ? 0 : j - 1], notBefore[j]);
+      at = std::min(at, firstUse[j]);
+      while (candidates.contains(ops[at]))
+        ++at;
+      for (Operation *m : buckets[j].members)
+        m->moveBefore(ops[at]);
+      if (buckets[j].members.size() == 1)
+        single.insert(buckets[j].members.front());
+      flush(buckets[j]);
+    }
+    return single;
+  }
+
   void runOnBlock(Block &block) {
+    llvm::DenseSet<Operation *> scheduled;
+    if (prefetch)
+      scheduled = prefetchGathers(block);
+    if (bucketBytes == 0)
+      return;
     // One open bucket per key: ZeRO-3's backward interleaves each layer's
     // gathers with the reduce-scatters of the layer after it, and each
     // kind still fills its own bucket.
@@ -161,7 +265,7 @@ struct GptcBucketAllReducesPass final
       }
       llvm::erase_if(open, [](const Bucket &b) { return b.members.empty(); });
       Kind kind = kindOf(&op);
-      if (kind == Kind::None)
+      if (kind == Kind::None || scheduled.contains(&op))
         continue;
       // The whole tensor's bytes (a gather's result, a scatter's operand).
       int64_t bytes = std::max(tensorBytes(op.getOperand(0).getType()),
@@ -192,7 +296,7 @@ struct GptcBucketAllReducesPass final
           "gptc-bucket-all-reduces: bucket-bytes must not be negative");
       return signalPassFailure();
     }
-    if (bucketBytes == 0)
+    if (bucketBytes == 0 && !prefetch)
       return;
     SmallVector<Block *> blocks;
     getOperation()->walk([&](Block *block) {

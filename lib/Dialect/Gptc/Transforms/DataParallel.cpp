@@ -108,10 +108,10 @@ private:
   }
 
   /// ZeRO 3: gathers the whole parameter where the computation uses the
-  /// slice `param`: once before the forward uses and again before the
-  /// backward ones (after the loss), in the block that holds them (the
-  /// step, or gptc.accumulate's region: once per microbatch), so that the
-  /// whole copy is released between them.
+  /// slice `param`: once just before the first forward use and again just
+  /// before the first backward one (after the loss), in the block that
+  /// holds them (the step, or gptc.accumulate's region: once per
+  /// microbatch), so that the whole copy is released between them.
   void gatherForUses(BlockArgument param, RankedTensorType whole,
                      Operation *except);
   LogicalResult weightByTokens();
@@ -127,6 +127,41 @@ private:
 void DataParallelRewriter::gatherForUses(BlockArgument param,
                                          RankedTensorType whole,
                                          Operation *except) {
+  // A cast of the parameter (mixed precision's 16-bit copy) made in the
+  // forward and read again by the backward would keep the whole copy
+  // alive from one phase to the other: the backward gets a cast of its own
+  // (of the backward's gather, below) just before its first reader there.
+  SmallVector<CastOp> casts;
+  for (Operation *user : param.getUsers())
+    if (auto cast = dyn_cast<CastOp>(user))
+      casts.push_back(cast);
+  for (CastOp cast : casts) {
+    Block *block = cast->getBlock();
+    Operation *loss = nullptr;
+    for (Operation &op : *block)
+      if (isa<CrossEntropyOp, VocabParallelLossOp>(op))
+        loss = &op;
+    if (!loss || loss->isBeforeInBlock(cast))
+      continue;
+    SmallVector<OpOperand *> later;
+    Operation *first = nullptr;
+    for (OpOperand &use : cast->getUses()) {
+      Operation *here = block->findAncestorOpInBlock(*use.getOwner());
+      if (!here || !loss->isBeforeInBlock(here))
+        continue;
+      later.push_back(&use);
+      if (!first || here->isBeforeInBlock(first))
+        first = here;
+    }
+    if (later.empty())
+      continue;
+    b.setInsertionPoint(first);
+    Operation *again = b.clone(*cast);
+    again->setAttr(kRematerializeAttrName, b.getUnitAttr());
+    for (OpOperand *use : later)
+      use->set(again->getResult(0));
+  }
+
   // Uses by block, in order.
   llvm::MapVector<Block *, SmallVector<OpOperand *>> byBlock;
   for (OpOperand &use : param.getUses())
@@ -143,17 +178,18 @@ void DataParallelRewriter::gatherForUses(BlockArgument param,
       bool after = loss && loss->isBeforeInBlock(user);
       Value &copy = after ? backward : forward;
       if (!copy) {
-        if (after) {
-          // Before the first backward use (uses are not ordered).
-          Operation *first = user;
-          for (OpOperand *other : uses)
-            if (loss->isBeforeInBlock(other->getOwner()) &&
-                other->getOwner()->isBeforeInBlock(first))
-              first = other->getOwner();
-          b.setInsertionPoint(first);
-        } else {
-          b.setInsertionPointToStart(block);
+        // Just before the phase's first use (uses are not ordered), so
+        // that each whole copy lives from there to its last use;
+        // gptc-bucket-all-reduces later moves each bucket of gathers one
+        // bucket ahead (the prefetch).
+        Operation *first = user;
+        for (OpOperand *other : uses) {
+          Operation *o = other->getOwner();
+          bool otherAfter = loss && loss->isBeforeInBlock(o);
+          if (otherAfter == after && o->isBeforeInBlock(first))
+            first = o;
         }
+        b.setInsertionPoint(first);
         copy = allGather(param.getLoc(), param, whole);
         // Marked so that CSE keeps it apart from the forward gather: the
         // point is to hold the whole parameter twice briefly, not once

@@ -453,7 +453,17 @@ def GptcBucketAllReducesPass
     parallelism's activation all-reduces, used right away, stay single.
     ZeRO's parameter gathers (ZeRO-1 after the update, ZeRO-3 before each
     phase) and gradient reduce-scatters travel the same way: FSDP's and
-    DeepSpeed's buckets. `bucket-bytes=0` leaves the function unchanged.
+    DeepSpeed's buckets.
+
+    Gathers whose operand is there from the block's start (ZeRO-3's
+    parameter gathers, which `gptc-data-parallel` places just before each
+    phase's first use) are scheduled first (`prefetch`, on by default):
+    bucketed in the order of their first uses and each bucket moved to just
+    before the first reader of the bucket before it, so that the gathered
+    copies of at most two buckets wait at a time (not the whole model) and
+    the next bucket's gather overlaps the current one's computation on a
+    GPU, as FSDP's prefetch does. `bucket-bytes=0` makes no buckets (with
+    `prefetch`, each such gather still moves one gather ahead).
 
     ```mlir
     %a = shard.all_reduce %dw on @mesh grid_axes = [0] : tensor<64x256xf32> -> tensor<64x256xf32>
@@ -465,7 +475,10 @@ def GptcBucketAllReducesPass
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
            "Largest bucket in bytes (default 25 MiB, PyTorch DDP's); 0: no "
-           "buckets">
+           "buckets">,
+    Option<"prefetch", "prefetch", "bool", "true",
+           "Issue each bucket of parameter gathers one bucket ahead of its "
+           "first use (ZeRO-3)">
   ];
   let dependentDialects = ["::mlir::gptc::GptcDialect"];
 }
