@@ -71,11 +71,26 @@ TEST(Planner, ZeroShrinksStateNotStepTime) {
   EXPECT_LT(z2.gradBytes, z1.gradBytes);
   EXPECT_LT(z3.weightBytes, z2.weightBytes);
   // ZeRO-1 adds the parameters' all-gather to the all-reduce; ZeRO-2
-  // replaces the all-reduce by a reduce-scatter (the same bytes as
-  // ZeRO-0's); ZeRO-3 gathers the weights for every microbatch.
+  // with accumulation reduce-scatters every microbatch's gradients (its
+  // slices are what the memory counts: --zero-reduce=microbatch), 64
+  // times half the all-reduce's bytes, plus the gather; ZeRO-3 keeps its
+  // slices (no gather after the update) and gathers the fp32 weights for
+  // every microbatch's forward and backward.
+  EXPECT_TRUE(z2.sentBytes > 0 && p.reducesEachMicrobatch());
   EXPECT_GT(z1.sentBytes, z0.sentBytes);
-  EXPECT_DOUBLE_EQ(z2.sentBytes, z0.sentBytes);
+  EXPECT_DOUBLE_EQ(z2.sentBytes - (z1.sentBytes - z0.sentBytes),
+                   64 * z0.sentBytes / 2);
+  EXPECT_DOUBLE_EQ(z3.sentBytes,
+                   64 * z0.sentBytes / 2 + 2 * 64 * z0.sentBytes / 2);
   EXPECT_GT(z3.stepSeconds, z2.stepSeconds);
+  // Without accumulation ZeRO-2 reduces once: a reduce-scatter and the
+  // gather move what ZeRO-0's all-reduce moves.
+  p.microbatches = 1;
+  p.zeroStage = 0;
+  double once0 = cost(p).sentBytes;
+  p.zeroStage = 2;
+  EXPECT_FALSE(p.reducesEachMicrobatch());
+  EXPECT_DOUBLE_EQ(cost(p).sentBytes, once0);
 }
 
 TEST(Planner, SequenceParallelSplitsActivations) {

@@ -266,22 +266,28 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
       add(Kind::AllReduce, "pp", "tied embedding gradient", wte * 4, plan.pp, 1,
           inter(ppStride, p));
   }
-  // Data parallelism after the last microbatch: the gradients (fp32)
-  // all-reduced, or reduce-scattered with ZeRO-2/3; with ZeRO the updated
-  // slices all-gathered; ZeRO-3 gathers each weight again for every
-  // microbatch's forward and backward.
+  // Data parallelism: the gradients (fp32) all-reduced after the last
+  // microbatch, or reduce-scattered with ZeRO-2/3 (every microbatch's when
+  // the plan accumulates without a pipeline, --zero-reduce=microbatch, so
+  // that they are slices as the memory above counts them); ZeRO-1/2
+  // all-gather the updated slices; ZeRO-3 keeps them and gathers each
+  // fp32 weight slice again for every microbatch's forward and backward
+  // (the 16-bit copy is cast after the gather).
   if (plan.dp > 1) {
     bool x = inter(dpStride, d);
     double grads = params * 4;
-    if (plan.zeroStage >= 2)
+    if (plan.reducesEachMicrobatch())
+      add(Kind::ReduceScatter, "dp", "gradients of each microbatch", grads,
+          plan.dp, mb, x);
+    else if (plan.zeroStage >= 2)
       add(Kind::ReduceScatter, "dp", "gradients", grads, plan.dp, 1, x);
     else
       add(Kind::AllReduce, "dp", "gradients", grads, plan.dp, 1, x);
-    if (plan.zeroStage >= 1)
+    if (plan.zeroStage >= 1 && plan.zeroStage < 3)
       add(Kind::AllGather, "dp", "updated parameters", grads, plan.dp, 1, x);
     if (plan.zeroStage >= 3)
-      add(Kind::AllGather, "dp", "weights for each microbatch",
-          params * (mixed ? 2.0 : 4.0), plan.dp, 2 * mb, x);
+      add(Kind::AllGather, "dp", "weights for each microbatch", params * 4.0,
+          plan.dp, 2 * mb, x);
   }
   c.stepSeconds = busy + c.bubbleSeconds + c.commSeconds;
   c.mfu = c.modelFlops / (c.stepSeconds * devices * peak);

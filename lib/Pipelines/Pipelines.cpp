@@ -40,7 +40,9 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
   buildDifferentiationPipeline(pm);
   pm.addPass(createGptcRecomputePass());
   pm.addPass(createGptcOptimizerPass());
-  pm.addPass(createGptcDataParallelPass());
+  GptcDataParallelPassOptions dataOptions;
+  dataOptions.reduceEachMicrobatch = options.zeroReduceEachMicrobatch;
+  pm.addPass(createGptcDataParallelPass(dataOptions));
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());

@@ -122,7 +122,7 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
   if (explicitParallelOptions()) {
     llvm::errs() << "gptc: error: --mesh auto chooses the ZeRO stage, "
                     "sequence parallelism, microbatches, recomputation and "
-                    "pipeline schedule: drop --zero-stage, "
+                    "pipeline schedule: drop --zero-stage, --zero-reduce, "
                     "--sequence-parallel, --grad-accum, --recompute, "
                     "--pipeline-schedule and --virtual-stages\n";
     return failure();
@@ -149,6 +149,7 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
     return failure();
   }
   const auto &[plan, cost] = search->plans.front();
+  setPlanReducesEachMicrobatch(plan.reducesEachMicrobatch());
   ParallelOverrides overrides;
   if (failed(overrides.setFromPlan(plan, error))) {
     llvm::errs() << "gptc: error: " << error << "\n";
@@ -165,6 +166,7 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
       << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
       << plan.microbatches
       << (plan.microbatches > 1 ? " microbatches" : " microbatch")
+      << (plan.reducesEachMicrobatch() ? " (reduce-scattered each)" : "")
       << (plan.pp > 1 ? std::string(", ") + pipelineScheduleName(plan.schedule)
           : plan.recompute != Recompute::None
               ? std::string(", recompute ") + recomputeName(plan.recompute)
@@ -340,6 +342,8 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   if (plan.sequenceParallel)
     os << " --sequence-parallel";
   os << " --grad-accum " << plan.microbatches;
+  if (plan.reducesEachMicrobatch())
+    os << " --zero-reduce=microbatch";
   if (plan.pp > 1)
     os << " --pipeline-schedule=" << pipelineScheduleName(plan.schedule);
   else if (plan.recompute != Recompute::None)

@@ -252,6 +252,65 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
   return success();
 }
 
+/// Bytes of a static tensor type.
+static int64_t staticBytes(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return t.getNumElements() *
+         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// The offset gptc-plan-buffers gave `v`, or -1 (not planned, or an
+/// argument).
+static int64_t plannedOffset(Value v) {
+  auto result = dyn_cast<OpResult>(v);
+  if (!result)
+    return -1;
+  auto offsets =
+      result.getOwner()->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttrName);
+  if (!offsets ||
+      static_cast<int64_t>(result.getResultNumber()) >= offsets.size())
+    return -1;
+  return offsets[result.getResultNumber()];
+}
+
+/// What the CPU runtime packs `op`'s tensors into for one MPI call
+/// (lib/Runtime/CPU/Collectives.cpp): a ZeRO bucket's blocks below
+/// cpu::kBucketPackBelowBytes, one rank's row and every rank's; a gradient
+/// bucket whose buffers the plan did not lay out as one span, all of it.
+static int64_t bucketPackingBytes(Operation *op) {
+  if (isa<BucketAllGatherOp, BucketReduceScatterOp>(op)) {
+    bool gather = isa<BucketAllGatherOp>(op);
+    int64_t row = 0, ranks = 1;
+    for (auto [in, out] : llvm::zip(op->getOperands(), op->getResults())) {
+      auto whole = cast<RankedTensorType>(gather ? out.getType()
+                                                 : in.getType());
+      auto part = cast<RankedTensorType>(gather ? in.getType()
+                                                : out.getType());
+      if (part.getDimSize(0) > 0)
+        ranks = whole.getDimSize(0) / part.getDimSize(0);
+      int64_t block = staticBytes(part);
+      if (block < ::gptc::cpu::kBucketPackBelowBytes)
+        row += block;
+    }
+    return row ? row * (ranks + 1) : 0;
+  }
+  if (auto bucket = dyn_cast<BucketAllReduceOp>(op)) {
+    int64_t end = -1, total = 0;
+    bool span = true;
+    for (auto [in, out] :
+         llvm::zip(bucket->getOperands(), bucket->getResults())) {
+      int64_t x = plannedOffset(in), y = plannedOffset(out);
+      int64_t n = staticBytes(out.getType());
+      total += n;
+      if (y < 0 || x != y || (end >= 0 && (y < end || y - end >= 64)))
+        span = false;
+      end = y + n;
+    }
+    return span ? 0 : total;
+  }
+  return 0;
+}
+
 LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
                                        ModuleOp module, raw_ostream &os) {
   // The figures describe what gptc runs. bf16 and fp16 mixed precision
@@ -324,7 +383,13 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << (m.sequenceParallel ? " (sequence parallel)" : "") << ", pipeline "
      << m.pipelineParallel << ", ZeRO stage " << m.zeroStage << "\n";
   os << "micro-batch per device: " << m.microBatchSize
-     << " sequences, gradient accumulation " << m.gradAccumSteps << "\n";
+     << " sequences, gradient accumulation " << m.gradAccumSteps;
+  if (m.dataParallel > 1 && m.zeroStage >= 2 && m.gradAccumSteps > 1 &&
+      m.pipelineParallel == 1)
+    os << (zeroReduceEachMicrobatch()
+               ? " (gradients reduce-scattered every microbatch)"
+               : " (gradients summed whole, reduce-scattered once per step)");
+  os << "\n";
   if (size->paddedVocabSize != m.vocabSize)
     os << "vocabulary padded to: " << size->paddedVocabSize
        << " rows for tensor parallelism\n";
@@ -399,6 +464,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   if (FailureOr<int64_t> bucketBytes = getBucketBytes(); succeeded(bucketBytes))
     stepOptions.bucketBytes = *bucketBytes;
   stepOptions.gemmEpilogues = gemmEpilogues(/*cuda=*/false);
+  stepOptions.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch();
   buildTrainPipeline(pm, stepOptions);
   // Diagnostics of this internal compile would duplicate the real one's.
   ScopedDiagnosticHandler quiet(module.getContext(),
@@ -479,6 +545,18 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
           scratch = std::max<int64_t>(scratch, 4 * elements);
         }
       });
+      // The CPU runtime's packing buffer for bucketed collectives
+      // (Executor::runBlocksBucket, runBucket): each function and each
+      // microbatch body keeps one, as large as its largest packed bucket.
+      int64_t packing = 0;
+      train.walk([&](Block *block) {
+        if (isa<KernelOp>(block->getParentOp()))
+          return;
+        int64_t most = 0;
+        for (Operation &op : *block)
+          most = std::max(most, bucketPackingBytes(&op));
+        packing += most;
+      });
       // Evaluation (eval_interval > 0) runs @forward in its own arena, which
       // the first validation pass makes resident.
       int64_t evaluation = 0;
@@ -497,11 +575,12 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
       if (arena) {
         int64_t peak = size->weightBytes + size->optimizerBytes +
                        arena.getInt() + loopArena + scratch + evaluation +
-                       gemmState;
+                       gemmState + packing;
         os << "training memory per device: " << peak << " bytes ("
            << bytes(peak) << ": parameters and moments + step buffers"
            << (loopArena ? " + microbatch loop buffers" : "")
            << " + kernel scratch" << (evaluation ? " + evaluation buffers" : "")
+           << (packing ? " + collective packing buffers" : "")
            << " + GEMM library state)\n";
       }
     }

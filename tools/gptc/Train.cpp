@@ -253,6 +253,10 @@ static LogicalResult checkPipelineSupported(const ModelDescription &desc) {
            << "pipelines shard the optimizer state and gradients (ZeRO-1, "
               "ZeRO-2) but not the parameters: ZeRO stage "
            << m.zeroStage << " with a pipeline does not train yet";
+  if (zeroReduceEachMicrobatch())
+    return emitError(desc.locate({{"mesh"}}))
+           << "--zero-reduce=microbatch: pipeline stages reduce their "
+              "gradients in the runtime, once per step";
   if (m.precision == Precision::FP16)
     return emitError(desc.locate({{"mesh"}}))
            << "pipeline stages train in fp32 or bf16 for now (fp16's loss "
@@ -700,6 +704,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (failed(bucketBytes))
     return 1;
   pipelineOptions.bucketBytes = *bucketBytes;
+  pipelineOptions.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch();
   if (device->cuda)
     pipelineOptions.kernelTarget = "cuda";
   pipelineOptions.gemmEpilogues = gemmEpilogues(device->cuda);

@@ -37,6 +37,11 @@ FailureOr<int64_t> getBucketBytes();
 /// --gemm-epilogues: whether GEMMs take the elementwise work next to them;
 /// by default on the GPU (`cuda`) only.
 bool gemmEpilogues(bool cuda);
+/// `--zero-reduce=microbatch`: ZeRO 2/3 with accumulation reduce-scatter
+/// every microbatch's gradients (default `step`: once per step).
+bool zeroReduceEachMicrobatch();
+/// --mesh auto: the chosen plan's `--zero-reduce`.
+void setPlanReducesEachMicrobatch(bool each);
 
 /// A pipeline mesh's compilation (docs/Pipeline.md): @forward cut into
 /// chunks with their backwards, each stage's program as @stage<s>, and the

@@ -191,6 +191,35 @@ static cl::opt<bool> gemmEpiloguesOpt(
              "(default off) the product, then the epilogue over it"),
     cl::init(false), cl::cat(gptcCategory));
 
+namespace {
+enum class ZeroReduce { Step, Microbatch };
+} // namespace
+static cl::opt<ZeroReduce> zeroReduceOpt(
+    "zero-reduce",
+    cl::desc("ZeRO 2 and 3 with gradient accumulation: when gradients are "
+             "reduce-scattered"),
+    cl::values(clEnumValN(ZeroReduce::Step, "step",
+                          "once per step, of the microbatches' sum (each "
+                          "rank holds whole gradients through the loop; "
+                          "FSDP's no_sync; the default)"),
+               clEnumValN(ZeroReduce::Microbatch, "microbatch",
+                          "every microbatch's, inside the loop (each rank "
+                          "holds its slice; DeepSpeed's and FSDP's "
+                          "default; the bytes once per microbatch)")),
+    cl::init(ZeroReduce::Step),
+    cl::cat(parallelCategory));
+
+/// Set by --mesh auto when its plan reduces every microbatch.
+static bool planReducesEachMicrobatch = false;
+
+void mlir::gptc::setPlanReducesEachMicrobatch(bool each) {
+  planReducesEachMicrobatch = each;
+}
+
+bool mlir::gptc::zeroReduceEachMicrobatch() {
+  return zeroReduceOpt == ZeroReduce::Microbatch || planReducesEachMicrobatch;
+}
+
 bool mlir::gptc::gemmEpilogues(bool cuda) {
   return gemmEpiloguesOpt.getNumOccurrences() ? gemmEpiloguesOpt : cuda;
 }
@@ -210,7 +239,8 @@ bool mlir::gptc::isMeshAuto() { return meshOpt == "auto"; }
 bool mlir::gptc::explicitParallelOptions() {
   return zeroStageOpt.getNumOccurrences() || gradAccumOpt.getNumOccurrences() ||
          sequenceParallelOpt.getNumOccurrences() ||
-         recomputeOpt.getNumOccurrences() || pipelineOptionsGiven();
+         recomputeOpt.getNumOccurrences() ||
+         zeroReduceOpt.getNumOccurrences() || pipelineOptionsGiven();
 }
 
 FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
@@ -434,6 +464,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     if (failed(bucketBytes))
       return failure();
     options.bucketBytes = *bucketBytes;
+    options.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch();
     if (emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
         emitAction == Emit::Cubin || emitAction == Emit::Streams ||
         ((emitAction == Emit::Program || emitAction == Emit::Artifact) &&

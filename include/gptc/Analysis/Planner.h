@@ -72,6 +72,13 @@ struct ParallelPlan {
   /// The --mesh of the plan, row-major with the innermost axis last
   /// ("dp=8,pp=16,tp=8").
   std::string meshString() const;
+  /// Whether the plan reduce-scatters every microbatch's gradients
+  /// (`--zero-reduce=microbatch`): ZeRO 2/3 with accumulation and no
+  /// pipeline, so that the gradients are held as slices as the memory
+  /// model counts them.
+  bool reducesEachMicrobatch() const {
+    return dp > 1 && pp == 1 && zeroStage >= 2 && microbatches > 1;
+  }
 };
 
 /// One kind of communication of a step, on one device.

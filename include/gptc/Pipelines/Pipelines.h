@@ -54,6 +54,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Largest gradient bucket in bytes "
                      "(gptc-bucket-all-reduces); 0: no buckets"),
       llvm::cl::init(26214400)};
+  PassOptions::Option<bool> zeroReduceEachMicrobatch{
+      *this, "zero-reduce-each-microbatch",
+      llvm::cl::desc("ZeRO 2/3 with accumulation: reduce-scatter every "
+                     "microbatch's gradients (gptc-data-parallel"
+                     "{reduce-each-microbatch})"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> gemmEpilogues{
       *this, "gemm-epilogues",
       llvm::cl::desc("Fold GELU, its gradient and bias gradients into the "

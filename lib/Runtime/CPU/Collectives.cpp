@@ -12,6 +12,7 @@
 
 #include "KernelCall.h"
 
+#include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/CollectiveSchedule.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
@@ -148,7 +149,7 @@ bool Executor::runBlocksBucket(const Kernel &k,
   // A large block costs more to copy than a call's latency (shared-memory
   // MPI moves it at memory speed): it goes in a call of its own, straight
   // between the tensors. The small ones travel packed, in one call.
-  constexpr int64_t kPackBelow = int64_t(1) << 18;
+  constexpr int64_t kPackBelow = cpu::kBucketPackBelowBytes;
   // `row`: one rank's packed blocks together.
   std::vector<size_t> packed;
   int64_t row = 0;

@@ -6,6 +6,11 @@
 // RUN: sed 's/STAGE/2/' %s | gptc-opt --gptc-autodiff --gptc-optimizer --gptc-data-parallel 2>&1 | FileCheck %s --check-prefixes=COMMON,S2
 // RUN: sed 's/STAGE/3/' %s | gptc-opt --gptc-autodiff --gptc-optimizer --gptc-data-parallel 2>&1 | FileCheck %s --check-prefixes=COMMON,S3
 // RUN: sed 's/STAGE/0/' %s | gptc-opt --gptc-autodiff --gptc-optimizer '--gptc-data-parallel=token-weighting=false' | FileCheck %s --check-prefix=PLAIN
+// ZeRO 2 with 2 microbatches, reduce-each-microbatch: wte's gradient is
+// reduce-scattered inside the loop, which sums the slices.
+// RUN: sed 's/STAGE/2/; s/grad_clip = 1.0, batch_size = 4/grad_clip = 1.0, accumulation_steps = 2, batch_size = 4/' %s | gptc-opt --gptc-autodiff --gptc-optimizer '--gptc-data-parallel=reduce-each-microbatch=true' | FileCheck %s --check-prefix=MICRO
+// And without it, once per step after the loop.
+// RUN: sed 's/STAGE/2/; s/grad_clip = 1.0, batch_size = 4/grad_clip = 1.0, accumulation_steps = 2, batch_size = 4/' %s | gptc-opt --gptc-autodiff --gptc-optimizer --gptc-data-parallel | FileCheck %s --check-prefix=STEP
 // Without a data axis of size > 1 the pass changes nothing.
 // RUN: sed 's/STAGE/0/; s/shape = 2/shape = 1/' %s | gptc-opt --gptc-autodiff --gptc-optimizer --gptc-data-parallel | FileCheck %s --check-prefix=ONE
 
@@ -81,6 +86,20 @@
 // PLAIN-NEXT: %[[TWICE:.*]] = gptc.add %[[COUNT]], %[[COUNT]] : tensor<f32>
 // PLAIN: gptc.cross_entropy %{{.*}}, %{{.*}} over %[[TWICE]]
 // PLAIN-NOT: shard.all_reduce %[[COUNT]]
+
+// MICRO-LABEL: func.func @train_step
+// MICRO: %[[ACC:.*]]:3 = gptc.accumulate {{.*}} -> (tensor<f32>, tensor<5x4xf32>, tensor<3x4xf32>)
+// MICRO: %[[GE:.*]] = gptc.embedding_grad
+// MICRO-NEXT: %[[RS:.*]] = shard.reduce_scatter %[[GE]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<10x4xf32> -> tensor<5x4xf32>
+// MICRO-NEXT: gptc.yield %{{.*}}, %[[RS]], %{{.*}} : tensor<f32>, tensor<5x4xf32>, tensor<3x4xf32>
+// MICRO-NOT: shard.reduce_scatter
+// MICRO: gptc.sum_squares %[[ACC]]#1 : tensor<5x4xf32>
+// MICRO: gptc.adamw %{{.*}}, %[[ACC]]#1, {{.*}} : tensor<5x4xf32>
+// STEP-LABEL: func.func @train_step
+// STEP: %[[ACC:.*]]:3 = gptc.accumulate {{.*}} -> (tensor<f32>, tensor<10x4xf32>, tensor<3x4xf32>)
+// STEP-NOT: shard.reduce_scatter
+// STEP: gptc.yield
+// STEP: shard.reduce_scatter %[[ACC]]#1 on @mesh grid_axes = [0] scatter_axis = 0 : tensor<10x4xf32> -> tensor<5x4xf32>
 
 // ONE-LABEL: func.func @train_step
 // ONE-NOT: shard.

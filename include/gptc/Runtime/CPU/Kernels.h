@@ -22,6 +22,12 @@
 
 namespace gptc::cpu {
 
+/// A ZeRO bucket's blocks smaller than this travel packed around one MPI
+/// call (Executor::runBlocksBucket); larger ones go in calls of their own.
+/// The summary counts the packing buffer with this threshold.
+inline constexpr int64_t kBucketPackBelowBytes = int64_t(1) << 18;
+
+
 /// out[i, :] = table[ids[i], :]. Returns the index of the first id outside
 /// [0, vocab), or -1. With `block` (vocabulary parallelism), the table holds
 /// ids [offset, offset + vocab): others give zero rows.

@@ -47,6 +47,7 @@ struct DataAxis {
   int64_t size = 1;
   int zeroStage = 0;
   bool tokenWeighting = true;
+  bool reduceEachMicrobatch = false;
 };
 
 class DataParallelRewriter {
@@ -303,10 +304,27 @@ LogicalResult DataParallelRewriter::synchronize() {
           << "the data-parallel size " << data.size;
 
     // 1. The gradient: summed over ranks, whole or as this rank's slice.
-    after(grad);
-    Value synced = slice && stage >= 2 ? reduceScatter(update.getLoc(), grad)
-                                       : allReduce(update.getLoc(), grad);
-    grad.replaceAllUsesExcept(synced, synced.getDefiningOp());
+    Value synced;
+    auto loop = grad.getDefiningOp<AccumulateOp>();
+    if (slice && stage >= 2 && loop && data.reduceEachMicrobatch) {
+      // Each microbatch's part is reduce-scattered as soon as it is final,
+      // inside the loop, which then sums this rank's slices.
+      unsigned i = cast<OpResult>(grad).getResultNumber();
+      Operation *yield = loop.getBody().front().getTerminator();
+      Value part = yield->getOperand(i);
+      if (isa<BlockArgument>(part))
+        b.setInsertionPoint(yield);
+      else
+        b.setInsertionPointAfter(part.getDefiningOp());
+      yield->setOperand(i, reduceScatter(update.getLoc(), part));
+      grad.setType(yield->getOperand(i).getType());
+      synced = grad;
+    } else {
+      after(grad);
+      synced = slice && stage >= 2 ? reduceScatter(update.getLoc(), grad)
+                                   : allReduce(update.getLoc(), grad);
+      grad.replaceAllUsesExcept(synced, synced.getDefiningOp());
+    }
     SmallVector<int16_t> split = base.splitAxes();
     if (slice && stage >= 2) {
       split.push_back(data.axis);
@@ -417,6 +435,7 @@ struct GptcDataParallelPass final
     data.grid = grid.getSymName();
     data.zeroStage = static_cast<int>(parallel.getZeroStage());
     data.tokenWeighting = tokenWeighting;
+    data.reduceEachMicrobatch = reduceEachMicrobatch;
     std::optional<unsigned> axis = parallel.findAxis("data");
     bool found = axis.has_value();
     if (found) {

@@ -408,6 +408,12 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
         so the whole copy is released in between; the updated slice is the
         step's result.
 
+    With gradient accumulation (`gptc.accumulate`), the gradients leave
+    the microbatch loop whole and are synchronized once per step; with
+    `reduce-each-microbatch` (ZeRO 2 and 3), each microbatch's gradient is
+    reduce-scattered inside the loop and the loop sums slices, so that no
+    whole gradient outlives its microbatch.
+
     Slices split dimension 0 of a tensor over the data axis; a parameter
     whose dimension 0 does not divide stays replicated (reported as a
     remark). Every sharded argument and result records its slicing as
@@ -421,6 +427,14 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
            "average), which differs from the full-batch gradient when "
            "ranks hold different numbers of tokens; kept to show that "
            "difference in tests">,
+    Option<"reduceEachMicrobatch", "reduce-each-microbatch", "bool",
+           "false",
+           "ZeRO 2 and 3 with gradient accumulation: reduce-scatter each "
+           "microbatch's gradients inside the loop and sum the slices "
+           "(DeepSpeed's and FSDP's default: the slice's memory, the "
+           "reduce-scatter's bytes once per microbatch) instead of summing "
+           "whole gradients over the microbatches and reduce-scattering "
+           "once per step (FSDP's no_sync)">,
   ];
   let dependentDialects = ["::mlir::gptc::GptcDialect",
                            "::mlir::func::FuncDialect",
