@@ -252,13 +252,6 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
   return success();
 }
 
-/// Bytes of a static tensor type.
-static int64_t staticBytes(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  return t.getNumElements() *
-         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
-}
-
 /// The offset gptc-plan-buffers gave `v`, or -1 (not planned, or an
 /// argument).
 static int64_t plannedOffset(Value v) {
@@ -288,7 +281,7 @@ static int64_t bucketPackingBytes(Operation *op) {
                                                 : out.getType());
       if (part.getDimSize(0) > 0)
         ranks = whole.getDimSize(0) / part.getDimSize(0);
-      int64_t block = staticBytes(part);
+      int64_t block = tensorBytes(part);
       if (block < ::gptc::cpu::kBucketPackBelowBytes)
         row += block;
     }
@@ -300,7 +293,7 @@ static int64_t bucketPackingBytes(Operation *op) {
     for (auto [in, out] :
          llvm::zip(bucket->getOperands(), bucket->getResults())) {
       int64_t x = plannedOffset(in), y = plannedOffset(out);
-      int64_t n = staticBytes(out.getType());
+      int64_t n = tensorBytes(out.getType());
       total += n;
       if (y < 0 || x != y || (end >= 0 && (y < end || y - end >= 64)))
         span = false;
