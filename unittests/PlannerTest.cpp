@@ -70,18 +70,36 @@ TEST(Planner, ZeroShrinksStateNotStepTime) {
   EXPECT_EQ(z1.gradBytes, z0.gradBytes);
   EXPECT_LT(z2.gradBytes, z1.gradBytes);
   EXPECT_LT(z3.weightBytes, z2.weightBytes);
-  // ZeRO-1 adds the parameters' all-gather to the all-reduce; ZeRO-2
-  // with accumulation reduce-scatters every microbatch's gradients (its
-  // slices are what the memory counts: --zero-reduce=microbatch), 64
-  // times half the all-reduce's bytes, plus the gather; ZeRO-3 keeps its
-  // slices (no gather after the update) and gathers the fp32 weights for
-  // every microbatch's forward and backward.
-  EXPECT_TRUE(z2.sentBytes > 0 && p.reducesEachMicrobatch());
-  EXPECT_GT(z1.sentBytes, z0.sentBytes);
-  EXPECT_DOUBLE_EQ(z2.sentBytes - (z1.sentBytes - z0.sentBytes),
-                   64 * z0.sentBytes / 2);
-  EXPECT_DOUBLE_EQ(z3.sentBytes,
-                   64 * z0.sentBytes / 2 + 2 * 64 * z0.sentBytes / 2);
+  // Bytes each device sends in a ring of 8: (8-1)/8 of the tensor for a
+  // reduce-scatter or all-gather, twice that for an all-reduce. wte's
+  // 50257 rows do not divide by 8, so ZeRO leaves it whole: its gradient
+  // is all-reduced and nothing gathers it. ZeRO-1 adds the gather of the
+  // updated slices to the all-reduce; ZeRO-2 with accumulation
+  // reduce-scatters every microbatch's gradients (its slices are what the
+  // memory counts: --zero-reduce=microbatch), then gathers; ZeRO-3 keeps
+  // its slices (no gather after the update) and gathers the weights for
+  // every microbatch's forward and backward: the bf16 casts of the sliced
+  // ones, the norms in fp32 both ways, wpe in fp32 and only forward (so
+  // wpe adds 4 bytes in all, as a matrix does, and a norm 8).
+  EXPECT_TRUE(p.reducesEachMicrobatch());
+  double params = double(z0.paramsPerDevice);
+  double wte = 50257.0 * 1024, sliced = params - wte;
+  double norms = (24 * 4 + 2) * 1024.0;
+  auto ring = [](double bytes) { return 7.0 / 8 * bytes; };
+  double tol = 1e-9 * z0.sentBytes * 64;
+  EXPECT_NEAR(z0.sentBytes, 2 * ring(4 * params), tol);
+  EXPECT_NEAR(z1.sentBytes, z0.sentBytes + ring(4 * sliced), tol);
+  EXPECT_NEAR(z2.sentBytes,
+              2 * ring(4 * wte) + 64 * ring(4 * sliced) + ring(4 * sliced),
+              tol);
+  EXPECT_NEAR(z3.sentBytes,
+              2 * ring(4 * wte) + 64 * ring(4 * sliced) +
+                  64 * ring(4 * (sliced + norms)),
+              tol);
+  // So each microbatch moves at most one ZeRO-0 all-reduce's bytes (half
+  // in the reduce-scatter, a quarter in each 16-bit gather), where fp32
+  // gathers would make it 1.5x.
+  EXPECT_LT(z3.sentBytes, 64 * z0.sentBytes);
   EXPECT_GT(z3.stepSeconds, z2.stepSeconds);
   // Without accumulation ZeRO-2 reduces once: a reduce-scatter and the
   // gather move what ZeRO-0's all-reduce moves.

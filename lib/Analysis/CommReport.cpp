@@ -278,8 +278,12 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
   return success();
 }
 
-/// The parameter `v` is (`gptc.param` of a function argument), or "".
+/// The parameter `v` is (`gptc.param` of a function argument), or its
+/// cast (mixed precision's 16-bit slice), or "".
 static std::string parameterName(Value v) {
+  if (Operation *def = v.getDefiningOp())
+    if (Value source = getCastSource(def))
+      v = source;
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg)
     return "";

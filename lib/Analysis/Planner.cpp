@@ -120,13 +120,15 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // gptc-data-parallel and the pipeline runtime do): a vocabulary or
   // context that does not divide keeps its embedding whole.
   double whole = 0;
+  bool layersWhole = plan.dp > 1 && (m.modelDim % plan.dp ||
+                                     (m.modelDim / plan.tp) % plan.dp ||
+                                     (m.mlpDim / plan.tp) % plan.dp);
   if (plan.dp > 1) {
     if ((vocab / plan.tp) % plan.dp)
       whole += wte;
     if (m.contextLength % plan.dp)
       whole += wpe;
-    if (m.modelDim % plan.dp || (m.modelDim / plan.tp) % plan.dp ||
-        (m.mlpDim / plan.tp) % plan.dp)
+    if (layersWhole)
       whole += firstLayers * layer;
     whole = std::min(whole, params);
   }
@@ -271,23 +273,46 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // the plan accumulates without a pipeline, --zero-reduce=microbatch, so
   // that they are slices as the memory above counts them); ZeRO-1/2
   // all-gather the updated slices; ZeRO-3 keeps them and gathers each
-  // fp32 weight slice again for every microbatch's forward and backward
-  // (the 16-bit copy is cast after the gather).
+  // sliced weight again for every microbatch's forward and backward: in
+  // mixed precision the 16-bit casts of the slices, except where a phase
+  // reads the fp32 values (the norms both ways, the embedding tables in
+  // the forward); the backward does not read wpe, nor an untied wte.
+  // A tensor ZeRO cannot slice (`whole`) keeps the all-reduce, and
+  // nothing gathers it.
   if (plan.dp > 1) {
     bool x = inter(dpStride, d);
-    double grads = params * 4;
+    double grads = params * 4, slicedGrads = (params - whole) * 4;
+    if (plan.zeroStage >= 2 && whole > 0)
+      add(Kind::AllReduce, "dp", "gradients ZeRO cannot slice", whole * 4,
+          plan.dp, 1, x);
     if (plan.reducesEachMicrobatch())
-      add(Kind::ReduceScatter, "dp", "gradients of each microbatch", grads,
-          plan.dp, mb, x);
+      add(Kind::ReduceScatter, "dp", "gradients of each microbatch",
+          slicedGrads, plan.dp, mb, x);
     else if (plan.zeroStage >= 2)
-      add(Kind::ReduceScatter, "dp", "gradients", grads, plan.dp, 1, x);
+      add(Kind::ReduceScatter, "dp", "gradients", slicedGrads, plan.dp, 1, x);
     else
       add(Kind::AllReduce, "dp", "gradients", grads, plan.dp, 1, x);
     if (plan.zeroStage >= 1 && plan.zeroStage < 3)
-      add(Kind::AllGather, "dp", "updated parameters", grads, plan.dp, 1, x);
-    if (plan.zeroStage >= 3)
-      add(Kind::AllGather, "dp", "weights for each microbatch", params * 4.0,
-          plan.dp, 2 * mb, x);
+      add(Kind::AllGather, "dp", "updated parameters", slicedGrads, plan.dp, 1,
+          x);
+    if (plan.zeroStage >= 3) {
+      // (ZeRO-3 plans have no pipeline: the one program holds the model.)
+      double norms = layersWhole ? 0 : L * 4 * h + finalNorm;
+      double wteSliced = (vocab / plan.tp) % plan.dp ? 0 : wte;
+      double wpeSliced = m.contextLength % plan.dp ? 0 : wpe;
+      double sliced = params - whole;
+      double wide = 4.0 - weightBytes;
+      double forward =
+          sliced * weightBytes + (norms + wteSliced + wpeSliced) * wide;
+      double backward =
+          (sliced - wpeSliced - (m.tiedEmbeddings ? 0 : wteSliced)) *
+              weightBytes +
+          norms * wide;
+      add(Kind::AllGather, "dp", "weights for each microbatch's forward",
+          forward, plan.dp, mb, x);
+      add(Kind::AllGather, "dp", "weights for each microbatch's backward",
+          backward, plan.dp, mb, x);
+    }
   }
   c.stepSeconds = busy + c.bubbleSeconds + c.commSeconds;
   c.mfu = c.modelFlops / (c.stepSeconds * devices * peak);

@@ -233,7 +233,7 @@ public:
     MPI_Comm comm;
     MPI_Datatype type;
     if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
-                 error))
+                 error, /*movesOnly=*/true))
       return false;
     Waiting waiting(*this, "all-gather", count, dtypeName(dtype), grid, axes);
     return check(MPI_Allgather(in, static_cast<int>(count), type, out,
@@ -276,10 +276,13 @@ private:
 
   /// Checks the grid against the processes and finds (or makes) the
   /// sub-communicator over `axes`, whose ranks are in groupIndex order.
+  /// A collective that only moves elements (`movesOnly`: a gather) also
+  /// takes the 16-bit floats, as 16-bit words; MPI cannot add them.
   bool prepare(int64_t count, program::DType dtype,
                const std::vector<int64_t> &grid,
                const std::vector<int64_t> &axes, MPI_Comm &comm,
-               MPI_Datatype &type, std::string &error) {
+               MPI_Datatype &type, std::string &error,
+               bool movesOnly = false) {
     int64_t total = 1;
     for (int64_t d : grid)
       total *= d;
@@ -293,7 +296,9 @@ private:
            : dtype == program::F64 ? MPI_DOUBLE
            : dtype == program::I32 ? MPI_INT32_T
            : dtype == program::I64 ? MPI_INT64_T
-                                   : MPI_DATATYPE_NULL;
+           : movesOnly && (dtype == program::BF16 || dtype == program::F16)
+               ? MPI_UINT16_T
+               : MPI_DATATYPE_NULL;
     if (type == MPI_DATATYPE_NULL || count > INT32_MAX) {
       error = "collectives of this element type or size are not supported";
       return false;

@@ -197,3 +197,42 @@ func.func @prefetch(%a: tensor<16x4xf32>, %b: tensor<16x4xf32>,
   %4 = gptc.add %3, %ga2 : tensor<32x4xf32>
   return %4 : tensor<32x4xf32>
 }
+
+// -----
+
+// Mixed precision's ZeRO-3 gathers the 16-bit casts of the slices; each
+// cast, read only by its gather, moves with it (%b's cast and gather go
+// ahead of %a's reader).
+// CHECK-LABEL: func.func @prefetch_cast
+// CHECK-NEXT: %[[X:.*]] = gptc.gelu %arg2
+// CHECK-NEXT: %[[CA:.*]] = gptc.cast %arg0
+// CHECK-NEXT: %[[CB:.*]] = gptc.cast %arg1
+// CHECK-NEXT: %[[G:.*]]:2 = gptc.bucket_all_gather %[[CA]], %[[CB]] on @mesh grid_axes = [0] : tensor<16x4xbf16>, tensor<16x4xbf16> -> tensor<32x4xbf16>, tensor<32x4xbf16>
+// CHECK-NEXT: %[[Y:.*]] = gptc.add %[[X]], %[[G]]#0
+// CHECK-NEXT: gptc.add %[[Y]], %[[G]]#1
+// OFF-LABEL: func.func @prefetch_cast
+// OFF-NEXT: gptc.gelu
+// OFF-NEXT: %[[CA:.*]] = gptc.cast %arg0
+// OFF-NEXT: %[[GA:.*]] = shard.all_gather %[[CA]]
+// OFF-NEXT: %[[CB:.*]] = gptc.cast %arg1
+// OFF-NEXT: %[[GB:.*]] = shard.all_gather %[[CB]]
+// OFF-NEXT: gptc.add %{{.*}}, %[[GA]]
+// OFF-NEXT: gptc.add %{{.*}}, %[[GB]]
+// NONE-LABEL: func.func @prefetch_cast
+// NONE-NEXT: gptc.gelu
+// NONE-NEXT: gptc.cast %arg0
+// NONE-NEXT: shard.all_gather
+// NONE-NEXT: gptc.add
+// NONE-NEXT: gptc.cast %arg1
+shard.grid @mesh(shape = 2)
+func.func @prefetch_cast(%a: tensor<16x4xf32>, %b: tensor<16x4xf32>,
+                         %x: tensor<32x4xbf16>) -> tensor<32x4xbf16> {
+  %0 = gptc.gelu %x : tensor<32x4xbf16>
+  %ca = gptc.cast %a : tensor<16x4xf32> -> tensor<16x4xbf16>
+  %ga = shard.all_gather %ca on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xbf16> -> tensor<32x4xbf16>
+  %1 = gptc.add %0, %ga : tensor<32x4xbf16>
+  %cb = gptc.cast %b : tensor<16x4xf32> -> tensor<16x4xbf16>
+  %gb = shard.all_gather %cb on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x4xbf16> -> tensor<32x4xbf16>
+  %2 = gptc.add %1, %gb : tensor<32x4xbf16>
+  return %2 : tensor<32x4xbf16>
+}

@@ -1378,3 +1378,18 @@ int64_t MultiAdamWOp::getFlopCount() {
 
 #define GET_OP_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcOps.cpp.inc"
+
+Value mlir::gptc::getCastSource(Operation *op) {
+  if (auto cast = dyn_cast<CastOp>(op))
+    return cast.getInput();
+  auto kernel = dyn_cast<KernelOp>(op);
+  if (!kernel || kernel->getNumOperands() != 1 ||
+      kernel->getNumResults() != 1)
+    return nullptr;
+  Block &body = kernel.getBody().front();
+  if (!llvm::hasSingleElement(body.without_terminator()) ||
+      !isa<CastOp>(body.front()) ||
+      body.front().getOperand(0) != body.getArgument(0))
+    return nullptr;
+  return kernel->getOperand(0);
+}

@@ -143,8 +143,10 @@ struct GptcBucketAllReducesPass final
   }
 
   /// ZeRO-3's parameter gathers: all-gathers whose operand is there from
-  /// the block's start (defined outside it, or its argument), so that
-  /// they may go anywhere before their first use. They are bucketed in
+  /// the block's start (defined outside it, or its argument), or is a
+  /// cast of such a value that only the gather reads (mixed precision's
+  /// 16-bit copy of the slice), which moves with it; so they may go
+  /// anywhere before their first use. They are bucketed in
   /// the order of their first uses, and each bucket is issued where the
   /// bucket before it is first read (one bucket ahead, as FSDP prefetches
   /// the next unit), but not before the last read of an earlier gather of
@@ -162,7 +164,14 @@ struct GptcBucketAllReducesPass final
     }
     struct Gather {
       Operation *op;
+      // The op that makes its operand (mixed precision's cast of the
+      // slice), moved with it; the tensor it gathers.
+      Operation *producer;
+      Value source;
       int64_t firstUse, lastUse, notBefore = 0;
+    };
+    auto fromStart = [&](Value v) {
+      return v.getParentBlock() != &block || isa<BlockArgument>(v);
     };
     SmallVector<Gather> gathers;
     llvm::DenseSet<Operation *> candidates;
@@ -170,8 +179,15 @@ struct GptcBucketAllReducesPass final
       if (kindOf(op) != Kind::AllGather)
         continue;
       Value in = op->getOperand(0);
-      if (in.getParentBlock() == &block && !isa<BlockArgument>(in))
-        continue;
+      Operation *producer = nullptr;
+      if (!fromStart(in)) {
+        // A 16-bit gather's operand: a cast of a value there from the
+        // start, read only by this gather.
+        producer = in.getDefiningOp();
+        Value source = producer ? getCastSource(producer) : Value();
+        if (!source || !in.hasOneUse() || !fromStart(source))
+          continue;
+      }
       int64_t first = -1, last = -1;
       for (Operation *user : op->getResult(0).getUsers()) {
         Operation *here = block.findAncestorOpInBlock(*user);
@@ -183,54 +199,70 @@ struct GptcBucketAllReducesPass final
       }
       if (first < 0)
         continue;
-      gathers.push_back({op, first, last});
+      gathers.push_back({op, producer,
+                         producer ? producer->getOperand(0) : in, first,
+                         last});
       candidates.insert(op);
+      if (producer)
+        candidates.insert(producer);
     }
-    // Not before the last read of an earlier-read gather of the same value.
+    // Not before the last read of an earlier-read gather of the same
+    // tensor.
     for (Gather &g : gathers)
       for (const Gather &other : gathers)
-        if (other.op != g.op &&
-            other.op->getOperand(0) == g.op->getOperand(0) &&
+        if (other.op != g.op && other.source == g.source &&
             other.firstUse < g.firstUse)
           g.notBefore = std::max(g.notBefore, other.lastUse + 1);
     llvm::stable_sort(gathers, [](const Gather &a, const Gather &b) {
       return a.firstUse < b.firstUse;
     });
 
-    // Buckets of consecutive gathers (in first-use order) with one key,
-    // each member able to move to its bucket's first use.
+    // Buckets of gathers with one key, each in first-use order (mixed
+    // precision interleaves 16-bit weights with fp32 norms: each type
+    // fills its own buckets), each member able to move to its bucket's
+    // first use. `previous`: the bucket before it with its key, or -1.
     SmallVector<Bucket> buckets;
-    SmallVector<int64_t> firstUse, notBefore;
+    SmallVector<int64_t> firstUse, notBefore, previous;
+    llvm::DenseMap<Operation *, Operation *> producers;
     for (const Gather &g : gathers) {
+      if (g.producer)
+        producers[g.op] = g.producer;
       int64_t bytes = tensorBytes(g.op->getResult(0).getType());
-      bool join = !buckets.empty() &&
-                  buckets.back().sameKey(g.op, Kind::AllGather) &&
-                  buckets.back().bytes + bytes <= bucketBytes &&
-                  g.notBefore <= firstUse.back();
+      int64_t last = static_cast<int64_t>(buckets.size()) - 1;
+      while (last >= 0 && !buckets[last].sameKey(g.op, Kind::AllGather))
+        --last;
+      bool join = last >= 0 && buckets[last].bytes + bytes <= bucketBytes &&
+                  g.notBefore <= firstUse[last];
       if (!join) {
         buckets.emplace_back();
         buckets.back().kind = Kind::AllGather;
         firstUse.push_back(g.firstUse);
         notBefore.push_back(0);
+        previous.push_back(last);
+        last = static_cast<int64_t>(buckets.size()) - 1;
       }
-      buckets.back().members.push_back(g.op);
-      buckets.back().bytes += bytes;
-      notBefore.back() = std::max(notBefore.back(), g.notBefore);
+      buckets[last].members.push_back(g.op);
+      buckets[last].bytes += bytes;
+      notBefore[last] = std::max(notBefore[last], g.notBefore);
     }
 
     llvm::DenseSet<Operation *> single;
     for (size_t j = 0; j < buckets.size(); ++j) {
-      // Before the previous bucket's first reader (the first bucket: its
-      // own), but not before notBefore; never after its own first reader.
-      // The place only moves forward with j, so the buckets keep their
-      // order. Gathers themselves move, so the place is the next op that
-      // is not one.
-      int64_t at = std::max(firstUse[j == 0 ? 0 : j - 1], notBefore[j]);
+      // Before the first reader of the previous bucket of its key (the
+      // first: its own), but not before notBefore; never after its own
+      // first reader. The place only moves forward along a key's buckets,
+      // so they keep their order. Gathers themselves move, so the place
+      // is the next op that is not one.
+      int64_t at = std::max(firstUse[previous[j] < 0 ? j : previous[j]],
+                            notBefore[j]);
       at = std::min(at, firstUse[j]);
       while (candidates.contains(ops[at]))
         ++at;
-      for (Operation *m : buckets[j].members)
+      for (Operation *m : buckets[j].members) {
         m->moveBefore(ops[at]);
+        if (Operation *producer = producers.lookup(m))
+          producer->moveBefore(m);
+      }
       if (buckets[j].members.size() == 1)
         single.insert(buckets[j].members.front());
       flush(buckets[j]);

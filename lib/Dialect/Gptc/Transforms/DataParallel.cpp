@@ -112,7 +112,9 @@ private:
   /// slice `param`: once just before the first forward use and again just
   /// before the first backward one (after the loss), in the block that
   /// holds them (the step, or gptc.accumulate's region: once per
-  /// microbatch), so that the whole copy is released between them.
+  /// microbatch), so that the whole copy is released between them. A
+  /// phase that reads only mixed precision's 16-bit cast gathers 16-bit
+  /// slices instead.
   void gatherForUses(BlockArgument param, RankedTensorType whole,
                      Operation *except);
   LogicalResult weightByTokens();
@@ -125,23 +127,55 @@ private:
 };
 } // namespace
 
+/// The last cross-entropy of `block`, or null: the ops after it are the
+/// backward's.
+static Operation *lossOf(Block *block) {
+  Operation *loss = nullptr;
+  for (Operation &op : *block)
+    if (isa<CrossEntropyOp, VocabParallelLossOp>(op))
+      loss = &op;
+  return loss;
+}
+
+/// The 16-bit float type every use in `uses` casts to, or null when one of
+/// them reads the value otherwise (or they cast to different types).
+static Type narrowCastOf(ArrayRef<OpOperand *> uses) {
+  Type narrow;
+  for (OpOperand *use : uses) {
+    auto cast = dyn_cast<CastOp>(use->getOwner());
+    if (!cast)
+      return nullptr;
+    Type element = getElementTypeOrSelf(cast.getType());
+    if (!isa<FloatType>(element) || element.getIntOrFloatBitWidth() != 16 ||
+        (narrow && narrow != element))
+      return nullptr;
+    narrow = element;
+  }
+  return narrow;
+}
+
 void DataParallelRewriter::gatherForUses(BlockArgument param,
                                          RankedTensorType whole,
                                          Operation *except) {
+  llvm::DenseMap<Block *, Operation *> losses;
+  auto lossIn = [&](Block *block) {
+    auto [it, inserted] = losses.try_emplace(block, nullptr);
+    if (inserted)
+      it->second = lossOf(block);
+    return it->second;
+  };
+
   // A cast of the parameter (mixed precision's 16-bit copy) made in the
   // forward and read again by the backward would keep the whole copy
   // alive from one phase to the other: the backward gets a cast of its own
-  // (of the backward's gather, below) just before its first reader there.
+  // just before its first reader there.
   SmallVector<CastOp> casts;
   for (Operation *user : param.getUsers())
     if (auto cast = dyn_cast<CastOp>(user))
       casts.push_back(cast);
   for (CastOp cast : casts) {
     Block *block = cast->getBlock();
-    Operation *loss = nullptr;
-    for (Operation &op : *block)
-      if (isa<CrossEntropyOp, VocabParallelLossOp>(op))
-        loss = &op;
+    Operation *loss = lossIn(block);
     if (!loss || loss->isBeforeInBlock(cast))
       continue;
     SmallVector<OpOperand *> later;
@@ -161,45 +195,65 @@ void DataParallelRewriter::gatherForUses(BlockArgument param,
     again->setAttr(kRematerializeAttrName, b.getUnitAttr());
     for (OpOperand *use : later)
       use->set(again->getResult(0));
+    if (cast->use_empty())
+      cast->erase();
   }
 
-  // Uses by block, in order.
+  // Uses by block, in order, and in each block by phase (before the loss,
+  // after it). Each phase gathers the parameter once, just before its
+  // first use (uses are not ordered), so that each whole copy lives from
+  // there to its last use; gptc-bucket-all-reduces later moves each
+  // bucket of gathers one bucket ahead (the prefetch).
   llvm::MapVector<Block *, SmallVector<OpOperand *>> byBlock;
   for (OpOperand &use : param.getUses())
     if (use.getOwner() != except)
       byBlock[use.getOwner()->getBlock()].push_back(&use);
   for (auto &[block, uses] : byBlock) {
-    Operation *loss = nullptr;
-    for (Operation &op : *block)
-      if (isa<CrossEntropyOp, VocabParallelLossOp>(op))
-        loss = &op;
-    Value forward, backward;
+    Operation *loss = lossIn(block);
+    // Split before rewriting: a 16-bit phase erases its readers.
+    SmallVector<OpOperand *> phases[2];
+    Operation *firsts[2] = {nullptr, nullptr};
     for (OpOperand *use : uses) {
       Operation *user = use->getOwner();
       bool after = loss && loss->isBeforeInBlock(user);
-      Value &copy = after ? backward : forward;
-      if (!copy) {
-        // Just before the phase's first use (uses are not ordered), so
-        // that each whole copy lives from there to its last use;
-        // gptc-bucket-all-reduces later moves each bucket of gathers one
-        // bucket ahead (the prefetch).
-        Operation *first = user;
-        for (OpOperand *other : uses) {
-          Operation *o = other->getOwner();
-          bool otherAfter = loss && loss->isBeforeInBlock(o);
-          if (otherAfter == after && o->isBeforeInBlock(first))
-            first = o;
+      phases[after].push_back(use);
+      if (!firsts[after] || user->isBeforeInBlock(firsts[after]))
+        firsts[after] = user;
+    }
+    for (bool backward : {false, true}) {
+      ArrayRef<OpOperand *> phase = phases[backward];
+      Operation *first = firsts[backward];
+      if (phase.empty())
+        continue;
+      b.setInsertionPoint(first);
+      Location loc = param.getLoc();
+      // The backward's gather (and its cast) are marked so that CSE keeps
+      // them apart from the forward's: the point is to hold the whole
+      // parameter twice briefly, not once throughout.
+      auto mark = [&](Value v) {
+        if (backward)
+          v.getDefiningOp()->setAttr(kRematerializeAttrName, b.getUnitAttr());
+      };
+      if (Type narrow = narrowCastOf(phase)) {
+        // Every reader wants the 16-bit copy: each rank casts its slice
+        // and the ranks gather the 16-bit slices, half the bytes of the
+        // fp32 ones (FSDP's param_dtype); the cast is exact either way.
+        auto local = cast<RankedTensorType>(param.getType());
+        Value slice = CastOp::create(b, loc, local.clone(narrow), param);
+        Value copy = allGather(loc, slice, whole.clone(narrow));
+        mark(slice);
+        mark(copy);
+        for (OpOperand *use : phase) {
+          Operation *reader = use->getOwner();
+          reader->getResult(0).replaceAllUsesWith(copy);
+          reader->erase();
         }
-        b.setInsertionPoint(first);
-        copy = allGather(param.getLoc(), param, whole);
-        // Marked so that CSE keeps it apart from the forward gather: the
-        // point is to hold the whole parameter twice briefly, not once
-        // throughout.
-        if (after)
-          copy.getDefiningOp()->setAttr(kRematerializeAttrName,
-                                        b.getUnitAttr());
+        continue;
       }
-      use->set(copy);
+      Value copy = allGather(loc, param, whole);
+      mark(copy);
+      for (OpOperand *use : phase)
+        use->set(copy);
     }
   }
 }

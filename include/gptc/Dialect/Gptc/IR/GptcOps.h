@@ -34,6 +34,11 @@ void registerShardAutodiffModels(DialectRegistry &registry);
 /// gptc.fused_gemm, whose ops run inside one generated kernel or library
 /// call.
 SmallVector<Block *> getStepBlocks(Operation *root);
+
+/// What `op` casts when it is a gptc.cast, or a gptc.kernel whose only op
+/// casts its one operand (how gptc-form-kernels leaves a lone cast); null
+/// otherwise.
+Value getCastSource(Operation *op);
 } // namespace gptc
 } // namespace mlir
 

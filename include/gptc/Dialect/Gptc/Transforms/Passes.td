@@ -406,7 +406,10 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
         `shard.all_gather` before the forward computation rebuilds each,
         and another (marked `gptc.rematerialize`) before its backward uses,
         so the whole copy is released in between; the updated slice is the
-        step's result.
+        step's result. A phase that reads the parameter only through
+        mixed precision's 16-bit `gptc.cast` casts the slice and gathers
+        the 16-bit slices instead (half the bytes; the cast is exact
+        either way).
 
     With gradient accumulation (`gptc.accumulate`), the gradients leave
     the microbatch loop whole and are synchronized once per step; with
@@ -469,11 +472,14 @@ def GptcBucketAllReducesPass
     phase) and gradient reduce-scatters travel the same way: FSDP's and
     DeepSpeed's buckets.
 
-    Gathers whose operand is there from the block's start (ZeRO-3's
-    parameter gathers, which `gptc-data-parallel` places just before each
-    phase's first use) are scheduled first (`prefetch`, on by default):
-    bucketed in the order of their first uses and each bucket moved to just
-    before the first reader of the bucket before it, so that the gathered
+    Gathers whose operand is there from the block's start, or is a cast of
+    such a value that only the gather reads (ZeRO-3's parameter gathers,
+    which `gptc-data-parallel` places just before each phase's first use,
+    of the slices or of their 16-bit casts; the cast moves with its
+    gather) are scheduled first (`prefetch`, on by default): bucketed in
+    the order of their first uses, each element type in buckets of its
+    own, and each bucket moved to just before the first reader of the
+    previous bucket of its type, so that the gathered
     copies of at most two buckets wait at a time (not the whole model) and
     the next bucket's gather overlaps the current one's computation on a
     GPU, as FSDP's prefetch does. `bucket-bytes=0` makes no buckets (with
