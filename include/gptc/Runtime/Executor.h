@@ -110,6 +110,11 @@ private:
   std::unique_ptr<std::byte[], void (*)(void *)> arena{nullptr, std::free};
   /// Inputs bound for the current run (by value id), to avoid copies.
   std::vector<const Tensor *> bound;
+  /// An ACCUMULATE body's: run returns views of its outputs' own storage
+  /// (planned in its arena), valid until its next run, instead of owning
+  /// copies: the loop adds them into the sums without a second
+  /// model-sized buffer, which the buffer plan does not count.
+  bool viewOutputs = false;
   bool profiling = false;
   TraceRecorder *trace = nullptr;
   /// The kernel that injectInfinityBefore poisons in the next run, or -1.

@@ -379,6 +379,7 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     std::unique_ptr<Executor> body = create(a.body(), error, kernels);
     if (!body)
       return nullptr;
+    body->viewOutputs = true;
     exec->bodies[&k] = std::move(body);
   }
   return exec;
@@ -410,6 +411,8 @@ bool Executor::runAccumulate(const Kernel &k, std::string &error) {
                                const_cast<std::byte *>(whole.raw()) + j * bytes);
       args[i] = &slices[i];
     }
+    // Views of the body's own outputs (viewOutputs), not copies.
+    parts.clear();
     if (!body.run(args, parts, error))
       return false;
     for (int o = 0; o < k.outputs_size(); ++o) {
@@ -696,7 +699,12 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
     if (inPlace[i])
       continue;
     int32_t id = function.outputs(i);
-    outputs[i] = bound[id] ? *bound[id] : values[id];
+    const Tensor &t = bound[id] ? *bound[id] : values[id];
+    if (viewOutputs)
+      outputs[i] = Tensor::view(t.dtype, t.shape,
+                                const_cast<std::byte *>(t.raw()));
+    else
+      outputs[i] = t;
   }
   return true;
 }

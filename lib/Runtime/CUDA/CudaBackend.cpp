@@ -244,6 +244,9 @@ public:
   /// address `out` then receives). Enqueues only.
   bool enqueue(const std::vector<void *> &in, std::vector<void *> &out,
                std::string &error);
+  /// Where the plan put output `o` (an ACCUMULATE body's yielded values
+  /// are planned and live to its end), or null when it did not.
+  void *plannedOutput(int o) const { return home[function.outputs(o)]; }
 
 private:
   CudaRunner(CudaBackend &backend, const program::Function &function)
@@ -274,8 +277,8 @@ private:
   /// Per kernel index (kernels_size(): the end): the collectives the
   /// compute stream waits for before it (CollectiveSchedule.h).
   std::vector<std::vector<size_t>> waits;
-  /// ACCUMULATE: the body's per-microbatch outputs after the first.
-  std::map<size_t, std::vector<std::unique_ptr<DeviceBuffer>>> partials;
+  /// Each planned value's place in the arena (null if unplanned).
+  std::vector<void *> home;
   bool profiling = false;
   int poisonKernel = -1;
   double poison[1] = {INFINITY};
@@ -522,6 +525,7 @@ bool CudaRunner::prepare(std::string &error) {
       ptr[i] = static_cast<std::byte *>(arena.ptr) + v.offset();
     }
   }
+  home = ptr;
   auto validId = [&](int32_t id) { return id >= 0 && id < count; };
   for (int32_t id : function.inputs())
     if (!validId(id))
@@ -697,15 +701,6 @@ bool CudaRunner::prepare(std::string &error) {
           CudaRunner::create(backend, a.body(), error);
       if (!body)
         return false;
-      std::vector<std::unique_ptr<DeviceBuffer>> parts;
-      for (int32_t id : k.outputs()) {
-        auto b = std::make_unique<DeviceBuffer>();
-        if (!b->allocate(numElements(function.values(id)) *
-                         elementSize(dtypeOf(id))))
-          return fail(where + ": cannot allocate the microbatch sums");
-        parts.push_back(std::move(b));
-      }
-      partials[index] = std::move(parts);
       bodies[index] = std::move(body);
       break;
     }
@@ -1296,10 +1291,12 @@ void CudaRunner::runKernel(size_t index) {
         in.push_back(static_cast<std::byte *>(ptr[k.inputs(i)]) +
                      (i < stacked ? j * (bytes / micro) : 0));
       }
-      // The first microbatch writes the sums; later ones add to them.
+      // The first microbatch writes the sums; later ones write where the
+      // body's plan puts its outputs (no buffer outside the plan) and are
+      // added to them.
       out.clear();
       for (int o = 0; o < k.outputs_size(); ++o)
-        out.push_back(j == 0 ? ptr[k.outputs(o)] : partials[index][o]->ptr);
+        out.push_back(j == 0 ? ptr[k.outputs(o)] : body.plannedOutput(o));
       if (!body.enqueue(in, out, error))
         cuda::fail(error.c_str(), "ACCUMULATE", __FILE__, __LINE__);
       if (j == 0)
