@@ -120,13 +120,15 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // gptc-data-parallel and the pipeline runtime do): a vocabulary or
   // context that does not divide keeps its embedding whole.
   double whole = 0;
+  bool wteWhole = plan.dp > 1 && (vocab / plan.tp) % plan.dp;
+  bool wpeWhole = plan.dp > 1 && m.contextLength % plan.dp;
   bool layersWhole = plan.dp > 1 && (m.modelDim % plan.dp ||
                                      (m.modelDim / plan.tp) % plan.dp ||
                                      (m.mlpDim / plan.tp) % plan.dp);
   if (plan.dp > 1) {
-    if ((vocab / plan.tp) % plan.dp)
+    if (wteWhole)
       whole += wte;
-    if (m.contextLength % plan.dp)
+    if (wpeWhole)
       whole += wpe;
     if (layersWhole)
       whole += firstLayers * layer;
@@ -298,8 +300,8 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
     if (plan.zeroStage >= 3) {
       // (ZeRO-3 plans have no pipeline: the one program holds the model.)
       double norms = layersWhole ? 0 : L * 4 * h + finalNorm;
-      double wteSliced = (vocab / plan.tp) % plan.dp ? 0 : wte;
-      double wpeSliced = m.contextLength % plan.dp ? 0 : wpe;
+      double wteSliced = wteWhole ? 0 : wte;
+      double wpeSliced = wpeWhole ? 0 : wpe;
       double sliced = params - whole;
       double wide = 4.0 - weightBytes;
       double forward =

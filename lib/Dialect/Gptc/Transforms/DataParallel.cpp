@@ -127,8 +127,9 @@ private:
 };
 } // namespace
 
-/// The last cross-entropy of `block`, or null: the ops after it are the
-/// backward's.
+/// The last cross-entropy among `block`'s own ops, or null: the ops after
+/// it are the backward's. (findLoss walks nested regions too; the phases
+/// here are positions in one block.)
 static Operation *lossOf(Block *block) {
   Operation *loss = nullptr;
   for (Operation &op : *block)
