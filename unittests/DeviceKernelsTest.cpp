@@ -20,6 +20,8 @@
 
 #include "DeviceKernels.cuh"
 
+#include "gptc/Runtime/CPU/Kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -507,6 +509,78 @@ TEST(DeviceKernels, GemmEpiloguesInBf16RoundOnce) {
     EXPECT_NEAR(emu::bf16ToFloat(db[c]), sums[c],
                 std::abs(sums[c]) * 0x1p-8 + 1e-6)
         << c;
+}
+
+//===----------------------------------------------------------------------===//
+// Training state: the pipeline's update on the device
+//===----------------------------------------------------------------------===//
+
+TEST(DeviceKernels, SumOfSquaresAddsSpansInF64) {
+  // Lengths that fill no block, one block, and more than kSumBlocks blocks
+  // (the grid-stride loop), summed into one total.
+  std::vector<int64_t> lengths = {1, 255, kSumThreads, 3 * kSumThreads + 7,
+                                  int64_t(kSumBlocks) * kSumThreads * 2 + 5};
+  std::vector<double> partials(kSumBlocks, NAN);
+  double total = 0, expected = 0;
+  EmulatedLaunch launch;
+  for (int64_t n : lengths) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = std::sin(0.013f * static_cast<float>(i)) * 3.f;
+    launchSumOfSquares(launch, x.data(), n, partials.data(), &total);
+    for (float v : x)
+      expected += static_cast<double>(v) * v;
+  }
+  EXPECT_NEAR(total, expected, expected * 1e-12);
+  launchSumOfSquares(launch, static_cast<const float *>(nullptr), 0,
+                     partials.data(), &total);
+  EXPECT_NEAR(total, expected, expected * 1e-12);
+}
+
+TEST(DeviceKernels, ScaleMultipliesInPlace) {
+  std::vector<float> x(1000);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i) - 500.f;
+  std::vector<float> expected = x;
+  for (float &v : expected)
+    v *= 0.125f;
+  EmulatedLaunch launch;
+  launchScale(launch, x.data(), static_cast<int64_t>(x.size()), 0.125f);
+  EXPECT_EQ(x, expected);
+}
+
+TEST(DeviceKernels, AdamWMatchesTheCpuUpdate) {
+  // The GPU's AdamW on the pipeline's state against cpu::adamw<float>, the
+  // CPU's, on the same inputs: a late step with weight decay and clipping.
+  int64_t n = 777;
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float x = static_cast<float>(i);
+    p[i] = std::sin(0.1f * x);
+    g[i] = std::cos(0.07f * x) * 0.01f;
+    m[i] = std::sin(0.03f * x) * 0.001f;
+    v[i] = 1e-6f * (1.f + std::cos(0.05f * x));
+  }
+  double lr = 6e-4, scale = 0.5, beta1 = 0.9, beta2 = 0.95, eps = 1e-8,
+         wd = 0.1;
+  int64_t step = 41;
+  std::vector<float> p2(n), m2(n), v2(n);
+  cpu::adamw<float>(p.data(), g.data(), m.data(), v.data(), n, lr, step, scale,
+                    beta1, beta2, eps, wd, p2.data(), m2.data(), v2.data());
+  EmulatedLaunch launch;
+  launchAdamW(launch, p.data(), g.data(), m.data(), v.data(), n,
+              adamWConstants(lr, step, scale, beta1, beta2, eps, wd));
+  for (int64_t i = 0; i < n; ++i) {
+    // FMA contraction may differ between the two compilations.
+    EXPECT_NEAR(p[i], p2[i], 1e-6f * (1.f + std::abs(p2[i]))) << i;
+    EXPECT_NEAR(m[i], m2[i], 1e-6f * std::abs(m2[i]) + 1e-12f) << i;
+    EXPECT_NEAR(v[i], v2[i], 1e-6f * std::abs(v2[i]) + 1e-15f) << i;
+  }
+  // The update moved every parameter.
+  int moved = 0;
+  for (int64_t i = 0; i < n; ++i)
+    moved += p[i] != std::sin(0.1f * static_cast<float>(i));
+  EXPECT_EQ(moved, n);
 }
 
 } // namespace

@@ -80,6 +80,14 @@ struct PipelineTrainer::Impl {
   std::vector<int> own;
   std::map<std::string, int> ownIndex;
   std::vector<Tensor> params, m, v, grads;
+  /// Per own parameter, on a backend with device memory: where a backward
+  /// writes its gradient when the step's sum in `grads` has already begun
+  /// (later microbatches, or a second chunk of the stage); allocated on
+  /// first use. (The CPU adds from the backward's own buffers instead.)
+  std::vector<Tensor> gradParts;
+  /// Per plan parameter held by several stages: the zeros a stage that
+  /// does not hold it adds to the stages' sum.
+  std::map<int, Tensor> tiedZeros;
   /// ZeRO-1 and 2: per own parameter, the first element of this replica's
   /// slice and its length (the whole tensor when not sliced); m and v hold
   /// the slice (ZeRO-2: and the reduced gradient is only valid there).
@@ -107,14 +115,35 @@ struct PipelineTrainer::Impl {
 
   bool bind(const program::Function &f, ChunkFunction &out, bool backwardFn,
             std::string &error);
-  /// The parameters are new host tensors (initialized or loaded): a
-  /// device backend keeps them in its memory from now on. The host copy
-  /// stays the one the update writes (the chunks only read parameters),
-  /// so each step's update is handed over with hostWrote.
-  void keepParamsResident() {
+  /// The parameters and moments are new host tensors (initialized or
+  /// loaded): a device backend keeps them, and the gradients, in its
+  /// memory from now on. The chunks read the parameters there and write
+  /// the gradients there; the update runs there (Backend's state
+  /// operations), so the host copies are current only after syncToHost
+  /// (checkpoints, dumps).
+  void keepStateResident() {
     backend->hostChanged();
-    for (const Tensor &p : params)
-      backend->keepResident(p);
+    for (std::vector<Tensor> *state : {&params, &m, &v, &grads, &gradParts})
+      for (const Tensor &t : *state)
+        if (t.raw())
+          backend->keepResident(t);
+    for (const auto &[i, t] : tiedZeros)
+      backend->keepResident(t);
+  }
+  /// The tensor a backward's gradient of own parameter k goes into: the
+  /// step's sum itself the first time (`begun` false), gradParts[k] after
+  /// on a device, nothing after on the CPU (the run's own buffer).
+  Tensor gradTarget(size_t k, bool begun) {
+    if (!begun)
+      return Tensor::view(grads[k].dtype, grads[k].shape, grads[k].raw());
+    if (!backend->hasDeviceMemory())
+      return Tensor();
+    if (!gradParts[k].raw()) {
+      gradParts[k] = Tensor(grads[k].dtype, grads[k].shape);
+      backend->keepResident(gradParts[k]);
+    }
+    return Tensor::view(gradParts[k].dtype, gradParts[k].shape,
+                        gradParts[k].raw());
   }
 };
 
@@ -171,6 +200,11 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
         return fail("returns the gradient of '" + name +
                     "', which is not this stage's parameter");
       b = {Binding::Grad, it->second};
+      // The step writes each backward's gradient where the parameter's
+      // sum lives (gradTarget), once per run.
+      for (const Binding &o : out.outputs)
+        if (o.kind == Binding::Grad && o.index == b.index)
+          return fail("returns the gradient of '" + name + "' twice");
     }
     out.outputs.push_back(b);
   }
@@ -296,6 +330,7 @@ PipelineTrainer::create(const program::Program &program,
       I.sliceSize.push_back(size);
       for (std::vector<Tensor> *g : {&I.params, &I.grads})
         g->emplace_back(v.type().dtype(), shape);
+      I.gradParts.emplace_back();
       for (std::vector<Tensor> *g : {&I.m, &I.v})
         g->emplace_back(v.type().dtype(), std::vector<int64_t>{size});
       if (v.type().dtype() != program::F32) {
@@ -304,6 +339,9 @@ PipelineTrainer::create(const program::Program &program,
         return nullptr;
       }
     }
+  for (int i = 0; i < plan.params_size(); ++i)
+    if (I.holders[i].size() >= 2 && !I.holders[i].count(I.stage))
+      I.tiedZeros[i] = Tensor(program::F32, shapeOf(plan.params(i)));
   for (int64_t c = I.stage; c < I.chunks; c += I.stages) {
     std::string name = "chunk" + std::to_string(c);
     for (bool backwardFn : {false, true}) {
@@ -369,7 +407,7 @@ void PipelineTrainer::initialize() {
     std::memset(I.m[k].raw(), 0, I.m[k].byteSize());
     std::memset(I.v[k].raw(), 0, I.v[k].byteSize());
   }
-  I.keepParamsResident();
+  I.keepStateResident();
   step = 0;
 }
 
@@ -435,8 +473,8 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
     std::mt19937_64 rng(o.dataSeed * 1000003 + step);
     data.sampleTrain(rng, batch, T, tokens.data<int32_t>(),
                      labels.data<int32_t>());
-    for (Tensor &g : I.grads)
-      std::memset(g.raw(), 0, g.byteSize());
+    // Whether the step's gradient sum of each own parameter has begun.
+    std::vector<char> begun(I.own.size(), 0);
     std::map<Key, std::vector<Tensor>> acts, cots, outbox;
     // Each MPI send's data until it completes (in send order).
     std::vector<Tensor> sent;
@@ -485,7 +523,14 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
       }
       case program::PipelineStep::BACKWARD: {
         ChunkFunction &f = I.backward.at(c);
-        std::vector<Tensor> out;
+        // Parameter gradients are written where the state lives (on a
+        // GPU, its memory): into the step's sum the first time, else
+        // (gradTarget) where they are added from.
+        std::vector<Tensor> out(f.outputs.size());
+        for (size_t j = 0; j < f.outputs.size(); ++j)
+          if (f.outputs[j].kind == Binding::Grad)
+            out[j] =
+                I.gradTarget(f.outputs[j].index, begun[f.outputs[j].index]);
         if (!run(f, i, c, out))
           return false;
         std::vector<Tensor> inGrads(f.inTypes.size());
@@ -494,10 +539,10 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
           if (b.kind == Binding::Loss && c + 1 == I.chunks) {
             lossSum += out[j].data<float>()[0];
           } else if (b.kind == Binding::Grad) {
-            float *g = I.grads[b.index].data<float>();
-            const float *x = out[j].data<float>();
-            for (int64_t e = 0, n = out[j].numElements(); e < n; ++e)
-              g[e] += x[e];
+            if (begun[b.index] &&
+                !I.backend->stateAdd(I.grads[b.index], out[j], error))
+              return false;
+            begun[b.index] = 1;
           } else if (b.kind == Binding::InGrad) {
             inGrads.at(b.index) = std::move(out[j]);
           }
@@ -560,58 +605,67 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
     }
     if (!I.comm->waitSends(error))
       return false;
+    // A gradient no backward wrote this step is zero.
+    for (size_t k = 0; k < I.own.size(); ++k)
+      if (!begun[k] && !I.backend->stateZero(I.grads[k], error))
+        return false;
     // The step's gradients (as the stage functions' ends say): a tied
     // parameter's summed over the stages that hold it, then each summed
     // over the replicas (ZeRO-2: each replica gets the sum of its slice
-    // only), then the mean over the microbatches and the replicas.
+    // only), then the mean over the microbatches and the replicas. All of
+    // it, and the update, runs where the state lives (Backend's state
+    // operations: the device's kernels and NCCL on a GPU); only the norm's
+    // and the loss's scalars cross to the host.
+    Backend &B = *I.backend;
     for (int i = 0; i < I.plan.params_size(); ++i) {
       if (I.holders[i].size() < 2)
         continue;
       auto it = I.ownIndex.find(I.plan.params(i).name());
-      Tensor zeros;
-      Tensor *g = nullptr;
+      const Tensor *g = nullptr;
       if (it != I.ownIndex.end()) {
         g = &I.grads[it->second];
       } else {
-        zeros = Tensor(program::F32, shapeOf(I.plan.params(i)));
-        std::memset(zeros.raw(), 0, zeros.byteSize());
-        g = &zeros;
+        g = &I.tiedZeros.at(i);
+        if (!B.stateZero(*g, error))
+          return false;
       }
-      if (!I.comm->allReduceSum(g->raw(), g->numElements(), program::F32, grid,
-                                stageAxes, error))
+      if (!B.stateAllReduceSum(*g, *I.comm, grid, stageAxes, error))
         return false;
     }
     bool zero2 = I.plan.zero_stage() >= 2;
+    // This replica's part of parameter k's state: its ZeRO slice, or the
+    // whole tensor.
+    auto mine = [&](const Tensor &t, size_t k) {
+      return StateSpan{&t, I.sliceBegin[k], I.sliceSize[k]};
+    };
     for (size_t k = 0; k < I.own.size(); ++k) {
       if (I.replicas < 2)
         break;
-      Tensor &g = I.grads[k];
+      const Tensor &g = I.grads[k];
       if (zero2 && I.sliced(k)) {
-        Tensor mine(program::F32, {I.sliceSize[k]});
-        if (!I.comm->reduceScatterSum(g.raw(), mine.raw(), I.sliceSize[k],
-                                      program::F32, grid, {I.dpAxis}, error))
+        if (!B.stateReduceScatterSum(g, mine(g, k), *I.comm, grid,
+                                     {I.dpAxis}, error))
           return false;
-        std::memcpy(g.data<float>() + I.sliceBegin[k], mine.raw(),
-                    mine.byteSize());
-      } else if (!I.comm->allReduceSum(g.raw(), g.numElements(), program::F32,
-                                       grid, {I.dpAxis}, error)) {
+      } else if (!B.stateAllReduceSum(g, *I.comm, grid, {I.dpAxis}, error)) {
         return false;
       }
     }
+    // ZeRO-2: only the slice holds the reduced gradient.
+    auto reduced = [&](size_t k) {
+      const Tensor &g = I.grads[k];
+      return zero2 && I.sliced(k) ? mine(g, k)
+                                  : StateSpan{&g, 0, g.numElements()};
+    };
     float inv = 1.0f / static_cast<float>(I.micro * I.replicas);
-    for (size_t k = 0; k < I.own.size(); ++k) {
-      // ZeRO-2: only the slice holds the reduced gradient.
-      bool slice = zero2 && I.sliced(k);
-      float *g = I.grads[k].data<float>() + (slice ? I.sliceBegin[k] : 0);
-      int64_t n = slice ? I.sliceSize[k] : I.grads[k].numElements();
-      for (int64_t e = 0; e < n; ++e)
-        g[e] *= inv;
-    }
+    for (size_t k = 0; k < I.own.size(); ++k)
+      if (!B.stateScale(reduced(k), inv, error))
+        return false;
     // The gradient norm of the whole model (each parameter counted once,
     // by its first holder), the loss from the last stage.
     // (With tensor parallelism a block counts on its rank, a replicated
     // parameter on the first tensor rank only.)
     double sums[2] = {0, 0};
+    std::vector<StateSpan> counted;
     for (size_t k = 0; k < I.own.size(); ++k) {
       if (*I.holders[I.own[k]].begin() != I.stage)
         continue;
@@ -619,14 +673,12 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
         continue;
       // ZeRO-2: each replica counts its slice (a whole gradient, on the
       // first replica only).
-      bool slice = zero2 && I.sliced(k);
-      if (zero2 && !slice && I.replica != 0)
+      if (zero2 && !I.sliced(k) && I.replica != 0)
         continue;
-      const float *g = I.grads[k].data<float>() + (slice ? I.sliceBegin[k] : 0);
-      int64_t n = slice ? I.sliceSize[k] : I.grads[k].numElements();
-      for (int64_t e = 0; e < n; ++e)
-        sums[0] += static_cast<double>(g[e]) * g[e];
+      counted.push_back(reduced(k));
     }
+    if (!B.stateSumOfSquares(counted, sums[0], error))
+      return false;
     if (I.stage == lastStage && I.tpRank == 0)
       sums[1] = lossSum / static_cast<double>(I.micro * I.replicas);
     if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, normAxes,
@@ -642,28 +694,18 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
     float scale = static_cast<float>(cpu::clipScale(norm, I.plan.max_norm()));
     // AdamW on this replica's slice of each parameter (ZeRO-1; the whole
     // parameter otherwise), then the slices all-gathered.
-    std::vector<cpu::AdamWTensor> update;
-    for (size_t k = 0; k < I.own.size(); ++k) {
-      float *p = I.params[k].data<float>() + I.sliceBegin[k];
-      update.push_back({p, I.grads[k].data<float>() + I.sliceBegin[k],
-                        I.m[k].data<float>(), I.v[k].data<float>(), p,
-                        I.m[k].data<float>(), I.v[k].data<float>(),
-                        I.sliceSize[k], I.plan.weight_decays(I.own[k])});
-    }
-    cpu::multiAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
-                    I.plan.eps());
-    for (size_t k = 0; k < I.own.size(); ++k) {
-      if (!I.sliced(k))
-        continue;
-      Tensor mine(program::F32, {I.sliceSize[k]});
-      std::memcpy(mine.raw(), I.params[k].data<float>() + I.sliceBegin[k],
-                  mine.byteSize());
-      if (!I.comm->allGather(mine.raw(), I.params[k].raw(), I.sliceSize[k],
-                             program::F32, grid, {I.dpAxis}, error))
+    std::vector<StateAdamW> update;
+    for (size_t k = 0; k < I.own.size(); ++k)
+      update.push_back({&I.params[k], &I.grads[k], &I.m[k], &I.v[k],
+                        I.sliceBegin[k], I.sliceSize[k],
+                        I.plan.weight_decays(I.own[k])});
+    if (!B.stateAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
+                      I.plan.eps(), error))
+      return false;
+    for (size_t k = 0; k < I.own.size(); ++k)
+      if (I.sliced(k) && !B.stateAllGather(mine(I.params[k], k), *I.comm,
+                                           grid, {I.dpAxis}, error))
         return false;
-    }
-    for (const Tensor &p : I.params)
-      I.backend->hostWrote(p);
     if (!std::isfinite(loss)) {
       error = "the loss is " +
               std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
@@ -706,6 +748,9 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
     if (!trace->write(path, error))
       return false;
   }
+  // The final parameters, from where the state lives.
+  if (!o.dumpDir.empty() && !I.backend->syncToHost(error))
+    return false;
   if (!o.dumpDir.empty() && I.replica == 0)
     for (size_t k = 0; k < I.own.size(); ++k) {
       if (*I.holders[I.own[k]].begin() != I.stage)
@@ -744,6 +789,9 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                                      std::string &error) {
   Impl &I = *impl;
   LongPhase longPhase(I.comm);
+  // The state the device updated, copied to the host.
+  if (!I.backend->syncToHost(error))
+    return false;
   // ZeRO-1's moments are whole again once every replica has sent its slice.
   std::vector<Tensor> wholeM(I.own.size()), wholeV(I.own.size());
   for (size_t k = 0; k < I.own.size(); ++k)
@@ -807,7 +855,7 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
       }
     }
   }
-  I.keepParamsResident();
+  I.keepStateResident();
   step = reader->manifest().step();
   lastLoss = reader->manifest().train_loss();
   return true;

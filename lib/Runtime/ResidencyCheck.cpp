@@ -83,6 +83,7 @@ public:
   std::string describe() const override {
     return inner->describe() + " (checking residency)";
   }
+  bool hasDeviceMemory() const override { return true; }
   std::unique_ptr<FunctionRunner>
   createRunner(const program::Function &function,
                std::string &error) override {
@@ -123,6 +124,25 @@ public:
     return it == copies.end() ? nullptr : &it->second;
   }
   static void poison(Tensor &t) { std::memset(t.raw(), 0xff, t.byteSize()); }
+
+protected:
+  /// The state operations run on the device copy, as the GPU's do: one on
+  /// a tensor that is not resident fails, and a write poisons the host
+  /// copy until syncToHost.
+  std::byte *stateMemory(const Tensor &t, bool write) override {
+    Copy *c = find(t.raw());
+    if (!c || c->device.dtype != t.dtype || c->device.shape != t.shape)
+      return nullptr;
+    if (!c->deviceValid) {
+      std::memcpy(c->device.raw(), t.raw(), c->device.byteSize());
+      c->deviceValid = true;
+    }
+    if (write && c->hostValid) {
+      c->hostValid = false;
+      std::memset(const_cast<std::byte *>(t.raw()), 0xff, t.byteSize());
+    }
+    return c->device.raw();
+  }
 
 private:
   std::unique_ptr<Backend> inner;

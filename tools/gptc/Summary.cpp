@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -155,6 +156,18 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
         "boundary tensors: activations received and held for the "
         "backward, gradients received, messages sent and kept until their "
         "receiver takes them, timed with equal chunks):\n";
+  // Each parameter's f32 bytes and how many stages hold it (a tied one,
+  // several: on a device the stages between them add zeros to its sum).
+  llvm::StringMap<int64_t> paramBytes, holders;
+  for (int64_t s = 0; s < p; ++s) {
+    auto stage = copy->lookupSymbol<func::FuncOp>("stage" + std::to_string(s));
+    for (unsigned i = 0; i < stage.getNumArguments(); ++i)
+      if (auto name = stage.getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
+        auto t = cast<RankedTensorType>(stage.getArgument(i).getType());
+        paramBytes[name.getValue()] = 4 * t.getNumElements();
+        ++holders[name.getValue()];
+      }
+  }
   for (int64_t s = 0; s < p; ++s) {
     auto stage = copy->lookupSymbol<func::FuncOp>("stage" + std::to_string(s));
     int64_t params = 0, weights = 0, moments = 0;
@@ -168,9 +181,11 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
                     t.getDimSize(0) % m.dataParallel == 0;
       moments += 8 * t.getNumElements() / (sliced ? m.dataParallel : 1);
     }
-    // Each chunk function's arena (its runner keeps it between calls).
+    // Each chunk function's arena (its runner keeps it between calls), and
+    // how many backward runs a step writes each parameter's gradient in.
     int64_t buffers = 0;
     std::string chunks;
+    llvm::StringMap<int64_t> gradWrites;
     for (int64_t c = s; c < plan.stages() * plan.virtual_stages(); c += p)
       for (std::string name : {"chunk" + std::to_string(c),
                                "chunk" + std::to_string(c) + "_backward"}) {
@@ -179,6 +194,9 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
           continue;
         if (auto a = f->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
           buffers += a.getInt();
+        for (unsigned r = 0; r < f.getNumResults(); ++r)
+          if (auto g = f.getResultAttrOfType<StringAttr>(r, kGradAttrName))
+            gradWrites[g.getValue()] += micro;
         chunks += (chunks.empty() ? "@" : ", @") + name;
       }
     // The boundary tensors the program holds, at its peak.
@@ -239,15 +257,34 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
        << bytes(sent) << ")\n";
     os << "  stage memory: " << total << " bytes (" << bytes(total)
        << "; kernel scratch and the GEMM library's state not counted)\n";
-    // On the GPU the parameters (resident copies) and the chunks' arenas
-    // are device memory; the host keeps the rest (PipelineTrainer).
-    if (device->cuda)
-      os << "  device memory (--device cuda): " << weights + buffers
-         << " bytes (" << bytes(weights + buffers)
-         << ": the parameters' resident copies and the chunks' buffers; "
-            "the inputs' staging buffers, kernel scratch and cuBLASLt's "
-            "workspace not counted); the host keeps the parameters, "
-            "gradients, moments and messages\n";
+    // On the GPU the model state, the buffers later gradients are added
+    // from, the zeros of tied parameters held elsewhere and the chunks'
+    // arenas are device memory (PipelineTrainer keepStateResident).
+    if (device->cuda) {
+      int64_t second = 0, zeros = 0;
+      for (const auto &w : gradWrites)
+        if (w.getValue() >= 2)
+          second += paramBytes.lookup(w.getKey());
+      auto own = [&](StringRef name) {
+        for (unsigned i = 0; i < stage.getNumArguments(); ++i)
+          if (auto n = stage.getArgAttrOfType<StringAttr>(i, kParamAttrName))
+            if (n.getValue() == name)
+              return true;
+        return false;
+      };
+      for (const auto &h : holders)
+        if (h.getValue() >= 2 && !own(h.getKey()))
+          zeros += paramBytes.lookup(h.getKey());
+      int64_t onDevice = 2 * weights + moments + second + zeros + buffers;
+      os << "  device memory (--device cuda): " << onDevice << " bytes ("
+         << bytes(onDevice) << ": the model state, " << second
+         << " bytes that later microbatches' gradients are added from, "
+         << zeros << " bytes of zeros for tied parameters held by other "
+         << "stages, and the chunks' buffers; the inputs' staging buffers, "
+            "the ZeRO collectives' block, kernel scratch and cuBLASLt's "
+            "workspace not counted); the host keeps the messages and a copy "
+            "of the state for checkpoints\n";
+    }
   }
   return success();
 }

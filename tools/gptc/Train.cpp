@@ -589,7 +589,7 @@ static int runPipelineTrain(ModelDescription &desc,
                  << "\n";
     if (device.cuda)
       llvm::errs() << "gptc: stage 0 on " << trainer->device()
-                   << " (the update on the host)\n";
+                   << " (state and update on the device)\n";
   }
   if (!printProcesses(*comm, error))
     return failAll(error);

@@ -59,6 +59,21 @@ public:
 bool canOverwriteInput(const program::Function &function, int output,
                        int input);
 
+/// A range of a resident f32 tensor's elements (the pipeline's state).
+struct StateSpan {
+  const Tensor *tensor = nullptr;
+  int64_t begin = 0, count = 0;
+};
+
+/// One tensor of a multi-tensor AdamW on resident state: elements
+/// [begin, begin + count) of the parameter and its gradient, and the
+/// moments' first `count` elements (ZeRO's slice, or the whole tensor).
+struct StateAdamW {
+  const Tensor *param = nullptr, *grad = nullptr, *m = nullptr, *v = nullptr;
+  int64_t begin = 0, count = 0;
+  double weightDecay = 0;
+};
+
 class Backend {
 public:
   virtual ~Backend();
@@ -66,6 +81,11 @@ public:
   virtual std::string describe() const = 0;
   virtual std::unique_ptr<FunctionRunner>
   createRunner(const program::Function &function, std::string &error) = 0;
+  /// Whether resident tensors have a second copy in memory of the
+  /// backend's own (a device's), which only its runs and state operations
+  /// may read and write; false: they compute in the host tensors, and an
+  /// output a run returns in its own buffers is host memory too.
+  virtual bool hasDeviceMemory() const { return false; }
   /// `t`'s storage holds state the runs read and write: a device keeps it
   /// in its own memory between runs, keyed by `t.raw()`, which must stay
   /// valid while the backend lives.
@@ -84,6 +104,61 @@ public:
   /// wrote it since the last syncToHost): the next run that reads it
   /// copies it from there, into the device memory it already has.
   virtual void hostWrote(const Tensor &t) { (void)t; }
+
+  /// Arithmetic and collectives on resident f32 state where it lives (the
+  /// pipeline trainer's gradient sums and update: on the device for a
+  /// GPU, so that neither gradients nor parameters cross to the host each
+  /// step). Tensors are named by their host Tensor (keepResident); the
+  /// results stay where the state lives until syncToHost. The defaults run
+  /// on the host, through stateMemory, with the Communicator's
+  /// collectives; a device overrides all of them. Each fails with `error`
+  /// on a tensor that is not resident (where residency matters) or on a
+  /// failed call.
+  ///
+  /// Operands need not be resident where hasDeviceMemory() is false.
+  ///
+  /// t = 0.
+  virtual bool stateZero(const Tensor &t, std::string &error);
+  /// dst += src (same shape).
+  virtual bool stateAdd(const Tensor &dst, const Tensor &src,
+                        std::string &error);
+  /// The span *= factor.
+  virtual bool stateScale(const StateSpan &span, float factor,
+                          std::string &error);
+  /// The sum of the squares of the spans' elements, in f64, on the host.
+  virtual bool stateSumOfSquares(const std::vector<StateSpan> &spans,
+                                 double &sum, std::string &error);
+  /// AdamW (cpu::adamw's arithmetic) on each tensor, in place.
+  virtual bool stateAdamW(const std::vector<StateAdamW> &tensors, double lr,
+                          int64_t step, double scale, double beta1,
+                          double beta2, double eps, std::string &error);
+  /// t = the sum of t over the group over `axes` (Communicator's terms).
+  virtual bool stateAllReduceSum(const Tensor &t, Communicator &comm,
+                                 const std::vector<int64_t> &grid,
+                                 const std::vector<int64_t> &axes,
+                                 std::string &error);
+  /// `mine` (a span of t, as long as t over the group's size) = this
+  /// rank's block of the sum of t over the group; the rest of t is left
+  /// as it was.
+  virtual bool stateReduceScatterSum(const Tensor &t, const StateSpan &mine,
+                                     Communicator &comm,
+                                     const std::vector<int64_t> &grid,
+                                     const std::vector<int64_t> &axes,
+                                     std::string &error);
+  /// The whole of `mine.tensor` = every rank's span `mine`, in group order.
+  virtual bool stateAllGather(const StateSpan &mine, Communicator &comm,
+                              const std::vector<int64_t> &grid,
+                              const std::vector<int64_t> &axes,
+                              std::string &error);
+
+protected:
+  /// Where the current value of `t` is, in host memory, for the default
+  /// state operations; `write`: they are about to write it. The CPU's is
+  /// t's own storage; null: t must be resident and is not.
+  virtual std::byte *stateMemory(const Tensor &t, bool write) {
+    (void)write;
+    return const_cast<std::byte *>(t.raw());
+  }
 };
 
 /// The CPU: Executors over the program's kernel library. Null with `error`

@@ -29,9 +29,9 @@ class PipelineTrainer {
 public:
   /// Checks the plan and the functions it names and prepares this rank's
   /// stage (rank = stage). Null with `error` set otherwise. `backend` runs
-  /// the chunks (null: the CPU's); a device backend keeps the parameters
-  /// resident and gets them again after each step's update, which, with
-  /// the gradients' accumulation and reduction, stays on the host.
+  /// the chunks (null: the CPU's); a device backend keeps the parameters,
+  /// gradients and moments resident, and the gradients' sums, reductions
+  /// and the update run there too (Backend's state operations).
   static std::unique_ptr<PipelineTrainer>
   create(const program::Program &program, const TrainOptions &options,
          std::string &error, Communicator *comm,

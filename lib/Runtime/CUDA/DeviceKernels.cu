@@ -224,4 +224,29 @@ cudaError_t biasGradEpilogue(int dtype, const void *x, int64_t rows,
   return ok ? launch.status : cudaErrorInvalidValue;
 }
 
+cudaError_t scaleInPlace(float *x, int64_t n, float f, cudaStream_t stream) {
+  StreamLaunch launch{stream};
+  launchScale(launch, x, n, f);
+  return launch.status;
+}
+
+int64_t sumOfSquaresScratch() { return kSumBlocks; }
+
+cudaError_t sumOfSquares(const float *x, int64_t n, double *partials,
+                         double *total, cudaStream_t stream) {
+  StreamLaunch launch{stream};
+  launchSumOfSquares(launch, x, n, partials, total);
+  return launch.status;
+}
+
+cudaError_t adamW(float *p, const float *g, float *m, float *v, int64_t n,
+                  double lr, int64_t step, double scale, double beta1,
+                  double beta2, double eps, double weightDecay,
+                  cudaStream_t stream) {
+  StreamLaunch launch{stream};
+  launchAdamW(launch, p, g, m, v, n,
+              adamWConstants(lr, step, scale, beta1, beta2, eps, weightDecay));
+  return launch.status;
+}
+
 } // namespace gptc::cuda

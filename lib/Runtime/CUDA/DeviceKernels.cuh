@@ -43,6 +43,7 @@
 #include <cuda_fp16.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -869,6 +870,93 @@ __global__ void embeddingGradKernel(const int32_t *__restrict__ ids,
 
 
 //===----------------------------------------------------------------------===//
+// Training state (the pipeline's update on the device)
+//===----------------------------------------------------------------------===//
+
+/// x *= f over n elements.
+__global__ void scaleKernel(float *__restrict__ x, int64_t n, float f) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n)
+    x[i] *= f;
+}
+
+/// Threads per block, and at most this many blocks, of the sum of squares.
+constexpr int kSumThreads = 256, kSumBlocks = 256;
+
+/// The sum of `partial` (one per thread of the block) into partial[0].
+__device__ inline void blockSum(double *partial) {
+  __syncthreads();
+  for (int stride = kSumThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride)
+      partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+}
+
+/// partials[b] = the sum of x[i]^2 (in f64) over block b's elements
+/// (grid-stride): deterministic for a given grid.
+__global__ void sumSquaresKernel(const float *__restrict__ x, int64_t n,
+                                 double *__restrict__ partials) {
+  __shared__ double partial[kSumThreads];
+  double sum = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kSumThreads) +
+                   threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * kSumThreads)
+    sum += static_cast<double>(x[i]) * x[i];
+  partial[threadIdx.x] = sum;
+  blockSum(partial);
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = partial[0];
+}
+
+/// *total += the sum of partials[0, count), by one block.
+__global__ void addPartialsKernel(const double *__restrict__ partials,
+                                  int count, double *__restrict__ total) {
+  __shared__ double partial[kSumThreads];
+  double sum = 0;
+  for (int i = threadIdx.x; i < count; i += kSumThreads)
+    sum += partials[i];
+  partial[threadIdx.x] = sum;
+  blockSum(partial);
+  if (threadIdx.x == 0)
+    *total += partial[0];
+}
+
+/// AdamW's per-step constants, rounded to f32 as cpu::adamw<float>
+/// rounds them.
+struct AdamWConstants {
+  float stepSize, bc2Sqrt, decay, beta1, beta2, scale, eps;
+};
+inline AdamWConstants adamWConstants(double lr, int64_t step, double scale,
+                                     double beta1, double beta2, double eps,
+                                     double weightDecay) {
+  double t = static_cast<double>(step + 1);
+  return {static_cast<float>(lr / (1.0 - std::pow(beta1, t))),
+          static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t))),
+          static_cast<float>(1.0 - lr * weightDecay),
+          static_cast<float>(beta1),
+          static_cast<float>(beta2),
+          static_cast<float>(scale),
+          static_cast<float>(eps)};
+}
+
+/// AdamW in place on n elements: cpu::adamw's arithmetic.
+__global__ void adamWKernel(float *__restrict__ p, const float *__restrict__ g,
+                            float *__restrict__ m, float *__restrict__ v,
+                            int64_t n, AdamWConstants c) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n)
+    return;
+  float grad = g[i] * c.scale;
+  float mi = m[i] + (1.f - c.beta1) * (grad - m[i]);
+  float vi = v[i] * c.beta2 + (1.f - c.beta2) * grad * grad;
+  float denom = sqrtf(vi) / c.bc2Sqrt + c.eps;
+  p[i] = p[i] * c.decay - c.stepSize * mi / denom;
+  m[i] = mi;
+  v[i] = vi;
+}
+
+//===----------------------------------------------------------------------===//
 // Launches
 //===----------------------------------------------------------------------===//
 //
@@ -1020,6 +1108,39 @@ void launchEmbeddingGrad(Launch &&launch, const int32_t *ids, int64_t n,
     return;
   launch(dim3(static_cast<unsigned>((total + 255) / 256)), dim3(256),
          embeddingGradKernel, ids, n, dy, vocab, width, offset, dtable);
+}
+
+/// x *= f over n elements.
+template <typename Launch>
+void launchScale(Launch &&launch, float *x, int64_t n, float f) {
+  if (n > 0)
+    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
+           scaleKernel, x, n, f);
+}
+
+/// *total += the sum of x^2 over n elements, in f64; `partials` is scratch
+/// of kSumBlocks doubles.
+template <typename Launch>
+void launchSumOfSquares(Launch &&launch, const float *x, int64_t n,
+                        double *partials, double *total) {
+  if (n == 0)
+    return;
+  int64_t blocks =
+      std::min<int64_t>(kSumBlocks, (n + kSumThreads - 1) / kSumThreads);
+  launch(dim3(static_cast<unsigned>(blocks)), dim3(kSumThreads),
+         sumSquaresKernel, x, n, partials);
+  launch(dim3(1), dim3(kSumThreads), addPartialsKernel,
+         static_cast<const double *>(partials), static_cast<int>(blocks),
+         total);
+}
+
+/// AdamW in place over n elements.
+template <typename Launch>
+void launchAdamW(Launch &&launch, float *p, const float *g, float *m,
+                 float *v, int64_t n, const AdamWConstants &c) {
+  if (n > 0)
+    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
+           adamWKernel, p, g, m, v, n, c);
 }
 
 } // namespace gptc::cuda::device

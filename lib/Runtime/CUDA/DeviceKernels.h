@@ -70,6 +70,18 @@ cudaError_t dgeluEpilogue(int dtype, const void *pre, void *d, int64_t n,
 cudaError_t biasGradEpilogue(int dtype, const void *x, int64_t rows,
                              int64_t cols, void *db, cudaStream_t stream);
 
+/// The pipeline's update on the device (f32 state): x *= f; *total += the
+/// sum of x^2 in f64 (`partials`: scratch of sumOfSquaresScratch()
+/// doubles); AdamW in place with cpu::adamw's arithmetic.
+cudaError_t scaleInPlace(float *x, int64_t n, float f, cudaStream_t stream);
+int64_t sumOfSquaresScratch();
+cudaError_t sumOfSquares(const float *x, int64_t n, double *partials,
+                         double *total, cudaStream_t stream);
+cudaError_t adamW(float *p, const float *g, float *m, float *v, int64_t n,
+                  double lr, int64_t step, double scale, double beta1,
+                  double beta2, double eps, double weightDecay,
+                  cudaStream_t stream);
+
 } // namespace gptc::cuda
 
 #endif // GPTC_LIB_RUNTIME_CUDA_DEVICEKERNELS_H
