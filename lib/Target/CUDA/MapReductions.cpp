@@ -38,6 +38,13 @@ constexpr int64_t kBlockReductionThreads = 1024;
 /// at least kRowsPerChunk long.
 constexpr int64_t kColumnChunks = 64;
 constexpr int64_t kRowsPerChunk = 256;
+/// A reduction to a scalar of at least this many elements is first cut
+/// into at most kScalarPartials strided partial results, each of at least
+/// kScalarPerPartial elements (one block of kBlockReductionThreads alone
+/// keeps too few loads in flight to stream a large tensor).
+constexpr int64_t kScalarSplitAt = 65536;
+constexpr int64_t kScalarPartials = 65536;
+constexpr int64_t kScalarPerPartial = 16;
 
 /// How a linalg reduction combines, for each of its outputs i:
 /// `out_i = combiners[i](out_i, values[i])`. A reduction with several
@@ -391,6 +398,58 @@ void splitColumns(const Reduction &r, int64_t chunks) {
   op.erase();
 }
 
+/// A reduction to a scalar in two deterministic
+/// phases: plain parallel loops that gptc-gpu-map-kernel gives a thread
+/// per partial (partial k combines elements k, k + partials, ..., so that
+/// neighbouring threads read neighbouring elements), then a new
+/// reduction of the partials into the output, returned (the caller
+/// splits it again, or launches it as one block).
+linalg::GenericOp splitScalar(const Reduction &r, int64_t partials) {
+  linalg::GenericOp op = r.op;
+  Location loc = op.getLoc();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  OpBuilder b(op);
+  auto c = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  SmallVector<Value> buffers, outputs;
+  for (size_t i = 0; i < r.size(); ++i) {
+    outputs.push_back(r.output(i));
+    Type element = cast<MemRefType>(r.output(i).getType()).getElementType();
+    buffers.push_back(memref::AllocOp::create(
+        b, loc, MemRefType::get({partials}, element)));
+  }
+  // 1. buffers_i[k]: elements k, k + partials, ... combined.
+  {
+    auto loop = scf::ParallelOp::create(b, loc, c(0), c(partials), c(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value k = loop.getInductionVars()[0];
+    SmallVector<Value> sums =
+        stridedPartials(b, loc, r, ranges, {}, k, partials);
+    for (size_t i = 0; i < r.size(); ++i)
+      memref::StoreOp::create(b, loc, sums[i], buffers[i], ValueRange{k});
+  }
+  // 2. out_i = combiner_i(out_i, the partials), as a reduction of its own.
+  MLIRContext *ctx = b.getContext();
+  AffineMap all = AffineMap::getMultiDimIdentityMap(1, ctx),
+            none = AffineMap::get(1, 0, ctx);
+  SmallVector<AffineMap> maps(r.size(), all);
+  maps.append(r.size(), none);
+  auto next = linalg::GenericOp::create(
+      b, loc, TypeRange{}, buffers, outputs, maps,
+      SmallVector<utils::IteratorType>{utils::IteratorType::reduction},
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        SmallVector<Value> results;
+        for (size_t i = 0; i < r.size(); ++i)
+          results.push_back(
+              combine(nb, r, i, args[r.size() + i], args[i]));
+        linalg::YieldOp::create(nb, nloc, results);
+      });
+  op.erase();
+  return next;
+}
+
 struct GptcGpuMapReductionsPass final
     : mlir::gptc::impl::GptcGpuMapReductionsPassBase<GptcGpuMapReductionsPass> {
   using Base::Base;
@@ -482,6 +541,22 @@ struct GptcGpuMapReductionsPass final
       int64_t chunks = std::min<int64_t>(kColumnChunks, rows / kRowsPerChunk);
       if (chunks >= 2)
         splitColumns(*r, chunks);
+    }
+    // A large reduction to a scalar (a tensor's sum of squares for the
+    // gradient norm) is cut into strided partials first, again while the
+    // partials are many: the launch below then reduces a few thousand.
+    for (linalg::GenericOp &op : rowReductions) {
+      while (std::optional<Reduction> r = matchReduction(op)) {
+        if (r->numParallel != 0)
+          break;
+        int64_t count = 1;
+        for (int64_t n : op.getStaticLoopRanges())
+          count *= n;
+        if (count < kScalarSplitAt)
+          break;
+        op = splitScalar(*r,
+                         std::min(kScalarPartials, count / kScalarPerPartial));
+      }
     }
     if (!launchReductions)
       return;

@@ -186,3 +186,64 @@ func.func @two_column_sums(%x: memref<1024x16xf32>, %y: memref<1024x16xf32>,
   }
   return
 }
+
+// -----
+
+#all = affine_map<(d0, d1) -> (d0, d1)>
+#none = affine_map<(d0, d1) -> ()>
+// A sum of squares in f64 over 1024 x 1024 elements (a gradient norm's
+// term): one block alone keeps too few loads in flight, so the elements
+// are first combined into 65536 strided partials (a thread each after
+// gptc-gpu-map-kernel; neighbouring threads read neighbouring elements),
+// those into 4096 the same way, and one block of 1024 threads reduces the
+// last and adds into the output. Deterministic: the split is fixed.
+// CHECK-LABEL: func.func @scalar_split
+//       CHECK: %[[P1:.*]] = memref.alloc() : memref<65536xf64>
+//       CHECK: scf.parallel (%[[K:.*]]) = (%{{.*}}) to (%c65536{{(_[0-9]+)?}})
+//       CHECK:   %[[S:.*]] = scf.for %{{.*}} = %[[K]] to %c1048576 step %c65536{{(_[0-9]+)?}} iter_args
+//       CHECK:     memref.load %arg0
+//       CHECK:     arith.extf
+//       CHECK:     arith.mulf
+//       CHECK:     arith.addf
+//       CHECK:   memref.store %[[S]], %[[P1]][%[[K]]]
+//       CHECK: %[[P2:.*]] = memref.alloc() : memref<4096xf64>
+//       CHECK: scf.parallel (%[[K2:.*]]) = (%{{.*}}) to (%c4096{{(_[0-9]+)?}})
+//       CHECK:   scf.for %{{.*}} = %[[K2]] to %c65536{{(_[0-9]+)?}} step %c4096{{(_[0-9]+)?}} iter_args
+//       CHECK:     memref.load %[[P1]]
+//       CHECK:   memref.store %{{.*}}, %[[P2]][%[[K2]]]
+//       CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{(_[0-9]+)?}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c1024{{(_[0-9]+)?}},
+//       CHECK:   scf.for %{{.*}} = %[[TX]] to %c4096{{(_[0-9]+)?}} step %c1024
+//       CHECK:     memref.load %[[P2]]
+//       CHECK:   gpu.all_reduce add
+//       CHECK:   memref.load %arg1[]
+//       CHECK:   memref.store %{{.*}}, %arg1[]
+//   CHECK-NOT: linalg.generic
+func.func @scalar_split(%x: memref<1024x1024xf32>, %out: memref<f64>) {
+  linalg.generic {indexing_maps = [#all, #none], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<1024x1024xf32>) outs(%out : memref<f64>) {
+  ^bb0(%in: f32, %acc: f64):
+    %e = arith.extf %in : f32 to f64
+    %sq = arith.mulf %e, %e : f64
+    %n = arith.addf %acc, %sq : f64
+    linalg.yield %n : f64
+  }
+  return
+}
+
+// -----
+
+#all = affine_map<(d0) -> (d0)>
+#none = affine_map<(d0) -> ()>
+// Just below the split (65535 elements): one block.
+// CHECK-LABEL: func.func @scalar_unsplit
+//   CHECK-NOT: memref.alloc
+//       CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{(_[0-9]+)?}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c1024
+func.func @scalar_unsplit(%x: memref<65535xf32>, %out: memref<f32>) {
+  linalg.generic {indexing_maps = [#all, #none], iterator_types = ["reduction"]}
+      ins(%x : memref<65535xf32>) outs(%out : memref<f32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %n = arith.addf %acc, %in : f32
+    linalg.yield %n : f32
+  }
+  return
+}

@@ -30,7 +30,15 @@ def GptcGpuMapReductionsPass
       (butterfly shuffles), lane 0 combines the result into the output;
     - without (a reduction to a scalar: a sum of squares, a token count),
       one block of 1024 threads, each combining a strided part,
-      `gpu.all_reduce` combining the block, thread 0 writing.
+      `gpu.all_reduce` combining the block, thread 0 writing. One of at
+      least 65536 elements (a large tensor's term of the gradient norm,
+      which one block would read at a small fraction of the memory's
+      bandwidth) is first cut into min(65536, n / 16) strided partials,
+      in deterministic phases of parallel loops: partial `k` combines
+      elements `k, k + partials, ...` (neighbouring threads read
+      neighbouring elements) into a temporary, and the partials are
+      reduced the same way while they are at least 65536, then by the
+      block.
 
     A reduction's loops are first interchanged so that its parallel
     dimensions come first; only one whose innermost dimension was reduced

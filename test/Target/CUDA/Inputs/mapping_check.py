@@ -110,6 +110,13 @@ def cases():
         f"%n = gptc.global_norm %a0, %a1 : {ty(gw.shape)}, {ty(gb.shape)}",
         "return %n : tensor<f32>"], [gw, gb],
         [np.sqrt((gw.astype(np.float64) ** 2).sum() + (gb.astype(np.float64) ** 2).sum())]))
+    # A large one (90000 elements): cut into 5625 strided partials (a
+    # thread each), then their sum; with a small tensor's beside it.
+    bw = f(300, 300)
+    out.append(("global_norm_split", [
+        f"%n = gptc.global_norm %a0, %a1 : {ty(bw.shape)}, {ty(gb.shape)}",
+        "return %n : tensor<f32>"], [bw, gb],
+        [np.sqrt((bw.astype(np.float64) ** 2).sum() + (gb.astype(np.float64) ** 2).sum())]))
     return out
 
 
