@@ -15,6 +15,9 @@ rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf "$bundle" || exit 1
 # toolkit or, failing that, from PyTorch's wheels.
 cuda_libs=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
 wheel_libs=$(python3 -c "import os, nvidia.cublas, nvidia.cuda_runtime as r; print(os.path.dirname(nvidia.cublas.__file__) + '/lib:' + os.path.dirname(r.__file__) + '/lib')" 2>/dev/null || true)
+# NCCL (not bundled: 200 MB) from PyTorch's wheel where the toolkit lacks it.
+nccl_libs=$(python3 -c "import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], 'lib'))" 2>/dev/null || true)
+wheel_libs="$wheel_libs${nccl_libs:+:$nccl_libs}"
 export LD_LIBRARY_PATH="$work/lib:$cuda_libs${wheel_libs:+:$wheel_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rt="$work/gptc-runtime"
 status=0
@@ -48,6 +51,22 @@ check tiny-accum
 # bf16: the tensor-core attention rounds its probabilities (test/Runtime/train-cuda.test).
 check tiny-bf16 --tol 1e-2 --loss-tol 1e-3
 check gpt2-b4
+
+echo "== pipeline stages on the GPU (one process each, under the bundled mpiexec)"
+pipeline() { # NAME PROCESSES
+  local name=$1 np=$2
+  if PATH="$work/mpi:$PATH" "$work/mpi/mpiexec.hydra" -np "$np" "$rt" "$work/art/$name.gptc" \
+      --device cuda --stop-at-step 10 --eval-interval 0 --log-interval 0 \
+      --data "$work/data.txt" --checkpoint "$work/$name.ckpt" --dump-dir "$work/gpu-$name" \
+      >"$work/$name.log" 2>&1; then
+    python3 test/Parallel/Inputs/compare_runs.py "$work/ref/tiny8" "$work/gpu-$name" "$np" || status=1
+  else
+    status=1
+    echo "FAIL $name:"; tail -20 "$work/$name.log"
+  fi
+}
+pipeline tiny8-pp2 2
+pipeline tiny8-dp2pp2 4
 
 echo "== the attention kernels alone: checked, then against PyTorch's SDPA"
 "$work/gptc-attention-bench" --batch 2 --seq 200 --heads 4 --head-dim 64 --type f16 --check-only || status=1

@@ -18,15 +18,23 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/lib" "$stage/art" "$stage/ref"
 
 # 1. gptc-runtime and the shared libraries the GPU machine lacks (the C and
-#    C++ runtimes and CUDA's libraries are there).
+#    C++ runtimes and CUDA's libraries are there); MPICH's launcher
+#    (mpiexec.hydra and its proxy) for the pipeline's processes.
 cp "$build_dir/bin/gptc-runtime" "$build_dir/bin/gptc-attention-bench" "$stage/"
-ldd "$build_dir/bin/gptc-runtime" | awk '/=> \//{print $3}' | while read -r lib; do
+mkdir -p "$stage/mpi"
+cp -L /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy "$stage/mpi/"
+for bin in "$build_dir/bin/gptc-runtime" /usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy; do
+  ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|\
-    librt.so*|ld-linux*|libcuda*|libcublas*|libcudart*) ;;
+    librt.so*|ld-linux*|libcuda*|libcublas*|libcudart*|libnccl*) ;;
     *) cp -L "$lib" "$stage/lib/" ;;
   esac
 done
+# (NCCL, 200 MB, is there in PyTorch's wheels.) Symbols are not needed there.
+chmod u+w "$stage"/lib/*
+strip --strip-unneeded "$stage"/lib/* "$stage/mpi/"* 2>/dev/null || true
 cp /usr/share/common-licenses/GPL-3 "$stage/data.txt"
 
 # 2. The artifacts: the checks' (tiny three ways, GPT-2 124M's model with
@@ -39,6 +47,13 @@ cp /usr/share/common-licenses/GPL-3 "$stage/data.txt"
 # The same step without GEMM epilogues (GELU and bias gradients as kernels).
 "$gptc" bench/models/gpt2-124m-gpu.pbtxt --emit=artifact --device=cuda --gemm-epilogues=false \
   -o "$stage/art/gpt2-bench-noepi.gptc"
+# Pipeline stages (8-layer tiny: two stages, then two replicas of them with
+# ZeRO-2), one process each under the bundled mpiexec, sharing the GPU.
+pipe=test/Parallel/Inputs/tiny-8layer.pbtxt
+"$gptc" $pipe --mesh pp=2 --grad-accum 4 --pipeline-schedule=1f1b --emit=artifact --device=cuda \
+  -o "$stage/art/tiny8-pp2.gptc"
+"$gptc" $pipe --mesh dp=2,pp=2 --zero-stage 2 --grad-accum 2 --emit=artifact --device=cuda \
+  -o "$stage/art/tiny8-dp2pp2.gptc"
 
 # 3. The CPU runs they are checked against (the same schedules: each
 #    description's steps, stopped after 10).
@@ -46,12 +61,13 @@ run() { # NAME DESCRIPTION [gptc train flags]
   local name=$1 desc=$2; shift 2
   "$gptc" train "$desc" "$@" --stop-at-step 10 --eval-interval 0 --log-interval 0 \
     --data "$stage/data.txt" --checkpoint "$stage/ref/$name.ckpt" --dump-dir "$stage/ref/$name" 2>/dev/null
-  rm -f "$stage/ref/$name.ckpt"
+  rm -rf "$stage/ref/$name.ckpt"
 }
 run tiny models/tiny.pbtxt
 run tiny-accum models/tiny.pbtxt --grad-accum 2
 run tiny-bf16 test/Parallel/Inputs/tiny-bf16.pbtxt
 run gpt2-b4 test/Runtime/Inputs/gpt2-124m-b4.pbtxt
+run tiny8 test/Parallel/Inputs/tiny-8layer.pbtxt
 /usr/bin/python3 scripts/run_digest.py "$stage/ref/gpt2-b4" > "$stage/ref/gpt2-b4.json"
 rm -rf "$stage/ref/gpt2-b4"
 

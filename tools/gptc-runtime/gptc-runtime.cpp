@@ -7,15 +7,21 @@
 // Trains the program of `gptc MODEL --emit=artifact [--device cuda]` with the
 // runtime alone: no MLIR or LLVM, so the binary and its few libraries can
 // go where the compiler cannot (a GPU machine without the toolchain). One
-// process; the artifact carries the description's training settings.
+// process, or for a pipeline mesh one per device under mpirun (as `gptc
+// train`); the artifact carries the description's training settings.
 //
-//   gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE] [--steps-to N]
-//                [--checkpoint FILE] [--resume] [--log-interval N]
-//                [--eval-interval N] [--dump-dir DIR] [--profile]
+//   [mpirun -np N] gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]
+//                [--stop-at-step N] [--checkpoint FILE] [--resume]
+//                [--log-interval N] [--eval-interval N] [--dump-dir DIR]
+//                [--profile]
 //
 //===----------------------------------------------------------------------===//
 
+#include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
+#include "gptc/Runtime/Grid.h"
+#include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProgramFormat.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/program.pb.h"
@@ -24,12 +30,14 @@
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 namespace rt = gptc::runtime;
@@ -54,6 +62,93 @@ static int64_t parseCount(const std::string &text) {
     if (c < '0' || c > '9')
       return -1;
   return std::strtoll(text.c_str(), nullptr, 10);
+}
+
+/// The steps and the final checkpoint, with a validation pass first where
+/// the settings ask for one (the leader prints).
+template <typename TrainerT>
+static bool trainAndSave(TrainerT &trainer, const rt::TrainOptions &opts,
+                         const rt::Dataset &dataset, bool leader,
+                         std::string &error) {
+  if (opts.evalInterval > 0 && trainer.getStep() == 0) {
+    double val;
+    if (!trainer.evaluate(dataset, val, error))
+      return false;
+    if (leader)
+      std::cerr << "step     0/" << opts.steps << " | validation loss " << val
+                << std::endl;
+  }
+  if (!trainer.train(dataset, std::cerr, error) ||
+      !trainer.saveCheckpoint(opts.checkpointPath, trainer.getStep(), error))
+    return false;
+  if (leader)
+    std::cerr << "gptc-runtime: wrote " << opts.checkpointPath << " (step "
+              << trainer.getStep() << ")\n";
+  return true;
+}
+
+/// A pipeline artifact: one process per device of its mesh under mpirun,
+/// each running its stage (PipelineTrainer), as `gptc train` does.
+static int trainPipeline(const pg::Program &program,
+                         const rt::TrainOptions &opts, bool cuda, bool resume,
+                         const rt::Dataset &dataset) {
+  std::unique_ptr<rt::Communicator> comm =
+      rt::createMpiCommunicator(nullptr, nullptr);
+  if (!comm)
+    return fail("a pipeline artifact runs under MPI, and MPI did not start");
+  std::string error;
+  auto failAll = [&](const std::string &message) {
+    std::cerr << "gptc-runtime: error: rank " << comm->rank() << ": "
+              << message << "\n";
+    if (comm->size() > 1)
+      comm->abort(1);
+    return 1;
+  };
+  // Processes on one node share its cores (unless OMP_NUM_THREADS says).
+  if (comm->size() > 1 && !std::getenv("OMP_NUM_THREADS")) {
+    int local = comm->size();
+    if (const char *n = std::getenv("MPI_LOCALNRANKS"))
+      local = std::max(1, std::atoi(n));
+    gptc::cpu::setNumThreads(std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / local));
+  }
+  std::unique_ptr<rt::Backend> backend;
+  if (cuda) {
+#ifdef GPTC_HAVE_CUDA
+    // One GPU per process, by its rank on the node (stages may share one).
+    backend = rt::createCudaBackend(
+        program, rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount()),
+        error, comm.get());
+    if (!backend)
+      return failAll(error);
+#else
+    return failAll("--device cuda: this build has no CUDA runtime");
+#endif
+  }
+  auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get(),
+                                             std::move(backend));
+  if (!trainer)
+    return failAll(error);
+  if (resume) {
+    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
+      return failAll(error);
+  } else {
+    trainer->initialize();
+  }
+  bool leader = comm->rank() == 0;
+  if (leader) {
+    const pg::PipelinePlan &plan = program.pipeline();
+    std::cerr << "gptc-runtime: training " << opts.model << " ("
+              << trainer->numParameters() << " parameters), a pipeline of "
+              << plan.stages() << " stages (" << plan.schedule() << ", "
+              << plan.microbatches() << " microbatches) on "
+              << comm->size() << " processes, stage 0 on "
+              << trainer->device() << ", steps " << trainer->getStep()
+              << ".." << opts.steps << "\n";
+  }
+  if (!trainAndSave(*trainer, opts, dataset, leader, error))
+    return failAll(error);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -170,6 +265,9 @@ int main(int argc, char **argv) {
   opts.profile = profile;
   opts.tracePath = tracePath;
 
+  if (program.has_pipeline())
+    return trainPipeline(program, opts, device == "cuda", resume, dataset);
+
   std::unique_ptr<rt::Backend> backend;
   if (device == "cuda") {
 #ifdef GPTC_HAVE_CUDA
@@ -194,18 +292,7 @@ int main(int argc, char **argv) {
             << trainer->numParameters() << " parameters) on "
             << trainer->device() << ", steps " << trainer->getStep() << ".."
             << opts.steps << "\n";
-  if (opts.evalInterval > 0 && trainer->getStep() == 0) {
-    double val;
-    if (!trainer->evaluate(dataset, val, error))
-      return fail(error);
-    std::cerr << "step     0/" << opts.steps << " | validation loss " << val
-              << std::endl;
-  }
-  if (!trainer->train(dataset, std::cerr, error))
+  if (!trainAndSave(*trainer, opts, dataset, true, error))
     return fail(error);
-  if (!trainer->saveCheckpoint(opts.checkpointPath, error))
-    return fail(error);
-  std::cerr << "gptc-runtime: wrote " << opts.checkpointPath << " (step "
-            << trainer->getStep() << ")\n";
   return 0;
 }

@@ -339,32 +339,58 @@ static void summarizeImage(::gptc::program::Program &program) {
                                     program.cuda().format() + ">");
 }
 
+/// The description's training settings an artifact carries for
+/// gptc-runtime (what the compiled step does not hold).
+static void setTrainSettings(const ModelDescription &desc, StringRef text,
+                             ::gptc::program::Program &program) {
+  const ModelConfig &m = desc.getConfig();
+  ::gptc::program::TrainSettings &t = *program.mutable_train();
+  t.set_description(text.str());
+  t.set_micro_batch(m.microBatchSize);
+  t.set_seq_len(m.seqLen);
+  t.set_vocab(m.vocabSize);
+  t.set_steps(m.steps);
+  t.set_eval_interval(m.evalInterval);
+  t.set_checkpoint_interval(m.checkpointInterval);
+  t.set_keep_checkpoints(m.keepCheckpoints);
+  t.set_init_seed(m.initSeed);
+  t.set_data_seed(m.dataSeed);
+}
+
+/// The artifact's bytes to `os`.
+static LogicalResult writeArtifact(const ::gptc::program::Program &program,
+                                   Location loc, raw_ostream &os) {
+  std::string bytes;
+  if (!program.SerializeToString(&bytes))
+    return emitError(loc, "the artifact does not serialize (over 2 GiB?)");
+  os << bytes;
+  return success();
+}
+
 /// The outputs of a pipeline mesh, from gptc train's compilation: the
 /// chunks and each stage's program (train), the artifact (program), each
 /// stage's communication (comm), the chunks' kernels (kernels) and, for
 /// the GPU, their launch plans, PTX, cubin and stream schedules.
 static LogicalResult compilePipelineOutput(const ModelDescription &desc,
+                                           StringRef text,
                                            MLIRContext &context,
                                            raw_ostream &os) {
   int64_t p = desc.getConfig().pipelineParallel;
-  Location meshLoc = desc.locate({{"mesh"}});
   FailureOr<DeviceChoice> device = getDeviceChoice();
   if (failed(device))
     return failure();
-  if (emitAction == Emit::Artifact)
-    return emitError(meshLoc)
-           << "the mesh has a pipeline axis of size " << p
-           << ": gptc-runtime does not run pipelines; `mpirun -np N gptc "
-              "train` compiles and runs them";
   bool gpu = emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
              emitAction == Emit::Cubin || emitAction == Emit::Streams;
   if (gpu)
     device->cuda = true;
   OwningOpRef<ModuleOp> module = importModel(desc, &context);
   ::gptc::program::Program program;
-  // The artifact's image only where it is printed (--device cuda
-  // --emit=program); --emit=cuda/ptx/cubin compile the chunks below.
-  bool image = device->cuda && emitAction == Emit::Program;
+  // The artifact's code (the GPU's image, the CPU's kernel library) only
+  // where it is printed (--device cuda --emit=program) or written
+  // (--emit=artifact, what `mpirun gptc-runtime` runs); --emit=cuda/ptx/
+  // cubin compile the chunks below.
+  bool image = (device->cuda && emitAction == Emit::Program) ||
+               emitAction == Emit::Artifact;
   if (!module || failed(compilePipeline(desc, *module, /*codegen=*/true,
                                         program, /*kernelLibrary=*/image,
                                         *device)))
@@ -375,6 +401,9 @@ static LogicalResult compilePipelineOutput(const ModelDescription &desc,
                           /*enable=*/true, /*prettyForm=*/false));
     os << "\n";
     return success();
+  case Emit::Artifact:
+    setTrainSettings(desc, text, program);
+    return writeArtifact(program, module->getLoc(), os);
   case Emit::Program: {
     if (image)
       summarizeImage(program);
@@ -444,7 +473,10 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     return printPipelineSchedule(*desc, os);
   if (desc->getConfig().pipelineParallel > 1 && emitAction != Emit::Summary &&
       emitAction != Emit::MLIR)
-    return compilePipelineOutput(*desc, context, os);
+    return compilePipelineOutput(
+        *desc,
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer(),
+        context, os);
   OwningOpRef<ModuleOp> module = importModel(*desc, &context);
   if (!module)
     return failure();
@@ -510,25 +542,11 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                                      program))) {
       return failure();
     }
-    const ModelConfig &m = desc->getConfig();
-    ::gptc::program::TrainSettings &t = *program.mutable_train();
-    t.set_description(sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
-                          ->getBuffer()
-                          .str());
-    t.set_micro_batch(m.microBatchSize);
-    t.set_seq_len(m.seqLen);
-    t.set_vocab(m.vocabSize);
-    t.set_steps(m.steps);
-    t.set_eval_interval(m.evalInterval);
-    t.set_checkpoint_interval(m.checkpointInterval);
-    t.set_keep_checkpoints(m.keepCheckpoints);
-    t.set_init_seed(m.initSeed);
-    t.set_data_seed(m.dataSeed);
-    std::string bytes;
-    if (!program.SerializeToString(&bytes))
-      return module->emitError("the artifact does not serialize (over 2 GiB?)");
-    os << bytes;
-    return success();
+    setTrainSettings(
+        *desc,
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer(),
+        program);
+    return writeArtifact(program, module->getLoc(), os);
   }
   case Emit::Schedule: // answered before compiling
   case Emit::Summary:
