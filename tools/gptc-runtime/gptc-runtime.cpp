@@ -17,12 +17,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProgramFormat.h"
+#include "gptc/Runtime/TrainLoop.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/program.pb.h"
 
@@ -30,14 +30,12 @@
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #endif
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <unistd.h>
 
 namespace rt = gptc::runtime;
@@ -64,29 +62,6 @@ static int64_t parseCount(const std::string &text) {
   return std::strtoll(text.c_str(), nullptr, 10);
 }
 
-/// The steps and the final checkpoint, with a validation pass first where
-/// the settings ask for one (the leader prints).
-template <typename TrainerT>
-static bool trainAndSave(TrainerT &trainer, const rt::TrainOptions &opts,
-                         const rt::Dataset &dataset, bool leader,
-                         std::string &error) {
-  if (opts.evalInterval > 0 && trainer.getStep() == 0) {
-    double val;
-    if (!trainer.evaluate(dataset, val, error))
-      return false;
-    if (leader)
-      std::cerr << "step     0/" << opts.steps << " | validation loss " << val
-                << std::endl;
-  }
-  if (!trainer.train(dataset, std::cerr, error) ||
-      !trainer.saveCheckpoint(opts.checkpointPath, trainer.getStep(), error))
-    return false;
-  if (leader)
-    std::cerr << "gptc-runtime: wrote " << opts.checkpointPath << " (step "
-              << trainer.getStep() << ")\n";
-  return true;
-}
-
 /// A pipeline artifact: one process per device of its mesh under mpirun,
 /// each running its stage (PipelineTrainer), as `gptc train` does.
 static int trainPipeline(const pg::Program &program,
@@ -104,14 +79,7 @@ static int trainPipeline(const pg::Program &program,
       comm->abort(1);
     return 1;
   };
-  // Processes on one node share its cores (unless OMP_NUM_THREADS says).
-  if (comm->size() > 1 && !std::getenv("OMP_NUM_THREADS")) {
-    int local = comm->size();
-    if (const char *n = std::getenv("MPI_LOCALNRANKS"))
-      local = std::max(1, std::atoi(n));
-    gptc::cpu::setNumThreads(std::max(
-        1, static_cast<int>(std::thread::hardware_concurrency()) / local));
-  }
+  rt::shareCores(*comm);
   std::unique_ptr<rt::Backend> backend;
   if (cuda) {
 #ifdef GPTC_HAVE_CUDA
@@ -146,7 +114,8 @@ static int trainPipeline(const pg::Program &program,
               << trainer->device() << ", steps " << trainer->getStep()
               << ".." << opts.steps << "\n";
   }
-  if (!trainAndSave(*trainer, opts, dataset, leader, error))
+  if (!rt::trainAndSave(*trainer, opts, dataset, leader, "gptc-runtime",
+                        error))
     return failAll(error);
   return 0;
 }
@@ -292,7 +261,7 @@ int main(int argc, char **argv) {
             << trainer->numParameters() << " parameters) on "
             << trainer->device() << ", steps " << trainer->getStep() << ".."
             << opts.steps << "\n";
-  if (!trainAndSave(*trainer, opts, dataset, true, error))
+  if (!rt::trainAndSave(*trainer, opts, dataset, true, "gptc-runtime", error))
     return fail(error);
   return 0;
 }

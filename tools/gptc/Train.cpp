@@ -27,6 +27,7 @@
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProcessMemory.h"
 #include "gptc/Runtime/Sampling.h"
+#include "gptc/Runtime/TrainLoop.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 #include "gptc/Target/CPU/CompileProgram.h"
@@ -420,29 +421,6 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   return success();
 }
 
-/// What gptc train does with either trainer once it is set up: a
-/// validation pass before the first step, the steps, the final checkpoint.
-template <typename TrainerT>
-static bool trainAndSave(TrainerT &trainer, const rt::TrainOptions &opts,
-                         const rt::Dataset &data, bool leader,
-                         std::string &error) {
-  if (opts.evalInterval > 0 && trainer.getStep() == 0) {
-    double val;
-    if (!trainer.evaluate(data, val, error))
-      return false;
-    if (leader)
-      std::cerr << "step     0/" << opts.steps << " | validation loss "
-                << std::fixed << val << std::endl;
-  }
-  if (!trainer.train(data, std::cerr, error) ||
-      !trainer.saveCheckpoint(opts.checkpointPath, trainer.getStep(), error))
-    return false;
-  if (leader)
-    llvm::errs() << "gptc: wrote " << opts.checkpointPath << " (step "
-                 << trainer.getStep() << ")\n";
-  return true;
-}
-
 /// Under several processes, the leader says which process each rank is:
 /// a launcher names a dead rank by its PID.
 static bool printProcesses(rt::Communicator &comm, std::string &error) {
@@ -454,18 +432,6 @@ static bool printProcesses(rt::Communicator &comm, std::string &error) {
   if (comm.rank() == 0)
     llvm::errs() << "gptc: processes: " << text << "\n";
   return true;
-}
-
-/// Processes on one node share its cores (unless the user chose with
-/// OMP_NUM_THREADS).
-static void shareCores(const rt::Communicator &comm) {
-  if (comm.size() < 2 || std::getenv("OMP_NUM_THREADS"))
-    return;
-  int local = comm.size();
-  if (const char *n = std::getenv("MPI_LOCALNRANKS"))
-    local = std::max(1, std::atoi(n));
-  ::gptc::cpu::setNumThreads(std::max(
-      1, static_cast<int>(std::thread::hardware_concurrency()) / local));
 }
 
 /// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
@@ -505,7 +471,7 @@ static int runPipelineTrain(ModelDescription &desc,
       comm->abort(1);
     return 1;
   }
-  shareCores(*comm);
+  rt::shareCores(*comm);
   std::string error;
   rt::Dataset data;
   if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
@@ -593,7 +559,7 @@ static int runPipelineTrain(ModelDescription &desc,
   }
   if (!printProcesses(*comm, error))
     return failAll(error);
-  if (!trainAndSave(*trainer, opts, data, leader, error))
+  if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
     return failAll(error);
   return 0;
 }
@@ -754,7 +720,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
         /*everyRank=*/true);
 
   if (comm)
-    shareCores(*comm);
+    rt::shareCores(*comm);
 
   // 4. Data, options, parameters.
   rt::Dataset data;
@@ -853,7 +819,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   }
   if (comm && !printProcesses(*comm, error))
     return failAll(error);
-  if (!trainAndSave(*trainer, opts, data, leader, error))
+  if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
     return failAll(error);
   if (leader) {
     // The whole run's peak (compilation, training and the checkpoint) and

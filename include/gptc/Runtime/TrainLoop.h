@@ -1,0 +1,67 @@
+//===- TrainLoop.h - What a tool does with a trainer once set up -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// The steps gptc train and gptc-runtime take with either trainer (Trainer,
+// PipelineTrainer) once it is created and initialized or resumed, and how
+// the processes of one node share its cores.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_TRAINLOOP_H
+#define GPTC_RUNTIME_TRAINLOOP_H
+
+#include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Dataset.h"
+#include "gptc/Runtime/Trainer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+
+namespace gptc::runtime {
+
+/// A validation pass before the first step (where the options ask for
+/// one), the steps, the final checkpoint; the leader prints, its lines
+/// prefixed with `tool` ("gptc", "gptc-runtime").
+template <typename TrainerT>
+bool trainAndSave(TrainerT &trainer, const TrainOptions &opts,
+                  const Dataset &data, bool leader, const std::string &tool,
+                  std::string &error) {
+  if (opts.evalInterval > 0 && trainer.getStep() == 0) {
+    double val;
+    if (!trainer.evaluate(data, val, error))
+      return false;
+    if (leader)
+      std::cerr << "step     0/" << opts.steps << " | validation loss "
+                << std::fixed << val << std::endl;
+  }
+  if (!trainer.train(data, std::cerr, error) ||
+      !trainer.saveCheckpoint(opts.checkpointPath, trainer.getStep(), error))
+    return false;
+  if (leader)
+    std::cerr << tool << ": wrote " << opts.checkpointPath << " (step "
+              << trainer.getStep() << ")\n";
+  return true;
+}
+
+/// Processes on one node share its cores (unless the user chose with
+/// OMP_NUM_THREADS).
+inline void shareCores(const Communicator &comm) {
+  if (comm.size() < 2 || std::getenv("OMP_NUM_THREADS"))
+    return;
+  int local = comm.size();
+  if (const char *n = std::getenv("MPI_LOCALNRANKS"))
+    local = std::max(1, std::atoi(n));
+  cpu::setNumThreads(std::max(
+      1, static_cast<int>(std::thread::hardware_concurrency()) / local));
+}
+
+} // namespace gptc::runtime
+
+#endif // GPTC_RUNTIME_TRAINLOOP_H
