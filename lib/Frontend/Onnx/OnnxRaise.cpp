@@ -93,11 +93,6 @@ bool near(std::optional<double> x, double want) {
   return x && std::abs(*x - want) <= 1e-6 * std::abs(want);
 }
 
-bool isBinary(Value v, BinaryFn fn) {
-  auto op = v.getDefiningOp<BinaryOp>();
-  return op && op.getFn() == fn;
-}
-
 /// The factors of a product tree of `gptc.binary mul`s (and `pow x, 2|3`),
 /// looking through at most `depth` levels.
 void factors(Value v, SmallVectorImpl<Value> &out, int depth = 4) {
