@@ -50,7 +50,9 @@ static const char *kUsage =
     "usage: gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]\n"
     "                    [--stop-at-step N] [--checkpoint FILE] [--resume]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
-    "                    [--dump-dir DIR] [--profile] [--trace FILE]\n";
+    "                    [--dump-dir DIR] [--profile] [--trace FILE]\n"
+    "a pipeline mesh's artifact runs one process per device: mpirun -np N "
+    "gptc-runtime ...\n";
 
 /// A non-negative integer option's value, or -1.
 static int64_t parseCount(const std::string &text) {
