@@ -17,44 +17,41 @@
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace gptc;
 using namespace gptc::runtime;
 
-namespace {
-bool notResident(std::string &error) {
-  error = "a state operation names a tensor that is not resident";
-  return false;
+float *Backend::stateFloats(const Tensor &t, bool write, std::string &error) {
+  if (t.dtype != program::F32) {
+    error = "state operations take f32 tensors";
+    return nullptr;
+  }
+  auto *p = reinterpret_cast<float *>(stateMemory(t, write));
+  if (!p)
+    error = "a state operation names a tensor that is not resident";
+  return p;
 }
-bool checkF32(const Tensor &t, std::string &error) {
-  if (t.dtype == program::F32)
-    return true;
-  error = "state operations take f32 tensors";
-  return false;
-}
-} // namespace
 
 bool Backend::stateZero(const Tensor &t, std::string &error) {
-  std::byte *p = stateMemory(t, true);
+  float *p = stateFloats(t, true, error);
   if (!p)
-    return notResident(error);
-  std::memset(p, 0, t.byteSize());
+    return false;
+  std::fill_n(p, t.numElements(), 0.f);
   return true;
 }
 
 bool Backend::stateAdd(const Tensor &dst, const Tensor &src,
                        std::string &error) {
-  if (!checkF32(dst, error) || !checkF32(src, error))
-    return false;
   if (dst.numElements() != src.numElements()) {
     error = "stateAdd: the tensors differ in size";
     return false;
   }
-  const float *x = reinterpret_cast<const float *>(stateMemory(src, false));
-  float *y = reinterpret_cast<float *>(stateMemory(dst, true));
-  if (!x || !y)
-    return notResident(error);
+  const float *x = stateFloats(src, false, error);
+  float *y = x ? stateFloats(dst, true, error) : nullptr;
+  if (!y)
+    return false;
   for (int64_t e = 0, n = dst.numElements(); e < n; ++e)
     y[e] += x[e];
   return true;
@@ -62,11 +59,9 @@ bool Backend::stateAdd(const Tensor &dst, const Tensor &src,
 
 bool Backend::stateScale(const StateSpan &span, float factor,
                          std::string &error) {
-  if (!checkF32(*span.tensor, error))
-    return false;
-  float *x = reinterpret_cast<float *>(stateMemory(*span.tensor, true));
+  float *x = stateFloats(*span.tensor, true, error);
   if (!x)
-    return notResident(error);
+    return false;
   x += span.begin;
   for (int64_t e = 0; e < span.count; ++e)
     x[e] *= factor;
@@ -77,12 +72,9 @@ bool Backend::stateSumOfSquares(const std::vector<StateSpan> &spans,
                                 double &sum, std::string &error) {
   sum = 0;
   for (const StateSpan &s : spans) {
-    if (!checkF32(*s.tensor, error))
-      return false;
-    const float *x =
-        reinterpret_cast<const float *>(stateMemory(*s.tensor, false));
+    const float *x = stateFloats(*s.tensor, false, error);
     if (!x)
-      return notResident(error);
+      return false;
     x += s.begin;
     for (int64_t e = 0; e < s.count; ++e)
       sum += static_cast<double>(x[e]) * x[e];
@@ -95,16 +87,12 @@ bool Backend::stateAdamW(const std::vector<StateAdamW> &tensors, double lr,
                          double beta2, double eps, std::string &error) {
   std::vector<cpu::AdamWTensor> update;
   for (const StateAdamW &t : tensors) {
-    for (const Tensor *x : {t.param, t.grad, t.m, t.v})
-      if (!checkF32(*x, error))
-        return false;
-    float *p = reinterpret_cast<float *>(stateMemory(*t.param, true));
-    const float *g =
-        reinterpret_cast<const float *>(stateMemory(*t.grad, false));
-    float *m = reinterpret_cast<float *>(stateMemory(*t.m, true));
-    float *v = reinterpret_cast<float *>(stateMemory(*t.v, true));
-    if (!p || !g || !m || !v)
-      return notResident(error);
+    float *p = stateFloats(*t.param, true, error);
+    const float *g = p ? stateFloats(*t.grad, false, error) : nullptr;
+    float *m = g ? stateFloats(*t.m, true, error) : nullptr;
+    float *v = m ? stateFloats(*t.v, true, error) : nullptr;
+    if (!v)
+      return false;
     update.push_back({p + t.begin, g + t.begin, m, v, p + t.begin, m, v,
                       t.count, t.weightDecay});
   }
@@ -116,10 +104,9 @@ bool Backend::stateAllReduceSum(const Tensor &t, Communicator &comm,
                                 const std::vector<int64_t> &grid,
                                 const std::vector<int64_t> &axes,
                                 std::string &error) {
-  std::byte *p = stateMemory(t, true);
-  if (!p)
-    return notResident(error);
-  return comm.allReduceSum(p, t.numElements(), t.dtype, grid, axes, error);
+  float *p = stateFloats(t, true, error);
+  return p &&
+         comm.allReduceSum(p, t.numElements(), t.dtype, grid, axes, error);
 }
 
 bool Backend::stateReduceScatterSum(const Tensor &t, const StateSpan &mine,
@@ -127,11 +114,9 @@ bool Backend::stateReduceScatterSum(const Tensor &t, const StateSpan &mine,
                                     const std::vector<int64_t> &grid,
                                     const std::vector<int64_t> &axes,
                                     std::string &error) {
-  if (!checkF32(t, error))
-    return false;
-  float *p = reinterpret_cast<float *>(stateMemory(t, true));
+  float *p = stateFloats(t, true, error);
   if (!p)
-    return notResident(error);
+    return false;
   Tensor block(program::F32, {mine.count});
   if (!comm.reduceScatterSum(p, block.raw(), mine.count, program::F32, grid,
                              axes, error))
@@ -144,12 +129,9 @@ bool Backend::stateAllGather(const StateSpan &mine, Communicator &comm,
                              const std::vector<int64_t> &grid,
                              const std::vector<int64_t> &axes,
                              std::string &error) {
-  const Tensor &t = *mine.tensor;
-  if (!checkF32(t, error))
-    return false;
-  float *p = reinterpret_cast<float *>(stateMemory(t, true));
+  float *p = stateFloats(*mine.tensor, true, error);
   if (!p)
-    return notResident(error);
+    return false;
   Tensor block(program::F32, {mine.count});
   std::memcpy(block.raw(), p + mine.begin, block.byteSize());
   return comm.allGather(block.raw(), p, mine.count, program::F32, grid, axes,

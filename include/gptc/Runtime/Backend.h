@@ -159,6 +159,11 @@ protected:
     (void)write;
     return const_cast<std::byte *>(t.raw());
   }
+
+private:
+  /// stateMemory of an f32 tensor as floats; null with `error` set for
+  /// another element type or a tensor that is not resident.
+  float *stateFloats(const Tensor &t, bool write, std::string &error);
 };
 
 /// The CPU: Executors over the program's kernel library. Null with `error`
