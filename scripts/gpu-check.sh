@@ -75,9 +75,11 @@ ajson=""
 if [ -n "${OUT:-}" ]; then ajson="--json $OUT/gpu-attention.json"; fi
 python3 bench/gpu_attention.py --bench "$work/gptc-attention-bench" $ajson || status=1
 
-echo "== where GPT-2 124M's bf16 step goes (4 steps, each kernel timed)"
-"$rt" "$work/art/gpt2-bench.gptc" --device cuda --stop-at-step 4 --eval-interval 0 \
-  --log-interval 1 --profile --data "$work/data.txt" --checkpoint "$work/bench.ckpt" 2>&1 | tail -30 || status=1
+echo "== GPT-2 124M's bf16 kernels: GEMMs and attention against PyTorch alone, memory-bound against the copy"
+kjson=""
+if [ -n "${OUT:-}" ]; then kjson="--json $OUT/gpu-kernels.json"; fi
+python3 bench/kernel_efficiency.py --device cuda --runtime "$rt" --artifact "$work/art/gpt2-bench.gptc" \
+  --data "$work/data.txt" --steps 4 --rounds 2 $kjson || status=1
 
 echo "== GEMM epilogues on and off (GPT-2 124M bf16, 6 steps each, alternating, best of 2)"
 for round in 1 2; do

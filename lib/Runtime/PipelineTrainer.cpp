@@ -769,7 +769,7 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
           !writeNpy(o.dumpDir + "/final." + pv.name() + ".npy", *t, error))
         return false;
     }
-  progress.summary(nullptr);
+  progress.summary();
   return true;
 }
 

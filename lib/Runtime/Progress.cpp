@@ -6,7 +6,6 @@
 
 #include "gptc/Runtime/Progress.h"
 
-#include "gptc/Runtime/Backend.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -106,7 +105,7 @@ void Progress::validation(int64_t step, double loss) {
 
 void Progress::finish() { end = std::chrono::steady_clock::now(); }
 
-void Progress::summary(const FunctionRunner *profiled) {
+void Progress::summary() {
   if (!enabled)
     return;
   double total = std::chrono::duration<double>(end - start).count();
@@ -121,25 +120,14 @@ void Progress::summary(const FunctionRunner *profiled) {
           << " tok/s after the first step";
     log << "\n" << std::flush;
   }
-  if (!profiled || profiled->profile().empty())
-    return;
-  const std::vector<double> &sec = profiled->profile();
-  double sum = 0;
-  for (double x : sec)
-    sum += x;
-  std::vector<int> order;
-  for (int k = 0; k < static_cast<int>(sec.size()); ++k)
-    if (sec[k] > 0)
-      order.push_back(k);
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return sec[a] > sec[b]; });
-  log << "gptc: time in @" << profiled->getFunction().name() << " by kernel ("
-      << std::setprecision(2) << sum << " s in kernels of " << total
-      << " s):\n";
-  for (int k : order)
-    log << "  " << std::left << std::setw(24)
-        << program::OpKind_Name(static_cast<program::OpKind>(k)) << std::right
-        << std::setw(7) << std::setprecision(1) << 100.0 * sec[k] / sum << "%  "
-        << std::setw(8) << std::setprecision(3) << sec[k] << " s  "
-        << profiled->profileCalls()[k] << " calls\n";
+}
+
+double Progress::secondsPerStep() const {
+  int64_t steps = stop - first;
+  if (steps <= 0)
+    return 0;
+  if (steps == 1)
+    return std::chrono::duration<double>(end - start).count();
+  return std::chrono::duration<double>(end - afterFirst).count() /
+         static_cast<double>(steps - 1);
 }

@@ -63,11 +63,8 @@ public:
   }
   void enableProfiling() override { inner->enableProfiling(); }
   void setTrace(TraceRecorder *trace) override { inner->setTrace(trace); }
-  const std::vector<double> &profile() const override {
+  std::vector<KernelTime> profile() const override {
     return inner->profile();
-  }
-  const std::vector<int64_t> &profileCalls() const override {
-    return inner->profileCalls();
   }
 
 private:

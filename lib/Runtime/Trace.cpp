@@ -17,8 +17,7 @@ void TraceRecorder::slice(std::string name, const char *category, double start,
       {std::move(name), std::move(location), category, start, end, tid});
 }
 
-/// `s` as the inside of a JSON string.
-static std::string escape(const std::string &s) {
+std::string gptc::runtime::jsonEscape(const std::string &s) {
   std::string out;
   for (char c : s) {
     if (c == '"' || c == '\\') {
@@ -56,7 +55,7 @@ bool TraceRecorder::write(const std::string &path, std::string &error) const {
     }
   char num[64];
   for (const Event &e : events) {
-    out << ",\n{\"name\": \"" << escape(e.name) << "\", \"cat\": \""
+    out << ",\n{\"name\": \"" << jsonEscape(e.name) << "\", \"cat\": \""
         << e.category << "\", \"ph\": \"X\", \"pid\": " << pid
         << ", \"tid\": " << e.tid;
     std::snprintf(num, sizeof num, "%.3f", e.start);
@@ -64,7 +63,7 @@ bool TraceRecorder::write(const std::string &path, std::string &error) const {
     std::snprintf(num, sizeof num, "%.3f", e.end - e.start);
     out << ", \"dur\": " << num;
     if (!e.location.empty())
-      out << ", \"args\": {\"location\": \"" << escape(e.location) << "\"}";
+      out << ", \"args\": {\"location\": \"" << jsonEscape(e.location) << "\"}";
     out << "}";
   }
   out << "\n]}\n";

@@ -6,6 +6,7 @@
 
 #include "gptc/Runtime/Trainer.h"
 
+#include "gptc/Runtime/KernelProfile.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/ProgramFormat.h"
 #include "gptc/Runtime/Progress.h"
@@ -773,6 +774,10 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
       if (s.role == program::ROLE_LOSS_SCALE)
         report.lossScale = scalar(s.value);
     progress.step(report);
+    // The profile leaves out the first step (loading kernels, choosing
+    // algorithms, first touches), as the rate does.
+    if (options.profile && step == first && stop - first > 1)
+      trainStep->enableProfiling();
     bool final = step + 1 == stop;
 
     bool evalNow = options.evalInterval > 0 &&
@@ -815,6 +820,18 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
   }
   if (!options.dumpDir.empty() && !dumpFinal(error))
     return false;
-  progress.summary(options.profile ? trainStep.get() : nullptr);
+  progress.summary();
+  if (options.profile && writer) {
+    int64_t steps = stop - first > 1 ? stop - first - 1 : stop - first;
+    std::vector<KernelTime> kernels = trainStep->profile();
+    double copy = backend->copyBandwidth();
+    printKernelProfile(log, stepFn.name(), kernels, steps,
+                       progress.secondsPerStep(), copy);
+    if (!options.profileJson.empty() &&
+        !writeKernelProfile(options.profileJson, stepFn.name(), kernels, steps,
+                            progress.secondsPerStep(), copy,
+                            backend->describe(), error))
+      return false;
+  }
   return true;
 }

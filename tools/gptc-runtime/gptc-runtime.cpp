@@ -13,7 +13,7 @@
 //   [mpirun -np N] gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]
 //                [--stop-at-step N] [--checkpoint FILE] [--resume]
 //                [--log-interval N] [--eval-interval N] [--dump-dir DIR]
-//                [--profile]
+//                [--profile] [--profile-json FILE] [--trace FILE]
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +50,8 @@ static const char *kUsage =
     "usage: gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]\n"
     "                    [--stop-at-step N] [--checkpoint FILE] [--resume]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
-    "                    [--dump-dir DIR] [--profile] [--trace FILE]\n"
+    "                    [--dump-dir DIR] [--profile] [--profile-json FILE]\n"
+    "                    [--trace FILE]\n"
     "a pipeline mesh's artifact runs one process per device: mpirun -np N "
     "gptc-runtime ...\n";
 
@@ -69,6 +70,9 @@ static int64_t parseCount(const std::string &text) {
 static int trainPipeline(const pg::Program &program,
                          const rt::TrainOptions &opts, bool cuda, bool resume,
                          const rt::Dataset &dataset) {
+  if (opts.profile)
+    return fail("--profile times the kernels of one program; a pipeline's "
+                "stages and their waits are timed by --trace");
   std::unique_ptr<rt::Communicator> comm =
       rt::createMpiCommunicator(nullptr, nullptr);
   if (!comm)
@@ -125,7 +129,7 @@ static int trainPipeline(const pg::Program &program,
 int main(int argc, char **argv) {
   std::string artifact, device = "cpu",
                         data = "/usr/share/common-licenses/GPL-3", checkpoint,
-                        dumpDir, tracePath;
+                        dumpDir, tracePath, profileJson;
   int64_t stopAt = -1, logInterval = 10, evalInterval = -1;
   bool resume = false, profile = false;
   for (int i = 1; i < argc; ++i) {
@@ -154,6 +158,8 @@ int main(int argc, char **argv) {
       ok = value(dumpDir);
     else if (arg == "--trace")
       ok = value(tracePath);
+    else if (arg == "--profile-json")
+      ok = value(profileJson);
     else if (arg == "--stop-at-step")
       ok = count(stopAt);
     else if (arg == "--log-interval")
@@ -177,7 +183,7 @@ int main(int argc, char **argv) {
       return fail(arg + " takes " +
                       (arg == "--device" || arg == "--data" ||
                                arg == "--checkpoint" || arg == "--dump-dir" ||
-                               arg == "--trace"
+                               arg == "--trace" || arg == "--profile-json"
                            ? std::string("a value")
                            : std::string("a count (an integer >= 0)")),
                   2);
@@ -233,7 +239,8 @@ int main(int argc, char **argv) {
   opts.logInterval = logInterval;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDir;
-  opts.profile = profile;
+  opts.profile = profile || !profileJson.empty();
+  opts.profileJson = profileJson;
   opts.tracePath = tracePath;
 
   if (program.has_pipeline())

@@ -131,9 +131,17 @@ static cl::opt<std::string> traceOpt(
              "checkpoints) as a Chrome trace for Perfetto; under mpirun "
              "each rank writes FILE with .rank<r> before the extension"),
     cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
-static cl::opt<bool> profileOpt("profile",
-                                cl::desc("Print the time spent per kernel kind"),
-                                cl::init(false), cl::cat(trainCategory));
+static cl::opt<bool> profileOpt(
+    "profile",
+    cl::desc("Time every kernel after the first step and print where the "
+             "step's time goes: by kernel kind, the GEMMs' FLOP/s, the "
+             "memory-bound kernels' bandwidth against a measured copy"),
+    cl::init(false), cl::cat(trainCategory));
+static cl::opt<std::string> profileJsonOpt(
+    "profile-json",
+    cl::desc("With the profile (implies --profile): rank 0 writes it per "
+             "kernel, with operand types, as JSON (docs/Runtime.md)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<bool> codegenOpt(
     "codegen",
     cl::desc("Compile the ops code generation lowers into fused kernels "
@@ -441,6 +449,12 @@ static int runPipelineTrain(ModelDescription &desc,
   const ModelConfig &m = desc.getConfig();
   if (failed(checkPipelineSupported(desc)))
     return 1;
+  if (profileOpt || !profileJsonOpt.empty()) {
+    llvm::errs() << "gptc: error: --profile times the kernels of one "
+                    "program; a pipeline's stages and their waits are timed "
+                    "by --trace (docs/Pipeline.md)\n";
+    return 1;
+  }
   if (stepsOpt >= 0)
     desc.setSteps(stepsOpt);
   // The processes first: compiling a large model takes minutes.
@@ -749,7 +763,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   opts.logInterval = logIntervalOpt;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;
-  opts.profile = profileOpt;
+  opts.profile = profileOpt || !profileJsonOpt.empty();
+  opts.profileJson = profileJsonOpt;
   opts.tracePath = traceOpt;
   opts.injectOverflowStep = injectStep - 1;
   opts.injectOverflowRank = static_cast<int>(injectRank);

@@ -29,6 +29,17 @@ namespace gptc::runtime {
 class Communicator;
 class TraceRecorder;
 
+/// One kernel's time in the runs since profiling was enabled: on the CPU
+/// the wall time of the call, on a GPU the device's time between events
+/// around its launches.
+struct KernelTime {
+  /// The function whose kernel it is (a body's, for an ACCUMULATE's).
+  const program::Function *function = nullptr;
+  int kernel = 0;
+  double seconds = 0;
+  int64_t calls = 0;
+};
+
 /// Runs one Function (see Executor for the contract of each method).
 class FunctionRunner {
 public:
@@ -44,12 +55,15 @@ public:
   /// Fault injection: +inf in element 0 of the first input of the next
   /// run's first kernel of kind `op`; false when there is none.
   virtual bool injectInfinityBefore(program::OpKind op) = 0;
+  /// Times every kernel of later runs, from zero (again, when called a
+  /// second time: the trainer restarts the clock after the first step).
   virtual void enableProfiling() = 0;
   /// Record every kernel of later runs in `trace` (null: stop).
   virtual void setTrace(TraceRecorder *trace) { (void)trace; }
-  /// Seconds and calls per program::OpKind since profiling was enabled.
-  virtual const std::vector<double> &profile() const = 0;
-  virtual const std::vector<int64_t> &profileCalls() const = 0;
+  /// Every kernel that ran since profiling was enabled, with its own time:
+  /// an ACCUMULATE's excludes its body's kernels, which are listed with
+  /// the body's function.
+  virtual std::vector<KernelTime> profile() const = 0;
 };
 
 /// Whether `function`'s output `output` may be computed in the buffer of
@@ -117,6 +131,13 @@ public:
   ///
   /// Operands need not be resident where hasDeviceMemory() is false.
   ///
+  /// Bytes read plus bytes written per second by a large copy within the
+  /// backend's memory (the ceiling memory-bound kernels are judged
+  /// against in `--profile`), measured now: the best of a few copies (the
+  /// CPU: 256 MiB, split over the runtime's threads; a GPU: 1 GiB,
+  /// device to device). 0 when it cannot be measured.
+  virtual double copyBandwidth();
+
   /// t = 0.
   virtual bool stateZero(const Tensor &t, std::string &error);
   /// dst += src (same shape).

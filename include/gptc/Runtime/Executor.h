@@ -72,11 +72,10 @@ public:
   /// function has no such kernel.
   bool injectInfinityBefore(program::OpKind op) override;
 
-  /// Time every kernel from now on; `profile()` returns seconds per op kind.
+  /// Time every kernel from now on (from zero); `profile()` lists them.
   void enableProfiling() override;
   void setTrace(TraceRecorder *t) override;
-  const std::vector<double> &profile() const override { return seconds; }
-  const std::vector<int64_t> &profileCalls() const override { return calls; }
+  std::vector<KernelTime> profile() const override;
 
 private:
   explicit Executor(const program::Function &function);
@@ -127,9 +126,11 @@ private:
   std::map<const program::Kernel *, std::unique_ptr<Executor>> bodies;
   /// Packs the tensors of a bucket that is not contiguous in the arena.
   std::vector<std::byte> bucketScratch;
-  /// Seconds and calls per program::OpKind.
+  /// The profile's seconds and calls per kernel (by index), and all of
+  /// them with the bodies'.
   std::vector<double> seconds;
   std::vector<int64_t> calls;
+  double profiledSeconds() const;
 };
 
 } // namespace gptc::runtime

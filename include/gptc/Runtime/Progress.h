@@ -23,8 +23,6 @@
 
 namespace gptc::runtime {
 
-class FunctionRunner;
-
 /// What one optimizer step reports.
 struct StepReport {
   int64_t step = 0; ///< 0-based
@@ -51,9 +49,11 @@ public:
   void validation(int64_t step, double loss);
   /// The steps are done: stops the clock.
   void finish();
-  /// "N steps in S s; R tok/s after the first step", then, when `profiled`
-  /// timed its kernels, the time by kernel kind.
-  void summary(const FunctionRunner *profiled);
+  /// "N steps in S s; R tok/s after the first step".
+  void summary();
+  /// The wall time of a step after the first (of the only one, when there
+  /// was one).
+  double secondsPerStep() const;
 
 private:
   std::ostream &log;

@@ -22,6 +22,10 @@
 
 namespace gptc::runtime {
 
+/// `s` as the inside of a JSON string (quotes, backslashes and control
+/// characters escaped).
+std::string jsonEscape(const std::string &s);
+
 class TraceRecorder {
 public:
   explicit TraceRecorder(int pid) : pid(pid) {}

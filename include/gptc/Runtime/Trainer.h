@@ -53,8 +53,13 @@ struct TrainOptions {
   /// terminal).
   int64_t logInterval = 10;
   bool liveProgress = false;
-  /// Time each kernel kind and print where the step's time goes.
+  /// Time each kernel and print where the step's time goes, by kind and
+  /// by class, with the GEMMs' FLOP/s and the memory-bound kernels'
+  /// bandwidth (KernelProfile.h), over the steps after the first.
   bool profile = false;
+  /// With `profile`: rank 0 also writes the profile per kernel as JSON
+  /// here.
+  std::string profileJson;
   /// Write the initial parameters, each step's batch and the losses as
   /// .npy/.tsv files here (reference checks); at the end, the final
   /// parameters (`final.<name>.npy`, whole) and, on a mesh, each rank's

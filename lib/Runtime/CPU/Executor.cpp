@@ -437,18 +437,6 @@ bool Executor::runAccumulate(const Kernel &k, std::string &error) {
       }
     }
   }
-  // The profile shows the body's kernels, not one ACCUMULATE block.
-  if (profiling && !body.seconds.empty()) {
-    double inner = 0;
-    for (size_t kind = 0; kind < body.seconds.size(); ++kind) {
-      seconds[kind] += body.seconds[kind];
-      calls[kind] += body.calls[kind];
-      inner += body.seconds[kind];
-      body.seconds[kind] = 0;
-      body.calls[kind] = 0;
-    }
-    seconds[program::ACCUMULATE] -= inner;
-  }
   return true;
 }
 
@@ -460,8 +448,35 @@ void Executor::setCommunicator(Communicator *c) {
 
 void Executor::enableProfiling() {
   profiling = true;
+  seconds.assign(function.kernels_size(), 0.0);
+  calls.assign(function.kernels_size(), 0);
   for (auto &[kernel, body] : bodies)
     body->enableProfiling();
+}
+
+double Executor::profiledSeconds() const {
+  double sum = 0;
+  for (double s : seconds)
+    sum += s;
+  for (const auto &[kernel, body] : bodies)
+    sum += body->profiledSeconds();
+  return sum;
+}
+
+std::vector<KernelTime> Executor::profile() const {
+  std::vector<KernelTime> out;
+  for (size_t i = 0; i < seconds.size(); ++i)
+    if (calls[i])
+      out.push_back({&function, static_cast<int>(i), seconds[i], calls[i]});
+  // The bodies' kernels, in the order of their ACCUMULATE kernels.
+  for (int i = 0; i < function.kernels_size(); ++i) {
+    auto it = bodies.find(&function.kernels(i));
+    if (it == bodies.end())
+      continue;
+    std::vector<KernelTime> inner = it->second->profile();
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
 }
 
 void Executor::setTrace(TraceRecorder *t) {
@@ -676,17 +691,25 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
         return false;
       }
   } else {
-    seconds.resize(program::OpKind_ARRAYSIZE, 0.0);
-    calls.resize(program::OpKind_ARRAYSIZE, 0);
-    for (const Kernel &k : function.kernels()) {
+    seconds.resize(function.kernels_size(), 0.0);
+    calls.resize(function.kernels_size(), 0);
+    for (int i = 0; i < function.kernels_size(); ++i) {
+      const Kernel &k = function.kernels(i);
+      // An ACCUMULATE's own time leaves out its body's kernels, which the
+      // body's profile lists.
+      auto body = bodies.find(&k);
+      double inner =
+          body != bodies.end() ? body->second->profiledSeconds() : 0.0;
       double start = TraceRecorder::now();
       if (!runKernel(k, error)) {
         restore();
         return false;
       }
       double end = TraceRecorder::now();
-      seconds[k.op()] += (end - start) * 1e-6;
-      ++calls[k.op()];
+      if (body != bodies.end())
+        inner = body->second->profiledSeconds() - inner;
+      seconds[i] += (end - start) * 1e-6 - inner;
+      ++calls[i];
       if (trace)
         trace->slice(k.op() == program::COMPILED ? k.compiled().symbol()
                                                  : program::OpKind_Name(k.op()),

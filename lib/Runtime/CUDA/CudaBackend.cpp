@@ -26,6 +26,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -179,6 +180,7 @@ public:
   std::unique_ptr<FunctionRunner>
   createRunner(const program::Function &function, std::string &error) override;
   bool hasDeviceMemory() const override { return true; }
+  double copyBandwidth() override;
   void keepResident(const Tensor &t) override;
   void release(const Tensor &t) override {
     mirrors.erase(static_cast<const void *>(t.raw()));
@@ -279,8 +281,8 @@ public:
   void setCommunicator(Communicator *c) override { (void)c; }
   bool injectInfinityBefore(program::OpKind op) override;
   void enableProfiling() override;
-  const std::vector<double> &profile() const override { return seconds; }
-  const std::vector<int64_t> &profileCalls() const override { return calls; }
+  std::vector<KernelTime> profile() const override;
+  ~CudaRunner() override;
 
   /// Runs the kernels with the function's inputs and outputs at `in` and
   /// `out` (device pointers; a null output: the runner's own buffer, whose
@@ -325,8 +327,15 @@ private:
   bool profiling = false;
   int poisonKernel = -1;
   double poison[1] = {INFINITY};
-  std::vector<double> seconds;
+  /// The profile: per kernel (by index), events recorded around its
+  /// launches in the current enqueue (read when it ends), its seconds and
+  /// calls, and the seconds of an ACCUMULATE's body's kernels within it.
+  std::vector<cudaEvent_t> startEvents, stopEvents;
+  std::vector<bool> recorded;
+  std::vector<double> seconds, innerSeconds;
   std::vector<int64_t> calls;
+  /// The profile's seconds of every kernel, the bodies' included.
+  double profiledSeconds() const;
 };
 
 } // namespace
@@ -464,6 +473,38 @@ CudaBackend::create(const program::Program &program, int device,
     return nullptr;
   }
   return b;
+}
+
+double CudaBackend::copyBandwidth() {
+  // 1 GiB device to device (as bench/gpu_throughput.py's PyTorch copy),
+  // on the compute stream once it has drained; 0 when there is no room.
+  constexpr size_t bytes = size_t(1) << 30;
+  DeviceBuffer a, b;
+  if (cudaStreamSynchronize(stream) != cudaSuccess || !a.allocate(bytes) ||
+      !b.allocate(bytes)) {
+    cudaGetLastError(); // An allocation that failed is not an error here.
+    return 0;
+  }
+  GPTC_CUDA_CHECK(cudaMemsetAsync(a.ptr, 1, bytes, stream));
+  cudaEvent_t start, stop;
+  GPTC_CUDA_CHECK(cudaEventCreate(&start));
+  GPTC_CUDA_CHECK(cudaEventCreate(&stop));
+  double best = 0;
+  for (int round = 0; round < 6; ++round) {
+    GPTC_CUDA_CHECK(cudaEventRecord(start, stream));
+    GPTC_CUDA_CHECK(cudaMemcpyAsync(b.ptr, a.ptr, bytes,
+                                    cudaMemcpyDeviceToDevice, stream));
+    GPTC_CUDA_CHECK(cudaEventRecord(stop, stream));
+    GPTC_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    GPTC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    // The first round warms up.
+    if (round > 0 && ms > 0)
+      best = std::max(best, 2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  GPTC_CUDA_CHECK(cudaEventDestroy(start));
+  GPTC_CUDA_CHECK(cudaEventDestroy(stop));
+  return best;
 }
 
 CudaBackend::~CudaBackend() {
@@ -1755,15 +1796,37 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
       runKernel(index);
       continue;
     }
-    auto start = std::chrono::steady_clock::now();
+    // The device's time between events around the kernel's launches (no
+    // synchronization per kernel). A collective runs on the communication
+    // stream once the compute stream hands over: timed there, from a
+    // compute stream that has drained, so that the time is its own.
+    bool collective = isDeviceCollective(k.op());
+    if (collective)
+      GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
+    cudaStream_t timed = collective ? backend.commStream : backend.stream;
+    auto body = bodies.find(index);
+    double inner = body != bodies.end() ? body->second->profiledSeconds() : 0;
+    GPTC_CUDA_CHECK(cudaEventRecord(startEvents[index], timed));
     runKernel(index);
-    GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
-    if (isDeviceCollective(k.op()))
-      GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.commStream));
-    seconds[k.op()] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    ++calls[k.op()];
+    GPTC_CUDA_CHECK(cudaEventRecord(stopEvents[index], timed));
+    if (body != bodies.end())
+      innerSeconds[index] += body->second->profiledSeconds() - inner;
+    recorded[index] = true;
+  }
+  if (profiling) {
+    // The events of this enqueue, read once they have all completed.
+    for (size_t index = 0; index < recorded.size(); ++index) {
+      if (!recorded[index])
+        continue;
+      recorded[index] = false;
+      GPTC_CUDA_CHECK(cudaEventSynchronize(stopEvents[index]));
+      float ms = 0;
+      GPTC_CUDA_CHECK(
+          cudaEventElapsedTime(&ms, startEvents[index], stopEvents[index]));
+      seconds[index] += ms * 1e-3 - innerSeconds[index];
+      innerSeconds[index] = 0;
+      ++calls[index];
+    }
   }
   for (size_t c : waits[function.kernels_size()])
     GPTC_CUDA_CHECK(cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
@@ -1861,11 +1924,50 @@ bool CudaRunner::injectInfinityBefore(program::OpKind op) {
 }
 
 void CudaRunner::enableProfiling() {
+  size_t n = static_cast<size_t>(function.kernels_size());
+  if (startEvents.empty())
+    for (size_t i = 0; i < n; ++i) {
+      cudaEvent_t start, stop;
+      GPTC_CUDA_CHECK(cudaEventCreate(&start));
+      GPTC_CUDA_CHECK(cudaEventCreate(&stop));
+      startEvents.push_back(start);
+      stopEvents.push_back(stop);
+    }
   profiling = true;
-  seconds.assign(program::OpKind_ARRAYSIZE, 0.0);
-  calls.assign(program::OpKind_ARRAYSIZE, 0);
+  recorded.assign(n, false);
+  seconds.assign(n, 0.0);
+  innerSeconds.assign(n, 0.0);
+  calls.assign(n, 0);
   for (auto &[index, body] : bodies)
     body->enableProfiling();
+}
+
+CudaRunner::~CudaRunner() {
+  for (cudaEvent_t e : startEvents)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : stopEvents)
+    cudaEventDestroy(e);
+}
+
+double CudaRunner::profiledSeconds() const {
+  double sum = 0;
+  for (double s : seconds)
+    sum += s;
+  for (const auto &[index, body] : bodies)
+    sum += body->profiledSeconds();
+  return sum;
+}
+
+std::vector<KernelTime> CudaRunner::profile() const {
+  std::vector<KernelTime> out;
+  for (size_t i = 0; i < seconds.size(); ++i)
+    if (calls[i])
+      out.push_back({&function, static_cast<int>(i), seconds[i], calls[i]});
+  for (const auto &[index, body] : bodies) {
+    std::vector<KernelTime> inner = body->profile();
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
 }
 
 std::unique_ptr<Backend>

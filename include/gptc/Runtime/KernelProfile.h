@@ -1,0 +1,80 @@
+//===- KernelProfile.h - Where a step's time goes, and how well -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// `--profile`: every kernel's time (FunctionRunner::profile) with what it
+// costs (bytes of its operands, FLOPs of a GEMM or attention), summed by
+// kind and by class, the GEMMs' FLOP/s and the memory-bound kernels'
+// bandwidth against the backend's measured copy (Backend::copyBandwidth),
+// and the slowest kernels of each. `--profile-json FILE` writes the same
+// per kernel, with its operands' types, for bench/kernel_efficiency.py,
+// which times the same GEMMs alone in PyTorch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_KERNELPROFILE_H
+#define GPTC_RUNTIME_KERNELPROFILE_H
+
+#include "gptc/Runtime/Backend.h"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gptc::runtime {
+
+/// What one call of a kernel costs, from its operands' types.
+struct KernelCost {
+  enum Class {
+    /// LINEAR, MATMUL: judged by FLOP/s.
+    Gemm,
+    /// CAUSAL_ATTENTION(_GRAD): FLOP/s.
+    Attention,
+    /// Collectives: their time is communication.
+    Collective,
+    /// Everything else that reads and writes tensors (the generated fused
+    /// kernels, layer norm, AdamW, embeddings, ...): bytes per second.
+    Memory,
+    /// Views, constants and scalar bookkeeping (RESHAPE, CONSTANT, IOTA,
+    /// LEARNING_RATE, ...) and ACCUMULATE's own adds.
+    Other,
+  };
+  Class cls = Other;
+  /// Each input and each output once (an embedding's table: the rows it
+  /// reads): the least traffic the kernel can have, what an effective
+  /// bandwidth counts.
+  double bytes = 0;
+  /// Multiply-adds count two: a GEMM's 2 M N K per batch; causal
+  /// attention's half of the full count (forward 4 B T^2 C, backward 2.5
+  /// times that).
+  double flops = 0;
+};
+
+KernelCost kernelCost(const program::Function &function,
+                      const program::Kernel &kernel);
+const char *className(KernelCost::Class cls);
+
+/// Memory-bound kernels moving less than this a call are reported as small
+/// (launch- and latency-bound), not against the copy's bandwidth.
+constexpr double kSmallKernelBytes = 1 << 20;
+
+/// Prints the profile of `steps` steps of `stepSeconds` each (wall time)
+/// to `log`: time by kernel kind, then by class with each class's rate,
+/// then the slowest GEMMs and memory-bound kernels. `copyBandwidth` in
+/// bytes per second (0: unknown).
+void printKernelProfile(std::ostream &log, const std::string &function,
+                        const std::vector<KernelTime> &kernels, int64_t steps,
+                        double stepSeconds, double copyBandwidth);
+
+/// The same as JSON (docs/Runtime.md, "Profiles"); false with `error` when
+/// `path` cannot be written.
+bool writeKernelProfile(const std::string &path, const std::string &function,
+                        const std::vector<KernelTime> &kernels, int64_t steps,
+                        double stepSeconds, double copyBandwidth,
+                        const std::string &device, std::string &error);
+
+} // namespace gptc::runtime
+
+#endif // GPTC_RUNTIME_KERNELPROFILE_H
