@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -215,11 +216,11 @@ static std::string shortLocation(const std::string &loc) {
   return loc.substr(0, plus) + " + " + std::to_string(more) + " more";
 }
 
-/// 3 significant digits, no exponent: "412", "41.2", "4.12", "0.412".
+/// 3 significant digits, no exponent: "412", "41.2", "4.12", "0.0412".
 static std::string sig3(double x) {
+  int digits = x > 0 ? static_cast<int>(std::floor(std::log10(x))) : 0;
   std::ostringstream os;
-  os << std::fixed
-     << std::setprecision(x >= 100 ? 0 : x >= 10 ? 1 : x >= 1 ? 2 : 3) << x;
+  os << std::fixed << std::setprecision(std::clamp(2 - digits, 0, 6)) << x;
   return os.str();
 }
 
