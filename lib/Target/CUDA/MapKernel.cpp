@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -57,8 +58,17 @@ struct GptcGpuMapKernelPass final
       extents.push_back(*h);
       total *= *h;
     }
-    int64_t tile = std::max<int64_t>(1, std::min<int64_t>(blockSize, total));
-    int64_t numBlocks = (total + tile - 1) / tile;
+    // A large elementwise nest: `per` iterations a thread, strided by a
+    // `total / per`-th of the space (each load still coalesced across a
+    // warp), their loads issued before any arithmetic (coarsen()).
+    int64_t per = 1;
+    if (elementsPerThread > 1 && total >= coarsenMinElements &&
+        total % (elementsPerThread * blockSize) == 0 && isStraightLine(loop))
+      per = elementsPerThread;
+    int64_t threadsNeeded = total / per;
+    int64_t tile =
+        std::max<int64_t>(1, std::min<int64_t>(blockSize, threadsNeeded));
+    int64_t numBlocks = (threadsNeeded + tile - 1) / tile;
     // 2. Blocks, then threads; out-of-range threads of the last block idle.
     OpBuilder b(loop);
     Location loc = loop.getLoc();
@@ -75,6 +85,12 @@ struct GptcGpuMapKernelPass final
         arith::MulIOp::create(b, loc, blocks.getInductionVars()[0],
                               index(tile)),
         threads.getInductionVars()[0]);
+    if (per > 1) {
+      // Every thread is in range: total is a multiple of per * tile.
+      coarsen(b, loop, linear, extents, per, threadsNeeded);
+      loop.erase();
+      return setMapping(blocks, threads);
+    }
     Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                           linear, index(total));
     auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
@@ -86,8 +102,13 @@ struct GptcGpuMapKernelPass final
     IRRewriter rewriter(b);
     rewriter.inlineBlockBefore(body, guard.thenBlock()->getTerminator(), ivs);
     loop.erase();
-    // 4. The mapping convert-parallel-loops-to-gpu reads.
-    MLIRContext *ctx = b.getContext();
+    return setMapping(blocks, threads);
+  }
+
+  /// The mapping convert-parallel-loops-to-gpu reads.
+  static LogicalResult setMapping(scf::ParallelOp blocks,
+                                  scf::ParallelOp threads) {
+    MLIRContext *ctx = blocks.getContext();
     AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
     auto onto = [&](gpu::Processor p) {
       return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
@@ -96,6 +117,84 @@ struct GptcGpuMapKernelPass final
         failed(gpu::setMappingAttr(threads, {onto(gpu::Processor::ThreadX)})))
       return blocks.emitOpError("cannot be mapped onto GPU blocks");
     return success();
+  }
+
+  /// Whether `loop`'s body is straight-line elementwise code: loads,
+  /// stores and ops without memory effects or regions, no reduction, and
+  /// no buffer both read and written (so that every iteration's loads may
+  /// run before any iteration's stores: a kernel's results never share
+  /// memory with its operands, gptc-plan-buffers keeping both alive).
+  static bool isStraightLine(scf::ParallelOp loop) {
+    if (loop.getNumResults() != 0)
+      return false;
+    llvm::SmallPtrSet<Value, 8> read, written;
+    for (Operation &op : loop.getBody()->without_terminator()) {
+      if (auto load = dyn_cast<memref::LoadOp>(op))
+        read.insert(load.getMemRef());
+      else if (auto store = dyn_cast<memref::StoreOp>(op))
+        written.insert(store.getMemRef());
+      else if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        return false;
+    }
+    for (Value m : written)
+      if (read.contains(m))
+        return false;
+    return !written.empty();
+  }
+
+  /// The body of `loop` for `per` iterations of one thread, `linear`,
+  /// `linear + stride`, ..., at `b`: first every iteration's index
+  /// arithmetic and the loads it feeds, then the arithmetic on loaded
+  /// values, then the stores. The loads of all `per` iterations are in
+  /// flight together (straight-line code, no store between them), which
+  /// a thread per element cannot keep enough of to fill the memory's
+  /// bandwidth on 16-bit data.
+  static void coarsen(OpBuilder &b, scf::ParallelOp loop, Value linear,
+                      ArrayRef<int64_t> extents, int64_t per,
+                      int64_t stride) {
+    Location loc = loop.getLoc();
+    Block *body = loop.getBody();
+    // Ops that use a loaded value, directly or not.
+    llvm::SmallPtrSet<Operation *, 32> afterLoads;
+    for (Operation &op : body->without_terminator())
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (def->getBlock() == body &&
+              (isa<memref::LoadOp>(def) || afterLoads.contains(def)))
+            afterLoads.insert(&op);
+    // Iteration v's indices. When the stride is a whole number of
+    // dimension 0's slices (a batch of rows), only that index moves.
+    int64_t slice = 1;
+    for (int64_t e : extents.drop_front())
+      slice *= e;
+    SmallVector<Value> first = delinearize(b, loc, linear, extents);
+    SmallVector<IRMapping> maps(per);
+    for (int64_t v = 0; v < per; ++v) {
+      SmallVector<Value> ivs = first;
+      if (v > 0 && stride % slice == 0) {
+        ivs[0] = arith::AddIOp::create(
+            b, loc, first[0],
+            arith::ConstantIndexOp::create(b, loc, v * (stride / slice)));
+      } else if (v > 0) {
+        Value at = arith::AddIOp::create(
+            b, loc, linear, arith::ConstantIndexOp::create(b, loc, v * stride));
+        ivs = delinearize(b, loc, at, extents);
+      }
+      maps[v].map(loop.getInductionVars(), ivs);
+    }
+    auto phase = [&](llvm::function_ref<bool(Operation &)> pick) {
+      for (int64_t v = 0; v < per; ++v)
+        for (Operation &op : body->without_terminator())
+          if (pick(op))
+            b.clone(op, maps[v]);
+    };
+    phase([&](Operation &op) {
+      return !isa<memref::StoreOp>(op) && !afterLoads.contains(&op);
+    });
+    phase([&](Operation &op) {
+      return !isa<memref::StoreOp>(op) && afterLoads.contains(&op);
+    });
+    phase([](Operation &op) { return isa<memref::StoreOp>(op); });
   }
 
   /// Scalar code between the loop nests (a loaded scalar, the arithmetic

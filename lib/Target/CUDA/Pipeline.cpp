@@ -66,6 +66,7 @@ void mlir::gptc::buildGpuKernelLoweringPipeline(
   loops.addPass(createConvertLinalgToParallelLoopsPass());
   GptcGpuMapKernelPassOptions mapping;
   mapping.blockSize = options.blockSize;
+  mapping.elementsPerThread = options.elementsPerThread;
   loops.addPass(createGptcGpuMapKernelPass(mapping));
   pm.addPass(createConvertParallelLoopToGpuPass());
   pm.nest<func::FuncOp>().addPass(createGpuLaunchSinkIndexComputationsPass());

@@ -69,6 +69,10 @@ struct GpuKernelLoweringPipelineOptions
       *this, "block-size",
       llvm::cl::desc("Threads per block of an elementwise launch"),
       llvm::cl::init(256)};
+  PassOptions::Option<int64_t> elementsPerThread{
+      *this, "elements-per-thread",
+      llvm::cl::desc("Iterations per thread of a large elementwise launch"),
+      llvm::cl::init(4)};
   PassOptions::Option<int64_t> warpsPerBlock{
       *this, "warps-per-block",
       llvm::cl::desc("Rows (warps of 32 threads) per block of a row "

@@ -106,6 +106,17 @@ def GptcGpuMapKernelPass
     `convert-parallel-loops-to-gpu` then turns each nest into a
     `gpu.launch`.
 
+    A large elementwise nest (at least `coarsen-min-elements` iterations,
+    a multiple of `elements-per-thread` x `block-size`, a body of loads,
+    stores and arithmetic only, no buffer both read and written) gives
+    each thread `elements-per-thread` iterations instead, `n / per`
+    apart (so that each load is still coalesced across a warp), with
+    every iteration's loads first, then the arithmetic, then the stores:
+    the loads of all of them are in flight at once. A thread per 16-bit
+    element keeps too few bytes in flight to fill the memory's
+    bandwidth; the grid is `n / (per * block-size)` blocks, with no idle
+    thread and no guard.
+
     Allocations at the top of the function (values passed from one loop
     nest to the next) and launches `gptc-gpu-map-reductions` built stay:
     each allocation becomes a device temporary the launch sequence passes
@@ -128,7 +139,13 @@ def GptcGpuMapKernelPass
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
-           "Threads per block">
+           "Threads per block">,
+    Option<"elementsPerThread", "elements-per-thread", "int64_t",
+           /*default=*/"4",
+           "Iterations per thread of a large straight-line nest (1: one each)">,
+    Option<"coarsenMinElements", "coarsen-min-elements", "int64_t",
+           /*default=*/"1048576",
+           "The fewest iterations of a nest whose threads take several">
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

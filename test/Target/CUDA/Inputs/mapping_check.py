@@ -117,6 +117,22 @@ def cases():
         f"%n = gptc.global_norm %a0, %a1 : {ty(bw.shape)}, {ty(gb.shape)}",
         "return %n : tensor<f32>"], [bw, gb],
         [np.sqrt((bw.astype(np.float64) ** 2).sum() + (gb.astype(np.float64) ** 2).sum())]))
+    # Large elementwise nests (with the test's coarsen-min-elements=4096):
+    # 4 iterations a thread, 8 x 64 x 48 = 24 blocks' worth, two results
+    # (two launches) whose strides are 2 of dimension 0's slices, and
+    # 3 x 64 x 64, whose stride is not a whole slice.
+    cx, cy = f(8, 64, 48), f(8, 64, 48)
+    cs = cx.astype(np.float64) + cy
+    out.append(("coarse_two", [
+        f"%s = gptc.add %a0, %a1 : {ty(cx.shape)}",
+        f"%g = gptc.gelu %s : {ty(cx.shape)}",
+        f"%d = gptc.gelu_grad %s, %a1 : {ty(cx.shape)}",
+        f"return %g, %d : {ty(cx.shape)}, {ty(cx.shape)}"],
+        [cx, cy], [gelu(cs), gelu_grad(cs, cy.astype(np.float64))]))
+    gx, gy = f(3, 64, 64), f(3, 64, 64)
+    out.append(("coarse_general", [
+        f"%p = gptc.binary mul %a0, %a1 : {ty(gx.shape)}",
+        f"return %p : {ty(gx.shape)}"], [gx, gy], [gx.astype(np.float64) * gy]))
     return out
 
 
