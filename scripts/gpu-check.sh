@@ -6,10 +6,19 @@
 # build of PyTorch. docs/Testing.md says how the session runs it.
 #
 #   scripts/gpu-check.sh [BUNDLE]     (default .gpu/bundle.tar.xz)
+#
+# Every step runs under its own time limit, so that one that hangs (a
+# launcher, a collective) costs its limit and not the machine's time; the
+# figures the issue asks for (tokens/s and MFU against torch.compile, the
+# kernels against their ceilings) come right after the correctness checks,
+# the riskier pipelines under the bundled launcher last. With $OUT set the
+# log and each benchmark's JSON are written there as they finish.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle="${1:-.gpu/bundle.tar.xz}"
 work=/tmp/gptc-gpu
+if [ -n "${OUT:-}" ]; then exec > >(tee "$OUT/gpu-check.log") 2>&1; fi
+start=$SECONDS
 rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf "$bundle" || exit 1
 # The bundle's libraries, then CUDA's own (cudart, cuBLASLt) from the
 # toolkit or, failing that, from PyTorch's wheels.
@@ -26,31 +35,88 @@ if ldd "$rt" | grep "not found"; then
   exit 1
 fi
 
+# What each step came to, for the table at the end.
+declare -a results=()
+# limit SECONDS NAME COMMAND...: runs it under the limit; records ok, FAIL
+# or TIMEOUT (and fails the check unless ok).
+limit() {
+  local secs=$1 name=$2; shift 2
+  local t0=$SECONDS rc
+  # (bash -c: the command may be one of the functions below, exported.)
+  timeout --kill-after=10 "$secs" bash -o pipefail -c '"$@"' _ "$@"
+  rc=$?
+  local what=ok
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then what="TIMEOUT (${secs} s)"; status=1
+  elif [ $rc -ne 0 ]; then what="FAIL (exit $rc)"; status=1; fi
+  results+=("$name|$what|$((SECONDS - t0)) s")
+  return $rc
+}
+
+export work rt
 echo "== device"
 nvidia-smi -L || true
 
 echo "== the GPU step against the CPU step"
-check() { # NAME [compare flags]
+gpu_run() { # NAME [compare flags]
   local name=$1; shift
   if "$rt" "$work/art/$name.gptc" --device cuda --stop-at-step 10 --eval-interval 0 \
       --log-interval 0 --data "$work/data.txt" --checkpoint "$work/$name.ckpt" \
       --dump-dir "$work/gpu-$name" 2>"$work/$name.log"; then
     if [ -d "$work/ref/$name" ]; then
-      python3 test/Parallel/Inputs/compare_runs.py "$work/ref/$name" "$work/gpu-$name" 1 "$@" || status=1
+      python3 test/Parallel/Inputs/compare_runs.py "$work/ref/$name" "$work/gpu-$name" 1 "$@"
     else
-      python3 scripts/run_digest.py "$work/gpu-$name" > "$work/gpu-$name.json"
-      python3 scripts/run_digest.py --compare "$work/ref/$name.json" "$work/gpu-$name.json" "$@" || status=1
+      python3 scripts/run_digest.py "$work/gpu-$name" > "$work/gpu-$name.json" &&
+        python3 scripts/run_digest.py --compare "$work/ref/$name.json" "$work/gpu-$name.json" "$@"
     fi
   else
-    status=1
+    local rc=$?
     echo "FAIL $name:"; tail -20 "$work/$name.log"
+    return $rc
   fi
 }
-check tiny
-check tiny-accum
+export -f gpu_run
+limit 60 "tiny: GPU = CPU" gpu_run tiny
+limit 60 "tiny, 2 microbatches" gpu_run tiny-accum
 # bf16: the tensor-core attention rounds its probabilities (test/Runtime/train-cuda.test).
-check tiny-bf16 --tol 1e-2 --loss-tol 1e-3
-check gpt2-b4
+limit 60 "tiny bf16" gpu_run tiny-bf16 --tol 1e-2 --loss-tol 1e-3
+limit 120 "GPT-2 124M, 4 x 128" gpu_run gpt2-b4
+
+echo "== GPT-2 124M bf16 against torch.compile"
+json=""
+if [ -n "${OUT:-}" ]; then json="--json $OUT/gpu-bench.json"; fi
+limit 240 "GPT-2 124M vs torch.compile" python3 bench/gpu_throughput.py --runtime "$rt" \
+  --artifact "$work/art/gpt2-bench.gptc" --model bench/models/gpt2-124m-gpu.pbtxt \
+  --data "$work/data.txt" $json
+
+echo "== GPT-2 124M's bf16 kernels: GEMMs and attention against PyTorch alone, memory-bound against the copy"
+kjson=""
+if [ -n "${OUT:-}" ]; then kjson="--json $OUT/gpu-kernels.json"; fi
+limit 150 "kernel efficiency" python3 bench/kernel_efficiency.py --device cuda --runtime "$rt" \
+  --artifact "$work/art/gpt2-bench.gptc" --data "$work/data.txt" --steps 4 --rounds 2 $kjson
+
+echo "== the attention kernels alone: checked, then against PyTorch's SDPA"
+limit 45 "attention f16 check" "$work/gptc-attention-bench" --batch 2 --seq 200 --heads 4 \
+  --head-dim 64 --type f16 --check-only
+limit 45 "attention bf16 check" "$work/gptc-attention-bench" --batch 1 --seq 300 --heads 2 \
+  --head-dim 128 --type bf16 --check-only
+ajson=""
+if [ -n "${OUT:-}" ]; then ajson="--json $OUT/gpu-attention.json"; fi
+limit 90 "attention vs SDPA" python3 bench/gpu_attention.py --bench "$work/gptc-attention-bench" $ajson
+
+echo "== GEMM epilogues on and off (GPT-2 124M bf16, 6 steps each, alternating, best of 2)"
+epilogues() {
+  local round variant
+  for round in 1 2; do
+    for variant in gpt2-bench gpt2-bench-noepi; do
+      "$rt" "$work/art/$variant.gptc" --device cuda --stop-at-step 6 --eval-interval 0 \
+        --log-interval 0 --data "$work/data.txt" --checkpoint "$work/epi.ckpt" 2>&1 |
+        grep -o '[0-9]* tok/s after the first step' | sed "s/^/$variant round $round: /" || return 1
+      rm -rf "$work/epi.ckpt"
+    done
+  done
+}
+export -f epilogues
+limit 120 "GEMM epilogues A/B" epilogues
 
 echo "== pipeline stages on the GPU (one process each, under the bundled mpiexec)"
 pipeline() { # NAME PROCESSES
@@ -59,41 +125,34 @@ pipeline() { # NAME PROCESSES
       --device cuda --stop-at-step 10 --eval-interval 0 --log-interval 0 \
       --data "$work/data.txt" --checkpoint "$work/$name.ckpt" --dump-dir "$work/gpu-$name" \
       >"$work/$name.log" 2>&1; then
-    python3 test/Parallel/Inputs/compare_runs.py "$work/ref/tiny8" "$work/gpu-$name" "$np" || status=1
+    python3 test/Parallel/Inputs/compare_runs.py "$work/ref/tiny8" "$work/gpu-$name" "$np"
   else
-    status=1
+    local rc=$?
     echo "FAIL $name:"; tail -20 "$work/$name.log"
+    return $rc
   fi
 }
-pipeline tiny8-pp2 2
-pipeline tiny8-dp2pp2 4
+export -f pipeline
+limit 60 "pipeline pp=2" pipeline tiny8-pp2 2
+limit 60 "pipeline dp=2 x pp=2 ZeRO-2" pipeline tiny8-dp2pp2 4
 
-echo "== the attention kernels alone: checked, then against PyTorch's SDPA"
-"$work/gptc-attention-bench" --batch 2 --seq 200 --heads 4 --head-dim 64 --type f16 --check-only || status=1
-"$work/gptc-attention-bench" --batch 1 --seq 300 --heads 2 --head-dim 128 --type bf16 --check-only || status=1
-ajson=""
-if [ -n "${OUT:-}" ]; then ajson="--json $OUT/gpu-attention.json"; fi
-python3 bench/gpu_attention.py --bench "$work/gptc-attention-bench" $ajson || status=1
-
-echo "== GPT-2 124M's bf16 kernels: GEMMs and attention against PyTorch alone, memory-bound against the copy"
-kjson=""
-if [ -n "${OUT:-}" ]; then kjson="--json $OUT/gpu-kernels.json"; fi
-python3 bench/kernel_efficiency.py --device cuda --runtime "$rt" --artifact "$work/art/gpt2-bench.gptc" \
-  --data "$work/data.txt" --steps 4 --rounds 2 $kjson || status=1
-
-echo "== GEMM epilogues on and off (GPT-2 124M bf16, 6 steps each, alternating, best of 2)"
-for round in 1 2; do
-  for variant in gpt2-bench gpt2-bench-noepi; do
-    "$rt" "$work/art/$variant.gptc" --device cuda --stop-at-step 6 --eval-interval 0 \
-      --log-interval 0 --data "$work/data.txt" --checkpoint "$work/epi.ckpt" 2>&1 |
-      grep -o '[0-9]* tok/s after the first step' | sed "s/^/$variant round $round: /" || status=1
-    rm -rf "$work/epi.ckpt"
-  done
+echo "== summary ($((SECONDS - start)) s)"
+printf '| %-32s | %-18s | %-6s |\n' step result time
+printf '| %-32s | %-18s | %-6s |\n' --- --- ---
+for r in "${results[@]}"; do
+  IFS='|' read -r name what secs <<<"$r"
+  printf '| %-32s | %-18s | %-6s |\n' "$name" "$what" "$secs"
 done
-
-echo "== GPT-2 124M bf16 against torch.compile"
-json=""
-if [ -n "${OUT:-}" ]; then json="--json $OUT/gpu-bench.json"; fi
-python3 bench/gpu_throughput.py --runtime "$rt" --artifact "$work/art/gpt2-bench.gptc" \
-  --model bench/models/gpt2-124m-gpu.pbtxt --data "$work/data.txt" $json || status=1
+if [ -n "${OUT:-}" ] && [ -f "$OUT/gpu-bench.json" ]; then
+  python3 - "$OUT/gpu-bench.json" "$OUT/gpu-kernels.json" <<'EOF' || true
+import json, os, sys
+b = json.load(open(sys.argv[1]))
+print("GPT-2 124M bf16: %.0f tok/s, %.2fx torch.compile, MFU %.1f%% (compile %.1f%%)" % (
+    b["gptc_tok_s"], b["ratio"], 100 * b["gptc_mfu"], 100 * b["compile_mfu"]))
+if os.path.exists(sys.argv[2]):
+    k = json.load(open(sys.argv[2]))
+    print("GEMMs %.2f of PyTorch alone, attention %.2f of SDPA, memory-bound %.0f%% of the copy" % (
+        k["gemm_ratio"], k["attention_ratio"], 100 * k["memory_of_copy"]))
+EOF
+fi
 exit $status
