@@ -15,6 +15,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
@@ -105,8 +106,22 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
   if (kernels->getBody()->empty())
     return CudaKernels{options.format, "", {}};
   llvm::StringMap<std::pair<int64_t, int64_t>> counts;
-  for (auto func : kernels->getOps<func::FuncOp>())
+  llvm::StringMap<std::vector<int64_t>> sizes;
+  for (auto func : kernels->getOps<func::FuncOp>()) {
     counts[func.getName()] = {func.getNumArguments(), func.getNumResults()};
+    std::vector<int64_t> &bytes = sizes[func.getName()];
+    auto add = [&](Type t) {
+      auto shaped = dyn_cast<ShapedType>(t);
+      bytes.push_back(shaped && shaped.hasStaticShape() &&
+                              shaped.getElementType().isIntOrFloat()
+                          ? shaped.getNumElements() *
+                                static_cast<int64_t>(
+                                    (shaped.getElementTypeBitWidth() + 7) / 8)
+                          : 0);
+    };
+    llvm::for_each(func.getArgumentTypes(), add);
+    llvm::for_each(func.getResultTypes(), add);
+  }
   // 2. GPU functions and launch sequences.
   PassManager lower(module.getContext());
   buildGpuKernelLoweringPipeline(lower, options);
@@ -119,6 +134,7 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     auto [operands, results] = counts.lookup(plan.name);
     plan.numOperands = operands;
     plan.numResults = results;
+    plan.bufferBytes = sizes.lookup(plan.name);
     // Every result is some launch's argument (a launch that only reads it
     // would be a bug the runtime could not see).
     for (int64_t r = operands; r < operands + results; ++r)
@@ -130,6 +146,68 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
                << r - operands << " in no launch";
   }
   return result;
+}
+
+/// The launches' bytes against the operands' (printCudaLaunchPlans), per
+/// host function (a kernel's name is its function's, `_k<n>_`, its ops).
+static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
+  struct Row {
+    const CudaKernelPlan *plan;
+    int64_t passed = 0, least = 0;
+  };
+  llvm::MapVector<StringRef, std::vector<Row>> byFunction;
+  for (const CudaKernelPlan &plan : kernels.kernels) {
+    int64_t buffers = plan.numOperands + plan.numResults;
+    if (static_cast<int64_t>(plan.bufferBytes.size()) != buffers)
+      return;
+    Row r{&plan};
+    for (int64_t b : plan.bufferBytes)
+      r.least += b;
+    for (const CudaLaunch &l : plan.launches)
+      for (int64_t i : l.args)
+        r.passed += i < buffers ? plan.bufferBytes[i]
+                                : plan.temporaryBytes[i - buffers];
+    StringRef name = plan.name, function = name;
+    for (size_t at = name.find("_k"); at != StringRef::npos;
+         at = name.find("_k", at + 2)) {
+      StringRef rest = name.drop_front(at + 2);
+      size_t digits = rest.find_first_not_of("0123456789");
+      if (digits > 0 && digits != StringRef::npos && rest[digits] == '_') {
+        function = name.take_front(at);
+        break;
+      }
+    }
+    byFunction[function].push_back(r);
+  }
+  auto mb = [](int64_t bytes) {
+    return llvm::format("%.1f MB", static_cast<double>(bytes) / 1e6);
+  };
+  auto ratio = [](int64_t passed, int64_t least) {
+    return llvm::format("%.2fx", least ? static_cast<double>(passed) / least
+                                       : 0.0);
+  };
+  for (auto &[function, rows] : byFunction) {
+    int64_t passed = 0, least = 0;
+    for (const Row &r : rows) {
+      passed += r.passed;
+      least += r.least;
+    }
+    os << "traffic of @" << function << ": its launches pass " << mb(passed)
+       << " (each argument whole, each launch) for " << mb(least)
+       << " of kernel operands and results once, " << ratio(passed, least)
+       << "\n";
+    std::stable_sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
+      return a.passed - a.least > b.passed - b.least;
+    });
+    for (size_t i = 0; i < std::min<size_t>(rows.size(), 5); ++i) {
+      const Row &r = rows[i];
+      if (r.passed <= r.least)
+        break;
+      os << "  " << r.plan->name << ": " << mb(r.passed) << " for "
+         << mb(r.least) << ", " << ratio(r.passed, r.least) << " in "
+         << r.plan->launches.size() << " launches\n";
+    }
+  }
 }
 
 void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
@@ -165,6 +243,7 @@ void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
       os << ")\n";
     }
   }
+  printTraffic(kernels, os);
 }
 
 LogicalResult mlir::gptc::compileProgramForCuda(

@@ -45,6 +45,8 @@ struct CudaKernelPlan {
   int64_t numOperands = 0, numResults = 0;
   /// Bytes of each temporary a launch passes to a later one.
   std::vector<int64_t> temporaryBytes;
+  /// Bytes of each operand, then of each result (empty when unknown).
+  std::vector<int64_t> bufferBytes;
   std::vector<CudaLaunch> launches;
 };
 
@@ -71,7 +73,10 @@ compileModuleKernelsForCuda(ModuleOp module,
 FailureOr<CudaKernels> readCudaLaunchPlans(ModuleOp lowered);
 
 /// Prints the plans as `--emit=cuda` does: one line per kernel, one per
-/// launch.
+/// launch; then the traffic: the bytes the launches pass (each argument
+/// counted whole for each launch, an upper bound of what they read and
+/// write) against the kernels' operands and results once (the least a
+/// kernel can move), in all and for the kernels with the most excess.
 void printCudaLaunchPlans(const CudaKernels &kernels, raw_ostream &os);
 
 /// The artifact for a GPU: exportProgram of `functions`, then the kernels
