@@ -119,6 +119,13 @@ public:
   /// copies it from there, into the device memory it already has.
   virtual void hostWrote(const Tensor &t) { (void)t; }
 
+  /// Bytes read plus bytes written per second by a large copy within the
+  /// backend's memory (the ceiling memory-bound kernels are judged
+  /// against in `--profile`), measured now: the best of a few copies (the
+  /// CPU: 256 MiB, split over the runtime's threads; a GPU: 1 GiB,
+  /// device to device). 0 when it cannot be measured.
+  virtual double copyBandwidth();
+
   /// Arithmetic and collectives on resident f32 state where it lives (the
   /// pipeline trainer's gradient sums and update: on the device for a
   /// GPU, so that neither gradients nor parameters cross to the host each
@@ -131,13 +138,6 @@ public:
   ///
   /// Operands need not be resident where hasDeviceMemory() is false.
   ///
-  /// Bytes read plus bytes written per second by a large copy within the
-  /// backend's memory (the ceiling memory-bound kernels are judged
-  /// against in `--profile`), measured now: the best of a few copies (the
-  /// CPU: 256 MiB, split over the runtime's threads; a GPU: 1 GiB,
-  /// device to device). 0 when it cannot be measured.
-  virtual double copyBandwidth();
-
   /// t = 0.
   virtual bool stateZero(const Tensor &t, std::string &error);
   /// dst += src (same shape).
