@@ -23,6 +23,7 @@
 // HELP: --gptc-gpu-kernel-lowering-pipeline
 // HELP-NEXT: --block-size
 // HELP-NEXT: --chip
+// HELP-NEXT: --elements-per-thread
 // HELP-NEXT: --features
 // HELP-NEXT: --format
 // HELP-NEXT: --opt-level
