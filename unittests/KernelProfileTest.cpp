@@ -123,7 +123,7 @@ TEST(KernelProfile, ReportsRatesAgainstTheCopy) {
                                    {&b.f, 2, 2e-6, 2}};
   std::ostringstream os;
   double copy = 2 * (12.0 * (1 << 20)) / 0.5e-3;
-  printKernelProfile(os, "train_step", times, 2, 2e-3, copy);
+  printKernelProfile(os, "train_step", times, 2, true, 2e-3, copy);
   std::string text = os.str();
   EXPECT_NE(text.find("@train_step's kernels over 2 steps after the first: "
                       "1.50 ms a step of 2.00 ms (75%)"),
@@ -138,9 +138,16 @@ TEST(KernelProfile, ReportsRatesAgainstTheCopy) {
   EXPECT_NE(text.find("k1_add  m.pbtxt:3:1 (h.0.ln_1) + 2 more"),
             std::string::npos)
       << text;
+  // The stream's format is left as it was.
+  EXPECT_FALSE(os.flags() & std::ios_base::fixed);
+  // One step after the first: said so.
+  std::ostringstream one;
+  printKernelProfile(one, "train_step", times, 1, true, 2e-3, copy);
+  EXPECT_NE(one.str().find("over 1 step after the first: "), std::string::npos)
+      << one.str();
   // Nothing ran: nothing to print.
   std::ostringstream none;
-  printKernelProfile(none, "train_step", {}, 2, 2e-3, copy);
+  printKernelProfile(none, "train_step", {}, 2, true, 2e-3, copy);
   EXPECT_EQ(none.str(), "");
 }
 

@@ -227,7 +227,8 @@ static std::string sig3(double x) {
 void gptc::runtime::printKernelProfile(std::ostream &log,
                                        const std::string &function,
                                        const std::vector<KernelTime> &kernels,
-                                       int64_t steps, double stepSeconds,
+                                       int64_t steps, bool afterFirst,
+                                       double stepSeconds,
                                        double copyBandwidth) {
   std::vector<Row> all = rows(kernels);
   if (all.empty() || steps <= 0)
@@ -243,9 +244,19 @@ void gptc::runtime::printKernelProfile(std::ostream &log,
   if (total <= 0)
     return;
   double perStep = total / static_cast<double>(steps);
+  // The caller's stream gets its format back.
+  struct Restore {
+    std::ostream &os;
+    std::ios_base::fmtflags flags;
+    std::streamsize precision;
+    ~Restore() {
+      os.flags(flags);
+      os.precision(precision);
+    }
+  } restore{log, log.flags(), log.precision()};
   log << std::fixed;
   log << "gptc: @" << function << "'s kernels over " << steps << " step"
-      << (steps == 1 ? "" : "s") << (steps > 1 ? " after the first" : "")
+      << (steps == 1 ? "" : "s") << (afterFirst ? " after the first" : "")
       << ": " << sig3(perStep * 1e3) << " ms a step";
   if (stepSeconds > 0)
     log << " of " << sig3(stepSeconds * 1e3) << " ms ("

@@ -822,10 +822,11 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
     return false;
   progress.summary();
   if (options.profile && writer) {
-    int64_t steps = stop - first > 1 ? stop - first - 1 : stop - first;
+    bool afterFirst = stop - first > 1;
+    int64_t steps = afterFirst ? stop - first - 1 : stop - first;
     std::vector<KernelTime> kernels = trainStep->profile();
     double copy = backend->copyBandwidth();
-    printKernelProfile(log, stepFn.name(), kernels, steps,
+    printKernelProfile(log, stepFn.name(), kernels, steps, afterFirst,
                        progress.secondsPerStep(), copy);
     if (!options.profileJson.empty() &&
         !writeKernelProfile(options.profileJson, stepFn.name(), kernels, steps,

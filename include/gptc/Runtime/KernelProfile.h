@@ -60,13 +60,15 @@ const char *className(KernelCost::Class cls);
 /// (launch- and latency-bound), not against the copy's bandwidth.
 constexpr double kSmallKernelBytes = 1 << 20;
 
-/// Prints the profile of `steps` steps of `stepSeconds` each (wall time)
-/// to `log`: time by kernel kind, then by class with each class's rate,
-/// then the slowest GEMMs and memory-bound kernels. `copyBandwidth` in
-/// bytes per second (0: unknown).
+/// Prints the profile of `steps` steps of `stepSeconds` each (wall time;
+/// `afterFirst`: the steps after a run's first) to `log`: time by kernel
+/// kind, then by class with each class's rate, then the slowest GEMMs and
+/// memory-bound kernels. `copyBandwidth` in bytes per second (0: unknown).
+/// Leaves `log`'s format flags as they were.
 void printKernelProfile(std::ostream &log, const std::string &function,
                         const std::vector<KernelTime> &kernels, int64_t steps,
-                        double stepSeconds, double copyBandwidth);
+                        bool afterFirst, double stepSeconds,
+                        double copyBandwidth);
 
 /// The same as JSON (docs/Runtime.md, "Profiles"); false with `error` when
 /// `path` cannot be written.
