@@ -14,12 +14,68 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace mlir::gptc;
+
+/// A host function's buffers as the launch plans number them: its
+/// arguments, then its allocations in order.
+static DenseMap<Value, int64_t> bufferIndices(func::FuncOp func) {
+  DenseMap<Value, int64_t> index;
+  for (BlockArgument arg : func.getArguments())
+    index[arg] = arg.getArgNumber();
+  int64_t next = func.getNumArguments();
+  for (auto alloc : func.getBody().front().getOps<memref::AllocOp>())
+    index[alloc] = next++;
+  return index;
+}
+
+/// Per host function, per launch in order: how many times the launch's
+/// body sweeps each buffer (by bufferIndices), read before outlining.
+using LaunchPasses = llvm::StringMap<std::vector<DenseMap<int64_t, int64_t>>>;
+
+static LaunchPasses countLaunchPasses(ModuleOp module) {
+  LaunchPasses result;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    DenseMap<Value, int64_t> index = bufferIndices(func);
+    std::vector<DenseMap<int64_t, int64_t>> &launches = result[func.getName()];
+    for (auto launch : func.getBody().front().getOps<gpu::LaunchOp>()) {
+      // Each access's site: the outermost loop of the body around it, or
+      // none (the body itself). A buffer's passes are its sites.
+      DenseMap<int64_t, llvm::SmallPtrSet<Operation *, 4>> sites;
+      launch.getBody().walk([&](Operation *op) {
+        Value m;
+        if (auto load = dyn_cast<memref::LoadOp>(op))
+          m = load.getMemRef();
+        else if (auto store = dyn_cast<memref::StoreOp>(op))
+          m = store.getMemRef();
+        else
+          return;
+        while (auto view = m.getDefiningOp<ViewLikeOpInterface>())
+          m = view.getViewSource();
+        auto it = index.find(m);
+        if (it == index.end())
+          return;
+        Operation *site = nullptr;
+        for (Operation *p = op->getParentOp(); p != launch;
+             p = p->getParentOp())
+          if (isa<scf::ForOp>(p))
+            site = p;
+        sites[it->second].insert(site);
+      });
+      DenseMap<int64_t, int64_t> passes;
+      for (auto &[buffer, where] : sites)
+        passes[buffer] = static_cast<int64_t>(where.size());
+      launches.push_back(std::move(passes));
+    }
+  }
+  return result;
+}
 
 FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
   CudaKernels result;
@@ -36,9 +92,7 @@ FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
     plan.numOperands = func.getNumArguments();
     // Buffers: the function's arguments (operands, then results, as the
     // kernel ABI orders them), then each allocation.
-    DenseMap<Value, int64_t> bufferIndex;
-    for (BlockArgument arg : func.getArguments())
-      bufferIndex[arg] = arg.getArgNumber();
+    DenseMap<Value, int64_t> bufferIndex = bufferIndices(func);
     auto constant = [](Value v) -> std::optional<int64_t> {
       if (auto c = v.getDefiningOp<arith::ConstantIndexOp>())
         return c.value();
@@ -51,8 +105,6 @@ FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
         MemRefType type = alloc.getType();
         if (!type.hasStaticShape() || !type.getLayout().isIdentity())
           return alloc.emitOpError("is not a dense static temporary");
-        bufferIndex[alloc] = func.getNumArguments() +
-                             static_cast<int64_t>(plan.temporaryBytes.size());
         plan.temporaryBytes.push_back(
             type.getNumElements() *
             static_cast<int64_t>(type.getElementTypeBitWidth() / 8));
@@ -122,15 +174,29 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     llvm::for_each(func.getArgumentTypes(), add);
     llvm::for_each(func.getResultTypes(), add);
   }
-  // 2. GPU functions and launch sequences.
+  // 2. GPU launches, what each sweeps, then GPU functions and launch
+  //    sequences.
+  PassManager launches(module.getContext());
+  buildGpuLaunchStage(launches, options);
+  if (failed(launches.run(*kernels)))
+    return failure();
+  LaunchPasses passes = countLaunchPasses(*kernels);
   PassManager lower(module.getContext());
-  buildGpuKernelLoweringPipeline(lower, options);
+  buildGpuOutlineStage(lower, options);
   if (failed(lower.run(*kernels)))
     return failure();
   FailureOr<CudaKernels> result = readCudaLaunchPlans(*kernels);
   if (failed(result))
     return failure();
   for (CudaKernelPlan &plan : result->kernels) {
+    const auto &counted = passes[plan.name];
+    if (counted.size() != plan.launches.size())
+      return emitError(module.getLoc())
+             << "GPU kernel " << plan.name << " has " << plan.launches.size()
+             << " launches after outlining, " << counted.size() << " before";
+    for (auto [l, sweeps] : llvm::zip(plan.launches, counted))
+      for (int64_t arg : l.args)
+        l.passes.push_back(std::max<int64_t>(1, sweeps.lookup(arg)));
     auto [operands, results] = counts.lookup(plan.name);
     plan.numOperands = operands;
     plan.numResults = results;
@@ -153,7 +219,7 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
 static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
   struct Row {
     const CudaKernelPlan *plan;
-    int64_t passed = 0, least = 0;
+    int64_t swept = 0, passed = 0, least = 0;
   };
   llvm::MapVector<StringRef, std::vector<Row>> byFunction;
   for (const CudaKernelPlan &plan : kernels.kernels) {
@@ -164,9 +230,12 @@ static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
     for (int64_t b : plan.bufferBytes)
       r.least += b;
     for (const CudaLaunch &l : plan.launches)
-      for (int64_t i : l.args)
-        r.passed += i < buffers ? plan.bufferBytes[i]
-                                : plan.temporaryBytes[i - buffers];
+      for (auto [k, i] : llvm::enumerate(l.args)) {
+        int64_t bytes = i < buffers ? plan.bufferBytes[i]
+                                    : plan.temporaryBytes[i - buffers];
+        r.passed += bytes;
+        r.swept += bytes * (k < l.passes.size() ? l.passes[k] : 1);
+      }
     StringRef name = plan.name, function = name;
     for (size_t at = name.find("_k"); at != StringRef::npos;
          at = name.find("_k", at + 2)) {
@@ -187,24 +256,27 @@ static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
                                        : 0.0);
   };
   for (auto &[function, rows] : byFunction) {
-    int64_t passed = 0, least = 0;
+    int64_t swept = 0, passed = 0, least = 0;
     for (const Row &r : rows) {
+      swept += r.swept;
       passed += r.passed;
       least += r.least;
     }
-    os << "traffic of @" << function << ": its launches pass " << mb(passed)
-       << " (each argument whole, each launch) for " << mb(least)
-       << " of kernel operands and results once, " << ratio(passed, least)
-       << "\n";
+    os << "traffic of @" << function << ": its launches sweep " << mb(swept)
+       << " (each argument whole, each pass over it), " << ratio(swept, least)
+       << "; " << mb(passed) << " if repeated passes hit in cache, "
+       << ratio(passed, least) << "; for " << mb(least)
+       << " of kernel operands and results once\n";
     std::stable_sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
-      return a.passed - a.least > b.passed - b.least;
+      return a.swept - a.least > b.swept - b.least;
     });
     for (size_t i = 0; i < std::min<size_t>(rows.size(), 5); ++i) {
       const Row &r = rows[i];
-      if (r.passed <= r.least)
+      if (r.swept <= r.least)
         break;
-      os << "  " << r.plan->name << ": " << mb(r.passed) << " for "
-         << mb(r.least) << ", " << ratio(r.passed, r.least) << " in "
+      os << "  " << r.plan->name << ": " << mb(r.swept) << ", "
+         << ratio(r.swept, r.least) << " (" << mb(r.passed) << ", "
+         << ratio(r.passed, r.least) << ") for " << mb(r.least) << " in "
          << r.plan->launches.size() << " launches\n";
     }
   }

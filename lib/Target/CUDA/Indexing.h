@@ -8,6 +8,8 @@
 #define GPTC_LIB_TARGET_CUDA_INDEXING_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
 namespace mlir::gptc {
@@ -24,6 +26,22 @@ inline SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
       linear = arith::DivUIOp::create(b, loc, linear, extent);
   }
   return ivs;
+}
+
+/// Marks `blocks` and `threads` (one dimension each) as blocks x and
+/// threads x: the mapping convert-parallel-loops-to-gpu reads, and that
+/// gptc-gpu-map-kernel leaves alone.
+inline LogicalResult setBlockThreadMapping(scf::ParallelOp blocks,
+                                           scf::ParallelOp threads) {
+  MLIRContext *ctx = blocks.getContext();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
+  auto onto = [&](gpu::Processor p) {
+    return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
+  };
+  if (failed(gpu::setMappingAttr(blocks, {onto(gpu::Processor::BlockX)})) ||
+      failed(gpu::setMappingAttr(threads, {onto(gpu::Processor::ThreadX)})))
+    return blocks.emitOpError("cannot be mapped onto GPU blocks");
+  return success();
 }
 
 } // namespace mlir::gptc

@@ -89,7 +89,7 @@ struct GptcGpuMapKernelPass final
       // Every thread is in range: total is a multiple of per * tile.
       coarsen(b, loop, linear, extents, per, threadsNeeded);
       loop.erase();
-      return setMapping(blocks, threads);
+      return setBlockThreadMapping(blocks, threads);
     }
     Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                           linear, index(total));
@@ -102,21 +102,7 @@ struct GptcGpuMapKernelPass final
     IRRewriter rewriter(b);
     rewriter.inlineBlockBefore(body, guard.thenBlock()->getTerminator(), ivs);
     loop.erase();
-    return setMapping(blocks, threads);
-  }
-
-  /// The mapping convert-parallel-loops-to-gpu reads.
-  static LogicalResult setMapping(scf::ParallelOp blocks,
-                                  scf::ParallelOp threads) {
-    MLIRContext *ctx = blocks.getContext();
-    AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
-    auto onto = [&](gpu::Processor p) {
-      return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
-    };
-    if (failed(gpu::setMappingAttr(blocks, {onto(gpu::Processor::BlockX)})) ||
-        failed(gpu::setMappingAttr(threads, {onto(gpu::Processor::ThreadX)})))
-      return blocks.emitOpError("cannot be mapped onto GPU blocks");
-    return success();
+    return setBlockThreadMapping(blocks, threads);
   }
 
   /// Whether `loop`'s body is straight-line elementwise code: loads,
@@ -275,7 +261,9 @@ struct GptcGpuMapKernelPass final
     bool inRun = false;
     for (Operation &op : block) {
       if (auto loop = dyn_cast<scf::ParallelOp>(op)) {
-        loops.push_back(loop);
+        // A row kernel gptc-gpu-map-reductions built is mapped already.
+        if (!loop->hasAttr(gpu::getMappingAttrName()))
+          loops.push_back(loop);
         inRun = false;
         continue;
       }

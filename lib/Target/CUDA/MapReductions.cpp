@@ -13,6 +13,7 @@
 #include "gptc/Target/CUDA/Passes.h"
 
 #include "Indexing.h"
+#include "Reductions.h"
 
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -30,40 +31,16 @@ namespace mlir::gptc {
 
 using namespace mlir;
 using namespace mlir::gptc;
+using gpumap::combine;
+using gpumap::identities;
+using gpumap::matchReduction;
+using gpumap::Reduction;
 
-namespace {
-constexpr int64_t kWarpSize = 32;
-constexpr int64_t kBlockReductionThreads = 1024;
-/// A column reduction is cut into at most this many chunks of rows, each
-/// at least kRowsPerChunk long.
-constexpr int64_t kColumnChunks = 64;
-constexpr int64_t kRowsPerChunk = 256;
-/// A reduction to a scalar of at least this many elements is first cut
-/// into at most kScalarPartials strided partial results, each of at least
-/// kScalarPerPartial elements (one block of kBlockReductionThreads alone
-/// keeps too few loads in flight to stream a large tensor).
-constexpr int64_t kScalarSplitAt = 65536;
-constexpr int64_t kScalarPartials = 65536;
-constexpr int64_t kScalarPerPartial = 16;
+//===----------------------------------------------------------------------===//
+// Matching a reduction
+//===----------------------------------------------------------------------===//
 
-/// How a linalg reduction combines, for each of its outputs i:
-/// `out_i = combiners[i](out_i, values[i])`. A reduction with several
-/// outputs (layer norm's two row sums, its weight and bias gradients) is
-/// one loop nest that reads its inputs once for all of them.
-struct Reduction {
-  linalg::GenericOp op;
-  SmallVector<Operation *> combiners;           // in the body
-  SmallVector<Value> values;                    // each combiner's operand
-  SmallVector<gpu::AllReduceOperation> kinds;   // each as a GPU reduction
-  int64_t numParallel = 0; // leading parallel loop dimensions
-
-  size_t size() const { return combiners.size(); }
-  Value output(size_t i) const {
-    return const_cast<linalg::GenericOp &>(op).getDpsInitOperand(i)->get();
-  }
-};
-
-std::optional<gpu::AllReduceOperation> kindOf(Operation *op) {
+static std::optional<gpu::AllReduceOperation> kindOf(Operation *op) {
   using K = gpu::AllReduceOperation;
   return llvm::TypeSwitch<Operation *, std::optional<K>>(op)
       .Case<arith::AddFOp, arith::AddIOp>([](auto) { return K::ADD; })
@@ -83,7 +60,7 @@ std::optional<gpu::AllReduceOperation> kindOf(Operation *op) {
 }
 
 /// The reduction `op` is, if the GPU reductions can run it.
-std::optional<Reduction> matchReduction(linalg::GenericOp op) {
+std::optional<Reduction> gpumap::matchReduction(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() < 1)
     return std::nullopt;
   // 1. Parallel dimensions, then at least one reduction dimension.
@@ -145,6 +122,38 @@ std::optional<Reduction> matchReduction(linalg::GenericOp op) {
   return r;
 }
 
+/// Combines `acc` and `v` as output i's combiner does.
+Value gpumap::combine(OpBuilder &b, const Reduction &r, size_t i, Value acc, Value v) {
+  IRMapping map;
+  map.map(r.combiners[i]->getOperand(0), acc);
+  map.map(r.combiners[i]->getOperand(1), v);
+  return b.clone(*r.combiners[i], map)->getResult(0);
+}
+
+/// Each output's identity (its combiner's neutral element).
+SmallVector<Value> gpumap::identities(OpBuilder &b, Location loc, const Reduction &r) {
+  SmallVector<Value> ids;
+  for (Operation *combiner : r.combiners)
+    ids.push_back(arith::ConstantOp::create(
+        b, loc, *arith::getNeutralElement(combiner)));
+  return ids;
+}
+
+namespace {
+constexpr int64_t kWarpSize = 32;
+constexpr int64_t kBlockReductionThreads = 1024;
+/// A column reduction is cut into at most this many chunks of rows, each
+/// at least kRowsPerChunk long.
+constexpr int64_t kColumnChunks = 64;
+constexpr int64_t kRowsPerChunk = 256;
+/// A reduction to a scalar of at least this many elements is first cut
+/// into at most kScalarPartials strided partial results, each of at least
+/// kScalarPerPartial elements (one block of kBlockReductionThreads alone
+/// keeps too few loads in flight to stream a large tensor).
+constexpr int64_t kScalarSplitAt = 65536;
+constexpr int64_t kScalarPartials = 65536;
+constexpr int64_t kScalarPerPartial = 16;
+
 /// The body's values at loop indices `ivs`, one per output: each input
 /// loaded through its indexing map, the body's ops but the combiners
 /// cloned.
@@ -178,23 +187,6 @@ SmallVector<Value> valuesAt(OpBuilder &b, Location loc, const Reduction &r,
   for (Value v : r.values)
     values.push_back(map.lookupOrDefault(v));
   return values;
-}
-
-/// Combines `acc` and `v` as output i's combiner does.
-Value combine(OpBuilder &b, const Reduction &r, size_t i, Value acc, Value v) {
-  IRMapping map;
-  map.map(r.combiners[i]->getOperand(0), acc);
-  map.map(r.combiners[i]->getOperand(1), v);
-  return b.clone(*r.combiners[i], map)->getResult(0);
-}
-
-/// Each output's identity (its combiner's neutral element).
-SmallVector<Value> identities(OpBuilder &b, Location loc, const Reduction &r) {
-  SmallVector<Value> ids;
-  for (Operation *combiner : r.combiners)
-    ids.push_back(arith::ConstantOp::create(
-        b, loc, *arith::getNeutralElement(combiner)));
-  return ids;
 }
 
 /// A launch of `blocks` x `threads`; the builder left inside its body.
@@ -463,6 +455,11 @@ struct GptcGpuMapReductionsPass final
           << static_cast<int64_t>(warpsPerBlock);
       return signalPassFailure();
     }
+    if (rowLanes != 1 && rowLanes != kWarpSize) {
+      func.emitOpError("row-lanes must be 1 or 32, got ")
+          << static_cast<int64_t>(rowLanes);
+      return signalPassFailure();
+    }
     // A copy bufferization left (a result computed in a temporary) is a
     // linalg op like the others, so that it maps onto threads.
     func.walk([](memref::CopyOp copy) {
@@ -528,6 +525,10 @@ struct GptcGpuMapReductionsPass final
         else
           columnReductions.push_back(op);
       }
+    // Runs of row ops (a layer norm's sums and normalization, a loss's
+    // log-sum-exp) become one warp-per-row nest each.
+    if (fuseRows)
+      gpumap::fuseRowKernels(func, rowReductions, warpsPerBlock, rowLanes);
     for (linalg::GenericOp op : columnReductions) {
       std::optional<Reduction> r = matchReduction(op);
       if (!r)

@@ -10,16 +10,20 @@ func.func @k(%a: tensor<8x64x256xbf16>, %b: tensor<8x64x256xbf16>, %c: tensor<8x
   return %t : tensor<8x64x256xbf16>
 }
 
-// In PTX, one entry of four pointers, 16-bit loads converted to f32 and the
-// sum rounded to bf16 once more (round to nearest even) before its store.
+// In PTX, one entry of four pointers and its known block size (LLVM knows
+// the thread ids' range: 32-bit index arithmetic, no guard), 16-bit loads
+// converted to f32 and the sum rounded to bf16 once more (round to nearest
+// even) before its store.
 // PTX: gpu.binary @gptc_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
 // PTX-SAME: assembly = "
 // PTX-SAME: .version 8.0
 // PTX-SAME: .target sm_90
 // PTX-SAME: .entry k_kernel(
 // PTX-SAME: k_kernel_param_3
-// PTX-SAME: mov.u32 {{.*}}%ctaid.x
+// PTX-SAME: .maxntid 256, 1, 1
 // PTX-SAME: mov.u32 {{.*}}%tid.x
+// PTX-SAME: mov.u32 {{.*}}%ctaid.x
+// PTX-NOT: setp
 // PTX-SAME: ld.global.b16
 // PTX-SAME: cvt.f32.bf16
 // PTX-SAME: add.rn.f32

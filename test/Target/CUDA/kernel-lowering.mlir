@@ -23,7 +23,7 @@ func.func @k(%a: tensor<8x64x256xbf16>, %b: tensor<8x64x256xbf16>, %c: tensor<8x
 //  NVVM-NEXT: return
 // The device side: bare pointers, constants inside, f32 math.
 //       NVVM: gpu.module @gptc_kernels [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
-//       NVVM: llvm.func @k_kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) attributes {gpu.kernel, nvvm.kernel}
+//       NVVM: llvm.func @k_kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>, gpu.known_grid_size = array<i32: 512, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>}
 //       NVVM: nvvm.read.ptx.sreg.ctaid.x
 //       NVVM: nvvm.read.ptx.sreg.tid.x
 //       NVVM: llvm.load %{{.*}} : !llvm.ptr -> bf16

@@ -1,8 +1,9 @@
 // A fused row kernel for the GPU: a bf16 residual sum widened to f32,
-// layer-normalized, and rounded back to bf16. Each of layer norm's row
-// sums is a warp per row (8 rows per block of 256 threads), lanes striding
-// the row and five butterfly shuffles combining them; the normalization
-// itself is elementwise, a thread per element.
+// layer-normalized, and rounded back to bf16, in one launch. A warp per
+// row (8 rows per block of 256 threads): lanes stride the row for its sum,
+// five butterfly shuffles give every lane the total, the same for the
+// squared deviations, then the lanes write the normalized row. The row
+// statistics stay in registers: no temporary, one launch.
 // RUN: gptc-opt %s -p 'builtin.module(gptc-gpu-kernel-lowering-pipeline{format=none})' | FileCheck %s --check-prefix=NVVM
 
 func.func @k(%a: tensor<64x768xbf16>, %b: tensor<64x768xbf16>, %g: tensor<768xf32>, %be: tensor<768xf32>) -> tensor<64x768xbf16> {
@@ -13,23 +14,21 @@ func.func @k(%a: tensor<64x768xbf16>, %b: tensor<64x768xbf16>, %g: tensor<768xf3
   return %z : tensor<64x768xbf16>
 }
 
-// The launch sequence: the row means (initialized, then 8 blocks of 8
-// warps over 64 rows, the residual sum and the widening fused into the
-// reduction), the same for the squared deviations, then the normalization
-// over 64 x 768 elements; two temporaries of 64 floats.
+// The launch sequence: one launch of 8 blocks of 8 warps over 64 rows,
+// the inputs and the result its only arguments.
 // NVVM-LABEL: func.func @k
-//  NVVM-SAME: (%[[A:.*]]: memref<64x768xbf16>, %[[B:.*]]: memref<64x768xbf16>, %{{.*}}: memref<768xf32>, %{{.*}}: memref<768xf32>, %[[OUT:.*]]: memref<64x768xbf16>)
-//       NVVM: memref.alloc() {{.*}} : memref<64xf32>
-//       NVVM: memref.alloc() {{.*}} : memref<64xf32>
-//       NVVM: gpu.launch_func @gptc_kernels::@{{.*}} blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1) args(%[[MEAN:.*]] : memref<64xf32>)
-//       NVVM: gpu.launch_func @gptc_kernels::@{{.*}} blocks in (%c8, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[A]] : memref<64x768xbf16>, %[[B]] : memref<64x768xbf16>, %[[MEAN]] : memref<64xf32>)
-//       NVVM: gpu.launch_func @gptc_kernels::@{{.*}} blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1) args(%[[VAR:.*]] : memref<64xf32>)
-//       NVVM: gpu.launch_func @gptc_kernels::@{{.*}} blocks in (%c8, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[A]] : memref<64x768xbf16>, %[[B]] : memref<64x768xbf16>, %[[MEAN]] : memref<64xf32>, %[[VAR]] : memref<64xf32>)
-//       NVVM: gpu.launch_func @gptc_kernels::@{{.*}} blocks in (%c192, %c1, %c1) threads in (%c256, %c1, %c1) {{.*}}%[[OUT]] : memref<64x768xbf16>)
+//  NVVM-SAME: (%[[A:.*]]: memref<64x768xbf16>, %[[B:.*]]: memref<64x768xbf16>, %[[G:.*]]: memref<768xf32>, %[[BE:.*]]: memref<768xf32>, %[[OUT:.*]]: memref<64x768xbf16>)
+//   NVVM-NOT: memref.alloc
+//       NVVM: gpu.launch_func @gptc_kernels::@{{.*}} blocks in (%c8, %c1, %c1) threads in (%c256, %c1, %c1) args(%[[A]] : memref<64x768xbf16>, %[[B]] : memref<64x768xbf16>, %[[G]] : memref<768xf32>, %[[BE]] : memref<768xf32>, %[[OUT]] : memref<64x768xbf16>)
 //  NVVM-NEXT: return
-// A row sum: lane = tid % 32 strides the row by 32; five xor shuffles.
+// lane = tid % 32 strides the row by 32: the row sum, five xor shuffles,
+// the squared deviations, five more, then the row's stores.
 //       NVVM: llvm.func @{{.*}}attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>
 //       NVVM: nvvm.read.ptx.sreg.tid.x
 //       NVVM: llvm.urem %{{.*}}, %{{.*}} : i64
 // NVVM-COUNT-5: nvvm.shfl.sync  bfly
-//       NVVM: llvm.store
+//   NVVM-NOT: llvm.store
+// NVVM-COUNT-5: nvvm.shfl.sync  bfly
+//   NVVM-NOT: nvvm.shfl.sync
+//       NVVM: llvm.store %{{.*}} : bf16, !llvm.ptr
+//   NVVM-NOT: nvvm.shfl.sync

@@ -37,6 +37,11 @@ struct CudaLaunch {
   /// then its results, as the artifact lists them; a larger index names
   /// temporary i - (operands + results).
   std::vector<int64_t> args;
+  /// For each of `args`, how many times the launch sweeps it: the loops
+  /// of the GPU function that load or store it, one for accesses outside
+  /// any loop (a row nest reads its row once per phase; every other
+  /// launch, once). Empty: once each.
+  std::vector<int64_t> passes;
 };
 
 /// How one gptc kernel runs on the GPU.
@@ -73,10 +78,13 @@ compileModuleKernelsForCuda(ModuleOp module,
 FailureOr<CudaKernels> readCudaLaunchPlans(ModuleOp lowered);
 
 /// Prints the plans as `--emit=cuda` does: one line per kernel, one per
-/// launch; then the traffic: the bytes the launches pass (each argument
-/// counted whole for each launch, an upper bound of what they read and
-/// write) against the kernels' operands and results once (the least a
-/// kernel can move), in all and for the kernels with the most excess.
+/// launch; then the traffic: the bytes the launches sweep (each argument
+/// counted whole for each pass of each launch over it, an upper bound of
+/// what they read and write), the same with each launch's repeated
+/// passes served from cache (a row nest's rows are small enough to stay
+/// in L1 or L2 between its phases; a vocabulary row is not), against the
+/// kernels' operands and results once (the least a kernel can move), in
+/// all and for the kernels with the most excess.
 void printCudaLaunchPlans(const CudaKernels &kernels, raw_ostream &os);
 
 /// The artifact for a GPU: exportProgram of `functions`, then the kernels

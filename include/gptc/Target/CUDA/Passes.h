@@ -90,6 +90,15 @@ struct GpuKernelLoweringPipelineOptions
 void buildGpuKernelLoweringPipeline(
     OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options);
 
+/// The pipeline in two parts: up to the `gpu.launch` ops in the host
+/// functions (their bodies not yet outlined, the launch sizes constant),
+/// then the rest. compileModuleKernelsForCuda reads what each launch's
+/// body does with its buffers in between.
+void buildGpuLaunchStage(OpPassManager &pm,
+                         const GpuKernelLoweringPipelineOptions &options);
+void buildGpuOutlineStage(OpPassManager &pm,
+                          const GpuKernelLoweringPipelineOptions &options);
+
 /// The CUDA toolkit the pipeline uses when `toolkit` is empty: CUDA_HOME,
 /// else /usr/local/cuda; empty if neither holds nvvm/libdevice.
 std::string defaultCudaToolkit();

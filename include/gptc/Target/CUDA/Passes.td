@@ -42,7 +42,42 @@ def GptcGpuMapReductionsPass
 
     A reduction's loops are first interchanged so that its parallel
     dimensions come first; only one whose innermost dimension was reduced
-    (contiguous in memory) takes a warp per row. A reduction over leading
+    (contiguous in memory) takes a warp per row.
+
+    **Row kernels** (`fuse-rows`, default on). A layer norm is a row sum, a
+    row sum of squared deviations and an elementwise normalization;
+    launched one by one they read the row three times from memory and pass
+    the statistics through temporaries. Instead, each row reduction anchors
+    a run of the ops over the same rows `R` and columns `C`: row reductions
+    (`R` parallel, `C` reduced), elementwise ops over `R x C`, ops on one
+    value per row (loops `R`) and fills of per-row or `R x C` buffers. The
+    run becomes one nest of `warps-per-block` rows per block, `row-lanes`
+    threads per row, already mapped onto blocks and threads
+    (`gptc-gpu-map-kernel` leaves it): its ops in order, consecutive
+    column ops sharing one loop of lane `l` over columns `l, l + 32, ...`,
+    a loop ending where an op needs a row value a reduction of the loop
+    computes (`gpu.subgroup_reduce` gives every lane the total). Per-row
+    values are registers; lane 0 stores those something outside the run
+    reads (a later column reduction, the caller), and a temporary only the
+    run used disappears. Each phase reads the row again, while it is in
+    the SM's L1 or the L2 (a layer norm's row is a few KiB; a vocabulary
+    row of logits, 100-200 KB, is not: those passes read memory, as
+    separate launches would).
+
+    A run stays correct by construction: every buffer it writes is
+    addressed one way by all its ops, the loops' own element (so the lane
+    that wrote it reads it) or the row's value (a register), never through
+    a view; a read of another element of a written buffer ends the run.
+    Linalg ops and scalar loads and stores between its ops that touch
+    nothing the run does stay before it (a token count the loss gradient
+    reads); the others move after it (layer norm's weight and bias
+    gradients, column sums that read the row statistics), and no later op
+    of the run may touch what they touch. Anything else (scalar code with
+    other effects) ends the run. Kernel arguments are distinct buffers
+    (the GPU runtime never aliases a kernel's operands and results). A run
+    with no reduction, or a reduction alone, is left to the launches below.
+
+    A reduction over leading
     dimensions (a bias gradient's column sums) of at least 512 rows is cut
     into up to 64 chunks of at least 256 rows, in two deterministic phases
     of parallel loops: a temporary takes each chunk's partial result per
@@ -61,7 +96,13 @@ def GptcGpuMapReductionsPass
     Option<"launchReductions", "launch-reductions", "bool", /*default=*/"true",
            "Build the launches; false: leave every reduction to "
            "gptc-gpu-map-kernel (a thread per row or one thread per "
-           "scalar; what the CPU can run to check the mapping)">
+           "scalar; what the CPU can run to check the mapping)">,
+    Option<"fuseRows", "fuse-rows", "bool", /*default=*/"true",
+           "Fuse each run of row ops around row reductions into one "
+           "warp-per-row loop nest">,
+    Option<"rowLanes", "row-lanes", "int64_t", /*default=*/"32",
+           "Threads per row of a fused row nest: 32 (a warp), or 1 (no "
+           "warp reduction: what the CPU can run to check the fusion)">
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",

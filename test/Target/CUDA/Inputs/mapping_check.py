@@ -27,8 +27,13 @@ import printed_results  # noqa: E402
 rng = np.random.default_rng(11)
 
 
-def ty(shape, kind="tensor"):
-    return f"{kind}<" + "".join(f"{d}x" for d in shape) + "f32>"
+def ty(shape, kind="tensor", elt="f32"):
+    return f"{kind}<" + "".join(f"{d}x" for d in shape) + elt + ">"
+
+
+def tyx(x, kind="tensor"):
+    """The type of array `x`: i32 labels, f32 otherwise."""
+    return ty(x.shape, kind, "i32" if x.dtype == np.int32 else "f32")
 
 
 
@@ -103,6 +108,63 @@ def cases():
         f"{ty(lx.shape)}, {ty(lw.shape)}, {ty(ldy.shape)} -> {ty(lx.shape)}, {ty(lw.shape)}, {ty(lw.shape)}",
         f"return %dx, %dw, %db : {ty(lx.shape)}, {ty(lw.shape)}, {ty(lw.shape)}"],
         [lx, lw, ldy], [ldx, (ldyd * xhat).sum((0, 1)), ldyd.sum((0, 1))]))
+    # Row kernels: the residual sum and layer norm after it in one nest (a
+    # row per warp, the statistics in registers), both results written.
+    ra, rb, rw, rbe = f(6, 50), f(6, 50), f(50), f(50)
+    rs = ra.astype(np.float64) + rb
+    rmean = rs.mean(-1, keepdims=True)
+    rvar = ((rs - rmean) ** 2).mean(-1, keepdims=True)
+    out.append(("add_layer_norm", [
+        f"%s = gptc.add %a0, %a1 : {ty(ra.shape)}",
+        f"%y = gptc.layer_norm %s, %a2, %a3 eps 1.0e-05 : {ty(ra.shape)}, {ty(rw.shape)}, {ty(rbe.shape)} -> {ty(ra.shape)}",
+        f"return %s, %y : {ty(ra.shape)}, {ty(ra.shape)}"],
+        [ra, rb, rw, rbe], [rs, (rs - rmean) / np.sqrt(rvar + 1e-5) * rw + rbe]))
+    # Layer norm's gradient from a sum of three gradients, plus the
+    # residual's: the row sums and the input gradient in one nest, the
+    # weight and bias gradients (column sums reading the row statistics
+    # the nest stores) after it.
+    gx, gw = f(2, 300, 24), f(24)
+    d0, d1, d2, res = f(2, 300, 24), f(2, 300, 24), f(2, 300, 24), f(2, 300, 24)
+    gxd = gx.astype(np.float64)
+    gdy = d0.astype(np.float64) + d1 + d2
+    gmean = gxd.mean(-1, keepdims=True)
+    grstd = 1 / np.sqrt(((gxd - gmean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    gxhat = (gxd - gmean) * grstd
+    gg = gdy * gw
+    gdx = grstd * (gg - gg.mean(-1, keepdims=True) - gxhat * (gg * gxhat).mean(-1, keepdims=True))
+    t3 = ty(gx.shape)
+    out.append(("add_add_layer_norm_grad", [
+        f"%s0 = gptc.add %a2, %a3 : {t3}",
+        f"%s1 = gptc.add %s0, %a4 : {t3}",
+        f"%dx, %dw, %db = gptc.layer_norm_grad %a0, %a1, %s1 eps 1.0e-05 : "
+        f"{t3}, {ty(gw.shape)}, {t3} -> {t3}, {ty(gw.shape)}, {ty(gw.shape)}",
+        f"%r = gptc.add %a5, %dx : {t3}",
+        f"return %dw, %db, %r : {ty(gw.shape)}, {ty(gw.shape)}, {t3}"],
+        [gx, gw, d0, d1, d2, res],
+        [(gdy * gxhat).sum((0, 1)), gdy.sum((0, 1)), res + gdx]))
+    # The loss: per row the max and the log-sum-exp with the label's logit
+    # (one nest), then the mean over the rows not ignored (reductions to
+    # scalars after it); and its gradient, softmax minus the one-hot label.
+    lg = f(3, 10, 37) * 2
+    lb = rng.integers(0, 37, size=(3, 10)).astype(np.int32)
+    lb[0, 3] = lb[2, 9] = -1
+    lgd = lg.astype(np.float64)
+    lse = np.log(np.exp(lgd - lgd.max(-1, keepdims=True)).sum(-1)) + lgd.max(-1)
+    picked = np.take_along_axis(lgd, np.maximum(lb, 0)[..., None], -1)[..., 0]
+    keep = lb != -1
+    out.append(("cross_entropy", [
+        f"%l = gptc.cross_entropy %a0, %a1 ignore -1 : {ty(lg.shape)}, {tyx(lb)} -> tensor<f32>",
+        "return %l : tensor<f32>"], [lg, lb],
+        [np.array(((lse - picked) * keep).sum() / keep.sum())]))
+    # The gradient: the token count (a reduction to a scalar) runs before
+    # the nest, which reads it.
+    cg = np.array(0.5, np.float32)
+    soft = np.exp(lgd - lse[..., None])
+    onehot = (np.arange(37) == lb[..., None]).astype(np.float64)
+    out.append(("cross_entropy_grad", [
+        f"%d = gptc.cross_entropy_grad %a0, %a1, %a2 ignore -1 : {ty(lg.shape)}, {tyx(lb)}, tensor<f32> -> {ty(lg.shape)}",
+        f"return %d : {ty(lg.shape)}"], [lg, lb, cg],
+        [(soft - onehot) * 0.5 / keep.sum() * keep[..., None]]))
     # A reduction to a scalar (in f64) and the scalar code after it: the
     # loads sunk to their use, one thread running the run.
     gw, gb = f(20, 30), f(30)
@@ -137,6 +199,8 @@ def cases():
 
 
 def dense(a):
+    if a.dtype == np.int32:
+        return np.array2string(a, separator=", ", threshold=1 << 30).replace("\n", "")
     return np.array2string(np.asarray(a, np.float32), separator=", ",
                            threshold=1 << 30, floatmode="unique").replace("\n", "")
 
@@ -146,7 +210,7 @@ def main():
     if mode == "kernels":
         lines, arrays = [], {}
         for name, body, inputs, results in cases():
-            args = ", ".join(f"%a{i}: {ty(x.shape)}" for i, x in enumerate(inputs))
+            args = ", ".join(f"%a{i}: {tyx(x)}" for i, x in enumerate(inputs))
             rets = ", ".join(ty(r.shape) for r in results)
             lines.append(f"func.func @{name}({args}) -> ({rets}) {{")
             lines += ["  " + l for l in body]
@@ -173,10 +237,10 @@ def main():
             for k in ins:
                 x = refs[k]
                 sym = k.replace(".", "_")
-                glob.append(f'  memref.global "private" constant @{sym} : {ty(x.shape, "memref")} = dense<{dense(x)}>')
-                body.append(f"    %{sym} = memref.get_global @{sym} : {ty(x.shape, 'memref')}")
+                glob.append(f'  memref.global "private" constant @{sym} : {tyx(x, "memref")} = dense<{dense(x)}>')
+                body.append(f"    %{sym} = memref.get_global @{sym} : {tyx(x, 'memref')}")
                 args.append(f"%{sym}")
-                types.append(ty(x.shape, "memref"))
+                types.append(tyx(x, "memref"))
             for k in outs:
                 sym = k.replace(".", "_")
                 body.append(f"    %{sym} = memref.alloc() : {ty(refs[k].shape, 'memref')}")
