@@ -31,6 +31,9 @@ using namespace mlir::gptc::gpumap;
 
 namespace {
 
+/// Columns a lane of a row nest takes in one iteration of its loops.
+constexpr int64_t kRowUnroll = 4;
+
 /// How a row op addresses a buffer, its loops being (rows..., cols...) or,
 /// for an op on one value per row, (rows...).
 enum class Access {
@@ -325,6 +328,17 @@ private:
     return indices;
   }
 
+  /// Whether `op`'s body, but the ops in `skip`, uses `operand`'s block
+  /// argument, or `results` holds it.
+  static bool isArgUsed(linalg::GenericOp op, OpOperand &operand,
+                        ArrayRef<Operation *> skip, ArrayRef<Value> results) {
+    BlockArgument a = op.getMatchingBlockArgument(&operand);
+    return llvm::is_contained(results, a) ||
+           llvm::any_of(a.getUsers(), [&](Operation *user) {
+             return !llvm::is_contained(skip, user);
+           });
+  }
+
   /// Clones `op`'s body at loop indices `ivs` but the ops in `skip`; each
   /// block argument used (or in `results`) is `arg(operand)`. Returns the
   /// mapping.
@@ -333,15 +347,9 @@ private:
                       ArrayRef<Operation *> skip = {},
                       ArrayRef<Value> results = {}) {
     IRMapping map;
-    for (OpOperand &operand : op->getOpOperands()) {
-      BlockArgument a = op.getMatchingBlockArgument(&operand);
-      bool used = llvm::is_contained(results, a) ||
-                  llvm::any_of(a.getUsers(), [&](Operation *user) {
-                    return !llvm::is_contained(skip, user);
-                  });
-      if (used)
-        map.map(a, arg(operand));
-    }
+    for (OpOperand &operand : op->getOpOperands())
+      if (isArgUsed(op, operand, skip, results))
+        map.map(op.getMatchingBlockArgument(&operand), arg(operand));
     for (Operation &inner : op.getRegion().front().without_terminator()) {
       if (llvm::is_contained(skip, &inner))
         continue;
@@ -457,12 +465,25 @@ void RowKernelBuilder::flush() {
     return;
   // Lane l runs columns l, l + lanes, ... of every op of the loop in
   // order: an element one op writes, a later one reads in the same lane.
+  // When every lane has the same number of columns, the loop takes
+  // `unroll` of them an iteration (a constant trip count, straight-line
+  // code whose loads the assembler can issue together: a lane's one load
+  // at a time would leave the memory idle).
   SmallVector<Value> starts;
   for (Open &o : open)
     if (o.m->kind == Kind::Reduce)
       llvm::append_range(starts, identities(b, loc, *o.m->reduction));
-  auto loop = scf::ForOp::create(b, loc, lane, index(numCols), index(lanes),
-                                 starts);
+  int64_t perLane = numCols % lanes == 0 ? numCols / lanes : 0;
+  int64_t unroll = 1;
+  for (int64_t u : {kRowUnroll, kRowUnroll / 2})
+    if (perLane && perLane % u == 0) {
+      unroll = u;
+      break;
+    }
+  auto loop = perLane ? scf::ForOp::create(b, loc, index(0), index(perLane),
+                                           index(unroll), starts)
+                      : scf::ForOp::create(b, loc, lane, index(numCols),
+                                           index(lanes), starts);
   {
     OpBuilder::InsertionGuard guard(b);
     // Without reductions the builder gave the body its (empty) yield.
@@ -471,47 +492,91 @@ void RowKernelBuilder::flush() {
       b.setInsertionPoint(loop.getBody()->getTerminator());
     else
       b.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> ivs(rowIvs);
-    llvm::append_range(ivs,
-                       delinearize(b, loc, loop.getInductionVar(), g.cols));
-    SmallVector<Value> next;
-    for (Open &o : open) {
-      if (o.m->kind == Kind::ElementFill) {
-        auto fill = cast<linalg::FillOp>(o.m->op);
-        memref::StoreOp::create(b, loc, fill.getDpsInputOperand(0)->get(),
-                                fill.getDpsInitOperand(0)->get(), ivs);
-        continue;
+    SmallVector<Value> partials(loop.getRegionIterArgs());
+    // Each column's indices: lane + (k + u) * lanes, or the loop's own.
+    SmallVector<SmallVector<Value>> columnIvs;
+    for (int64_t u = 0; u < unroll; ++u) {
+      Value column = loop.getInductionVar();
+      if (perLane)
+        column = arith::AddIOp::create(
+            b, loc, lane,
+            arith::MulIOp::create(
+                b, loc, arith::AddIOp::create(b, loc, column, index(u)),
+                index(lanes)));
+      SmallVector<Value> ivs(rowIvs);
+      llvm::append_range(ivs, delinearize(b, loc, column, g.cols));
+      columnIvs.push_back(std::move(ivs));
+    }
+    // First every column's loads of buffers the loop does not write, so
+    // that they are in flight together (a store between two loads would
+    // otherwise wait for the first); then each column's ops in order.
+    DenseSet<Value> written;
+    for (Open &o : open)
+      if (o.m->kind != Kind::Reduce)
+        for (OpOperand &init : cast<DestinationStyleOpInterface>(o.m->op)
+                                   .getDpsInitsMutable())
+          written.insert(init.get());
+    DenseMap<std::pair<OpOperand *, int64_t>, Value> preloaded;
+    for (int64_t u = 0; u < unroll; ++u)
+      for (Open &o : open) {
+        auto op = dyn_cast<linalg::GenericOp>(o.m->op);
+        if (!op)
+          continue;
+        ArrayRef<Operation *> skip;
+        ArrayRef<Value> results;
+        if (o.m->kind == Kind::Reduce) {
+          skip = o.m->reduction->combiners;
+          results = o.m->reduction->values;
+        }
+        for (OpOperand *input : op.getDpsInputOperands())
+          if (isa<MemRefType>(input->get().getType()) &&
+              !o.rowArgs.count(input) && !written.contains(input->get()) &&
+              isArgUsed(op, *input, skip, results))
+            preloaded[{input, u}] = memref::LoadOp::create(
+                b, loc, input->get(), indicesAt(op, *input, columnIvs[u]));
       }
-      auto op = cast<linalg::GenericOp>(o.m->op);
-      auto arg = [&](OpOperand &operand) -> Value {
-        if (!isa<MemRefType>(operand.get().getType()))
-          return operand.get();
-        if (Value v = o.rowArgs.lookup(&operand))
-          return v;
-        return memref::LoadOp::create(b, loc, operand.get(),
-                                      indicesAt(op, operand, ivs));
-      };
-      if (o.m->kind == Kind::Elementwise) {
-        IRMapping map = cloneBody(op, ivs, arg);
-        auto yield =
-            cast<linalg::YieldOp>(op.getRegion().front().getTerminator());
-        for (OpOperand &init : op.getDpsInitsMutable())
-          memref::StoreOp::create(
-              b, loc,
-              map.lookupOrDefault(yield.getOperand(init.getOperandNumber() -
-                                                   op.getNumDpsInputs())),
-              init.get(), indicesAt(op, init, ivs));
-        continue;
+    for (int64_t u = 0; u < unroll; ++u) {
+      ArrayRef<Value> ivs = columnIvs[u];
+      unsigned next = 0;
+      for (Open &o : open) {
+        if (o.m->kind == Kind::ElementFill) {
+          auto fill = cast<linalg::FillOp>(o.m->op);
+          memref::StoreOp::create(b, loc, fill.getDpsInputOperand(0)->get(),
+                                  fill.getDpsInitOperand(0)->get(), ivs);
+          continue;
+        }
+        auto op = cast<linalg::GenericOp>(o.m->op);
+        auto arg = [&](OpOperand &operand) -> Value {
+          if (!isa<MemRefType>(operand.get().getType()))
+            return operand.get();
+          if (Value v = o.rowArgs.lookup(&operand))
+            return v;
+          if (Value v = preloaded.lookup({&operand, u}))
+            return v;
+          return memref::LoadOp::create(b, loc, operand.get(),
+                                        indicesAt(op, operand, ivs));
+        };
+        if (o.m->kind == Kind::Elementwise) {
+          IRMapping map = cloneBody(op, ivs, arg);
+          auto yield =
+              cast<linalg::YieldOp>(op.getRegion().front().getTerminator());
+          for (OpOperand &init : op.getDpsInitsMutable())
+            memref::StoreOp::create(
+                b, loc,
+                map.lookupOrDefault(yield.getOperand(
+                    init.getOperandNumber() - op.getNumDpsInputs())),
+                init.get(), indicesAt(op, init, ivs));
+          continue;
+        }
+        const Reduction &r = *o.m->reduction;
+        IRMapping map = cloneBody(op, ivs, arg, r.combiners, r.values);
+        for (size_t i = 0; i < r.size(); ++i, ++next)
+          partials[next] = combine(b, r, i, partials[next],
+                                   map.lookupOrDefault(r.values[i]));
       }
-      const Reduction &r = *o.m->reduction;
-      IRMapping map = cloneBody(op, ivs, arg, r.combiners, r.values);
-      for (size_t i = 0; i < r.size(); ++i)
-        next.push_back(combine(b, r, i,
-                               loop.getRegionIterArgs()[next.size()],
-                               map.lookupOrDefault(r.values[i])));
     }
     if (!hasYield)
-      scf::YieldOp::create(b, loc, next);
+      scf::YieldOp::create(b, loc, partials);
   }
   // The lanes' partials combined (every lane gets the total), then each
   // output's value in this row.

@@ -217,30 +217,36 @@ func.func @loss_grad(%logits: memref<3x4x50xf32>, %labels: memref<3x4xi32>, %gra
 // first op wrote transposed (another lane's, another row's elements), so
 // it is not in the nest; the reduction before it is, with the elementwise
 // op writing them.
+// In the nest's loop (4 columns an iteration) the loads of the input
+// come first; the sum's load of a square follows the square's store.
 // CHECK-LABEL: func.func @transposed
 //       CHECK: scf.parallel
 //       CHECK:   scf.parallel
+//       CHECK:     scf.for
+// CHECK-COUNT-4:     memref.load %arg0
+//   CHECK-NOT:     memref.load
 //       CHECK:     memref.store %{{.*}}, %arg1
+//       CHECK:     memref.load %arg1
 //       CHECK:     gpu.subgroup_reduce
 //       CHECK:     memref.store %{{.*}}, %arg2
 //       CHECK: gpu.launch
 //       CHECK:   memref.load %arg1[%{{.*}}, %{{.*}}]
 //       CHECK:   gpu.subgroup_reduce
-func.func @transposed(%x: memref<32x32xf32>, %sq: memref<32x32xf32>, %s1: memref<32xf32>, %s2: memref<32xf32>) {
+func.func @transposed(%x: memref<128x128xf32>, %sq: memref<128x128xf32>, %s1: memref<128xf32>, %s2: memref<128xf32>) {
   linalg.generic {indexing_maps = [#el, #el], iterator_types = ["parallel", "parallel"]}
-      ins(%x : memref<32x32xf32>) outs(%sq : memref<32x32xf32>) {
+      ins(%x : memref<128x128xf32>) outs(%sq : memref<128x128xf32>) {
   ^bb0(%in: f32, %o: f32):
     %r = arith.mulf %in, %in : f32
     linalg.yield %r : f32
   }
   linalg.generic {indexing_maps = [#el, #row], iterator_types = ["parallel", "reduction"]}
-      ins(%sq : memref<32x32xf32>) outs(%s1 : memref<32xf32>) {
+      ins(%sq : memref<128x128xf32>) outs(%s1 : memref<128xf32>) {
   ^bb0(%in: f32, %acc: f32):
     %r = arith.addf %in, %acc : f32
     linalg.yield %r : f32
   }
   linalg.generic {indexing_maps = [#tr, #row], iterator_types = ["parallel", "reduction"]}
-      ins(%sq : memref<32x32xf32>) outs(%s2 : memref<32xf32>) {
+      ins(%sq : memref<128x128xf32>) outs(%s2 : memref<128xf32>) {
   ^bb0(%in: f32, %acc: f32):
     %r = arith.addf %in, %acc : f32
     linalg.yield %r : f32

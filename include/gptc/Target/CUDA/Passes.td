@@ -56,7 +56,12 @@ def GptcGpuMapReductionsPass
     (`gptc-gpu-map-kernel` leaves it): its ops in order, consecutive
     column ops sharing one loop of lane `l` over columns `l, l + 32, ...`,
     a loop ending where an op needs a row value a reduction of the loop
-    computes (`gpu.subgroup_reduce` gives every lane the total). Per-row
+    computes (`gpu.subgroup_reduce` gives every lane the total). When
+    every lane has the same number of columns, a loop takes 4 of them an
+    iteration (a constant trip count: LLVM unrolls a statistics phase of
+    a 768-wide row completely) and issues their loads of buffers the loop
+    does not write before any of their arithmetic and stores, so that a
+    lane has several loads in flight. Per-row
     values are registers; lane 0 stores those something outside the run
     reads (a later column reduction, the caller), and a temporary only the
     run used disappears. Each phase reads the row again, while it is in
