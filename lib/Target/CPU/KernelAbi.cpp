@@ -18,6 +18,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -40,6 +41,36 @@ static constexpr StringLiteral kExtentAttr = "gptc.extent";
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// Whether `a` and `b` are one tensor value, or fills of one scalar into
+/// new tensors of one type (the zeros two reductions start from).
+bool sameStart(Value a, Value b) {
+  if (a == b)
+    return true;
+  auto fa = a.getDefiningOp<linalg::FillOp>();
+  auto fb = b.getDefiningOp<linalg::FillOp>();
+  return fa && fb && a.getType() == b.getType() &&
+         fa.getDpsInputOperand(0)->get() == fb.getDpsInputOperand(0)->get() &&
+         fa.getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>() &&
+         fb.getDpsInitOperand(0)->get().getDefiningOp<tensor::EmptyOp>();
+}
+
+/// Whether `b` computes what `a` does: the same inputs, indexing maps,
+/// iterators and body, its outputs starting from the same values.
+bool computesSame(linalg::GenericOp a, linalg::GenericOp b) {
+  if (!a.hasPureTensorSemantics() || !b.hasPureTensorSemantics() ||
+      a.getNumDpsInits() != b.getNumDpsInits() ||
+      !llvm::equal(a.getInputs(), b.getInputs()) ||
+      a.getIndexingMapsArray() != b.getIndexingMapsArray() ||
+      a.getIteratorTypesArray() != b.getIteratorTypesArray())
+    return false;
+  for (auto [x, y] : llvm::zip(a.getOutputs(), b.getOutputs()))
+    if (!sameStart(x, y))
+      return false;
+  return OperationEquivalence::isRegionEquivalentTo(
+      &a.getRegion(), &b.getRegion(),
+      OperationEquivalence::Flags::IgnoreLocations);
+}
+
 struct GptcKernelFusePass final
     : mlir::gptc::impl::GptcKernelFusePassBase<GptcKernelFusePass> {
   using Base::Base;
@@ -54,6 +85,22 @@ struct GptcKernelFusePass final
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    // A computation done twice is done once: the loss's gradient finds the
+    // same row maxima as the loss (each op's lowering has its own). Not
+    // CSE, which would also share the two reductions' zero-filled starts
+    // and make bufferization copy them.
+    SmallVector<linalg::GenericOp> seen;
+    getOperation()->walk([&](linalg::GenericOp op) {
+      for (linalg::GenericOp earlier : seen)
+        if (earlier->getBlock() == op->getBlock() &&
+            computesSame(earlier, op)) {
+          op->replaceAllUsesWith(earlier);
+          op->erase();
+          return WalkResult::skip();
+        }
+      seen.push_back(op);
+      return WalkResult::advance();
+    });
   }
 };
 } // namespace

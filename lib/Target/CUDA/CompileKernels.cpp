@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
@@ -36,7 +37,8 @@ static DenseMap<Value, int64_t> bufferIndices(func::FuncOp func) {
 }
 
 /// Per host function, per launch in order: how many times the launch's
-/// body sweeps each buffer (by bufferIndices), read before outlining.
+/// body sweeps each buffer (by bufferIndices), read from the mapped loops
+/// (before canonicalization folds a loop of one iteration away).
 using LaunchPasses = llvm::StringMap<std::vector<DenseMap<int64_t, int64_t>>>;
 
 static LaunchPasses countLaunchPasses(ModuleOp module) {
@@ -44,11 +46,18 @@ static LaunchPasses countLaunchPasses(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>()) {
     DenseMap<Value, int64_t> index = bufferIndices(func);
     std::vector<DenseMap<int64_t, int64_t>> &launches = result[func.getName()];
-    for (auto launch : func.getBody().front().getOps<gpu::LaunchOp>()) {
-      // Each access's site: the outermost loop of the body around it, or
-      // none (the body itself). A buffer's passes are its sites.
+    for (Operation &launch : func.getBody().front()) {
+      // A launch: one gptc-gpu-map-reductions built, or a nest mapped onto
+      // blocks and threads (a launch once converted).
+      if (!isa<gpu::LaunchOp>(launch) &&
+          !(isa<scf::ParallelOp>(launch) &&
+            launch.hasAttr(gpu::getMappingAttrName())))
+        continue;
+      // Each access's site: the outermost sequential loop of the body
+      // around it, or none (the body itself). A buffer's passes are its
+      // sites.
       DenseMap<int64_t, llvm::SmallPtrSet<Operation *, 4>> sites;
-      launch.getBody().walk([&](Operation *op) {
+      launch.getRegion(0).walk([&](Operation *op) {
         Value m;
         if (auto load = dyn_cast<memref::LoadOp>(op))
           m = load.getMemRef();
@@ -62,7 +71,7 @@ static LaunchPasses countLaunchPasses(ModuleOp module) {
         if (it == index.end())
           return;
         Operation *site = nullptr;
-        for (Operation *p = op->getParentOp(); p != launch;
+        for (Operation *p = op->getParentOp(); p != &launch;
              p = p->getParentOp())
           if (isa<scf::ForOp>(p))
             site = p;
@@ -174,10 +183,10 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     llvm::for_each(func.getArgumentTypes(), add);
     llvm::for_each(func.getResultTypes(), add);
   }
-  // 2. GPU launches, what each sweeps, then GPU functions and launch
-  //    sequences.
+  // 2. Loops mapped onto blocks and threads, what each launch sweeps,
+  //    then GPU functions and launch sequences.
   PassManager launches(module.getContext());
-  buildGpuLaunchStage(launches, options);
+  buildGpuMappingStage(launches, options);
   if (failed(launches.run(*kernels)))
     return failure();
   LaunchPasses passes = countLaunchPasses(*kernels);

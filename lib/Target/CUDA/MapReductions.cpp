@@ -460,14 +460,19 @@ struct GptcGpuMapReductionsPass final
           << static_cast<int64_t>(rowLanes);
       return signalPassFailure();
     }
-    // A copy bufferization left (a result computed in a temporary) is a
-    // linalg op like the others, so that it maps onto threads.
-    func.walk([](memref::CopyOp copy) {
-      OpBuilder b(copy);
-      linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
-                             copy.getTarget());
-      copy.erase();
-    });
+    // A copy bufferization left (a result computed in a temporary, a
+    // shared initial value) is a linalg.generic like the others, so that
+    // it maps onto threads or joins a row kernel.
+    {
+      IRRewriter rewriter(func.getContext());
+      func.walk([&](memref::CopyOp copy) {
+        rewriter.setInsertionPoint(copy);
+        auto linalgCopy = linalg::CopyOp::create(
+            rewriter, copy.getLoc(), copy.getSource(), copy.getTarget());
+        rewriter.eraseOp(copy);
+        (void)linalg::generalizeNamedOp(rewriter, linalgCopy);
+      });
+    }
     // A splat constant bufferization made a global (a loss gradient's seed
     // of 1.0, a zero) is written on the device instead: the kernels carry
     // no data the runtime would have to upload.

@@ -50,11 +50,11 @@ std::string mlir::gptc::defaultCudaToolkit() {
 
 void mlir::gptc::buildGpuKernelLoweringPipeline(
     OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options) {
-  buildGpuLaunchStage(pm, options);
+  buildGpuMappingStage(pm, options);
   buildGpuOutlineStage(pm, options);
 }
 
-void mlir::gptc::buildGpuLaunchStage(
+void mlir::gptc::buildGpuMappingStage(
     OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options) {
   // 1. Tensors: as on the CPU (gptc -> linalg, chains fused), then
   //    destination passing without a row range.
@@ -74,15 +74,15 @@ void mlir::gptc::buildGpuLaunchStage(
   mapping.blockSize = options.blockSize;
   mapping.elementsPerThread = options.elementsPerThread;
   loops.addPass(createGptcGpuMapKernelPass(mapping));
+}
+
+void mlir::gptc::buildGpuOutlineStage(
+    OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options) {
   pm.addPass(createConvertParallelLoopToGpuPass());
   // Constant grid and block sizes before outlining, so that every kernel
   // carries its known block size (LLVM then knows the thread ids' range).
   pm.addPass(createCanonicalizerPass());
   pm.nest<func::FuncOp>().addPass(createGpuLaunchSinkIndexComputationsPass());
-}
-
-void mlir::gptc::buildGpuOutlineStage(
-    OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options) {
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createGptcGpuMergeModulesPass());
   pm.addPass(createCanonicalizerPass());

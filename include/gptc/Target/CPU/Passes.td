@@ -19,7 +19,14 @@ def GptcKernelFusePass
     elementwise value is cheaper than storing it, so a value used twice
     (the sum before GELU and its gradient) is fused into both consumers.
     Results nobody reads are then dropped, so a kernel of a chain becomes
-    one loop nest that writes only the kernel's results.
+    one loop nest that writes only the kernel's results. Last, a
+    `linalg.generic` that computes what an earlier one in its block does
+    (the same inputs, indexing maps, iterators and body, its outputs
+    starting from the same tensors or from fills of one scalar into new
+    tensors) is replaced by the earlier one's results: the loss and its
+    gradient in one kernel each find the logits' row maxima, once now.
+    Not `cse`, which would also share the two fills and make bufferization
+    copy one.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

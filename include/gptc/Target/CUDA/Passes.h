@@ -90,12 +90,13 @@ struct GpuKernelLoweringPipelineOptions
 void buildGpuKernelLoweringPipeline(
     OpPassManager &pm, const GpuKernelLoweringPipelineOptions &options);
 
-/// The pipeline in two parts: up to the `gpu.launch` ops in the host
-/// functions (their bodies not yet outlined, the launch sizes constant),
-/// then the rest. compileModuleKernelsForCuda reads what each launch's
-/// body does with its buffers in between.
-void buildGpuLaunchStage(OpPassManager &pm,
-                         const GpuKernelLoweringPipelineOptions &options);
+/// The pipeline in two parts: up to the kernels' loops mapped onto blocks
+/// and threads (each top-level `gpu.launch` or mapped `scf.parallel` of a
+/// host function one launch, in order, their loops as the mapping built
+/// them), then the rest. compileModuleKernelsForCuda reads what each
+/// launch does with its buffers in between.
+void buildGpuMappingStage(OpPassManager &pm,
+                          const GpuKernelLoweringPipelineOptions &options);
 void buildGpuOutlineStage(OpPassManager &pm,
                           const GpuKernelLoweringPipelineOptions &options);
 

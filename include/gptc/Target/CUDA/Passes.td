@@ -91,7 +91,8 @@ def GptcGpuMapReductionsPass
     one is left, parallel loops outermost, to a thread per output element. Any other linalg op is left to
     `gptc-gpu-map-kernel` (a thread per
     output element, reductions sequential in the thread); a `memref.copy`
-    bufferization left becomes a `linalg.copy` for it, and a splat
+    bufferization left becomes a copy `linalg.generic` (for it, or for a
+    row kernel: two reductions starting from one fill copy it), and a splat
     constant it made a global becomes a temporary `linalg.fill` writes (the
     kernels carry no data to upload).
   }];
