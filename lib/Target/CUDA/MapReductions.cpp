@@ -123,7 +123,8 @@ std::optional<Reduction> gpumap::matchReduction(linalg::GenericOp op) {
 }
 
 /// Combines `acc` and `v` as output i's combiner does.
-Value gpumap::combine(OpBuilder &b, const Reduction &r, size_t i, Value acc, Value v) {
+Value gpumap::combine(OpBuilder &b, const Reduction &r, size_t i, Value acc,
+                      Value v) {
   IRMapping map;
   map.map(r.combiners[i]->getOperand(0), acc);
   map.map(r.combiners[i]->getOperand(1), v);
@@ -131,11 +132,12 @@ Value gpumap::combine(OpBuilder &b, const Reduction &r, size_t i, Value acc, Val
 }
 
 /// Each output's identity (its combiner's neutral element).
-SmallVector<Value> gpumap::identities(OpBuilder &b, Location loc, const Reduction &r) {
+SmallVector<Value> gpumap::identities(OpBuilder &b, Location loc,
+                                      const Reduction &r) {
   SmallVector<Value> ids;
   for (Operation *combiner : r.combiners)
-    ids.push_back(arith::ConstantOp::create(
-        b, loc, *arith::getNeutralElement(combiner)));
+    ids.push_back(
+        arith::ConstantOp::create(b, loc, *arith::getNeutralElement(combiner)));
   return ids;
 }
 

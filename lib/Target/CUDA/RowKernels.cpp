@@ -148,11 +148,17 @@ std::optional<Member> classify(Operation *op, ArrayRef<int64_t> rows,
     if (!type || !type.hasStaticShape())
       return std::nullopt;
     if (type.getShape() == ArrayRef(rows))
-      return Member{op, Kind::RowFill, std::nullopt,
-                    {{out, Access::Row, true}}, *effects};
+      return Member{op,
+                    Kind::RowFill,
+                    std::nullopt,
+                    {{out, Access::Row, true}},
+                    *effects};
     if (type.getShape() == ArrayRef(space) && type.getLayout().isIdentity())
-      return Member{op, Kind::ElementFill, std::nullopt,
-                    {{out, Access::Element, true}}, *effects};
+      return Member{op,
+                    Kind::ElementFill,
+                    std::nullopt,
+                    {{out, Access::Element, true}},
+                    *effects};
     return std::nullopt;
   }
   auto generic = dyn_cast<linalg::GenericOp>(op);
@@ -186,8 +192,8 @@ std::optional<Member> classify(Operation *op, ArrayRef<int64_t> rows,
     // On per-row loops the identity is the row's value.
     if (m.kind == Kind::PerRow && access == Access::Element)
       access = Access::Row;
-    if (write && access != (m.kind == Kind::Elementwise ? Access::Element
-                                                        : Access::Row))
+    if (write &&
+        access != (m.kind == Kind::Elementwise ? Access::Element : Access::Row))
       return std::nullopt;
     m.uses.push_back({operand.get(), access, write});
   }
@@ -230,8 +236,8 @@ struct Group {
     for (const BufferUse &use : m.uses) {
       Value root = rootOf(use.buffer);
       auto [it, inserted] = next.insert({root, {use.access, use.buffer}});
-      if (!inserted && (it->second.access != use.access ||
-                        it->second.through != use.buffer))
+      if (!inserted &&
+          (it->second.access != use.access || it->second.through != use.buffer))
         it->second.mixed = true;
       it->second.written |= use.write;
     }
@@ -258,8 +264,7 @@ struct Group {
 };
 
 /// The run of row ops over `rows` x `cols` from `start` on.
-Group collect(Operation *start, ArrayRef<int64_t> rows,
-              ArrayRef<int64_t> cols,
+Group collect(Operation *start, ArrayRef<int64_t> rows, ArrayRef<int64_t> cols,
               ArrayRef<linalg::GenericOp> rowReductions) {
   Group g;
   g.rows.assign(rows.begin(), rows.end());
@@ -399,7 +404,8 @@ void RowKernelBuilder::add(Member &m) {
   switch (m.kind) {
   case Kind::RowFill: {
     auto fill = cast<linalg::FillOp>(m.op);
-    current[fill.getDpsInitOperand(0)->get()] = fill.getDpsInputOperand(0)->get();
+    current[fill.getDpsInitOperand(0)->get()] =
+        fill.getDpsInputOperand(0)->get();
     return;
   }
   case Kind::PerRow: {
@@ -425,8 +431,8 @@ void RowKernelBuilder::add(Member &m) {
   case Kind::Reduce: {
     Open o{&m, {}, {}};
     auto op = dyn_cast<linalg::GenericOp>(m.op);
-    for (OpOperand *input : op ? op.getDpsInputOperands()
-                               : SmallVector<OpOperand *>{}) {
+    for (OpOperand *input :
+         op ? op.getDpsInputOperands() : SmallVector<OpOperand *>{}) {
       if (!isa<MemRefType>(input->get().getType()))
         continue;
       AffineMap map = op.getMatchingIndexingMap(input);
@@ -445,8 +451,8 @@ void RowKernelBuilder::add(Member &m) {
       if (perRow) {
         SmallVector<Value> ivs(rowIvs);
         ivs.append(g.cols.size(), index(0));
-        o.rowArgs[input] = memref::LoadOp::create(
-            b, loc, input->get(), indicesAt(op, *input, ivs));
+        o.rowArgs[input] = memref::LoadOp::create(b, loc, input->get(),
+                                                  indicesAt(op, *input, ivs));
       }
     }
     if (m.kind == Kind::Reduce)
@@ -513,8 +519,8 @@ void RowKernelBuilder::flush() {
     DenseSet<Value> written;
     for (Open &o : open)
       if (o.m->kind != Kind::Reduce)
-        for (OpOperand &init : cast<DestinationStyleOpInterface>(o.m->op)
-                                   .getDpsInitsMutable())
+        for (OpOperand &init :
+             cast<DestinationStyleOpInterface>(o.m->op).getDpsInitsMutable())
           written.insert(init.get());
     DenseMap<std::pair<OpOperand *, int64_t>, Value> preloaded;
     for (int64_t u = 0; u < unroll; ++u)
@@ -563,8 +569,8 @@ void RowKernelBuilder::flush() {
           for (OpOperand &init : op.getDpsInitsMutable())
             memref::StoreOp::create(
                 b, loc,
-                map.lookupOrDefault(yield.getOperand(
-                    init.getOperandNumber() - op.getNumDpsInputs())),
+                map.lookupOrDefault(yield.getOperand(init.getOperandNumber() -
+                                                     op.getNumDpsInputs())),
                 init.get(), indicesAt(op, init, ivs));
           continue;
         }
@@ -602,22 +608,21 @@ void RowKernelBuilder::build() {
   auto blocks = scf::ParallelOp::create(
       b, loc, index(0), index((numRows + warps - 1) / warps), index(1));
   b.setInsertionPointToStart(blocks.getBody());
-  auto threads = scf::ParallelOp::create(b, loc, index(0),
-                                         index(warps * lanes), index(1));
+  auto threads =
+      scf::ParallelOp::create(b, loc, index(0), index(warps * lanes), index(1));
   b.setInsertionPointToStart(threads.getBody());
   Value tid = threads.getInductionVars()[0];
   lane = arith::RemUIOp::create(b, loc, tid, index(lanes));
   Value row = arith::AddIOp::create(
       b, loc,
-      arith::MulIOp::create(b, loc, blocks.getInductionVars()[0],
-                            index(warps)),
+      arith::MulIOp::create(b, loc, blocks.getInductionVars()[0], index(warps)),
       arith::DivUIOp::create(b, loc, tid, index(lanes)));
   // The guard is uniform over a warp, as the warp reductions need.
-  auto ifRow = scf::IfOp::create(
-      b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row,
-                            index(numRows)),
-      /*withElseRegion=*/false);
+  auto ifRow =
+      scf::IfOp::create(b, loc,
+                        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                              row, index(numRows)),
+                        /*withElseRegion=*/false);
   b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
   rowIvs = delinearize(b, loc, row, g.rows);
   for (Member &m : g.members)
@@ -642,8 +647,7 @@ void RowKernelBuilder::build() {
   if (!stores.empty()) {
     auto first = scf::IfOp::create(
         b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
-                              index(0)),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, index(0)),
         /*withElseRegion=*/false);
     b.setInsertionPoint(first.thenBlock()->getTerminator());
     for (auto [buffer, value] : stores)
