@@ -386,7 +386,7 @@ private:
   /// they joined, as the original order has them) and each reduction's
   /// starting values.
   struct Open {
-    Member *m;
+    Member *m = nullptr;
     DenseMap<OpOperand *, Value> rowArgs;
     SmallVector<Value> inits;
   };
@@ -429,7 +429,8 @@ void RowKernelBuilder::add(Member &m) {
   case Kind::ElementFill:
   case Kind::Elementwise:
   case Kind::Reduce: {
-    Open o{&m, {}, {}};
+    Open o;
+    o.m = &m;
     auto op = dyn_cast<linalg::GenericOp>(m.op);
     for (OpOperand *input :
          op ? op.getDpsInputOperands() : SmallVector<OpOperand *>{}) {
