@@ -24,6 +24,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -662,11 +663,12 @@ void RowKernelBuilder::build() {
       op->moveAfter(after);
       after = op;
     }
-  SmallVector<Value> allocs;
+  // Each temporary once (several members use one; it is erased once).
+  llvm::SetVector<Value> allocs;
   for (Member &m : g.members)
     for (Value v : m.op->getOperands())
       if (isa_and_nonnull<memref::AllocOp>(v.getDefiningOp()))
-        allocs.push_back(v);
+        allocs.insert(v);
   for (Member &m : g.members)
     m.op->erase();
   for (Value v : allocs)
