@@ -143,6 +143,9 @@ SmallVector<Value> gpumap::identities(OpBuilder &b, Location loc,
 
 namespace {
 constexpr int64_t kWarpSize = 32;
+/// The most columns a lane of a row nest may hold in registers (the
+/// straight-line code grows with them).
+constexpr int64_t kMaxRowRegisters = 128;
 constexpr int64_t kBlockReductionThreads = 1024;
 /// A column reduction is cut into at most this many chunks of rows, each
 /// at least kRowsPerChunk long.
@@ -457,6 +460,12 @@ struct GptcGpuMapReductionsPass final
           << static_cast<int64_t>(warpsPerBlock);
       return signalPassFailure();
     }
+    if (rowRegisters < 0 || rowRegisters > kMaxRowRegisters) {
+      func.emitOpError("row-registers must be in [0, ")
+          << kMaxRowRegisters << "], got "
+          << static_cast<int64_t>(rowRegisters);
+      return signalPassFailure();
+    }
     if (rowLanes != 1 && rowLanes != kWarpSize) {
       func.emitOpError("row-lanes must be 1 or 32, got ")
           << static_cast<int64_t>(rowLanes);
@@ -535,7 +544,8 @@ struct GptcGpuMapReductionsPass final
     // Runs of row ops (a layer norm's sums and normalization, a loss's
     // log-sum-exp) become one warp-per-row nest each.
     if (fuseRows)
-      gpumap::fuseRowKernels(func, rowReductions, warpsPerBlock, rowLanes);
+      gpumap::fuseRowKernels(func, rowReductions, warpsPerBlock, rowLanes,
+                             rowRegisters);
     for (linalg::GenericOp op : columnReductions) {
       std::optional<Reduction> r = matchReduction(op);
       if (!r)

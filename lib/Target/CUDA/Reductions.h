@@ -53,12 +53,15 @@ SmallVector<Value> identities(OpBuilder &b, Location loc, const Reduction &r);
 /// dimensions, the elementwise ops over the same rows and columns, the ops
 /// and fills on one value per row) into one loop nest of `warpsPerBlock`
 /// rows per block and `lanes` threads per row (a warp; 1 runs without
-/// warp reductions), already mapped onto blocks and threads. Only the
-/// reductions in `rowReductions` join a run; those that did are removed
-/// from it (and erased with the run's other ops).
+/// warp reductions), already mapped onto blocks and threads. A row of at
+/// most `lanes * registerColumns` columns (that divide among the lanes)
+/// is held in registers: straight-line code, each element loaded once.
+/// Only the reductions in `rowReductions` join a run; those that did are
+/// removed from it (and erased with the run's other ops).
 void fuseRowKernels(FunctionOpInterface func,
                     SmallVectorImpl<linalg::GenericOp> &rowReductions,
-                    int64_t warpsPerBlock, int64_t lanes);
+                    int64_t warpsPerBlock, int64_t lanes,
+                    int64_t registerColumns);
 
 } // namespace mlir::gptc::gpumap
 

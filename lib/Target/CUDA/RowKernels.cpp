@@ -9,10 +9,12 @@
 // A layer norm lowers to a row sum, a row sum of squared deviations and an
 // elementwise normalization: launched one by one, they read the row three
 // times from memory and pass the statistics through temporaries. Here the
-// whole run becomes one nest with a warp per row: each phase streams the
-// row again while it is in the SM's cache, the per-row values stay in
-// registers (all lanes hold them after the warp reduction), and memory
-// sees the inputs read once and the results written once.
+// whole run becomes one nest with a warp per row: the per-row values stay
+// in registers (all lanes hold them after the warp reduction), a row of
+// up to 32 columns a lane is held in registers too (each phase
+// straight-line code over it; a wider row is streamed again in each
+// phase, while it is in the SM's cache), and memory sees the inputs read
+// once and the results written once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -298,13 +300,16 @@ Group collect(Operation *start, ArrayRef<int64_t> rows, ArrayRef<int64_t> cols,
 /// Builds a group's loop nest in place of its ops.
 class RowKernelBuilder {
 public:
-  RowKernelBuilder(Group &g, int64_t warpsPerBlock, int64_t lanes)
+  RowKernelBuilder(Group &g, int64_t warpsPerBlock, int64_t lanes,
+                   int64_t registerColumns)
       : g(g), lanes(lanes) {
     for (int64_t n : g.rows)
       numRows *= n;
     for (int64_t n : g.cols)
       numCols *= n;
     warps = std::max<int64_t>(1, std::min(warpsPerBlock, numRows));
+    if (numCols % lanes == 0 && numCols / lanes <= registerColumns)
+      held = numCols / lanes;
   }
 
   void build();
@@ -368,6 +373,19 @@ private:
     return map;
   }
 
+  /// The value of `operand` of `op` at column `u` of the lane's held
+  /// columns (`ivs`): what the lane loaded or stored there last, else
+  /// loaded now.
+  Value heldValue(linalg::GenericOp op, OpOperand &operand, int64_t u,
+                  ArrayRef<Value> ivs) {
+    HeldKey key{operand.get(), op.getMatchingIndexingMap(&operand), u};
+    Value &v = heldValues[key];
+    if (!v)
+      v = memref::LoadOp::create(b, loc, operand.get(),
+                                 indicesAt(op, operand, ivs));
+    return v;
+  }
+
   /// Ends the open loop over the row's columns.
   void flush();
   /// Adds `m` to the run: per-row ops now, column ops to the open loop.
@@ -375,6 +393,15 @@ private:
 
   Group &g;
   int64_t lanes, warps, numRows = 1, numCols = 1;
+  /// Columns each lane holds in registers (0: none): every phase is
+  /// straight-line code over them, and an element is loaded once.
+  int64_t held = 0;
+  /// A buffer (through an indexing map) at a lane's held column: the
+  /// value the lane last loaded or stored there. Exact for the buffers the
+  /// run does not write, and for those it writes (only the lane itself
+  /// touches their elements: Access::Element, one map each).
+  using HeldKey = std::tuple<Value, AffineMap, int64_t>;
+  DenseMap<HeldKey, Value> heldValues;
   OpBuilder b{g.members.back().op};
   Location loc = g.members.back().op->getLoc();
   Value lane;
@@ -476,41 +503,59 @@ void RowKernelBuilder::flush() {
   // When every lane has the same number of columns, the loop takes
   // `unroll` of them an iteration (a constant trip count, straight-line
   // code whose loads the assembler can issue together: a lane's one load
-  // at a time would leave the memory idle).
+  // at a time would leave the memory idle). When the lane holds its
+  // columns in registers, there is no loop: straight-line code over all of
+  // them, each element loaded once in the whole run.
   SmallVector<Value> starts;
   for (Open &o : open)
     if (o.m->kind == Kind::Reduce)
       llvm::append_range(starts, identities(b, loc, *o.m->reduction));
   int64_t perLane = numCols % lanes == 0 ? numCols / lanes : 0;
-  int64_t unroll = 1;
-  for (int64_t u : {kRowUnroll, kRowUnroll / 2})
-    if (perLane && perLane % u == 0) {
-      unroll = u;
-      break;
-    }
-  auto loop = perLane ? scf::ForOp::create(b, loc, index(0), index(perLane),
-                                           index(unroll), starts)
-                      : scf::ForOp::create(b, loc, lane, index(numCols),
-                                           index(lanes), starts);
+  int64_t unroll = held;
+  if (!held) {
+    unroll = 1;
+    for (int64_t u : {kRowUnroll, kRowUnroll / 2})
+      if (perLane && perLane % u == 0) {
+        unroll = u;
+        break;
+      }
+  }
+  scf::ForOp loop;
+  SmallVector<Value> totals;
   {
     OpBuilder::InsertionGuard guard(b);
-    // Without reductions the builder gave the body its (empty) yield.
-    bool hasYield = loop.getBody()->mightHaveTerminator();
-    if (hasYield)
-      b.setInsertionPoint(loop.getBody()->getTerminator());
-    else
-      b.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> partials(loop.getRegionIterArgs());
-    // Each column's indices: lane + (k + u) * lanes, or the loop's own.
+    SmallVector<Value> partials(starts);
+    bool hasYield = false;
+    if (!held) {
+      loop = perLane ? scf::ForOp::create(b, loc, index(0), index(perLane),
+                                          index(unroll), starts)
+                     : scf::ForOp::create(b, loc, lane, index(numCols),
+                                          index(lanes), starts);
+      // Without reductions the builder gave the body its (empty) yield.
+      hasYield = loop.getBody()->mightHaveTerminator();
+      if (hasYield)
+        b.setInsertionPoint(loop.getBody()->getTerminator());
+      else
+        b.setInsertionPointToStart(loop.getBody());
+      partials.assign(loop.getRegionIterArgs().begin(),
+                      loop.getRegionIterArgs().end());
+    }
+    // Each column's indices: lane + u * lanes (held), lane + (k + u) *
+    // lanes (a loop of `unroll` columns), or the loop's own.
     SmallVector<SmallVector<Value>> columnIvs;
     for (int64_t u = 0; u < unroll; ++u) {
-      Value column = loop.getInductionVar();
-      if (perLane)
+      Value column;
+      if (held)
+        column = arith::AddIOp::create(b, loc, lane, index(u * lanes));
+      else if (perLane)
         column = arith::AddIOp::create(
             b, loc, lane,
             arith::MulIOp::create(
-                b, loc, arith::AddIOp::create(b, loc, column, index(u)),
+                b, loc,
+                arith::AddIOp::create(b, loc, loop.getInductionVar(), index(u)),
                 index(lanes)));
+      else
+        column = loop.getInductionVar();
       SmallVector<Value> ivs(rowIvs);
       llvm::append_range(ivs, delinearize(b, loc, column, g.cols));
       columnIvs.push_back(std::move(ivs));
@@ -540,8 +585,11 @@ void RowKernelBuilder::flush() {
           if (isa<MemRefType>(input->get().getType()) &&
               !o.rowArgs.count(input) && !written.contains(input->get()) &&
               isArgUsed(op, *input, skip, results))
-            preloaded[{input, u}] = memref::LoadOp::create(
-                b, loc, input->get(), indicesAt(op, *input, columnIvs[u]));
+            preloaded[{input, u}] =
+                held ? heldValue(op, *input, u, columnIvs[u])
+                     : memref::LoadOp::create(
+                           b, loc, input->get(),
+                           indicesAt(op, *input, columnIvs[u]));
       }
     for (int64_t u = 0; u < unroll; ++u) {
       ArrayRef<Value> ivs = columnIvs[u];
@@ -549,8 +597,14 @@ void RowKernelBuilder::flush() {
       for (Open &o : open) {
         if (o.m->kind == Kind::ElementFill) {
           auto fill = cast<linalg::FillOp>(o.m->op);
-          memref::StoreOp::create(b, loc, fill.getDpsInputOperand(0)->get(),
-                                  fill.getDpsInitOperand(0)->get(), ivs);
+          Value value = fill.getDpsInputOperand(0)->get();
+          Value buffer = fill.getDpsInitOperand(0)->get();
+          memref::StoreOp::create(b, loc, value, buffer, ivs);
+          if (held)
+            heldValues[{
+                buffer,
+                AffineMap::getMultiDimIdentityMap(ivs.size(), b.getContext()),
+                u}] = value;
           continue;
         }
         auto op = cast<linalg::GenericOp>(o.m->op);
@@ -561,6 +615,8 @@ void RowKernelBuilder::flush() {
             return v;
           if (Value v = preloaded.lookup({&operand, u}))
             return v;
+          if (held)
+            return heldValue(op, operand, u, ivs);
           return memref::LoadOp::create(b, loc, operand.get(),
                                         indicesAt(op, operand, ivs));
         };
@@ -568,12 +624,15 @@ void RowKernelBuilder::flush() {
           IRMapping map = cloneBody(op, ivs, arg);
           auto yield =
               cast<linalg::YieldOp>(op.getRegion().front().getTerminator());
-          for (OpOperand &init : op.getDpsInitsMutable())
-            memref::StoreOp::create(
-                b, loc,
-                map.lookupOrDefault(yield.getOperand(init.getOperandNumber() -
-                                                     op.getNumDpsInputs())),
-                init.get(), indicesAt(op, init, ivs));
+          for (OpOperand &init : op.getDpsInitsMutable()) {
+            Value value = map.lookupOrDefault(yield.getOperand(
+                init.getOperandNumber() - op.getNumDpsInputs()));
+            memref::StoreOp::create(b, loc, value, init.get(),
+                                    indicesAt(op, init, ivs));
+            if (held)
+              heldValues[{init.get(), op.getMatchingIndexingMap(&init), u}] =
+                  value;
+          }
           continue;
         }
         const Reduction &r = *o.m->reduction;
@@ -583,8 +642,12 @@ void RowKernelBuilder::flush() {
                                    map.lookupOrDefault(r.values[i]));
       }
     }
-    if (!hasYield)
+    if (loop && !hasYield)
       scf::YieldOp::create(b, loc, partials);
+    if (loop)
+      totals.assign(loop.getResults().begin(), loop.getResults().end());
+    else
+      totals = partials;
   }
   // The lanes' partials combined (every lane gets the total), then each
   // output's value in this row.
@@ -594,7 +657,7 @@ void RowKernelBuilder::flush() {
       continue;
     const Reduction &r = *o.m->reduction;
     for (size_t i = 0; i < r.size(); ++i, ++k) {
-      Value total = loop.getResult(k);
+      Value total = totals[k];
       if (lanes > 1)
         total = gpu::SubgroupReduceOp::create(b, loc, total, r.kinds[i],
                                               /*uniform=*/true);
@@ -680,7 +743,7 @@ void RowKernelBuilder::build() {
 
 void mlir::gptc::gpumap::fuseRowKernels(
     FunctionOpInterface func, SmallVectorImpl<linalg::GenericOp> &rowReductions,
-    int64_t warpsPerBlock, int64_t lanes) {
+    int64_t warpsPerBlock, int64_t lanes, int64_t registerColumns) {
   if (!llvm::hasSingleElement(func.getFunctionBody()))
     return;
   // Each row reduction not yet in a run anchors one: it starts at the
@@ -717,7 +780,7 @@ void mlir::gptc::gpumap::fuseRowKernels(
         for (const Member &m : g.members)
           if (m.kind == Kind::Reduce)
             llvm::erase(rowReductions, cast<linalg::GenericOp>(m.op));
-        RowKernelBuilder(g, warpsPerBlock, lanes).build();
+        RowKernelBuilder(g, warpsPerBlock, lanes, registerColumns).build();
         built = true;
         break;
       }

@@ -1,6 +1,8 @@
 // RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-reductions))' | FileCheck %s
 // RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-reductions{fuse-rows=0}))' | FileCheck %s --check-prefix=OFF
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-reductions{row-registers=0}))' | FileCheck %s --check-prefix=LOOP
 // RUN: not gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-reductions{row-lanes=16}))' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not gptc-opt %s --split-input-file -p 'builtin.module(func.func(gptc-gpu-map-reductions{row-registers=129}))' 2>&1 | FileCheck %s --check-prefix=BAD-REGISTERS
 
 // Row kernels: the run of row ops around a kernel's row reductions as one
 // loop nest, a warp per row, already mapped onto blocks and threads.
@@ -98,6 +100,89 @@ func.func @add_layer_norm(%a: memref<20x300xf32>, %b: memref<20x300xf32>, %g: me
 }
 
 // BAD: error: 'func.func' op row-lanes must be 1 or 32, got 16
+// BAD-REGISTERS: error: 'func.func' op row-registers must be in [0, 128], got 129
+
+// -----
+
+#el = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+// A row of 64 columns, 2 a lane, is held in registers: no loops, each
+// input element loaded once for the whole run (the two statistics phases
+// and the normalization reuse the loaded values; the mean's phase takes
+// the residual sum as the lane stored it), the weight and bias loaded in
+// the normalization before its stores.
+// CHECK-LABEL: func.func @held_add_layer_norm
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//   CHECK-NOT:     scf.for
+// CHECK-COUNT-2:   memref.load %arg0
+//   CHECK-NOT:     memref.load %arg0
+//       CHECK:     gpu.subgroup_reduce add
+//   CHECK-NOT:     memref.load %arg0
+//   CHECK-NOT:     memref.load %arg1
+//       CHECK:     gpu.subgroup_reduce add
+//   CHECK-NOT:     memref.load %arg0
+//   CHECK-NOT:     memref.load %arg1
+//       CHECK:     memref.load %arg2
+//       CHECK:     memref.load %arg3
+//       CHECK:     memref.load %arg2
+//       CHECK:     memref.load %arg3
+//       CHECK:     memref.store %{{.*}}, %arg5
+//       CHECK:     memref.store %{{.*}}, %arg5
+//   CHECK-NOT:     memref.load
+//   CHECK-NOT:     scf.for
+//       CHECK:   } {mapping = [#gpu.loop_dim_map<processor = thread_x
+// Every phase a loop reading the row again, without registers:
+// LOOP-LABEL: func.func @held_add_layer_norm
+// LOOP-COUNT-3: scf.for
+func.func @held_add_layer_norm(%a: memref<4x64xf32>, %b: memref<4x64xf32>, %g: memref<64xf32>, %be: memref<64xf32>, %sum: memref<4x64xf32>, %out: memref<4x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  %one = arith.constant 1.0 : f32
+  linalg.generic {indexing_maps = [#el, #el, #el], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : memref<4x64xf32>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  %mean = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%zero : f32) outs(%mean : memref<4xf32>)
+  linalg.generic {indexing_maps = [#el, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%sum : memref<4x64xf32>) outs(%mean : memref<4xf32>) {
+  ^bb0(%s: f32, %acc: f32):
+    %r = arith.addf %s, %acc : f32
+    linalg.yield %r : f32
+  }
+  %var = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%zero : f32) outs(%var : memref<4xf32>)
+  linalg.generic {indexing_maps = [#el, #el, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%a, %b, %mean : memref<4x64xf32>, memref<4x64xf32>, memref<4xf32>) outs(%var : memref<4xf32>) {
+  ^bb0(%x: f32, %y: f32, %m: f32, %acc: f32):
+    %s = arith.addf %x, %y : f32
+    %mu = arith.divf %m, %n : f32
+    %d = arith.subf %s, %mu : f32
+    %sq = arith.mulf %d, %d : f32
+    %r = arith.addf %sq, %acc : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#el, #row, #row, #col, #col, #el], iterator_types = ["parallel", "parallel"]}
+      ins(%sum, %mean, %var, %g, %be : memref<4x64xf32>, memref<4xf32>, memref<4xf32>, memref<64xf32>, memref<64xf32>) outs(%out : memref<4x64xf32>) {
+  ^bb0(%s: f32, %m: f32, %v: f32, %w: f32, %bi: f32, %o: f32):
+    %mu = arith.divf %m, %n : f32
+    %va = arith.divf %v, %n : f32
+    %ve = arith.addf %va, %eps : f32
+    %sd = math.sqrt %ve : f32
+    %rs = arith.divf %one, %sd : f32
+    %d = arith.subf %s, %mu : f32
+    %h = arith.mulf %d, %rs : f32
+    %sc = arith.mulf %h, %w : f32
+    %r = arith.addf %sc, %bi : f32
+    linalg.yield %r : f32
+  }
+  return
+}
 
 // -----
 
@@ -217,21 +302,34 @@ func.func @loss_grad(%logits: memref<3x4x50xf32>, %labels: memref<3x4xi32>, %gra
 // first op wrote transposed (another lane's, another row's elements), so
 // it is not in the nest; the reduction before it is, with the elementwise
 // op writing them.
-// In the nest's loop (4 columns an iteration) the loads of the input
-// come first; the sum's load of a square follows the square's store.
+// The lane holds its 4 columns in registers: the loads of the input come
+// first, and the sum takes each square as stored, not from memory.
 // CHECK-LABEL: func.func @transposed
 //       CHECK: scf.parallel
 //       CHECK:   scf.parallel
-//       CHECK:     scf.for
+//   CHECK-NOT:     scf.for
 // CHECK-COUNT-4:     memref.load %arg0
 //   CHECK-NOT:     memref.load
 //       CHECK:     memref.store %{{.*}}, %arg1
-//       CHECK:     memref.load %arg1
+//   CHECK-NOT:     memref.load
 //       CHECK:     gpu.subgroup_reduce
 //       CHECK:     memref.store %{{.*}}, %arg2
 //       CHECK: gpu.launch
 //       CHECK:   memref.load %arg1[%{{.*}}, %{{.*}}]
 //       CHECK:   gpu.subgroup_reduce
+// Without registers, in the nest's loop (4 columns an iteration) the loads
+// of the input come first; the sum's load of a square follows the
+// square's store.
+// LOOP-LABEL: func.func @transposed
+//       LOOP: scf.parallel
+//       LOOP:   scf.parallel
+//       LOOP:     scf.for
+// LOOP-COUNT-4:     memref.load %arg0
+//   LOOP-NOT:     memref.load
+//       LOOP:     memref.store %{{.*}}, %arg1
+//       LOOP:     memref.load %arg1
+//       LOOP:     gpu.subgroup_reduce
+//       LOOP:     memref.store %{{.*}}, %arg2
 func.func @transposed(%x: memref<128x128xf32>, %sq: memref<128x128xf32>, %s1: memref<128xf32>, %s2: memref<128xf32>) {
   linalg.generic {indexing_maps = [#el, #el], iterator_types = ["parallel", "parallel"]}
       ins(%x : memref<128x128xf32>) outs(%sq : memref<128x128xf32>) {

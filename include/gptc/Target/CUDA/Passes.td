@@ -58,16 +58,23 @@ def GptcGpuMapReductionsPass
     a loop ending where an op needs a row value a reduction of the loop
     computes (`gpu.subgroup_reduce` gives every lane the total). When
     every lane has the same number of columns, a loop takes 4 of them an
-    iteration (a constant trip count: LLVM unrolls a statistics phase of
-    a 768-wide row completely) and issues their loads of buffers the loop
+    iteration (a constant trip count) and issues their loads of buffers the loop
     does not write before any of their arithmetic and stores, so that a
     lane has several loads in flight. Per-row
     values are registers; lane 0 stores those something outside the run
     reads (a later column reduction, the caller), and a temporary only the
-    run used disappears. Each phase reads the row again, while it is in
-    the SM's L1 or the L2 (a layer norm's row is a few KiB; a vocabulary
-    row of logits, 100-200 KB, is not: those passes read memory, as
-    separate launches would).
+    run used disappears.
+
+    A row of at most `row-lanes x row-registers` columns (default 32 a
+    lane: up to 1024, GPT-2's 768 included) that divide evenly among the
+    lanes is held in registers: no loops, each phase straight-line code
+    over the lane's columns, every element of a buffer the run does not
+    write loaded once for the whole run (all of them before the first
+    phase's arithmetic), and an element the lane stored (a residual sum)
+    reused rather than loaded again, so memory sees each input once. A
+    wider row (a vocabulary row of logits, 100-200 KB) is read again in
+    each phase, from the SM's L1 or the L2 while it fits there, else from
+    memory, as separate launches would.
 
     A run stays correct by construction: every buffer it writes is
     addressed one way by all its ops, the loops' own element (so the lane
@@ -108,7 +115,12 @@ def GptcGpuMapReductionsPass
            "warp-per-row loop nest">,
     Option<"rowLanes", "row-lanes", "int64_t", /*default=*/"32",
            "Threads per row of a fused row nest: 32 (a warp), or 1 (no "
-           "warp reduction: what the CPU can run to check the fusion)">
+           "warp reduction: what the CPU can run to check the fusion)">,
+    Option<"rowRegisters", "row-registers", "int64_t", /*default=*/"32",
+           "Columns a lane of a fused row nest holds in registers, at "
+           "most 128: a row of at most row-lanes times this many columns "
+           "(that divide among the lanes) is read from memory once; 0: "
+           "each phase reads it again">
   ];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect",
