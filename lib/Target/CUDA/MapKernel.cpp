@@ -15,15 +15,19 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace mlir::gptc {
 #define GEN_PASS_DEF_GPTCGPUMAPKERNELPASS
 #define GEN_PASS_DEF_GPTCGPUMERGEMODULESPASS
+#define GEN_PASS_DEF_GPTCGPUKERNELARGATTRSPASS
 #include "gptc/Target/CUDA/Passes.h.inc"
 } // namespace mlir::gptc
 
@@ -359,6 +363,73 @@ struct GptcGpuMergeModulesPass final
     });
     if (walk.wasInterrupted())
       signalPassFailure();
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// gptc-gpu-kernel-arg-attrs
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct GptcGpuKernelArgAttrsPass final
+    : mlir::gptc::impl::GptcGpuKernelArgAttrsPassBase<
+          GptcGpuKernelArgAttrsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<gpu::GPUFuncOp>()) {
+      if (!func.isKernel())
+        continue;
+      Block &entry = func.getBody().front();
+      // The argument `v` views, if any.
+      auto argumentOf = [&](Value v) -> std::optional<unsigned> {
+        while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+          v = view.getViewSource();
+        auto arg = dyn_cast<BlockArgument>(v);
+        // (Workgroup and private attributions follow the arguments.)
+        if (arg && arg.getOwner() == &entry &&
+            arg.getArgNumber() < func.getNumArguments())
+          return arg.getArgNumber();
+        return std::nullopt;
+      };
+      llvm::SmallBitVector written(func.getNumArguments());
+      func.walk([&](Operation *op) {
+        auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+        if (!effects) {
+          // Views and ops whose effects are their regions' describe
+          // nothing of their own; anything else may write any buffer.
+          if (op == func || isa<ViewLikeOpInterface>(op) ||
+              op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+            return;
+          written.set();
+          return;
+        }
+        SmallVector<MemoryEffects::EffectInstance> instances;
+        effects.getEffects(instances);
+        for (const MemoryEffects::EffectInstance &e : instances) {
+          if (!isa<MemoryEffects::Write>(e.getEffect()))
+            continue;
+          Value v = e.getValue();
+          if (!v) {
+            written.set();
+            continue;
+          }
+          if (std::optional<unsigned> i = argumentOf(v))
+            written.set(*i);
+        }
+      });
+      Builder b(func.getContext());
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        if (!isa<MemRefType>(func.getArgument(i).getType()))
+          continue;
+        func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(),
+                        b.getUnitAttr());
+        if (!written.test(i))
+          func.setArgAttr(i, LLVM::LLVMDialect::getReadonlyAttrName(),
+                          b.getUnitAttr());
+      }
+    }
   }
 };
 } // namespace

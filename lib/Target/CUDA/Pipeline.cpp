@@ -96,6 +96,7 @@ void mlir::gptc::buildGpuOutlineStage(
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createGptcGpuKernelArgAttrsPass());
   device.addPass(createGptcGpuLowerReductionsPass());
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};

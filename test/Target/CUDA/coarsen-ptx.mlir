@@ -9,15 +9,15 @@
 
 // CHECK: gpu.launch_func {{ *}}@gptc_kernels::@k_kernel blocks in (%c12288,
 // CHECK: assembly = "
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[A:%rd[0-9]+]]];
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[B:%rd[0-9]+]]];
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[A]]+6291456];
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[B]]+6291456];
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[A]]+12582912];
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[B]]+12582912];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[A:%rd[0-9]+]]];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[B:%rd[0-9]+]]];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[A]]+6291456];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[B]]+6291456];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[A]]+12582912];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[B]]+12582912];
 // CHECK-NOT: add.rn
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[A]]+18874368];
-// CHECK-SAME: ld.global.b16 {{[^;]*}}[[B]]+18874368];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[A]]+18874368];
+// CHECK-SAME: ld.global.nc.b16 {{[^;]*}}[[B]]+18874368];
 // CHECK-SAME: add.rn.bf16
 // CHECK-SAME: st.global.b16
 // CHECK-SAME: st.global.b16 {{[^;]*}}+6291456]

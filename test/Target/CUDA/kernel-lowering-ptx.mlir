@@ -12,6 +12,7 @@ func.func @k(%a: tensor<8x64x256xbf16>, %b: tensor<8x64x256xbf16>, %c: tensor<8x
 
 // In PTX, one entry of four pointers and its known block size (LLVM knows
 // the thread ids' range: 32-bit index arithmetic, no guard), 16-bit loads
+// through the non-coherent cache (the inputs are noalias and readonly)
 // converted to f32 and the sum rounded to bf16 once more (round to nearest
 // even) before its store.
 // PTX: gpu.binary @gptc_kernels [#gpu.object<#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">
@@ -24,7 +25,7 @@ func.func @k(%a: tensor<8x64x256xbf16>, %b: tensor<8x64x256xbf16>, %c: tensor<8x
 // PTX-SAME: mov.u32 {{.*}}%tid.x
 // PTX-SAME: mov.u32 {{.*}}%ctaid.x
 // PTX-NOT: setp
-// PTX-SAME: ld.global.b16
+// PTX-SAME: ld.global.nc.b16
 // PTX-SAME: cvt.f32.bf16
 // PTX-SAME: add.rn.f32
 // PTX-SAME: cvt.rn.bf16.f32

@@ -21,9 +21,11 @@ func.func @k(%a: tensor<8x64x256xbf16>, %b: tensor<8x64x256xbf16>, %c: tensor<8x
 //   NVVM-DAG: %[[C256:.*]] = arith.constant 256 : index
 //       NVVM: gpu.launch_func @gptc_kernels::@k_kernel blocks in (%[[C512]], %[[C1]], %[[C1]]) threads in (%[[C256]], %[[C1]], %[[C1]]) args(%[[A]] : memref<8x64x256xbf16>, %[[B]] : memref<8x64x256xbf16>, %[[C]] : memref<8x64x256xbf16>, %[[OUT]] : memref<8x64x256xbf16>)
 //  NVVM-NEXT: return
-// The device side: bare pointers, constants inside, f32 math.
+// The device side: bare pointers (the three inputs noalias and readonly,
+// the result noalias: gptc-gpu-kernel-arg-attrs), constants inside, f32
+// math.
 //       NVVM: gpu.module @gptc_kernels [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
-//       NVVM: llvm.func @k_kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr) attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>, gpu.known_grid_size = array<i32: 512, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>}
+//       NVVM: llvm.func @k_kernel(%{{.*}}: !llvm.ptr {llvm.noalias, llvm.readonly}, %{{.*}}: !llvm.ptr {llvm.noalias, llvm.readonly}, %{{.*}}: !llvm.ptr {llvm.noalias, llvm.readonly}, %{{.*}}: !llvm.ptr {llvm.noalias}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>, gpu.known_grid_size = array<i32: 512, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>}
 //       NVVM: nvvm.read.ptx.sreg.ctaid.x
 //       NVVM: nvvm.read.ptx.sreg.tid.x
 //       NVVM: llvm.load %{{.*}} : !llvm.ptr -> bf16

@@ -17,10 +17,11 @@ func.func @k(%a: tensor<64x768xbf16>, %b: tensor<64x768xbf16>, %g: tensor<768xf3
 // loads a lane, all before the first shuffle), the variance's phase
 // reads no memory, and the normalization loads the f32 weight and bias
 // (48 loads) before its 24 stores.
+// Every input is read through the non-coherent cache (noalias, readonly).
 // PTX: .target sm_90
 // PTX: .maxntid 256, 1, 1
 // PTX-NOT: bra
-// PTX-COUNT-48: ld.global.b16
+// PTX-COUNT-48: ld.global.nc.b16
 // PTX-NOT: ld.global
 // PTX: cvt.f32.bf16
 // PTX-NOT: ld.global
@@ -30,7 +31,7 @@ func.func @k(%a: tensor<64x768xbf16>, %b: tensor<64x768xbf16>, %g: tensor<768xf3
 // PTX-COUNT-5: shfl.sync.bfly.b32
 // PTX-NOT: st.global
 // PTX-NOT: bra
-// PTX-COUNT-48: ld.global.b32
+// PTX-COUNT-48: ld.global.nc.b32
 // PTX-NOT: ld.global
 // PTX-NOT: bra
 // PTX-COUNT-24: st.global.b16

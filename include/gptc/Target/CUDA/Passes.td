@@ -227,4 +227,31 @@ def GptcGpuMergeModulesPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def GptcGpuKernelArgAttrsPass
+    : Pass<"gptc-gpu-kernel-arg-attrs", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Mark kernel buffers noalias, and those a kernel only reads "
+                "readonly";
+  let description = [{
+    On every kernel (`gpu.func ... kernel`) of the module, each memref
+    argument gets `llvm.noalias`, and one the kernel never writes (no op
+    in it writes the argument or a view of it) also `llvm.readonly`;
+    `convert-gpu-to-nvvm` with bare pointers carries both to the LLVM
+    function. This is the kernel ABI's contract made visible to LLVM: a
+    kernel's results and temporaries are buffers of their own (the
+    runtime never aliases them with anything else), its operands are only
+    read (bufferization copies an operand before writing it), and a
+    launch receives whole buffers, never two views of one. Two operands
+    may be views of one buffer (a reshape planned as a view), which
+    `noalias` allows since neither is written. With both attributes
+    LLVM's NVPTX back end reads the operands through the non-coherent
+    cache (`ld.global.nc`, CUDA's `const __restrict__`), and may reorder
+    an operand's loads across the kernel's stores.
+
+    An op whose effects are unknown (it does not describe them; nothing
+    in the generated kernels is such an op) or that writes memory no value
+    names makes every argument written.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // GPTC_TARGET_CUDA_PASSES_TD
