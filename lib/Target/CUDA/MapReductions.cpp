@@ -544,8 +544,8 @@ struct GptcGpuMapReductionsPass final
     // Runs of row ops (a layer norm's sums and normalization, a loss's
     // log-sum-exp) become one warp-per-row nest each.
     if (fuseRows)
-      gpumap::fuseRowKernels(func, rowReductions, warpsPerBlock, rowLanes,
-                             rowRegisters);
+      gpumap::fuseRowKernels(func, rowReductions, columnReductions,
+                             warpsPerBlock, rowLanes, rowRegisters);
     for (linalg::GenericOp op : columnReductions) {
       std::optional<Reduction> r = matchReduction(op);
       if (!r)

@@ -55,11 +55,17 @@ SmallVector<Value> identities(OpBuilder &b, Location loc, const Reduction &r);
 /// rows per block and `lanes` threads per row (a warp; 1 runs without
 /// warp reductions), already mapped onto blocks and threads. A row of at
 /// most `lanes * registerColumns` columns (that divide among the lanes)
-/// is held in registers: straight-line code, each element loaded once.
+/// is held in registers: straight-line code, each element loaded once;
+/// the column reductions over the rows that follow such a run (layer
+/// norm's weight and bias gradients) are summed in the nest too, each
+/// warp over several rows, and their partials reduced after it.
 /// Only the reductions in `rowReductions` join a run; those that did are
-/// removed from it (and erased with the run's other ops).
+/// removed from it (and erased with the run's other ops). A column
+/// reduction a nest computed leaves `columnReductions`, and the reduction
+/// of its partials joins it.
 void fuseRowKernels(FunctionOpInterface func,
                     SmallVectorImpl<linalg::GenericOp> &rowReductions,
+                    SmallVectorImpl<linalg::GenericOp> &columnReductions,
                     int64_t warpsPerBlock, int64_t lanes,
                     int64_t registerColumns);
 

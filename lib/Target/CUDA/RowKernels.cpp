@@ -14,7 +14,9 @@
 // up to 32 columns a lane is held in registers too (each phase
 // straight-line code over it; a wider row is streamed again in each
 // phase, while it is in the SM's cache), and memory sees the inputs read
-// once and the results written once.
+// once and the results written once. A held row's column sums deferred
+// after the run (layer norm's weight and bias gradients) are added up in
+// the nest too, each warp over several rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +38,11 @@ namespace {
 
 /// Columns a lane of a row nest takes in one iteration of its loops.
 constexpr int64_t kRowUnroll = 4;
+/// A nest that sums columns over its rows runs at most this many warps,
+/// each over at least kMinRowsPerWarp rows, and reduces their partial sums
+/// after it.
+constexpr int64_t kColumnSumWarps = 1024;
+constexpr int64_t kMinRowsPerWarp = 16;
 
 /// How a row op addresses a buffer, its loops being (rows..., cols...) or,
 /// for an op on one value per row, (rows...).
@@ -312,7 +319,11 @@ public:
       held = numCols / lanes;
   }
 
-  void build();
+  /// Builds the nest. A deferred column reduction it computes leaves
+  /// `columnReductions` (and `rowReductions`), and the reduction of the
+  /// warps' partial sums that follows the nest joins `columnReductions`.
+  void build(SmallVectorImpl<linalg::GenericOp> &rowReductions,
+             SmallVectorImpl<linalg::GenericOp> &columnReductions);
 
 private:
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -386,6 +397,19 @@ private:
     return v;
   }
 
+  /// A deferred column reduction (over the run's rows, for each column)
+  /// computed in the nest: each lane sums its held columns over the rows
+  /// its warp runs, in registers.
+  struct ColumnSum {
+    linalg::GenericOp op;
+    Reduction r;
+  };
+  /// The deferred ops as column sums the nest can compute, if all of
+  /// them are (rows held in registers; see build()).
+  std::optional<SmallVector<ColumnSum>> planColumnSums();
+  /// The run's ops on one row (rowIvs): its members, then lane 0's stores.
+  void buildRow();
+
   /// Ends the open loop over the row's columns.
   void flush();
   /// Adds `m` to the run: per-row ops now, column ops to the open loop.
@@ -419,6 +443,8 @@ private:
     SmallVector<Value> inits;
   };
   SmallVector<Open, 4> open;
+  /// The deferred ops the nest computes as column sums.
+  llvm::SmallPtrSet<Operation *, 4> columnSumOps;
 };
 
 void RowKernelBuilder::add(Member &m) {
@@ -668,28 +694,85 @@ void RowKernelBuilder::flush() {
   open.clear();
 }
 
-void RowKernelBuilder::build() {
-  // A warp (`lanes` threads) per row, `warps` rows per block.
-  auto blocks = scf::ParallelOp::create(
-      b, loc, index(0), index((numRows + warps - 1) / warps), index(1));
-  b.setInsertionPointToStart(blocks.getBody());
-  auto threads =
-      scf::ParallelOp::create(b, loc, index(0), index(warps * lanes), index(1));
-  b.setInsertionPointToStart(threads.getBody());
-  Value tid = threads.getInductionVars()[0];
-  lane = arith::RemUIOp::create(b, loc, tid, index(lanes));
-  Value row = arith::AddIOp::create(
-      b, loc,
-      arith::MulIOp::create(b, loc, blocks.getInductionVars()[0], index(warps)),
-      arith::DivUIOp::create(b, loc, tid, index(lanes)));
-  // The guard is uniform over a warp, as the warp reductions need.
-  auto ifRow =
-      scf::IfOp::create(b, loc,
-                        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                              row, index(numRows)),
-                        /*withElseRegion=*/false);
-  b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
-  rowIvs = delinearize(b, loc, row, g.rows);
+std::optional<SmallVector<RowKernelBuilder::ColumnSum>>
+RowKernelBuilder::planColumnSums() {
+  if (!held || g.deferred.empty())
+    return std::nullopt;
+  int64_t numRowDims = static_cast<int64_t>(g.rows.size()),
+          numColDims = static_cast<int64_t>(g.cols.size());
+  SmallVector<int64_t> space(g.cols);
+  llvm::append_range(space, g.rows);
+  SmallVector<ColumnSum> sums;
+  Operation *last = g.members.back().op;
+  for (auto [op, effects] : llvm::zip(g.deferred, g.deferredEffects)) {
+    // A reduction over the rows for each column (its loops interchanged:
+    // columns, then rows), outputs the run does not touch.
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic || generic.getStaticLoopRanges() != space)
+      return std::nullopt;
+    std::optional<Reduction> r = matchReduction(generic);
+    if (!r || r->numParallel != numColDims)
+      return std::nullopt;
+    for (Operation &inner : generic.getRegion().front())
+      if (inner.getNumRegions() != 0 || !isMemoryEffectFree(&inner))
+        return std::nullopt;
+    for (OpOperand &init : generic.getDpsInitsMutable())
+      if (g.seen.count(rootOf(init.get())))
+        return std::nullopt;
+    // Its inputs: the run's elements (rows, then columns), per-row values
+    // (rows) or per-column values the run does not write (columns), each
+    // addressed as the run addresses it.
+    MLIRContext *ctx = generic.getContext();
+    auto dims = [&](int64_t from, int64_t count) {
+      SmallVector<AffineExpr> e;
+      for (int64_t d = from; d < from + count; ++d)
+        e.push_back(getAffineDimExpr(d, ctx));
+      return e;
+    };
+    SmallVector<AffineExpr> element = dims(numColDims, numRowDims);
+    llvm::append_range(element, dims(0, numColDims));
+    for (OpOperand *input : generic.getDpsInputOperands()) {
+      if (!isa<MemRefType>(input->get().getType()))
+        continue;
+      ArrayRef<AffineExpr> results =
+          generic.getMatchingIndexingMap(input).getResults();
+      Access access;
+      if (results == ArrayRef(element))
+        access = Access::Element;
+      else if (results == ArrayRef(dims(numColDims, numRowDims)))
+        access = Access::Row;
+      else if (results == ArrayRef(dims(0, numColDims)))
+        access = Access::Other;
+      else
+        return std::nullopt;
+      auto it = g.seen.find(rootOf(input->get()));
+      if (it != g.seen.end() && it->second.written &&
+          (access != it->second.access || it->second.through != input->get()))
+        return std::nullopt;
+    }
+    // Its reads may happen in the nest rather than where it is: nothing
+    // between the nest and it writes what it reads (its results are still
+    // written where it is, by the reduction of the partials), and it
+    // conflicts with no other column sum.
+    if (last->isBeforeInBlock(op))
+      for (Operation *between = last->getNextNode(); between != op;
+           between = between->getNextNode()) {
+        if (isa<memref::AllocOp>(between) ||
+            (isMemoryEffectFree(between) && between->getNumRegions() == 0))
+          continue;
+        std::optional<Effects> e = effectsOf(between);
+        if (!e || conflict(*e, Effects{effects.reads, {}}))
+          return std::nullopt;
+      }
+    for (const ColumnSum &other : sums)
+      if (conflict(*effectsOf(other.op), effects))
+        return std::nullopt;
+    sums.push_back({generic, *r});
+  }
+  return sums;
+}
+
+void RowKernelBuilder::buildRow() {
   for (Member &m : g.members)
     add(m);
   flush();
@@ -698,6 +781,9 @@ void RowKernelBuilder::build() {
   DenseSet<Operation *> inRun;
   for (Member &m : g.members)
     inRun.insert(m.op);
+  for (Operation *op : g.deferred)
+    if (columnSumOps.contains(op))
+      inRun.insert(op);
   SmallVector<std::pair<Value, Value>> stores;
   for (auto &[root, s] : g.seen) {
     if (!s.written || s.access != Access::Row)
@@ -710,6 +796,7 @@ void RowKernelBuilder::build() {
       stores.push_back({root, current.lookup(root)});
   }
   if (!stores.empty()) {
+    OpBuilder::InsertionGuard guard(b);
     auto first = scf::IfOp::create(
         b, loc,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, index(0)),
@@ -718,11 +805,190 @@ void RowKernelBuilder::build() {
     for (auto [buffer, value] : stores)
       memref::StoreOp::create(b, loc, value, buffer, rowIvs);
   }
+}
+
+void RowKernelBuilder::build(
+    SmallVectorImpl<linalg::GenericOp> &rowReductions,
+    SmallVectorImpl<linalg::GenericOp> &columnReductions) {
+  std::optional<SmallVector<ColumnSum>> sums = planColumnSums();
+  if (sums)
+    for (const ColumnSum &c : *sums)
+      columnSumOps.insert(c.op);
+  // A warp (`lanes` threads) per row, `warps` rows per block; with column
+  // sums, `totalWarps` warps, warp w running rows w, w + totalWarps, ...
+  int64_t numBlocks = (numRows + warps - 1) / warps;
+  if (sums) {
+    int64_t wanted = std::min(kColumnSumWarps, (numRows + kMinRowsPerWarp - 1) /
+                                                   kMinRowsPerWarp);
+    numBlocks = std::max<int64_t>(1, (wanted + warps - 1) / warps);
+  }
+  int64_t totalWarps = numBlocks * warps;
+  int64_t rowsPerWarp = (numRows + totalWarps - 1) / totalWarps;
+  auto blocks =
+      scf::ParallelOp::create(b, loc, index(0), index(numBlocks), index(1));
+  b.setInsertionPointToStart(blocks.getBody());
+  auto threads =
+      scf::ParallelOp::create(b, loc, index(0), index(warps * lanes), index(1));
+  b.setInsertionPointToStart(threads.getBody());
+  Value tid = threads.getInductionVars()[0];
+  lane = arith::RemUIOp::create(b, loc, tid, index(lanes));
+  Value warp = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, blocks.getInductionVars()[0], index(warps)),
+      arith::DivUIOp::create(b, loc, tid, index(lanes)));
+  auto inRange = [&](Value row) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row,
+                                 index(numRows));
+  };
+  if (!sums) {
+    // The guard is uniform over a warp, as the warp reductions need.
+    auto ifRow = scf::IfOp::create(b, loc, inRange(warp),
+                                   /*withElseRegion=*/false);
+    b.setInsertionPoint(ifRow.thenBlock()->getTerminator());
+    rowIvs = delinearize(b, loc, warp, g.rows);
+    buildRow();
+  } else {
+    // The lane's held columns, and each column sum's partials for them
+    // (output-major), carried over the warp's rows.
+    SmallVector<SmallVector<Value>> columns;
+    for (int64_t u = 0; u < held; ++u)
+      columns.push_back(delinearize(
+          b, loc, arith::AddIOp::create(b, loc, lane, index(u * lanes)),
+          g.cols));
+    SmallVector<Value> starts;
+    for (const ColumnSum &c : *sums)
+      for (Value id : identities(b, loc, c.r))
+        starts.append(held, id);
+    auto rowLoop = scf::ForOp::create(b, loc, index(0), index(rowsPerWarp),
+                                      index(1), starts);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(rowLoop.getBody());
+      Value row = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, rowLoop.getInductionVar(),
+                                index(totalWarps)),
+          warp);
+      SmallVector<Value> carried(rowLoop.getRegionIterArgs());
+      auto ifRow = scf::IfOp::create(b, loc, TypeRange(ValueRange(carried)),
+                                     inRange(row), /*withElseRegion=*/true);
+      b.setInsertionPointToStart(ifRow.elseBlock());
+      scf::YieldOp::create(b, loc, carried);
+      b.setInsertionPointToStart(ifRow.thenBlock());
+      rowIvs = delinearize(b, loc, row, g.rows);
+      buildRow();
+      // Each column sum's terms for this row at the lane's columns: the
+      // elements as the lane holds them, the row's values in registers.
+      SmallVector<Value> next;
+      AffineMap identity = AffineMap::getMultiDimIdentityMap(
+          g.rows.size() + g.cols.size(), b.getContext());
+      unsigned k = 0;
+      for (const ColumnSum &c : *sums) {
+        linalg::GenericOp op = c.op;
+        SmallVector<Value> partials;
+        for (int64_t u = 0; u < held; ++u) {
+          SmallVector<Value> ivs(columns[u]);
+          llvm::append_range(ivs, rowIvs);
+          SmallVector<Value> element(rowIvs);
+          llvm::append_range(element, columns[u]);
+          auto arg = [&](OpOperand &operand) -> Value {
+            Value buffer = operand.get();
+            if (!isa<MemRefType>(buffer.getType()))
+              return buffer;
+            AffineMap m = op.getMatchingIndexingMap(&operand);
+            unsigned n = m.getNumResults();
+            if (n == g.cols.size() + g.rows.size()) {
+              Value &v = heldValues[{buffer, identity, u}];
+              if (!v)
+                v = memref::LoadOp::create(b, loc, buffer, element);
+              return v;
+            }
+            if (n == g.rows.size() &&
+                m.getResult(0) ==
+                    getAffineDimExpr(g.cols.size(), b.getContext()))
+              return rowValue(buffer);
+            return memref::LoadOp::create(b, loc, buffer, columns[u]);
+          };
+          IRMapping map = cloneBody(op, ivs, arg, c.r.combiners, c.r.values);
+          for (size_t i = 0; i < c.r.size(); ++i)
+            partials.push_back(map.lookupOrDefault(c.r.values[i]));
+        }
+        // Output-major, as the carried values are.
+        for (size_t i = 0; i < c.r.size(); ++i)
+          for (int64_t u = 0; u < held; ++u, ++k)
+            next.push_back(
+                combine(b, c.r, i, carried[k], partials[u * c.r.size() + i]));
+      }
+      scf::YieldOp::create(b, loc, next);
+      b.setInsertionPointAfter(ifRow);
+      scf::YieldOp::create(b, loc, ifRow.getResults());
+    }
+    // The warp's partials: partial[warp, column] of each output.
+    unsigned k = 0;
+    SmallVector<SmallVector<Value>> partialBuffers;
+    for (const ColumnSum &c : *sums) {
+      SmallVector<Value> buffers;
+      for (size_t i = 0; i < c.r.size(); ++i) {
+        SmallVector<int64_t> shape{totalWarps};
+        llvm::append_range(shape, g.cols);
+        Type element =
+            cast<MemRefType>(c.r.output(i).getType()).getElementType();
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(blocks);
+        buffers.push_back(
+            memref::AllocOp::create(b, loc, MemRefType::get(shape, element)));
+      }
+      for (size_t i = 0; i < c.r.size(); ++i)
+        for (int64_t u = 0; u < held; ++u, ++k) {
+          SmallVector<Value> at{warp};
+          llvm::append_range(at, columns[u]);
+          memref::StoreOp::create(b, loc, rowLoop.getResult(k), buffers[i], at);
+        }
+      partialBuffers.push_back(std::move(buffers));
+    }
+    // Where the column sum was (after the nest if it was before it):
+    // out_i = combiner_i(out_i, the warps' partials), a column reduction of
+    // its own (over totalWarps rows).
+    OpBuilder after(blocks->getContext());
+    after.setInsertionPointAfter(blocks);
+    MLIRContext *ctx = b.getContext();
+    int64_t numColDims = static_cast<int64_t>(g.cols.size());
+    SmallVector<AffineExpr> partialExprs{getAffineDimExpr(numColDims, ctx)};
+    for (int64_t d = 0; d < numColDims; ++d)
+      partialExprs.push_back(getAffineDimExpr(d, ctx));
+    AffineMap partialMap = AffineMap::get(numColDims + 1, 0, partialExprs, ctx);
+    AffineMap outMap = AffineMap::getMultiDimIdentityMap(numColDims, ctx);
+    outMap = AffineMap::get(numColDims + 1, 0, outMap.getResults(), ctx);
+    SmallVector<utils::IteratorType> iterators(numColDims,
+                                               utils::IteratorType::parallel);
+    iterators.push_back(utils::IteratorType::reduction);
+    for (auto [c, buffers] : llvm::zip(*sums, partialBuffers)) {
+      SmallVector<Value> outputs;
+      for (size_t i = 0; i < c.r.size(); ++i)
+        outputs.push_back(c.r.output(i));
+      SmallVector<AffineMap> maps(c.r.size(), partialMap);
+      maps.append(c.r.size(), outMap);
+      const Reduction &r = c.r;
+      if (blocks->isBeforeInBlock(c.op))
+        after.setInsertionPoint(c.op);
+      auto final = linalg::GenericOp::create(
+          after, c.op.getLoc(), TypeRange{}, buffers, outputs, maps, iterators,
+          [&](OpBuilder &nb, Location nloc, ValueRange args) {
+            SmallVector<Value> results;
+            for (size_t i = 0; i < r.size(); ++i)
+              results.push_back(combine(nb, r, i, args[r.size() + i], args[i]));
+            linalg::YieldOp::create(nb, nloc, results);
+          });
+      after.setInsertionPointAfter(final);
+      columnReductions.push_back(final);
+    }
+  }
   (void)setBlockThreadMapping(blocks, threads);
-  // The deferred ops before the run's last op follow the nest now.
+  // The deferred ops before the run's last op follow the nest now; the
+  // column sums it computed go.
   Operation *after = blocks;
   for (Operation *op : g.deferred)
-    if (op->isBeforeInBlock(blocks)) {
+    if (!columnSumOps.contains(op) && op->isBeforeInBlock(blocks)) {
       op->moveAfter(after);
       after = op;
     }
@@ -732,8 +998,17 @@ void RowKernelBuilder::build() {
     for (Value v : m.op->getOperands())
       if (isa_and_nonnull<memref::AllocOp>(v.getDefiningOp()))
         allocs.insert(v);
+  for (Operation *op : columnSumOps)
+    for (Value v : op->getOperands())
+      if (isa_and_nonnull<memref::AllocOp>(v.getDefiningOp()))
+        allocs.insert(v);
   for (Member &m : g.members)
     m.op->erase();
+  for (Operation *op : columnSumOps) {
+    llvm::erase(rowReductions, cast<linalg::GenericOp>(op));
+    llvm::erase(columnReductions, cast<linalg::GenericOp>(op));
+    op->erase();
+  }
   for (Value v : allocs)
     if (v.use_empty())
       v.getDefiningOp()->erase();
@@ -743,7 +1018,8 @@ void RowKernelBuilder::build() {
 
 void mlir::gptc::gpumap::fuseRowKernels(
     FunctionOpInterface func, SmallVectorImpl<linalg::GenericOp> &rowReductions,
-    int64_t warpsPerBlock, int64_t lanes, int64_t registerColumns) {
+    SmallVectorImpl<linalg::GenericOp> &columnReductions, int64_t warpsPerBlock,
+    int64_t lanes, int64_t registerColumns) {
   if (!llvm::hasSingleElement(func.getFunctionBody()))
     return;
   // Each row reduction not yet in a run anchors one: it starts at the
@@ -780,7 +1056,8 @@ void mlir::gptc::gpumap::fuseRowKernels(
         for (const Member &m : g.members)
           if (m.kind == Kind::Reduce)
             llvm::erase(rowReductions, cast<linalg::GenericOp>(m.op));
-        RowKernelBuilder(g, warpsPerBlock, lanes, registerColumns).build();
+        RowKernelBuilder(g, warpsPerBlock, lanes, registerColumns)
+            .build(rowReductions, columnReductions);
         built = true;
         break;
       }

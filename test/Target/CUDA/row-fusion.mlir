@@ -300,26 +300,38 @@ func.func @loss_grad(%logits: memref<3x4x50xf32>, %labels: memref<3x4xi32>, %gra
 #tr = affine_map<(d0, d1) -> (d1, d0)>
 // A run ends where it would be wrong: the second sum reads the squares the
 // first op wrote transposed (another lane's, another row's elements), so
-// it is not in the nest; the reduction before it is, with the elementwise
-// op writing them.
-// The lane holds its 4 columns in registers: the loads of the input come
-// first, and the sum takes each square as stored, not from memory.
+// it is not one of the run's ops; the reduction before it is, with the
+// elementwise op writing them.
+// With the row held in registers (4 columns a lane), that second sum is a
+// sum over the run's rows for each column: the nest computes it too. Its
+// 8 warps run 16 rows each; each lane adds the squares of its 4 columns
+// as it stored them (no load) into 4 carried partials, stores them at
+// [warp, column] of a temporary after its rows, and a column reduction of
+// those 8 partials follows the nest.
 // CHECK-LABEL: func.func @transposed
+//       CHECK: %[[PART:.*]] = memref.alloc() : memref<8x128xf32>
 //       CHECK: scf.parallel
 //       CHECK:   scf.parallel
-//   CHECK-NOT:     scf.for
-// CHECK-COUNT-4:     memref.load %arg0
-//   CHECK-NOT:     memref.load
-//       CHECK:     memref.store %{{.*}}, %arg1
-//   CHECK-NOT:     memref.load
-//       CHECK:     gpu.subgroup_reduce
-//       CHECK:     memref.store %{{.*}}, %arg2
-//       CHECK: gpu.launch
-//       CHECK:   memref.load %arg1[%{{.*}}, %{{.*}}]
-//       CHECK:   gpu.subgroup_reduce
-// Without registers, in the nest's loop (4 columns an iteration) the loads
-// of the input come first; the sum's load of a square follows the
-// square's store.
+//       CHECK:     %[[SUMS:.*]]:4 = scf.for %{{.*}} = %{{.*}} to %c16{{.*}} iter_args(%[[P0:.*]] = %cst{{.*}}, %[[P1:.*]] = %cst{{.*}}, %[[P2:.*]] = %cst{{.*}}, %[[P3:.*]] = %cst{{.*}})
+//       CHECK:       scf.if %{{.*}} -> (f32, f32, f32, f32)
+// CHECK-COUNT-4:       memref.load %arg0
+//   CHECK-NOT:       memref.load
+//       CHECK:       %[[SQ0:.*]] = arith.mulf
+//       CHECK:       memref.store %[[SQ0]], %arg1
+//   CHECK-NOT:       memref.load
+//       CHECK:       gpu.subgroup_reduce
+//       CHECK:       memref.store %{{.*}}, %arg2
+//       CHECK:       %[[N0:.*]] = arith.addf %[[P0]], %[[SQ0]]
+//       CHECK:       scf.yield %[[N0]],
+//       CHECK:     } else {
+//       CHECK:       scf.yield %[[P0]], %[[P1]], %[[P2]], %[[P3]]
+//       CHECK:     memref.store %[[SUMS]]#0, %[[PART]]
+//       CHECK:     memref.store %[[SUMS]]#3, %[[PART]]
+//       CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[PART]] : memref<8x128xf32>) outs(%arg3 : memref<128xf32>)
+//   CHECK-NOT: gpu.launch
+// Without registers, the second sum is a launch of its own after the nest;
+// in the nest's loop (4 columns an iteration) the loads of the input come
+// first, and the sum's load of a square follows the square's store.
 // LOOP-LABEL: func.func @transposed
 //       LOOP: scf.parallel
 //       LOOP:   scf.parallel
@@ -330,6 +342,9 @@ func.func @loss_grad(%logits: memref<3x4x50xf32>, %labels: memref<3x4xi32>, %gra
 //       LOOP:     memref.load %arg1
 //       LOOP:     gpu.subgroup_reduce
 //       LOOP:     memref.store %{{.*}}, %arg2
+//       LOOP: gpu.launch
+//       LOOP:   memref.load %arg1[%{{.*}}, %{{.*}}]
+//       LOOP:   gpu.subgroup_reduce
 func.func @transposed(%x: memref<128x128xf32>, %sq: memref<128x128xf32>, %s1: memref<128xf32>, %s2: memref<128xf32>) {
   linalg.generic {indexing_maps = [#el, #el], iterator_types = ["parallel", "parallel"]}
       ins(%x : memref<128x128xf32>) outs(%sq : memref<128x128xf32>) {
@@ -383,6 +398,123 @@ func.func @scalar_code(%x: memref<8x64xf32>, %s1: memref<8xf32>, %s2: memref<8xf
       ins(%x : memref<8x64xf32>) outs(%s2 : memref<8xf32>) {
   ^bb0(%in: f32, %acc: f32):
     %r = arith.maximumf %in, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+#el = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+// A column sum over the run's rows after it, with a fill of its output
+// between: the nest adds each lane's 2 columns of the centred rows (as
+// stored) times the row sum (its register) over its warp's rows (32 rows:
+// 8 warps of 4), in registers; the partials' reduction stays where the
+// sum was, after the fill. The row sums never leave registers: nothing
+// outside the nest reads them now.
+// CHECK-LABEL: func.func @column_sum
+//       CHECK: %[[PART:.*]] = memref.alloc() : memref<8x64xf32>
+//   CHECK-NOT: memref.alloc
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK:     scf.for %{{.*}} = %{{.*}} to %c4{{.*}} iter_args
+//       CHECK:       gpu.subgroup_reduce add
+//       CHECK:       memref.store %[[Y0:.*]], %arg1
+//       CHECK:       memref.store %[[Y1:.*]], %arg1
+//   CHECK-NOT:       memref.store
+//       CHECK:       %[[T0:.*]] = arith.mulf %[[Y0]], %[[S:.*]] : f32
+//       CHECK:       %[[T1:.*]] = arith.mulf %[[Y1]], %[[S]] : f32
+//       CHECK:       arith.addf %{{.*}}, %[[T0]]
+//       CHECK:       arith.addf %{{.*}}, %[[T1]]
+//       CHECK:       scf.yield
+//       CHECK:     memref.store %{{.*}}, %[[PART]]
+//       CHECK:     memref.store %{{.*}}, %[[PART]]
+//       CHECK: linalg.fill ins(%{{.*}}) outs(%arg2 : memref<64xf32>)
+//  CHECK-NEXT: linalg.generic {{.*}} ins(%[[PART]] : memref<8x64xf32>) outs(%arg2 : memref<64xf32>)
+//   CHECK-NOT: gpu.launch
+// Without registers the column sum is a launch of its own, after the
+// nest, which then stores the row sums.
+// LOOP-LABEL: func.func @column_sum
+//       LOOP: memref.alloc() {{.*}}: memref<32xf32>
+//       LOOP: scf.for
+//       LOOP: gpu.subgroup_reduce add
+//       LOOP: memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<32xf32>
+//       LOOP: linalg.fill ins(%{{.*}}) outs(%arg2 : memref<64xf32>)
+//       LOOP: linalg.generic {{.*}} outs(%arg2 : memref<64xf32>)
+func.func @column_sum(%x: memref<32x64xf32>, %y: memref<32x64xf32>, %cs: memref<64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  %s = memref.alloc() : memref<32xf32>
+  linalg.fill ins(%zero : f32) outs(%s : memref<32xf32>)
+  linalg.generic {indexing_maps = [#el, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<32x64xf32>) outs(%s : memref<32xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#el, #row, #el], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<32x64xf32>, memref<32xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%in: f32, %sum: f32, %o: f32):
+    %m = arith.divf %sum, %n : f32
+    %d = arith.subf %in, %m : f32
+    linalg.yield %d : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%cs : memref<64xf32>)
+  linalg.generic {indexing_maps = [#el, #row, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%y, %s : memref<32x64xf32>, memref<32xf32>) outs(%cs : memref<64xf32>) {
+  ^bb0(%in: f32, %sum: f32, %acc: f32):
+    %p = arith.mulf %in, %sum : f32
+    %r = arith.addf %p, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+#el = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+// The same, but the column sum also reads a buffer the run does not touch,
+// and a store into that buffer comes between (it stays where it is): the
+// sum must read it after that store, so it stays a launch of its own
+// after the nest (which has no row loop).
+// CHECK-LABEL: func.func @column_sum_after_store
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//   CHECK-NOT:     scf.for
+//       CHECK:     gpu.subgroup_reduce add
+//       CHECK: memref.store %{{.*}}, %arg3[%{{.*}}, %{{.*}}] : memref<32x64xf32>
+//       CHECK: linalg.fill ins(%{{.*}}) outs(%arg2 : memref<64xf32>)
+//       CHECK: linalg.generic {{.*}} outs(%arg2 : memref<64xf32>)
+func.func @column_sum_after_store(%x: memref<32x64xf32>, %y: memref<32x64xf32>, %cs: memref<64xf32>, %z: memref<32x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  %c0 = arith.constant 0 : index
+  %s = memref.alloc() : memref<32xf32>
+  linalg.fill ins(%zero : f32) outs(%s : memref<32xf32>)
+  linalg.generic {indexing_maps = [#el, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<32x64xf32>) outs(%s : memref<32xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.addf %in, %acc : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#el, #row, #el], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<32x64xf32>, memref<32xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%in: f32, %sum: f32, %o: f32):
+    %m = arith.divf %sum, %n : f32
+    %d = arith.subf %in, %m : f32
+    linalg.yield %d : f32
+  }
+  memref.store %zero, %z[%c0, %c0] : memref<32x64xf32>
+  linalg.fill ins(%zero : f32) outs(%cs : memref<64xf32>)
+  linalg.generic {indexing_maps = [#el, #el, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%y, %z : memref<32x64xf32>, memref<32x64xf32>) outs(%cs : memref<64xf32>) {
+  ^bb0(%in: f32, %w: f32, %acc: f32):
+    %p = arith.mulf %in, %w : f32
+    %r = arith.addf %p, %acc : f32
     linalg.yield %r : f32
   }
   return

@@ -76,6 +76,21 @@ def GptcGpuMapReductionsPass
     each phase, from the SM's L1 or the L2 while it fits there, else from
     memory, as separate launches would.
 
+    With the rows held in registers, the column reductions over the run's
+    rows that would follow the nest (layer norm's weight and bias
+    gradients, which read the row statistics; a reduction over the rows
+    for each column, of the run's elements, its per-row values and
+    per-column buffers) are computed in it too, if every op deferred
+    after the run is one and nothing between the run and it writes what
+    it reads: the nest then runs at most 1024 warps, each over at least 16
+    rows (warp `w` takes rows `w, w + warps, ...`), each lane adding its
+    columns' terms over its rows in registers (the elements as it holds
+    them, the statistics from their registers: they no longer leave
+    them), and stores its partials to a `warps x columns` temporary; a
+    column reduction of those partials takes the reduction's place (after
+    the fill of its outputs). Memory then sees the inputs once and
+    `warps x columns` partials instead of the rows again.
+
     A run stays correct by construction: every buffer it writes is
     addressed one way by all its ops, the loops' own element (so the lane
     that wrote it reads it) or the row's value (a register), never through
