@@ -151,6 +151,8 @@ constexpr int64_t kBlockReductionThreads = 1024;
 /// at least kRowsPerChunk long.
 constexpr int64_t kColumnChunks = 64;
 constexpr int64_t kRowsPerChunk = 256;
+/// The same for a row nest's partial column sums (few rows per column).
+constexpr int64_t kPartialRowsPerChunk = 32;
 /// A reduction to a scalar of at least this many elements is first cut
 /// into at most kScalarPartials strided partial results, each of at least
 /// kScalarPerPartial elements (one block of kBlockReductionThreads alone
@@ -543,23 +545,31 @@ struct GptcGpuMapReductionsPass final
       }
     // Runs of row ops (a layer norm's sums and normalization, a loss's
     // log-sum-exp) become one warp-per-row nest each.
+    // (A row nest's warps' partial column sums, ~1024 rows of them, are
+    // cut into chunks of fewer rows than a tensor's: a thread per column
+    // and chunk runs its rows one after another. Either is cut only from
+    // 512 rows on.)
+    SmallVector<linalg::GenericOp> partialSums;
     if (fuseRows)
-      gpumap::fuseRowKernels(func, rowReductions, columnReductions,
+      gpumap::fuseRowKernels(func, rowReductions, columnReductions, partialSums,
                              warpsPerBlock, rowLanes, rowRegisters);
-    for (linalg::GenericOp op : columnReductions) {
-      std::optional<Reduction> r = matchReduction(op);
-      if (!r)
-        continue;
-      // The ranges in a local: a range-for over a view of the returned
-      // vector would read it after it is destroyed.
-      SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-      int64_t rows = 1;
-      for (int64_t n : ArrayRef(ranges).drop_front(r->numParallel))
-        rows *= n;
-      int64_t chunks = std::min<int64_t>(kColumnChunks, rows / kRowsPerChunk);
-      if (chunks >= 2)
-        splitColumns(*r, chunks);
-    }
+    for (auto [list, rowsPerChunk] :
+         {std::make_pair(&columnReductions, kRowsPerChunk),
+          std::make_pair(&partialSums, kPartialRowsPerChunk)})
+      for (linalg::GenericOp op : *list) {
+        std::optional<Reduction> r = matchReduction(op);
+        if (!r)
+          continue;
+        // The ranges in a local: a range-for over a view of the returned
+        // vector would read it after it is destroyed.
+        SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+        int64_t rows = 1;
+        for (int64_t n : ArrayRef(ranges).drop_front(r->numParallel))
+          rows *= n;
+        int64_t chunks = std::min<int64_t>(kColumnChunks, rows / rowsPerChunk);
+        if (chunks >= 2 && rows >= 2 * kRowsPerChunk)
+          splitColumns(*r, chunks);
+      }
     // A large reduction to a scalar (a tensor's sum of squares for the
     // gradient norm) is cut into strided partials first, again while the
     // partials are many: the launch below then reduces a few thousand.

@@ -62,10 +62,11 @@ SmallVector<Value> identities(OpBuilder &b, Location loc, const Reduction &r);
 /// Only the reductions in `rowReductions` join a run; those that did are
 /// removed from it (and erased with the run's other ops). A column
 /// reduction a nest computed leaves `columnReductions`, and the reduction
-/// of its partials joins it.
+/// of its partials (a few rows per column) joins `partialSums`.
 void fuseRowKernels(FunctionOpInterface func,
                     SmallVectorImpl<linalg::GenericOp> &rowReductions,
                     SmallVectorImpl<linalg::GenericOp> &columnReductions,
+                    SmallVectorImpl<linalg::GenericOp> &partialSums,
                     int64_t warpsPerBlock, int64_t lanes,
                     int64_t registerColumns);
 

@@ -321,9 +321,10 @@ public:
 
   /// Builds the nest. A deferred column reduction it computes leaves
   /// `columnReductions` (and `rowReductions`), and the reduction of the
-  /// warps' partial sums that follows the nest joins `columnReductions`.
+  /// warps' partial sums that takes its place joins `partialSums`.
   void build(SmallVectorImpl<linalg::GenericOp> &rowReductions,
-             SmallVectorImpl<linalg::GenericOp> &columnReductions);
+             SmallVectorImpl<linalg::GenericOp> &columnReductions,
+             SmallVectorImpl<linalg::GenericOp> &partialSums);
 
 private:
   Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
@@ -809,7 +810,8 @@ void RowKernelBuilder::buildRow() {
 
 void RowKernelBuilder::build(
     SmallVectorImpl<linalg::GenericOp> &rowReductions,
-    SmallVectorImpl<linalg::GenericOp> &columnReductions) {
+    SmallVectorImpl<linalg::GenericOp> &columnReductions,
+    SmallVectorImpl<linalg::GenericOp> &partialSums) {
   std::optional<SmallVector<ColumnSum>> sums = planColumnSums();
   if (sums)
     for (const ColumnSum &c : *sums)
@@ -980,7 +982,7 @@ void RowKernelBuilder::build(
             linalg::YieldOp::create(nb, nloc, results);
           });
       after.setInsertionPointAfter(final);
-      columnReductions.push_back(final);
+      partialSums.push_back(final);
     }
   }
   (void)setBlockThreadMapping(blocks, threads);
@@ -1018,7 +1020,8 @@ void RowKernelBuilder::build(
 
 void mlir::gptc::gpumap::fuseRowKernels(
     FunctionOpInterface func, SmallVectorImpl<linalg::GenericOp> &rowReductions,
-    SmallVectorImpl<linalg::GenericOp> &columnReductions, int64_t warpsPerBlock,
+    SmallVectorImpl<linalg::GenericOp> &columnReductions,
+    SmallVectorImpl<linalg::GenericOp> &partialSums, int64_t warpsPerBlock,
     int64_t lanes, int64_t registerColumns) {
   if (!llvm::hasSingleElement(func.getFunctionBody()))
     return;
@@ -1057,7 +1060,7 @@ void mlir::gptc::gpumap::fuseRowKernels(
           if (m.kind == Kind::Reduce)
             llvm::erase(rowReductions, cast<linalg::GenericOp>(m.op));
         RowKernelBuilder(g, warpsPerBlock, lanes, registerColumns)
-            .build(rowReductions, columnReductions);
+            .build(rowReductions, columnReductions, partialSums);
         built = true;
         break;
       }

@@ -88,7 +88,8 @@ def GptcGpuMapReductionsPass
     them, the statistics from their registers: they no longer leave
     them), and stores its partials to a `warps x columns` temporary; a
     column reduction of those partials takes the reduction's place (after
-    the fill of its outputs). Memory then sees the inputs once and
+    the fill of its outputs), cut like the others below but into chunks
+    of 32 rows (1024 partials: 32 chunks). Memory then sees the inputs once and
     `warps x columns` partials instead of the rows again.
 
     A run stays correct by construction: every buffer it writes is
