@@ -103,20 +103,21 @@ ajson=""
 if [ -n "${OUT:-}" ]; then ajson="--json $OUT/gpu-attention.json"; fi
 limit 90 "attention vs SDPA" python3 bench/gpu_attention.py --bench "$work/gptc-attention-bench" $ajson
 
-echo "== GEMM epilogues on and off (GPT-2 124M bf16, 6 steps each, alternating, best of 2)"
-epilogues() {
+echo "== A/B (GPT-2 124M bf16, 6 steps each, alternating, best of 2): GEMM epilogues on and off, rows held in registers or looped over"
+ab() { # ARTIFACT...: each in turn, two rounds
   local round variant
   for round in 1 2; do
-    for variant in gpt2-bench gpt2-bench-noepi; do
+    for variant in "$@"; do
       "$rt" "$work/art/$variant.gptc" --device cuda --stop-at-step 6 --eval-interval 0 \
-        --log-interval 0 --data "$work/data.txt" --checkpoint "$work/epi.ckpt" 2>&1 |
+        --log-interval 0 --data "$work/data.txt" --checkpoint "$work/ab.ckpt" 2>&1 |
         grep -o '[0-9]* tok/s after the first step' | sed "s/^/$variant round $round: /" || return 1
-      rm -rf "$work/epi.ckpt"
+      rm -rf "$work/ab.ckpt"
     done
   done
 }
-export -f epilogues
-limit 120 "GEMM epilogues A/B" epilogues
+export -f ab
+limit 120 "GEMM epilogues A/B" ab gpt2-bench gpt2-bench-noepi
+limit 120 "row registers A/B" ab gpt2-bench gpt2-bench-loops
 
 echo "== pipeline stages on the GPU (one process each, under the bundled mpiexec)"
 pipeline() { # NAME PROCESSES

@@ -47,6 +47,11 @@ cp /usr/share/common-licenses/GPL-3 "$stage/data.txt"
 # The same step without GEMM epilogues (GELU and bias gradients as kernels).
 "$gptc" bench/models/gpt2-124m-gpu.pbtxt --emit=artifact --device=cuda --gemm-epilogues=false \
   -o "$stage/art/gpt2-bench-noepi.gptc"
+# The same step with its row kernels looping over each row in every phase
+# (no row held in registers, layer norm's weight and bias gradients summed
+# after its gradient's nest).
+"$gptc" bench/models/gpt2-124m-gpu.pbtxt --emit=artifact --device=cuda --cuda-row-registers=0 \
+  -o "$stage/art/gpt2-bench-loops.gptc"
 # Pipeline stages (8-layer tiny: two stages, then two replicas of them with
 # ZeRO-2), one process each under the bundled mpiexec, sharing the GPU.
 pipe=test/Parallel/Inputs/tiny-8layer.pbtxt

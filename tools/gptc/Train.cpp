@@ -243,6 +243,7 @@ static LogicalResult compile(ModuleOp module,
   if (device.cuda) {
     GpuKernelLoweringPipelineOptions options;
     options.chip = device.chip;
+    options.rowRegisters = device.rowRegisters;
     options.format = "bin";
     return compileProgramForCuda(module, names, program, options);
   }
@@ -343,6 +344,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   SmallVector<StringRef> refs(names.begin(), names.end());
   GpuKernelLoweringPipelineOptions gpu;
   gpu.chip = device.chip;
+  gpu.rowRegisters = device.rowRegisters;
   gpu.format = "bin";
   if (failed(!kernelLibrary ? exportProgram(module, refs, program)
              : device.cuda  ? compileProgramForCuda(module, refs, program, gpu)

@@ -29,6 +29,8 @@ bool explicitParallelOptions();
 struct DeviceChoice {
   bool cuda = false;
   std::string chip;
+  /// --cuda-row-registers: columns a lane of a row nest holds in registers.
+  int64_t rowRegisters = 32;
 };
 FailureOr<DeviceChoice> getDeviceChoice();
 /// `--bucket-mb` in bytes: the largest gradient bucket

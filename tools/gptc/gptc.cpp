@@ -130,6 +130,13 @@ static cl::opt<std::string>
                          "--device cuda"),
                 cl::init("sm_90"), cl::cat(gptcCategory));
 
+static cl::opt<int64_t> cudaRowRegistersOpt(
+    "cuda-row-registers",
+    cl::desc("Columns a lane of a GPU row kernel (layer norm, its "
+             "gradient) holds in registers, 0-128 (default 32: rows of up "
+             "to 1024 read once); 0: each phase loops over the row again"),
+    cl::init(32), cl::cat(gptcCategory));
+
 static cl::opt<std::string> deviceOpt(
     "device",
     cl::desc("What runs the step: cpu (default) or cuda (an NVIDIA GPU per "
@@ -143,7 +150,12 @@ FailureOr<DeviceChoice> mlir::gptc::getDeviceChoice() {
                  << deviceOpt << "'\n";
     return failure();
   }
-  return DeviceChoice{deviceOpt == "cuda", cudaChipOpt};
+  if (cudaRowRegistersOpt < 0 || cudaRowRegistersOpt > 128) {
+    llvm::errs() << "gptc: error: --cuda-row-registers takes 0 to 128, got "
+                 << cudaRowRegistersOpt << "\n";
+    return failure();
+  }
+  return DeviceChoice{deviceOpt == "cuda", cudaChipOpt, cudaRowRegistersOpt};
 }
 
 static cl::OptionCategory parallelCategory(
@@ -293,6 +305,7 @@ static LogicalResult compileCudaArtifact(ModuleOp module,
                                          ::gptc::program::Program &program) {
   GpuKernelLoweringPipelineOptions options;
   options.chip = device.chip;
+  options.rowRegisters = device.rowRegisters;
   options.format = "bin";
   return compileProgramForCuda(module, {"forward", "train_step"}, program,
                                options);
@@ -303,6 +316,7 @@ static LogicalResult compileCudaArtifact(ModuleOp module,
 static LogicalResult emitCudaKernels(ModuleOp module, raw_ostream &os) {
   GpuKernelLoweringPipelineOptions options;
   options.chip = cudaChipOpt;
+  options.rowRegisters = cudaRowRegistersOpt;
   options.format = emitAction == Emit::Cubin ? "bin" : "isa";
   FailureOr<CudaKernels> kernels = compileModuleKernelsForCuda(module, options);
   if (failed(kernels))

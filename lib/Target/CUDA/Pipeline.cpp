@@ -68,6 +68,7 @@ void mlir::gptc::buildGpuMappingStage(
   OpPassManager &loops = pm.nest<func::FuncOp>();
   GptcGpuMapReductionsPassOptions reductions;
   reductions.warpsPerBlock = options.warpsPerBlock;
+  reductions.rowRegisters = options.rowRegisters;
   loops.addPass(createGptcGpuMapReductionsPass(reductions));
   loops.addPass(createConvertLinalgToParallelLoopsPass());
   GptcGpuMapKernelPassOptions mapping;

@@ -78,6 +78,12 @@ struct GpuKernelLoweringPipelineOptions
       llvm::cl::desc("Rows (warps of 32 threads) per block of a row "
                      "reduction"),
       llvm::cl::init(8)};
+  PassOptions::Option<int64_t> rowRegisters{
+      *this, "row-registers",
+      llvm::cl::desc("Columns a lane of a fused row nest holds in "
+                     "registers (gptc-gpu-map-reductions), at most 128; 0: "
+                     "every phase loops over the row"),
+      llvm::cl::init(32)};
 };
 
 /// The GPU kernel lowering pipeline, on a module of kernel functions (what
