@@ -397,9 +397,10 @@ struct GptcGpuKernelArgAttrsPass final
       func.walk([&](Operation *op) {
         auto effects = dyn_cast<MemoryEffectOpInterface>(op);
         if (!effects) {
-          // Views and ops whose effects are their regions' describe
+          // Views, ops whose effects are their regions' and a barrier
+          // (it orders the block's accesses, it makes none) describe
           // nothing of their own; anything else may write any buffer.
-          if (op == func || isa<ViewLikeOpInterface>(op) ||
+          if (op == func || isa<ViewLikeOpInterface, gpu::BarrierOp>(op) ||
               op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
             return;
           written.set();

@@ -97,8 +97,8 @@ void mlir::gptc::buildGpuOutlineStage(
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
-  device.addPass(createGptcGpuKernelArgAttrsPass());
   device.addPass(createGptcGpuLowerReductionsPass());
+  device.addPass(createGptcGpuKernelArgAttrsPass());
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"bf16", "f16"};
   emulate.targetTypeStr = "f32";

@@ -14,6 +14,12 @@
 // CHECK-SAME: kernel
 // CHECK-LABEL: gpu.func @helper(
 // CHECK-SAME: %arg0: memref<32xf32>)
+// A barrier orders the block's accesses; it writes nothing. Shared memory
+// (a workgroup attribution) is not an argument.
+// CHECK-LABEL: gpu.func @block(
+// CHECK-SAME: %arg0: memref<32xf32> {llvm.noalias, llvm.readonly},
+// CHECK-SAME: %arg1: memref<32xf32> {llvm.noalias})
+// CHECK-SAME: workgroup(
 // An op of unknown effects: every buffer may be written.
 // CHECK-LABEL: gpu.func @opaque(
 // CHECK-SAME: %arg0: memref<32xf32> {llvm.noalias},
@@ -40,6 +46,15 @@ gpu.module @kernels {
     gpu.return
   }
   gpu.func @helper(%a: memref<32xf32>) {
+    gpu.return
+  }
+  gpu.func @block(%a: memref<32xf32>, %b: memref<32xf32>) workgroup(%shared: memref<32xf32, 3>) kernel {
+    %t = gpu.thread_id x
+    %x = memref.load %a[%t] : memref<32xf32>
+    memref.store %x, %shared[%t] : memref<32xf32, 3>
+    gpu.barrier
+    %y = memref.load %shared[%t] : memref<32xf32, 3>
+    memref.store %y, %b[%t] : memref<32xf32>
     gpu.return
   }
   gpu.func @opaque(%a: memref<32xf32>, %b: memref<32xf32>) kernel {

@@ -263,9 +263,12 @@ def GptcGpuKernelArgAttrsPass
     cache (`ld.global.nc`, CUDA's `const __restrict__`), and may reorder
     an operand's loads across the kernel's stores.
 
-    An op whose effects are unknown (it does not describe them; nothing
-    in the generated kernels is such an op) or that writes memory no value
-    names makes every argument written.
+    It runs after `gptc-gpu-lower-reductions`, on the shuffles, barriers
+    and shared memory a block reduction becomes (a barrier writes nothing;
+    shared memory is not an argument). An op whose effects are unknown
+    (it does not describe them; nothing in the generated kernels is such
+    an op) or that writes memory no value names makes every argument
+    written.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
