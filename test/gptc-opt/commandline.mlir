@@ -27,6 +27,7 @@
 // HELP-NEXT: --features
 // HELP-NEXT: --format
 // HELP-NEXT: --opt-level
+// HELP-NEXT: --row-registers
 // HELP-NEXT: --toolkit
 // HELP-NEXT: --warps-per-block
 // HELP: --gptc-train-pipeline
