@@ -6,6 +6,8 @@
 
 #include "gptc/Target/CUDA/CompileKernels.h"
 
+#include "Indexing.h"
+
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Target/ExportProgram.h"
@@ -65,9 +67,7 @@ static LaunchPasses countLaunchPasses(ModuleOp module) {
           m = store.getMemRef();
         else
           return;
-        while (auto view = m.getDefiningOp<ViewLikeOpInterface>())
-          m = view.getViewSource();
-        auto it = index.find(m);
+        auto it = index.find(viewSource(m));
         if (it == index.end())
           return;
         Operation *site = nullptr;

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::gptc {
 
@@ -26,6 +27,13 @@ inline SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
       linear = arith::DivUIOp::create(b, loc, linear, extent);
   }
   return ivs;
+}
+
+/// The buffer `v` views (through subviews, reshapes, casts), or `v`.
+inline Value viewSource(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
 }
 
 /// Marks `blocks` and `threads` (one dimension each) as blocks x and

@@ -384,9 +384,7 @@ struct GptcGpuKernelArgAttrsPass final
       Block &entry = func.getBody().front();
       // The argument `v` views, if any.
       auto argumentOf = [&](Value v) -> std::optional<unsigned> {
-        while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-          v = view.getViewSource();
-        auto arg = dyn_cast<BlockArgument>(v);
+        auto arg = dyn_cast<BlockArgument>(viewSource(v));
         // (Workgroup and private attributions follow the arguments.)
         if (arg && arg.getOwner() == &entry &&
             arg.getArgNumber() < func.getNumArguments())

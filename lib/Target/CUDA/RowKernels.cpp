@@ -79,41 +79,30 @@ struct Member {
   Effects effects;
 };
 
-/// The buffer `v` views (through subviews, reshapes, casts).
-Value rootOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    v = view.getViewSource();
-  }
-  return v;
-}
-
 /// An op's effects on buffers: a linalg op's memref inputs and the loads in
 /// its body read, its outputs are written; a scalar load reads, a scalar
 /// store writes. None for anything else (an op with other effects, or
 /// tensors).
 std::optional<Effects> effectsOf(Operation *op) {
   if (auto load = dyn_cast<memref::LoadOp>(op))
-    return Effects{{rootOf(load.getMemRef())}, {}};
+    return Effects{{viewSource(load.getMemRef())}, {}};
   if (auto store = dyn_cast<memref::StoreOp>(op))
-    return Effects{{}, {rootOf(store.getMemRef())}};
+    return Effects{{}, {viewSource(store.getMemRef())}};
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp || !linalgOp.hasPureBufferSemantics())
     return std::nullopt;
   Effects e;
   for (OpOperand *input : linalgOp.getDpsInputOperands())
     if (isa<MemRefType>(input->get().getType()))
-      e.reads.push_back(rootOf(input->get()));
+      e.reads.push_back(viewSource(input->get()));
   for (OpOperand &init : linalgOp.getDpsInitsMutable())
-    e.writes.push_back(rootOf(init.get()));
+    e.writes.push_back(viewSource(init.get()));
   bool known = true;
   op->walk([&](Operation *inner) {
     if (inner == op)
       return;
     if (auto load = dyn_cast<memref::LoadOp>(inner))
-      e.reads.push_back(rootOf(load.getMemRef()));
+      e.reads.push_back(viewSource(load.getMemRef()));
     else if (!isMemoryEffectFree(inner))
       known = false;
   });
@@ -244,7 +233,7 @@ struct Group {
         return false;
     llvm::MapVector<Value, Seen> next = seen;
     for (const BufferUse &use : m.uses) {
-      Value root = rootOf(use.buffer);
+      Value root = viewSource(use.buffer);
       auto [it, inserted] = next.insert({root, {use.access, use.buffer}});
       if (!inserted &&
           (it->second.access != use.access || it->second.through != use.buffer))
@@ -718,7 +707,7 @@ RowKernelBuilder::planColumnSums() {
       if (inner.getNumRegions() != 0 || !isMemoryEffectFree(&inner))
         return std::nullopt;
     for (OpOperand &init : generic.getDpsInitsMutable())
-      if (g.seen.count(rootOf(init.get())))
+      if (g.seen.count(viewSource(init.get())))
         return std::nullopt;
     // Its inputs: the run's elements (rows, then columns), per-row values
     // (rows) or per-column values the run does not write (columns), each
@@ -746,7 +735,7 @@ RowKernelBuilder::planColumnSums() {
         access = Access::Other;
       else
         return std::nullopt;
-      auto it = g.seen.find(rootOf(input->get()));
+      auto it = g.seen.find(viewSource(input->get()));
       if (it != g.seen.end() && it->second.written &&
           (access != it->second.access || it->second.through != input->get()))
         return std::nullopt;
