@@ -7,7 +7,8 @@
 // The ops at the two ends of the model, where integer ids meet floats:
 // - embedding: a parallel generic over the result whose body reads the
 //   table row of its id (tensor.extract); with an offset, ids outside the
-//   block give 0;
+//   block give 0; ids that count positions (gptc.iota) read the table's
+//   first rows as a broadcast;
 // - embedding_grad: the scatter-add as a reduction over the positions
 //   (result[v, c] = sum_i [ids[i] == v] grad[i, c]), a reference
 //   formulation (V times the work of a scatter, which the runtime does);
@@ -51,6 +52,8 @@ static Value scalarOf(OpBuilder &b, Location loc, Value t) {
 namespace {
 struct EmbeddingToLinalg final : OpRewritePattern<EmbeddingOp> {
   using OpRewritePattern::OpRewritePattern;
+  LogicalResult broadcastPositions(EmbeddingOp op,
+                                   PatternRewriter &rewriter) const;
   LogicalResult matchAndRewrite(EmbeddingOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
@@ -58,6 +61,8 @@ struct EmbeddingToLinalg final : OpRewritePattern<EmbeddingOp> {
     auto type = cast<RankedTensorType>(op.getType());
     auto table = cast<RankedTensorType>(op.getTable().getType());
     int64_t rank = type.getRank();
+    if (succeeded(broadcastPositions(op, rewriter)))
+      return success();
     Value offset;
     if (op.getOffset())
       offset = toI64(rewriter, loc, scalarOf(rewriter, loc, op.getOffset()));
@@ -100,6 +105,49 @@ struct EmbeddingToLinalg final : OpRewritePattern<EmbeddingOp> {
     return success();
   }
 };
+
+/// Without an offset, ids that count along a dimension d (gptc.iota, the
+/// positions) read table row i_d: the table's first rows broadcast over
+/// the other dimensions, an affine read instead of a gather (so that a
+/// consumer fused with it still has an operand that spans the columns).
+LogicalResult
+EmbeddingToLinalg::broadcastPositions(EmbeddingOp op,
+                                      PatternRewriter &rewriter) const {
+  auto iota = op.getIds().getDefiningOp<IotaOp>();
+  auto type = cast<RankedTensorType>(op.getType());
+  auto table = cast<RankedTensorType>(op.getTable().getType());
+  if (!iota || op.getOffset() || !type.hasStaticShape() ||
+      !table.hasStaticShape())
+    return failure();
+  int64_t rank = type.getRank();
+  int64_t dim = static_cast<int64_t>(iota.getDimension());
+  int64_t positions = type.getDimSize(dim);
+  if (positions > table.getDimSize(0))
+    return failure();
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op.getContext();
+  Value rows = op.getTable();
+  if (positions < table.getDimSize(0)) {
+    SmallVector<OpFoldResult> offsets(2, rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes{rewriter.getIndexAttr(positions),
+                                    rewriter.getIndexAttr(table.getDimSize(1))};
+    SmallVector<OpFoldResult> strides(2, rewriter.getIndexAttr(1));
+    rows = tensor::ExtractSliceOp::create(rewriter, loc, rows, offsets, sizes,
+                                          strides);
+  }
+  AffineMap read = AffineMap::get(
+      rank, 0, {getAffineDimExpr(dim, ctx), getAffineDimExpr(rank - 1, ctx)},
+      ctx);
+  Value out =
+      emptyTensor(rewriter, loc, type.getShape(), type.getElementType());
+  auto generic = buildGeneric(rewriter, loc, {rows}, {read}, {out},
+                              {rewriter.getMultiDimIdentityMap(rank)}, rank, {},
+                              [&](OpBuilder &b, Location l, ValueRange args) {
+                                linalg::YieldOp::create(b, l, args[0]);
+                              });
+  rewriter.replaceOp(op, generic.getResults());
+  return success();
+}
 
 /// Loops (v, c, i...): result[v, c] += [ids[i...] == v + offset] grad[i..., c].
 struct EmbeddingGradToLinalg final : OpRewritePattern<EmbeddingGradOp> {

@@ -187,13 +187,47 @@ struct GptcGpuMapKernelPass final
     phase([](Operation &op) { return isa<memref::StoreOp>(op); });
   }
 
+  /// The longest scalar computation the nests after it recompute in each
+  /// thread rather than load from a temporary.
+  static constexpr int64_t kRecomputedScalarOps = 16;
+
+  /// Whether a scalar of `type` can go through a 0-d temporary.
+  static bool isStorableScalar(Type type) {
+    return isa<FloatType>(type) ||
+           (isa<IntegerType>(type) && type.getIntOrFloatBitWidth() >= 8);
+  }
+
+  /// How many of `candidates` a thread recomputes for `op`'s value: `op`
+  /// and what it uses among them, each once (up to one past the limit).
+  static int64_t
+  recomputedOps(Operation *op,
+                const llvm::SmallPtrSetImpl<Operation *> &candidates) {
+    llvm::SmallPtrSet<Operation *, 32> seen;
+    SmallVector<Operation *> work{op};
+    while (!work.empty() &&
+           static_cast<int64_t>(seen.size()) <= kRecomputedScalarOps) {
+      Operation *at = work.pop_back_val();
+      if (!seen.insert(at).second)
+        continue;
+      for (Value operand : at->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && candidates.contains(def))
+          work.push_back(def);
+    }
+    return seen.size();
+  }
+
   /// Scalar code between the loop nests (a loaded scalar, the arithmetic
   /// on it, a store to a scalar) is placed where the GPU can run it:
   /// allocations first; then, last to first, each load or side-effect-free
   /// op is cloned into the later loop nests that use it (every thread
   /// recomputes the scalar) and moves down to its first use at the top, if
-  /// any; a load only where nothing on the way writes its buffer. What is
-  /// left forms runs that one thread executes.
+  /// any; a load only where nothing on the way writes its buffer. A value
+  /// whose computation is longer than kRecomputedScalarOps is not
+  /// recomputed: one thread stores it to a scalar temporary that the
+  /// nests load (the gradient norm's clipping scale, a sum over every
+  /// tensor's partial, read by each tensor's update). What is left forms
+  /// runs that one thread executes.
   static void placeScalarCode(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(block))
       if (isa<memref::AllocOp>(op) && op.getNumOperands() == 0)
@@ -205,10 +239,29 @@ struct GptcGpuMapKernelPass final
           !op.hasTrait<OpTrait::ConstantLike>())
         candidates.push_back(&op);
     }
+    llvm::SmallPtrSet<Operation *, 32> isCandidate(candidates.begin(),
+                                                   candidates.end());
     for (Operation *op : llvm::reverse(candidates)) {
       Value result = op->getResult(0);
       if (result.use_empty())
         continue;
+      bool usedInNest = llvm::any_of(result.getUsers(), [&](Operation *user) {
+        return block.findAncestorOpInBlock(*user) != user;
+      });
+      if (usedInNest && isStorableScalar(result.getType()) &&
+          recomputedOps(op, isCandidate) > kRecomputedScalarOps) {
+        OpBuilder top(&block.front());
+        Value slot = memref::AllocOp::create(
+            top, op->getLoc(), MemRefType::get({}, result.getType()));
+        // Every later use loads it: one in a nest as each thread's copy,
+        // one at the top in the run it is part of.
+        for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+          OpBuilder b(use.getOwner());
+          use.set(memref::LoadOp::create(b, op->getLoc(), slot));
+        }
+        OpBuilder after(op->getBlock(), std::next(op->getIterator()));
+        memref::StoreOp::create(after, op->getLoc(), result, slot);
+      }
       // Nothing between a load and where its value is used may write the
       // buffer it reads.
       if (auto load = dyn_cast<memref::LoadOp>(op)) {
@@ -224,17 +277,27 @@ struct GptcGpuMapKernelPass final
           continue;
       }
       // Uses inside later nests read a copy computed by each thread; the
-      // op itself moves down to its first use at the top, if any.
+      // op itself moves down to its first use at the top, if any, and a
+      // later use at the top reads a copy made there (a launch may lie
+      // between the two).
       Operation *firstTop = nullptr;
+      SmallVector<OpOperand *> topUses;
       for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
         Operation *top = block.findAncestorOpInBlock(*use.getOwner());
         if (top != use.getOwner()) {
           OpBuilder b(use.getOwner());
           use.set(b.clone(*op)->getResult(0));
-        } else if (!firstTop || top->isBeforeInBlock(firstTop)) {
-          firstTop = top;
+          continue;
         }
+        topUses.push_back(&use);
+        if (!firstTop || top->isBeforeInBlock(firstTop))
+          firstTop = top;
       }
+      for (OpOperand *use : topUses)
+        if (use->getOwner() != firstTop) {
+          OpBuilder b(use->getOwner());
+          use->set(b.clone(*op)->getResult(0));
+        }
       if (firstTop)
         op->moveBefore(firstTop);
       else

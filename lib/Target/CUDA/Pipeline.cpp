@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
@@ -71,6 +72,9 @@ void mlir::gptc::buildGpuMappingStage(
   reductions.rowRegisters = options.rowRegisters;
   loops.addPass(createGptcGpuMapReductionsPass(reductions));
   loops.addPass(createConvertLinalgToParallelLoopsPass());
+  // A view a kernel reads (the position table's first rows) folds into
+  // the loads' indices: launches take whole buffers.
+  loops.addPass(memref::createFoldMemRefAliasOpsPass());
   GptcGpuMapKernelPassOptions mapping;
   mapping.blockSize = options.blockSize;
   mapping.elementsPerThread = options.elementsPerThread;

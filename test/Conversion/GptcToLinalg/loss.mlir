@@ -1,4 +1,5 @@
 // RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(convert-gptc-to-linalg{full=1}))' | FileCheck %s
+// RUN: gptc-opt %s --split-input-file -p 'builtin.module(func.func(convert-gptc-to-linalg{full=1}))' --mlir-print-local-scope | FileCheck %s --check-prefix=LOCAL
 
 // embedding: a parallel generic over the result reading the id's row of
 // the table; with an offset, ids outside the block give 0.
@@ -12,6 +13,29 @@
 func.func @embedding(%ids: tensor<2x3xi32>, %table: tensor<6x5xf32>, %off: tensor<i32>) -> tensor<2x3x5xf32> {
   %e = gptc.embedding %ids, %table offset %off : tensor<2x3xi32>, tensor<6x5xf32> -> tensor<2x3x5xf32>
   return %e : tensor<2x3x5xf32>
+}
+
+// -----
+
+// The positions (ids counting along dimension 1, gptc.iota) read the
+// table's first 3 of 6 rows as a broadcast over dimension 0: an affine
+// read, no gather. With as many rows as positions, the whole table.
+// CHECK-LABEL: func.func @embedding_positions
+//  CHECK-SAME: (%[[T:.*]]: tensor<6x5xf32>, %[[W:.*]]: tensor<3x5xf32>)
+//       CHECK: %[[S:.*]] = tensor.extract_slice %[[T]][0, 0] [3, 5] [1, 1]
+//       CHECK: linalg.generic {{.*}} ins(%[[S]] : tensor<3x5xf32>)
+//  CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+//  CHECK-NEXT:   linalg.yield %[[IN]]
+//       CHECK: linalg.generic {{.*}} ins(%[[W]] : tensor<3x5xf32>)
+//   CHECK-NOT: tensor.extract %
+//   CHECK-NOT: linalg.index
+// LOCAL-LABEL: func.func @embedding_positions
+// LOCAL-COUNT-2: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
+func.func @embedding_positions(%table: tensor<6x5xf32>, %whole: tensor<3x5xf32>) -> (tensor<2x3x5xf32>, tensor<2x3x5xf32>) {
+  %p = gptc.iota dim 1 : tensor<2x3xi32>
+  %e = gptc.embedding %p, %table : tensor<2x3xi32>, tensor<6x5xf32> -> tensor<2x3x5xf32>
+  %w = gptc.embedding %p, %whole : tensor<2x3xi32>, tensor<3x5xf32> -> tensor<2x3x5xf32>
+  return %e, %w : tensor<2x3x5xf32>, tensor<2x3x5xf32>
 }
 
 // -----

@@ -64,3 +64,40 @@ func.func @accumulate(%x: tensor<4x8xf32>) -> tensor<2x8xf32> {
   }
   return %r : tensor<2x8xf32>
 }
+
+// -----
+
+// An op with producers in two kernels merges them into the one it joins
+// (the kernel placed at the op): the two casts and the sum are one
+// kernel, the casts' values never leave it.
+// CHECK-LABEL: func.func @merge_producers
+//  CHECK-SAME: (%[[A:.*]]: tensor<8x64xbf16>, %[[B:.*]]: tensor<8x64xbf16>)
+//       CHECK: %[[K:.*]] = gptc.kernel "merge_producers_k0_cast_cast_add"(%[[A]], %[[B]])
+//       CHECK:   %[[X:.*]] = gptc.cast
+//       CHECK:   %[[Y:.*]] = gptc.cast
+//       CHECK:   %[[S:.*]] = gptc.add %[[X]], %[[Y]]
+//       CHECK:   gptc.yield %[[S]]
+//   CHECK-NOT: gptc.kernel
+//       CHECK: return %[[K]]
+func.func @merge_producers(%a: tensor<8x64xbf16>, %b: tensor<8x64xbf16>) -> tensor<8x64xf32> {
+  %x = gptc.cast %a : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %y = gptc.cast %b : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %s = gptc.add %x, %y : tensor<8x64xf32>
+  return %s : tensor<8x64xf32>
+}
+
+// -----
+
+// A producer kernel whose value is used before the op stays a kernel of
+// its own: placed at the op, the merged kernel would follow that use.
+// CHECK-LABEL: func.func @merge_blocked
+//       CHECK: %[[X:.*]] = gptc.kernel "merge_blocked_k0_cast"
+//       CHECK: %[[L:.*]] = gptc.linear %[[X]]
+//       CHECK: gptc.kernel "merge_blocked_k1_cast_add"(%{{.*}}, %[[X]])
+func.func @merge_blocked(%a: tensor<8x64xbf16>, %b: tensor<8x64xbf16>, %w: tensor<64x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  %x = gptc.cast %a : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %y = gptc.cast %b : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %l = gptc.linear %x, %w : tensor<8x64xf32>, tensor<64x64xf32> -> tensor<8x64xf32>
+  %s = gptc.add %y, %x : tensor<8x64xf32>
+  return %s, %l : tensor<8x64xf32>, tensor<8x64xf32>
+}

@@ -119,3 +119,107 @@ func.func @scalar(%a: memref<16xf32>, %out: memref<16xf32>) {
   }
   return
 }
+
+// -----
+
+// A scalar computation of more than 16 ops (a sum of 16 loaded partials,
+// as the gradient norm's) is not recomputed by every thread of the nests
+// that read it: one thread stores it to a new scalar temporary, each nest
+// loads it. A short one (the partials' first sum, used by the second nest)
+// is recomputed there. A use at the top after a nest reads the temporary
+// too, in the run of one thread it belongs to.
+// CHECK-LABEL: func.func @long_scalar
+//       CHECK: %[[SLOT:.*]] = memref.alloc() : memref<f32>
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK:     scf.if
+//   CHECK-COUNT-16: memref.load %arg0[%c
+//       CHECK:       math.sqrt
+//       CHECK:       memref.store %{{.*}}, %[[SLOT]][]
+//       CHECK: processor = block_x
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK:     scf.if
+//   CHECK-NOT:       memref.load %arg0[%c
+//       CHECK:       %[[L:.*]] = memref.load %[[SLOT]][]
+//       CHECK:       arith.mulf %{{.*}}, %[[L]]
+//       CHECK: processor = block_x
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK:     scf.if
+//   CHECK-COUNT-2: memref.load %arg0[%c
+//       CHECK:       arith.addf
+//   CHECK-NOT:       memref.load %[[SLOT]]
+//       CHECK: processor = block_x
+//       CHECK: scf.parallel
+//       CHECK:   scf.parallel
+//       CHECK:     scf.if
+//       CHECK:       %[[E:.*]] = memref.load %[[SLOT]][]
+//       CHECK:       memref.store %[[E]], %arg2[]
+func.func @long_scalar(%p: memref<16xf32>, %out: memref<16xf32>, %last: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %x0 = memref.load %p[%c0] : memref<16xf32>
+  %x1 = memref.load %p[%c1] : memref<16xf32>
+  %short = arith.addf %x0, %x1 : f32
+  %sum1 = arith.addf %short, %zero : f32
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %c5 = arith.constant 5 : index
+  %c6 = arith.constant 6 : index
+  %c7 = arith.constant 7 : index
+  %c8 = arith.constant 8 : index
+  %c9 = arith.constant 9 : index
+  %c10 = arith.constant 10 : index
+  %c11 = arith.constant 11 : index
+  %c12 = arith.constant 12 : index
+  %c13 = arith.constant 13 : index
+  %c14 = arith.constant 14 : index
+  %c15 = arith.constant 15 : index
+  %x2 = memref.load %p[%c2] : memref<16xf32>
+  %s2 = arith.addf %sum1, %x2 : f32
+  %x3 = memref.load %p[%c3] : memref<16xf32>
+  %s3 = arith.addf %s2, %x3 : f32
+  %x4 = memref.load %p[%c4] : memref<16xf32>
+  %s4 = arith.addf %s3, %x4 : f32
+  %x5 = memref.load %p[%c5] : memref<16xf32>
+  %s5 = arith.addf %s4, %x5 : f32
+  %x6 = memref.load %p[%c6] : memref<16xf32>
+  %s6 = arith.addf %s5, %x6 : f32
+  %x7 = memref.load %p[%c7] : memref<16xf32>
+  %s7 = arith.addf %s6, %x7 : f32
+  %x8 = memref.load %p[%c8] : memref<16xf32>
+  %s8 = arith.addf %s7, %x8 : f32
+  %x9 = memref.load %p[%c9] : memref<16xf32>
+  %s9 = arith.addf %s8, %x9 : f32
+  %x10 = memref.load %p[%c10] : memref<16xf32>
+  %s10 = arith.addf %s9, %x10 : f32
+  %x11 = memref.load %p[%c11] : memref<16xf32>
+  %s11 = arith.addf %s10, %x11 : f32
+  %x12 = memref.load %p[%c12] : memref<16xf32>
+  %s12 = arith.addf %s11, %x12 : f32
+  %x13 = memref.load %p[%c13] : memref<16xf32>
+  %s13 = arith.addf %s12, %x13 : f32
+  %x14 = memref.load %p[%c14] : memref<16xf32>
+  %s14 = arith.addf %s13, %x14 : f32
+  %x15 = memref.load %p[%c15] : memref<16xf32>
+  %s15 = arith.addf %s14, %x15 : f32
+  %norm = math.sqrt %s15 : f32
+  scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+    %x = memref.load %p[%i] : memref<16xf32>
+    %y = arith.mulf %x, %norm : f32
+    memref.store %y, %out[%i] : memref<16xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+    %y = memref.load %out[%i] : memref<16xf32>
+    %z = arith.addf %y, %short : f32
+    memref.store %z, %out[%i] : memref<16xf32>
+    scf.reduce
+  }
+  memref.store %norm, %last[] : memref<f32>
+  return
+}

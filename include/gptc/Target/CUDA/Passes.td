@@ -195,11 +195,16 @@ def GptcGpuMapKernelPass
     Allocations at the top of the function (values passed from one loop
     nest to the next) and launches `gptc-gpu-map-reductions` built stay:
     each allocation becomes a device temporary the launch sequence passes
-    between kernels. A store to a scalar or a loop nest with no parallel
-    dimension (a reduction to a scalar of a form the warp and block
-    reductions do not take) runs in one thread of one block: correct, and
-    slow for a large reduction. Anything else at the top that touches
-    memory has no GPU mapping and is an error.
+    between kernels. Scalar code at the top (a loaded scalar, the
+    arithmetic on it) that a later nest reads is recomputed by each of
+    its threads when it is at most 16 ops (the learning rate); a longer
+    one (the clipping scale: a sum over every tensor's partial of the
+    gradient norm, then its square root) is stored once to a new scalar
+    temporary that the nests load. A store to a scalar or a loop nest
+    with no parallel dimension (a reduction to a scalar of a form the
+    warp and block reductions do not take) runs in one thread of one
+    block: correct, and slow for a large reduction. Anything else at the
+    top that touches memory has no GPU mapping and is an error.
 
     ```mlir
     scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c64) step (%c1, %c1) {...}

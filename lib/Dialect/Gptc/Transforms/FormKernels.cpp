@@ -8,7 +8,8 @@
 // XLA and IREE start out: an op with a lowering joins the kernel of one of
 // its producers when the kernel, placed where the op is, still precedes
 // every outside use of the values it defines; otherwise it starts a
-// kernel of its own.
+// kernel of its own. The kernels of its other producers merge into that
+// one under the same condition.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +54,39 @@ static bool canAppend(ArrayRef<Operation *> group, Operation *next) {
           return false;
       }
   return true;
+}
+
+/// Bytes of a statically shaped tensor value (0 for anything else).
+static int64_t bytesOf(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return 0;
+  return type.getNumElements() *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+/// Whether moving `group` to `op` (merged into the op's kernel) holds no
+/// more bytes alive until the op: the group's inputs from outside, which
+/// the op does not read itself, against the group's values the op reads.
+static bool shrinksLiveBytes(ArrayRef<Operation *> group, Operation *op) {
+  llvm::SmallPtrSet<Operation *, 8> members(group.begin(), group.end());
+  llvm::SmallPtrSet<Value, 8> inputs, read;
+  int64_t kept = 0, freed = 0;
+  for (Operation *member : group)
+    for (Value operand : member->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if ((def && members.contains(def)) ||
+          llvm::is_contained(op->getOperands(), operand))
+        continue;
+      if (inputs.insert(operand).second)
+        kept += bytesOf(operand);
+    }
+  for (Value operand : op->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (def && members.contains(def) && read.insert(operand).second)
+      freed += bytesOf(operand);
+  }
+  return kept <= freed;
 }
 
 /// Short name of a gptc op for kernel names: "gelu_grad" for gptc.gelu_grad.
@@ -110,8 +144,6 @@ static void buildKernel(ArrayRef<Operation *> group, StringRef name) {
     op->erase();
 }
 
-/// Forms the kernels of one block (not of nested regions); `counter`
-/// numbers them across the function.
 /// Whether the CUDA target generates `op`'s code: every op with a linalg
 /// lowering on static shapes, except those a library or the runtime does
 /// better (GEMMs: cuBLASLt; attention: cuDNN or a flash kernel; the
@@ -133,6 +165,8 @@ static bool hasGpuLowering(Operation *op) {
          llvm::all_of(op->getResultTypes(), isStatic);
 }
 
+/// Forms the kernels of one block (not of nested regions); `counter`
+/// numbers them across the function.
 static void formKernels(Block &block, StringRef prefix, int64_t &counter,
                         bool gpu) {
   // 1. Group, in program order.
@@ -154,11 +188,39 @@ static void formKernels(Block &block, StringRef prefix, int64_t &counter,
       chosen = groups.size();
       groups.emplace_back();
     }
+    // The kernels of the op's other producers join too where the merged
+    // kernel, placed at the op, still precedes every outside use of their
+    // values: the op then reads them in registers, not from memory (a sum
+    // of three casts, the casts of gradients into the optimizer's update).
+    // Only where that holds fewer bytes alive: a kernel that moves to the
+    // op keeps its inputs alive until there, in place of the values the op
+    // reads (a cast from 16 bits, yes; a column sum of a large gradient,
+    // no).
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      auto it = def ? groupOf.find(def) : groupOf.end();
+      if (it == groupOf.end() || it->second == chosen)
+        continue;
+      SmallVector<Operation *> merged(groups[chosen]);
+      llvm::append_range(merged, groups[it->second]);
+      if (!canAppend(merged, &op) || !shrinksLiveBytes(groups[it->second], &op))
+        continue;
+      llvm::sort(merged, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+      int64_t absorbed = it->second;
+      for (Operation *member : groups[absorbed])
+        groupOf[member] = chosen;
+      groups[absorbed].clear();
+      groups[chosen] = std::move(merged);
+    }
     groups[chosen].push_back(&op);
     groupOf[&op] = chosen;
   }
   // 2. One kernel per group.
   for (SmallVector<Operation *> &group : groups) {
+    if (group.empty())
+      continue;
     std::string name = (prefix + "_k" + Twine(counter++)).str();
     for (Operation *op : ArrayRef(group).take_front(3))
       name += "_" + shortName(op).str();

@@ -179,6 +179,54 @@ def cases():
         f"%n = gptc.global_norm %a0, %a1 : {ty(bw.shape)}, {ty(gb.shape)}",
         "return %n : tensor<f32>"], [bw, gb],
         [np.sqrt((bw.astype(np.float64) ** 2).sum() + (gb.astype(np.float64) ** 2).sum())]))
+    # AdamW updates of two parameters scaled by the clipping scale of ten
+    # gradients' norm: the scale is longer than a thread recomputes (the
+    # norm's 10 loads and sums, its square root, the scale), so one thread
+    # stores it to a temporary the two update nests load.
+    grads = [f(6, 7) for _ in range(10)]
+    norm = np.sqrt(sum((gr.astype(np.float64) ** 2).sum() for gr in grads))
+    scale = min(1.0, 1.0 / (norm + 1e-6))
+    params = [f(6, 7), f(6, 7)]
+    moms = [f(6, 7), f(6, 7)]
+    vels = [np.abs(f(6, 7)), np.abs(f(6, 7))]
+    lr, step = np.array(1e-3, np.float32), np.array(4, np.int32)
+    t = 5
+    updates = []
+    for pp, gg, mm, vv in zip(params, [grads[0], grads[9]], moms, vels):
+        g64 = gg.astype(np.float64) * scale
+        m1 = 0.9 * mm + 0.1 * g64
+        v1 = 0.95 * vv + 0.05 * g64 * g64
+        p1 = pp * (1 - 1e-3 * 0.1) - 1e-3 * (m1 / (1 - 0.9 ** t)) / (
+            np.sqrt(v1 / (1 - 0.95 ** t)) + 1e-8)
+        updates += [p1, m1, v1]
+    gtys = ", ".join(ty(gr.shape) for gr in grads)
+    names = ", ".join(f"%a{i}" for i in range(10))
+    t67 = ty((6, 7))
+    out.append(("clip_update", [
+        f"%n = gptc.global_norm {names} : {gtys}",
+        "%s = gptc.clip_scale %n max 1.0",
+        f"%p0, %m0, %v0 = gptc.adamw %a10, %a0, %a12, %a14 lr %a16 step %a17 scale %s beta1 0.9 beta2 0.95 eps 1.0e-08 decay 0.1 : {t67}",
+        f"%p9, %m9, %v9 = gptc.adamw %a11, %a9, %a13, %a15 lr %a16 step %a17 scale %s beta1 0.9 beta2 0.95 eps 1.0e-08 decay 0.1 : {t67}",
+        f"return %p0, %m0, %v0, %p9, %m9, %v9 : " + ", ".join([t67] * 6)],
+        grads + params + moms + vels + [lr, step], updates))
+    # Token and position embeddings, their sum and the layer norm after it
+    # (GPT-2's first kernel): the positions (gptc.iota) read the first 16
+    # of 20 rows of their table as a broadcast, so the sum fuses into the
+    # row kernel.
+    ids = rng.integers(0, 50, (4, 16)).astype(np.int32)
+    wte, wpe, eg, eb = f(50, 32), f(20, 32), f(32), f(32)
+    ex = wte.astype(np.float64)[ids] + wpe.astype(np.float64)[None, :16]
+    em = ex.mean(-1, keepdims=True)
+    ev = ((ex - em) ** 2).mean(-1, keepdims=True)
+    out.append(("embed_positions", [
+        f"%e = gptc.embedding %a0, %a1 : {tyx(ids)}, {ty(wte.shape)} -> {ty(ex.shape)}",
+        f"%p = gptc.iota dim 1 : {tyx(ids)}",
+        f"%q = gptc.embedding %p, %a2 : {tyx(ids)}, {ty(wpe.shape)} -> {ty(ex.shape)}",
+        f"%x = gptc.add %e, %q : {ty(ex.shape)}",
+        f"%y = gptc.layer_norm %x, %a3, %a4 eps 1.0e-05 : {ty(ex.shape)}, {ty(eg.shape)}, {ty(eb.shape)} -> {ty(ex.shape)}",
+        f"return %x, %y : {ty(ex.shape)}, {ty(ex.shape)}"],
+        [ids, wte, wpe, eg, eb],
+        [ex, (ex - em) / np.sqrt(ev + 1e-5) * eg + eb]))
     # Large elementwise nests (with the test's coarsen-min-elements=4096):
     # 4 iterations a thread, 8 x 64 x 48 = 24 blocks' worth, two results
     # (two launches) whose strides are 2 of dimension 0's slices, and

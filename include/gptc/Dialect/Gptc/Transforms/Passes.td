@@ -639,7 +639,11 @@ def GptcFormKernelsPass
     `gptc.kernel`; an op joins the kernel of one of its producers when
     that keeps the program acyclic (every use of the kernel's values
     outside it comes after the op), so producer-consumer chains become one
-    kernel whose intermediate values never reach memory. Kernels are
+    kernel whose intermediate values never reach memory. The kernels of
+    its other producers merge into that one under the same condition,
+    where the move holds no more bytes alive until the op (their inputs
+    against their values the op reads: a sum of casts from bf16 merges, a
+    column sum of a large gradient does not). Kernels are
     named `<function>_k<N>_<ops>`; blocks of `gptc.accumulate` regions
     are grouped as well. GEMMs, attention, the row reductions, the
     optimizer and collectives stay library calls of the runtime.
