@@ -24,6 +24,7 @@
 #include "Reductions.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -431,7 +432,20 @@ private:
     Member *m = nullptr;
     DenseMap<OpOperand *, Value> rowArgs;
     SmallVector<Value> inits;
+    /// Online softmax: the operands that read a maximum the open loop is
+    /// still computing (each lane's running one: that partial's index),
+    /// and per output the partial of the maximum its sum of exponentials
+    /// is shifted by (-1: none) with that maximum's buffer.
+    DenseMap<OpOperand *, int64_t> runningMax;
+    SmallVector<int64_t> rescaledBy;
+    SmallVector<Value> rescaledMax;
   };
+  /// How `m`, a sum that reads maxima the open loop is still computing,
+  /// can join it as an online softmax: each such maximum used only as
+  /// `exp(x - max)` summed into an output. None if not.
+  std::optional<Open> planOnline(Member &m);
+  /// exp(from - to), 1 where they are equal (both -inf before any column).
+  Value rescale(Value from, Value to);
   SmallVector<Open, 4> open;
   /// The deferred ops the nest computes as column sums.
   llvm::SmallPtrSet<Operation *, 4> columnSumOps;
@@ -439,9 +453,16 @@ private:
 
 void RowKernelBuilder::add(Member &m) {
   // A per-row value a reduction of the open loop has not finished, read or
-  // overwritten, ends the loop.
+  // overwritten, ends the loop; except a maximum that a sum only shifts
+  // its exponentials by (the softmax's denominator after its maximum):
+  // the sum joins the loop and rescales as each lane's maximum grows.
+  std::optional<Open> online;
+  if (m.kind == Kind::Reduce && llvm::any_of(m.uses, [&](const BufferUse &use) {
+        return use.access == Access::Row && pending.contains(use.buffer);
+      }))
+    online = planOnline(m);
   for (const BufferUse &use : m.uses)
-    if (use.access == Access::Row && pending.contains(use.buffer)) {
+    if (!online && use.access == Access::Row && pending.contains(use.buffer)) {
       flush();
       break;
     }
@@ -473,12 +494,12 @@ void RowKernelBuilder::add(Member &m) {
   case Kind::ElementFill:
   case Kind::Elementwise:
   case Kind::Reduce: {
-    Open o;
+    Open o = online ? std::move(*online) : Open();
     o.m = &m;
     auto op = dyn_cast<linalg::GenericOp>(m.op);
     for (OpOperand *input :
          op ? op.getDpsInputOperands() : SmallVector<OpOperand *>{}) {
-      if (!isa<MemRefType>(input->get().getType()))
+      if (!isa<MemRefType>(input->get().getType()) || o.runningMax.count(input))
         continue;
       AffineMap map = op.getMatchingIndexingMap(input);
       if (accessOf(map, g.rows.size()) == Access::Row) {
@@ -599,7 +620,8 @@ void RowKernelBuilder::flush() {
         }
         for (OpOperand *input : op.getDpsInputOperands())
           if (isa<MemRefType>(input->get().getType()) &&
-              !o.rowArgs.count(input) && !written.contains(input->get()) &&
+              !o.rowArgs.count(input) && !o.runningMax.count(input) &&
+              !written.contains(input->get()) &&
               isArgUsed(op, *input, skip, results))
             preloaded[{input, u}] =
                 held ? heldValue(op, *input, u, columnIvs[u])
@@ -610,6 +632,9 @@ void RowKernelBuilder::flush() {
     for (int64_t u = 0; u < unroll; ++u) {
       ArrayRef<Value> ivs = columnIvs[u];
       unsigned next = 0;
+      // The partials before this column: a sum shifted by a running
+      // maximum rescales from that maximum's value here.
+      SmallVector<Value> before(partials);
       for (Open &o : open) {
         if (o.m->kind == Kind::ElementFill) {
           auto fill = cast<linalg::FillOp>(o.m->op);
@@ -627,6 +652,8 @@ void RowKernelBuilder::flush() {
         auto arg = [&](OpOperand &operand) -> Value {
           if (!isa<MemRefType>(operand.get().getType()))
             return operand.get();
+          if (auto it = o.runningMax.find(&operand); it != o.runningMax.end())
+            return partials[it->second];
           if (Value v = o.rowArgs.lookup(&operand))
             return v;
           if (Value v = preloaded.lookup({&operand, u}))
@@ -653,9 +680,16 @@ void RowKernelBuilder::flush() {
         }
         const Reduction &r = *o.m->reduction;
         IRMapping map = cloneBody(op, ivs, arg, r.combiners, r.values);
-        for (size_t i = 0; i < r.size(); ++i, ++next)
-          partials[next] = combine(b, r, i, partials[next],
-                                   map.lookupOrDefault(r.values[i]));
+        for (size_t i = 0; i < r.size(); ++i, ++next) {
+          Value sum = partials[next];
+          if (!o.rescaledBy.empty() && o.rescaledBy[i] >= 0) {
+            int64_t max = o.rescaledBy[i];
+            sum = arith::MulFOp::create(b, loc, sum,
+                                        rescale(before[max], partials[max]));
+          }
+          partials[next] =
+              combine(b, r, i, sum, map.lookupOrDefault(r.values[i]));
+        }
       }
     }
     if (loop && !hasYield)
@@ -674,6 +708,11 @@ void RowKernelBuilder::flush() {
     const Reduction &r = *o.m->reduction;
     for (size_t i = 0; i < r.size(); ++i, ++k) {
       Value total = totals[k];
+      // A lane's sum shifted by its own maximum, shifted by the row's.
+      if (!o.rescaledBy.empty() && o.rescaledBy[i] >= 0)
+        total = arith::MulFOp::create(
+            b, loc, total,
+            rescale(totals[o.rescaledBy[i]], current[o.rescaledMax[i]]));
       if (lanes > 1)
         total = gpu::SubgroupReduceOp::create(b, loc, total, r.kinds[i],
                                               /*uniform=*/true);
@@ -682,6 +721,78 @@ void RowKernelBuilder::flush() {
     }
   }
   open.clear();
+}
+
+Value RowKernelBuilder::rescale(Value from, Value to) {
+  Value same =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, from, to);
+  Value shifted = math::ExpOp::create(
+      b, loc, arith::SubFOp::create(b, loc, from, to).getResult());
+  Value one =
+      arith::ConstantOp::create(b, loc, b.getFloatAttr(from.getType(), 1.0));
+  return arith::SelectOp::create(b, loc, same, one, shifted);
+}
+
+std::optional<RowKernelBuilder::Open> RowKernelBuilder::planOnline(Member &m) {
+  auto op = cast<linalg::GenericOp>(m.op);
+  const Reduction &r = *m.reduction;
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (pending.contains(init.get()))
+      return std::nullopt;
+  Open plan;
+  plan.rescaledBy.assign(r.size(), -1);
+  plan.rescaledMax.assign(r.size(), Value());
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    Value buffer = input->get();
+    if (!pending.contains(buffer))
+      continue;
+    if (accessOf(op.getMatchingIndexingMap(input), g.rows.size()) !=
+        Access::Row)
+      return std::nullopt;
+    // The open reduction computing it: a maximum, and its partial.
+    int64_t partial = 0, found = -1;
+    Type maxType;
+    for (Open &o : open) {
+      if (o.m->kind != Kind::Reduce)
+        continue;
+      const Reduction &or_ = *o.m->reduction;
+      for (size_t i = 0; i < or_.size(); ++i, ++partial)
+        if (or_.output(i) == buffer &&
+            (or_.kinds[i] == gpu::AllReduceOperation::MAXIMUMF ||
+             or_.kinds[i] == gpu::AllReduceOperation::MAXNUMF)) {
+          found = partial;
+          maxType = or_.values[i].getType();
+        }
+    }
+    if (found < 0)
+      return std::nullopt;
+    // Used only as exp(x - max), each summed into an output of its own.
+    BlockArgument max = op.getMatchingBlockArgument(input);
+    if (max.getType() != maxType || !isa<FloatType>(maxType))
+      return std::nullopt;
+    for (Operation *sub : max.getUsers()) {
+      auto diff = dyn_cast<arith::SubFOp>(sub);
+      if (!diff || diff.getRhs() != max || diff.getLhs() == max)
+        return std::nullopt;
+      for (Operation *user : diff->getUsers()) {
+        auto exp = dyn_cast<math::ExpOp>(user);
+        if (!exp || !exp->hasOneUse())
+          return std::nullopt;
+        auto at = llvm::find(r.values, exp.getResult());
+        if (at == r.values.end())
+          return std::nullopt;
+        size_t i = at - r.values.begin();
+        if (r.kinds[i] != gpu::AllReduceOperation::ADD ||
+            r.combiners[i] != *exp->getUsers().begin() ||
+            exp.getType() != maxType || plan.rescaledBy[i] >= 0)
+          return std::nullopt;
+        plan.rescaledBy[i] = found;
+        plan.rescaledMax[i] = buffer;
+      }
+    }
+    plan.runningMax[input] = found;
+  }
+  return plan;
 }
 
 std::optional<SmallVector<RowKernelBuilder::ColumnSum>>

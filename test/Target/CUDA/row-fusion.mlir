@@ -297,6 +297,77 @@ func.func @loss_grad(%logits: memref<3x4x50xf32>, %labels: memref<3x4xi32>, %gra
 
 #el = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
+// Online softmax: the sum of exp(x - max) joins the loop of the maximum
+// it reads (each lane's running maximum; the sum rescaled by exp(old -
+// new) as it grows, 1 while they are equal), so the row is read twice,
+// not three times: the maximum and the sums (the picked logit's beside
+// them, not rescaled), then the output. After the loop each lane's sum is
+// rescaled to the row's maximum before the lanes' sums are added.
+// CHECK-LABEL: func.func @softmax_online
+//       CHECK: %[[P:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %c100{{.*}} step %c32{{.*}} iter_args(%[[M:.*]] = %{{.*}}, %[[S:.*]] = %{{.*}}, %[[X:.*]] = %{{.*}})
+//       CHECK:   %[[NEW:.*]] = arith.maximumf %[[M]], %{{.*}}
+//       CHECK:   %[[XD:.*]] = arith.subf %{{.*}}, %[[NEW]]
+//       CHECK:   %[[XE:.*]] = math.exp %[[XD]]
+//       CHECK:   %[[SAME:.*]] = arith.cmpf oeq, %[[M]], %[[NEW]]
+//       CHECK:   %[[D:.*]] = arith.subf %[[M]], %[[NEW]]
+//       CHECK:   %[[E:.*]] = math.exp %[[D]]
+//       CHECK:   %[[R:.*]] = arith.select %[[SAME]], %cst{{.*}}, %[[E]]
+//       CHECK:   %[[SR:.*]] = arith.mulf %[[S]], %[[R]]
+//       CHECK:   arith.addf %[[SR]], %[[XE]]
+//       CHECK:   arith.addf %[[X]], %{{.*}}
+//       CHECK:   scf.yield %[[NEW]]
+//       CHECK: %[[ROWMAX:.*]] = gpu.subgroup_reduce maximumf %[[P]]#0 uniform
+//       CHECK: %[[MAX:.*]] = arith.maximumf %{{.*}}, %[[ROWMAX]]
+//       CHECK: arith.cmpf oeq, %[[P]]#0, %[[MAX]]
+//       CHECK: arith.subf %[[P]]#0, %[[MAX]]
+//       CHECK: %[[LANE:.*]] = arith.mulf %[[P]]#1
+//       CHECK: gpu.subgroup_reduce add %[[LANE]] uniform
+//       CHECK: gpu.subgroup_reduce add %[[P]]#2 uniform
+//       CHECK: scf.for
+//       CHECK:   math.exp
+//       CHECK:   memref.store
+//   CHECK-NOT: scf.for
+// LOOP-LABEL: func.func @softmax_online
+// LOOP-COUNT-2: scf.for
+//   LOOP-NOT: scf.for
+func.func @softmax_online(%x: memref<6x100xf32>, %out: memref<6x100xf32>, %sx: memref<6xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %max = memref.alloc() : memref<6xf32>
+  linalg.fill ins(%ninf : f32) outs(%max : memref<6xf32>)
+  linalg.generic {indexing_maps = [#el, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<6x100xf32>) outs(%max : memref<6xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %acc, %in : f32
+    linalg.yield %r : f32
+  }
+  %sum = memref.alloc() : memref<6xf32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<6xf32>)
+  linalg.fill ins(%zero : f32) outs(%sx : memref<6xf32>)
+  linalg.generic {indexing_maps = [#el, #row, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %max : memref<6x100xf32>, memref<6xf32>) outs(%sum, %sx : memref<6xf32>, memref<6xf32>) {
+  ^bb0(%in: f32, %m: f32, %acc: f32, %acc2: f32):
+    %d = arith.subf %in, %m : f32
+    %e = math.exp %d : f32
+    %r = arith.addf %acc, %e : f32
+    %r2 = arith.addf %acc2, %in : f32
+    linalg.yield %r, %r2 : f32, f32
+  }
+  linalg.generic {indexing_maps = [#el, #row, #row, #el], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max, %sum : memref<6x100xf32>, memref<6xf32>, memref<6xf32>) outs(%out : memref<6x100xf32>) {
+  ^bb0(%in: f32, %m: f32, %s: f32, %o: f32):
+    %d = arith.subf %in, %m : f32
+    %e = math.exp %d : f32
+    %r = arith.divf %e, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+#el = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
 #tr = affine_map<(d0, d1) -> (d1, d0)>
 // A run ends where it would be wrong: the second sum reads the squares the
 // first op wrote transposed (another lane's, another row's elements), so

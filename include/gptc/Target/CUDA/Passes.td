@@ -56,7 +56,13 @@ def GptcGpuMapReductionsPass
     (`gptc-gpu-map-kernel` leaves it): its ops in order, consecutive
     column ops sharing one loop of lane `l` over columns `l, l + 32, ...`,
     a loop ending where an op needs a row value a reduction of the loop
-    computes (`gpu.subgroup_reduce` gives every lane the total). When
+    computes (`gpu.subgroup_reduce` gives every lane the total). A sum
+    that reads a maximum the loop computes only as `exp(x - max)` (the
+    softmax's and the loss's denominators) stays in the loop, an online
+    softmax: each lane sums against its running maximum, multiplying its
+    sum by `exp(old - new)` as the maximum grows, and by `exp(lane's -
+    row's)` before the lanes' sums are added, so the maximum and the sum
+    take one pass over the row, not two. When
     every lane has the same number of columns, a loop takes 4 of them an
     iteration (a constant trip count) and issues their loads of buffers the loop
     does not write before any of their arithmetic and stores, so that a
@@ -73,8 +79,9 @@ def GptcGpuMapReductionsPass
     phase's arithmetic), and an element the lane stored (a residual sum)
     reused rather than loaded again, so memory sees each input once. A
     wider row (a vocabulary row of logits, 100-200 KB) is read again in
-    each phase, from the SM's L1 or the L2 while it fits there, else from
-    memory, as separate launches would.
+    each phase (the loss: twice, the maximum with the sums of
+    exponentials, then its gradient), from the SM's L1 or the L2 while it
+    fits there, else from memory, as separate launches would.
 
     With the rows held in registers, the column reductions over the run's
     rows that would follow the nest (layer norm's weight and bias
