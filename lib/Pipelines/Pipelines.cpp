@@ -46,6 +46,7 @@ void mlir::gptc::buildTrainPipeline(OpPassManager &pm,
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(createCanonicalizerPass());
   func.addPass(createCSEPass());
+  func.addPass(createGptcHoistInvariantsPass());
   func.addPass(createGptcFuseOptimizerPass());
   if (options.gemmEpilogues)
     func.addPass(createGptcFuseGemmEpiloguesPass());

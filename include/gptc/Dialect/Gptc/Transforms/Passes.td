@@ -562,6 +562,39 @@ def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def GptcHoistInvariantsPass
+    : InterfacePass<"gptc-hoist-invariants", "mlir::FunctionOpInterface"> {
+  let summary = "Compute what every microbatch shares once, before the loop";
+  let description = [{
+    An op of a `gptc.accumulate` body (not of regions nested in it) that
+    reads only values defined outside the loop computes the same value in
+    every microbatch: mixed precision's casts of the parameters to 16
+    bits, their reshapes, ZeRO-3's casts of a rank's slices before their
+    gathers. Such an op moves before the `gptc.accumulate`, so that it
+    runs once a step instead of once a microbatch, when it is a gptc op
+    free of memory effects and regions whose result has no more elements
+    than its largest operand: a value that grows (a broadcast, the
+    positions' embedding of an iota) stays in the loop, where it is
+    cheaper to recompute than to keep. Its value then stays alive for the
+    whole loop (the step's buffers, not the microbatch's). Runs after
+    gptc-data-parallel, before kernels form.
+
+    ```mlir
+    %loss, %dw = gptc.accumulate %tokens microbatches 8 ... {
+    ^bb0(%t: tensor<8x64xi32>):
+      %w16 = gptc.cast %w : tensor<64x64xf32> -> tensor<64x64xbf16>
+      ...
+    }
+    // becomes
+    %w16 = gptc.cast %w : tensor<64x64xf32> -> tensor<64x64xbf16>
+    %loss, %dw = gptc.accumulate %tokens microbatches 8 ... {
+    ^bb0(%t: tensor<8x64xi32>):
+      ...
+    }
+    ```
+  }];
+}
+
 def GptcFuseOptimizerPass
     : InterfacePass<"gptc-fuse-optimizer", "mlir::FunctionOpInterface"> {
   let summary = "Merge the step's AdamW updates into one multi-tensor kernel";
