@@ -15,12 +15,9 @@
 using namespace mlir;
 using namespace mlir::gptc;
 
+/// A value's bytes, 0 for one of unknown size.
 static int64_t tensorBytes(Type type) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape())
-    return 0;
-  return t.getNumElements() *
-         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+  return std::max<int64_t>(0, getTensorBytes(type));
 }
 
 std::string mlir::gptc::describeLocation(Location loc) {

@@ -783,7 +783,6 @@ std::optional<RowKernelBuilder::Open> RowKernelBuilder::planOnline(Member &m) {
           return std::nullopt;
         size_t i = at - r.values.begin();
         if (r.kinds[i] != gpu::AllReduceOperation::ADD ||
-            r.combiners[i] != *exp->getUsers().begin() ||
             exp.getType() != maxType || plan.rescaledBy[i] >= 0)
           return std::nullopt;
         plan.rescaledBy[i] = found;

@@ -1393,3 +1393,11 @@ Value mlir::gptc::getCastSource(Operation *op) {
     return nullptr;
   return kernel->getOperand(0);
 }
+
+int64_t mlir::gptc::getTensorBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+    return -1;
+  return t.getNumElements() *
+         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+}

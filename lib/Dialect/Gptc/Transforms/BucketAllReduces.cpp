@@ -38,15 +38,6 @@ namespace mlir::gptc {
 using namespace mlir;
 using namespace mlir::gptc;
 
-/// Bytes of a static tensor type, or -1.
-static int64_t tensorBytes(Type type) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
-    return -1;
-  return t.getNumElements() *
-         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
-}
-
 /// What kind of bucket `op` may join: a sum all-reduce whose result is its
 /// operand's type, or an all-gather or sum reduce-scatter along dimension
 /// 0; each of a floating-point tensor of static shape. None otherwise.
@@ -54,7 +45,7 @@ enum class Kind { None, AllReduce, AllGather, ReduceScatter };
 
 static bool floatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType()) && tensorBytes(t) >= 0;
+  return t && isa<FloatType>(t.getElementType()) && getTensorBytes(t) >= 0;
 }
 
 static Kind kindOf(Operation *op) {
@@ -227,7 +218,7 @@ struct GptcBucketAllReducesPass final
     for (const Gather &g : gathers) {
       if (g.producer)
         producers[g.op] = g.producer;
-      int64_t bytes = tensorBytes(g.op->getResult(0).getType());
+      int64_t bytes = getTensorBytes(g.op->getResult(0).getType());
       int64_t last = static_cast<int64_t>(buckets.size()) - 1;
       while (last >= 0 && !buckets[last].sameKey(g.op, Kind::AllGather))
         --last;
@@ -300,8 +291,8 @@ struct GptcBucketAllReducesPass final
       if (kind == Kind::None || scheduled.contains(&op))
         continue;
       // The whole tensor's bytes (a gather's result, a scatter's operand).
-      int64_t bytes = std::max(tensorBytes(op.getOperand(0).getType()),
-                               tensorBytes(op.getResult(0).getType()));
+      int64_t bytes = std::max(getTensorBytes(op.getOperand(0).getType()),
+                               getTensorBytes(op.getResult(0).getType()));
       auto it = llvm::find_if(
           open, [&](const Bucket &b) { return b.sameKey(&op, kind); });
       if (it != open.end() && it->bytes + bytes > bucketBytes) {

@@ -56,13 +56,9 @@ static bool canAppend(ArrayRef<Operation *> group, Operation *next) {
   return true;
 }
 
-/// Bytes of a statically shaped tensor value (0 for anything else).
+/// A value's bytes, 0 for one of unknown size.
 static int64_t bytesOf(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
-    return 0;
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  return std::max<int64_t>(0, getTensorBytes(v.getType()));
 }
 
 /// Whether moving `group` to `op` (merged into the op's kernel) holds no

@@ -57,15 +57,6 @@ struct Interval {
 };
 } // namespace
 
-/// Bytes of a statically shaped tensor, or -1.
-static int64_t byteSize(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return -1;
-  int64_t bits = tensor.getElementType().getIntOrFloatBitWidth();
-  return tensor.getNumElements() * ((bits + 7) / 8);
-}
-
 static int64_t alignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 /// Plans the values defined by the ops of `body` (not those of nested
@@ -147,7 +138,7 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
       continue;
     }
     for (Value result : op.getResults()) {
-      int64_t bytes = byteSize(result.getType());
+      int64_t bytes = getTensorBytes(result.getType());
       if (bytes < 0) {
         op.emitOpError("has a result the buffer plan cannot size");
         return failure();

@@ -39,6 +39,10 @@ SmallVector<Block *> getStepBlocks(Operation *root);
 /// casts its one operand (how gptc-form-kernels leaves a lone cast); null
 /// otherwise.
 Value getCastSource(Operation *op);
+
+/// Bytes of a statically shaped tensor of integers or floats (elements
+/// rounded up to whole bytes), or -1 for any other type.
+int64_t getTensorBytes(Type type);
 } // namespace gptc
 } // namespace mlir
 
