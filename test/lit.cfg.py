@@ -65,6 +65,12 @@ runner_libs = [os.path.join(config.llvm_tools_dir, "..", "lib", name)
 if shutil.which("mlir-runner", path=config.llvm_tools_dir) and all(map(os.path.exists, runner_libs)):
     config.available_features.add("mlir-runner")
     config.substitutions.append(("%mlir_runner_libs", ",".join(runner_libs)))
+    # The CUDA emulation the generated GPU kernels run under on the CPU
+    # (unittests/NvvmEmulation.cpp, for gptc-gpu-emulate-on-host's output).
+    emulation = os.path.join(config.gptc_obj_root, "lib", "libGptcNvvmEmulation.so")
+    if os.path.exists(emulation):
+        config.available_features.add("nvvm-emulation")
+        config.substitutions.append(("%nvvm_emulation_lib", emulation))
 
 # Optional features. `cuda-device` only where a GPU answers; `nvcc` where the
 # CUDA compiler is installed (its output is compiled for sm_90 everywhere).

@@ -19,6 +19,8 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -45,7 +47,7 @@ enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
 
 struct Fiber {
   ucontext_t context;
-  std::unique_ptr<char[]> stack;
+  char *stack = nullptr; // the block's, kept across blocks
   uint3 index;
   unsigned lane = 0, warp = 0;
   State state = State::Runnable;
@@ -58,6 +60,8 @@ struct Block {
   uint3 blockIdx;
   dim3 blockDim, gridDim;
   std::vector<Fiber> fibers;
+  /// The fibers' stacks, kept from block to block of a launch.
+  std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<uint32_t> scratch; // 16 words per thread
   ucontext_t scheduler;
   const void *schedulerStack = nullptr;
@@ -86,6 +90,14 @@ void finishSwitch(void *fakeStack, const void **bottom, size_t *bytes) {
 /// From the running fiber back to the scheduler, waiting in `state`.
 void suspend(State state, const char *site) {
   Fiber *self = current;
+  if (!self->stack) {
+    // A launch declared independent: no scheduler to return to.
+    std::fprintf(stderr,
+                 "emulated kernel: %s in a launch declared without "
+                 "barriers\n",
+                 site);
+    std::abort();
+  }
   self->state = state;
   self->site = site;
   startSwitch(&self->fakeStack, active->schedulerStack,
@@ -179,6 +191,12 @@ void runBlock(Block &b) {
                    b.blockDim.z;
   b.fibers = std::vector<Fiber>(threads);
   b.scratch.assign(threads * 16, 0);
+  if (b.stacks.size() != threads) {
+    b.stacks.resize(threads);
+    for (auto &stack : b.stacks)
+      if (!stack)
+        stack = std::make_unique<char[]>(kStackBytes);
+  }
   for (size_t t = 0; t < threads; ++t) {
     Fiber &f = b.fibers[t];
     f.index.x = static_cast<unsigned>(t % b.blockDim.x);
@@ -186,9 +204,9 @@ void runBlock(Block &b) {
     f.index.z = static_cast<unsigned>(t / b.blockDim.x / b.blockDim.y);
     f.lane = static_cast<unsigned>(t % kWarp);
     f.warp = static_cast<unsigned>(t / kWarp);
-    f.stack = std::make_unique<char[]>(kStackBytes);
+    f.stack = b.stacks[t].get();
     getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_sp = f.stack;
     f.context.uc_stack.ss_size = kStackBytes;
     f.context.uc_link = nullptr;
     makecontext(&f.context, entry, 0);
@@ -199,7 +217,7 @@ void runBlock(Block &b) {
         continue;
       current = &f;
       void *fake = nullptr;
-      startSwitch(&fake, f.stack.get(), kStackBytes);
+      startSwitch(&fake, f.stack, kStackBytes);
       swapcontext(&b.scheduler, &f.context);
       finishSwitch(fake, nullptr, nullptr);
       current = nullptr;
@@ -238,7 +256,31 @@ uint32_t *laneScratch(unsigned lane) {
   return active->scratch.data() + thread * 16;
 }
 
-void launch(dim3 grid, dim3 block, const std::function<void()> &body) {
+bool laneActive(unsigned lane) {
+  size_t thread = static_cast<size_t>(current->warp) * kWarp + lane;
+  return lane < kWarp && thread < active->fibers.size() &&
+         active->fibers[thread].state != State::Done;
+}
+
+/// The threads of `b`'s block one after another, each a plain call.
+static void runIndependentBlock(Block &b) {
+  Fiber f;
+  for (unsigned z = 0; z < b.blockDim.z; ++z)
+    for (unsigned y = 0; y < b.blockDim.y; ++y)
+      for (unsigned x = 0; x < b.blockDim.x; ++x) {
+        f.index = {x, y, z};
+        size_t t =
+            (static_cast<size_t>(z) * b.blockDim.y + y) * b.blockDim.x + x;
+        f.lane = static_cast<unsigned>(t % kWarp);
+        f.warp = static_cast<unsigned>(t / kWarp);
+        current = &f;
+        (*b.body)();
+      }
+  current = nullptr;
+}
+
+void launch(dim3 grid, dim3 block, const std::function<void()> &body,
+            bool independent) {
   if (active)
     throw std::runtime_error("emulated kernels do not launch kernels");
   size_t threads = static_cast<size_t>(block.x) * block.y * block.z;
@@ -256,7 +298,10 @@ void launch(dim3 grid, dim3 block, const std::function<void()> &body) {
       for (unsigned y = 0; y < grid.y; ++y)
         for (unsigned x = 0; x < grid.x; ++x) {
           b.blockIdx = {x, y, z};
-          runBlock(b);
+          if (independent)
+            runIndependentBlock(b);
+          else
+            runBlock(b);
         }
   } catch (...) {
     active = nullptr;

@@ -68,11 +68,18 @@ void warpBarrier(const char *what);
 /// 16 words of scratch for `lane` of the calling thread's warp, for
 /// warp-wide operations to exchange values between two warpBarriers.
 uint32_t *laneScratch(unsigned lane);
+/// Whether `lane` of the calling thread's warp is a thread of the block
+/// that has not exited.
+bool laneActive(unsigned lane);
 
 /// Runs `body` as every thread of every block of `grid` x `block`; throws
 /// std::runtime_error for a launch that cannot run (too many threads) or a
-/// block whose threads deadlock.
-void launch(dim3 grid, dim3 block, const std::function<void()> &body);
+/// block whose threads deadlock. With `independent`, the caller promises
+/// that no thread synchronizes (no barrier, no warp-wide operation): the
+/// threads then run one after another as plain calls, without fibers
+/// (much faster), and one that reaches a barrier aborts the process.
+void launch(dim3 grid, dim3 block, const std::function<void()> &body,
+            bool independent = false);
 
 /// Launches `kernel(args...)` as <<<grid, block>>> would.
 template <typename... Params, typename... Args>

@@ -285,4 +285,47 @@ def GptcGpuKernelArgAttrsPass
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def GptcGpuEmulateOnHostPass
+    : Pass<"gptc-gpu-emulate-on-host", "mlir::ModuleOp"> {
+  let summary = "Turn NVVM kernels and their launches into host code that "
+                "runs under the test suite's CUDA emulation";
+  let description = [{
+    A test aid: it lets the suite run the kernels the CUDA pipeline
+    generates, warp shuffles and block barriers included, on a machine
+    without a GPU. Its input is the pipeline's output at `format=none`:
+    host functions with `gpu.launch_func`, and a `gpu.module` of kernels
+    in the LLVM dialect with NVVM operations (bare-pointer arguments).
+
+    - Every function and global of the `gpu.module` moves into the host
+      module (definitions renamed `__emu_<module>_<name>`; declarations,
+      libdevice's `__nv_*` math functions, keep their names and are
+      provided by the emulation library). Shared memory becomes ordinary
+      memory (address space 0): the emulation runs a block at a time.
+    - NVVM's special registers (`tid`, `ntid`, `ctaid`, `nctaid`,
+      `laneid`, `warpsize`) become calls to `gptc_emu_sreg`, `barrier0`
+      to `gptc_emu_barrier0`, and `shfl.sync` to `gptc_emu_shfl`, which
+      implements PTX's rule for each mode (clamp and segment mask, the
+      source lane and its validity). Any other NVVM operation is an error
+      naming it: nothing is silently left out.
+    - Each kernel gets a thunk taking CUDA's kernel-parameter array (a
+      pointer to each argument), and each `gpu.launch_func` becomes a call
+      to `gptc_emu_launch(thunk, grid, block, params, synchronizes)`
+      (whether the kernel has a barrier or a shuffle: one that has not runs
+      its threads as plain calls, not fibers).
+
+    The library (`libGptcNvvmEmulation.so`, `unittests/NvvmEmulation.cpp`)
+    runs every thread of a block as a fiber from barrier to barrier, so
+    a missing barrier, a shuffle some lanes skip, or a shuffle that reads
+    a lane the block does not have or that has exited (a NaN is read)
+    shows up in the results. It is not a model of the GPU's memory
+    ordering between blocks, nor of its speed.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
 #endif // GPTC_TARGET_CUDA_PASSES_TD
