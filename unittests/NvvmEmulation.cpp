@@ -194,17 +194,24 @@ void gptc_emu_fill(int64_t address, int64_t count, int32_t kind, int64_t seed) {
   }
 }
 
-/// Appends `bytes` bytes at `address` to the file GPTC_EMU_DUMP names.
-void gptc_emu_dump(int64_t address, int64_t bytes) {
+/// Appends to the file GPTC_EMU_DUMP names every `stride`th of the
+/// `count` elements of `elementBytes` bytes at `address` (a sample of a
+/// large result; 1: all of them).
+void gptc_emu_dump(int64_t address, int64_t count, int64_t elementBytes,
+                   int64_t stride) {
   const char *path = std::getenv("GPTC_EMU_DUMP");
   if (!path)
     fail("gptc_emu_dump: GPTC_EMU_DUMP names no file");
+  if (count < 0 || elementBytes <= 0 || stride <= 0)
+    fail("gptc_emu_dump: invalid sizes");
   std::FILE *f = std::fopen(path, "ab");
   if (!f)
     fail("gptc_emu_dump: cannot open GPTC_EMU_DUMP's file");
-  size_t n = static_cast<size_t>(bytes);
-  if (std::fwrite(reinterpret_cast<const void *>(address), 1, n, f) != n)
-    fail("gptc_emu_dump: short write");
+  const char *p = reinterpret_cast<const char *>(address);
+  size_t n = static_cast<size_t>(elementBytes);
+  for (int64_t i = 0; i < count; i += stride)
+    if (std::fwrite(p + i * elementBytes, 1, n, f) != n)
+      fail("gptc_emu_dump: short write");
   std::fclose(f);
 }
 
