@@ -151,11 +151,9 @@ def compare(manifest_path, gpu_path, loops_path):
             scale = max(np.abs(e[ok]).max(), 1e-30)
             err = np.abs(g[ok] - e[ok]).max() / scale
             # f32: the lanes' reduction order against the loops' (1e-6
-            # typically); bf16 results: one rounding step (2^-7 of the
-            # largest magnitude at most) apart.
-            tolerance = 1e-4 if elt in ("f32", "f64") else 8e-3
-            if elt.startswith("i"):
-                tolerance = 0
+            # typically); 16-bit results: one rounding step apart (2^-7
+            # of the largest magnitude at most in bf16, 2^-10 in f16).
+            tolerance = {"f32": 1e-4, "f64": 1e-4, "bf16": 8e-3, "f16": 1e-3}.get(elt, 0)
             if err > tolerance:
                 print(f"FAIL: {what} off by {err:.3g} of its largest magnitude")
                 return 1
