@@ -90,7 +90,8 @@ static cl::opt<Emit> emitAction(
     cl::values(
         clEnumValN(Emit::MLIR, "mlir", "The forward graph in the gptc dialect"),
         clEnumValN(Emit::Train, "train",
-                   "The training step after gptc-train-pipeline"),
+                   "The training step after gptc-train-pipeline (with "
+                   "--device cuda: as the GPU compiles it)"),
         clEnumValN(Emit::Program, "program",
                    "The runtime artifact of the training step "
                    "(protobuf text)"),
@@ -513,7 +514,8 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     options.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch();
     if (emitAction == Emit::Cuda || emitAction == Emit::Ptx ||
         emitAction == Emit::Cubin || emitAction == Emit::Streams ||
-        ((emitAction == Emit::Program || emitAction == Emit::Artifact) &&
+        ((emitAction == Emit::Program || emitAction == Emit::Artifact ||
+          emitAction == Emit::Train) &&
          device->cuda))
       options.kernelTarget = "cuda";
     options.gemmEpilogues = gemmEpilogues(options.kernelTarget == "cuda");
