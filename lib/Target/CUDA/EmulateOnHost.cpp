@@ -53,6 +53,16 @@ int specialRegister(StringRef opName) {
       .Default(-1);
 }
 
+/// A kernel moved into the host module.
+struct EmulatedKernel {
+  LLVM::LLVMFuncOp func;
+  /// It, called with CUDA's kernel-parameter array.
+  LLVM::LLVMFuncOp thunk;
+  /// Whether a thread may wait for others (a barrier or a shuffle, in it or
+  /// in a function it calls); one that cannot runs without a fiber.
+  bool synchronizes = true;
+};
+
 /// A function the gpu.module declares (libdevice's): it keeps its name.
 bool isDeclaration(Operation *op) {
   auto func = dyn_cast<LLVM::LLVMFuncOp>(op);
@@ -71,8 +81,8 @@ private:
   LLVM::LLVMFuncOp libraryFunction(StringRef name, LLVM::LLVMFunctionType type);
   LogicalResult rewriteNvvm(LLVM::LLVMFuncOp func);
   LLVM::LLVMFuncOp buildThunk(LLVM::LLVMFuncOp kernel);
-  LogicalResult rewriteLaunch(gpu::LaunchFuncOp launch, LLVM::LLVMFuncOp kernel,
-                              LLVM::LLVMFuncOp thunk);
+  bool synchronizes(LLVM::LLVMFuncOp kernel);
+  LogicalResult rewriteLaunch(gpu::LaunchFuncOp launch, EmulatedKernel kernel);
 
   ModuleOp module;
 };
@@ -197,16 +207,28 @@ LLVM::LLVMFuncOp GptcGpuEmulateOnHostPass::buildThunk(LLVM::LLVMFuncOp kernel) {
   return thunk;
 }
 
+bool GptcGpuEmulateOnHostPass::synchronizes(LLVM::LLVMFuncOp kernel) {
+  bool result = false;
+  kernel.walk([&](LLVM::CallOp call) {
+    std::optional<StringRef> callee = call.getCallee();
+    auto target =
+        callee ? module.lookupSymbol<LLVM::LLVMFuncOp>(*callee) : nullptr;
+    if (!target || !target.isExternal() || *callee == "gptc_emu_barrier0" ||
+        *callee == "gptc_emu_shfl")
+      result = true;
+  });
+  return result;
+}
+
 LogicalResult GptcGpuEmulateOnHostPass::rewriteLaunch(gpu::LaunchFuncOp launch,
-                                                      LLVM::LLVMFuncOp kernel,
-                                                      LLVM::LLVMFuncOp thunk) {
+                                                      EmulatedKernel kernel) {
   MLIRContext *ctx = &getContext();
   if (!launch.getAsyncDependencies().empty() || launch.getAsyncToken() ||
       launch.getDynamicSharedMemorySize() || launch.hasClusterSize())
     return launch.emitOpError("is asynchronous, clustered or takes dynamic "
                               "shared memory; the emulation runs plain "
                               "launches");
-  ArrayRef<Type> params = kernel.getFunctionType().getParams();
+  ArrayRef<Type> params = kernel.func.getFunctionType().getParams();
   if (params.size() != launch.getNumKernelOperands())
     return launch.emitOpError("passes ")
            << launch.getNumKernelOperands() << " arguments to a kernel of "
@@ -246,22 +268,12 @@ LogicalResult GptcGpuEmulateOnHostPass::rewriteLaunch(gpu::LaunchFuncOp launch,
     Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, array, index);
     LLVM::StoreOp::create(b, loc, cell, slot);
   }
-  Value function = LLVM::AddressOfOp::create(b, loc, ptr, thunk.getName());
+  Value function =
+      LLVM::AddressOfOp::create(b, loc, ptr, kernel.thunk.getName());
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
   gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-  // Whether a thread may wait for others (a barrier or a shuffle, here or
-  // in a function it calls); one that cannot runs without a fiber.
-  bool synchronizes = false;
-  kernel.walk([&](LLVM::CallOp call) {
-    std::optional<StringRef> callee = call.getCallee();
-    auto target =
-        callee ? module.lookupSymbol<LLVM::LLVMFuncOp>(*callee) : nullptr;
-    if (!target || !target.isExternal() || *callee == "gptc_emu_barrier0" ||
-        *callee == "gptc_emu_shfl")
-      synchronizes = true;
-  });
-  Value flag = LLVM::ConstantOp::create(b, loc, b.getI32Type(),
-                                        b.getI32IntegerAttr(synchronizes));
+  Value flag = LLVM::ConstantOp::create(
+      b, loc, b.getI32Type(), b.getI32IntegerAttr(kernel.synchronizes));
   SmallVector<Value> operands{function,       toI64(grid.x),  toI64(grid.y),
                               toI64(grid.z),  toI64(block.x), toI64(block.y),
                               toI64(block.z), array,          flag};
@@ -283,9 +295,7 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
   MLIRContext *ctx = &getContext();
   SmallVector<gpu::GPUModuleOp> gpuModules(module.getOps<gpu::GPUModuleOp>());
   // (module, kernel) -> the kernel in the host module and its thunk.
-  DenseMap<std::pair<StringAttr, StringAttr>,
-           std::pair<LLVM::LLVMFuncOp, LLVM::LLVMFuncOp>>
-      kernels;
+  DenseMap<std::pair<StringAttr, StringAttr>, EmulatedKernel> kernels;
   SmallVector<LLVM::LLVMFuncOp> moved;
   for (gpu::GPUModuleOp gpuModule : gpuModules) {
     // Definitions renamed inside the gpu.module first, so that the
@@ -357,8 +367,10 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
           attr.getName().strref().starts_with("gpu."))
         func->removeAttr(attr.getName());
   }
-  for (auto &entry : kernels)
-    entry.second.second = buildThunk(entry.second.first);
+  for (auto &entry : kernels) {
+    entry.second.thunk = buildThunk(entry.second.func);
+    entry.second.synchronizes = synchronizes(entry.second.func);
+  }
   WalkResult walk = module.walk([&](gpu::LaunchFuncOp launch) {
     auto it =
         kernels.find({launch.getKernelModuleName(), launch.getKernelName()});
@@ -366,7 +378,7 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
       launch.emitOpError("launches a kernel that is not in the module");
       return WalkResult::interrupt();
     }
-    if (failed(rewriteLaunch(launch, it->second.first, it->second.second)))
+    if (failed(rewriteLaunch(launch, it->second)))
       return WalkResult::interrupt();
     return WalkResult::advance();
   });
