@@ -87,6 +87,11 @@ if toolkit and os.path.exists(os.path.join(toolkit, "bin", "ptxas")) and \
     config.environment["CUDA_HOME"] = toolkit
 if config.gptc_have_nccl:
     config.available_features.add("nccl")
+# The virtual CUDA device (lib/Runtime/VirtualCuda): the GPU runtime on CPU
+# stand-ins of CUDA, cuBLASLt and NCCL, where the CUDA runtime is built.
+if config.gptc_have_cuda and os.path.exists(
+        os.path.join(config.gptc_obj_root, "lib", "libGptcVirtualCuda.so")):
+    config.available_features.add("virtual-cuda")
 # MPI (MPICH) for multi-rank tests. Ranks run on this machine's cores,
 # oversubscribed where -np exceeds them.
 if config.gptc_mpirun and os.path.exists(config.gptc_mpirun):

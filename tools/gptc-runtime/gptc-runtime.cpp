@@ -27,6 +27,7 @@
 #include "gptc/Runtime/program.pb.h"
 
 #ifdef GPTC_HAVE_CUDA
+#include "gptc/Runtime/CUDA/CudaApi.h"
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #endif
 
@@ -47,7 +48,8 @@ static int fail(const std::string &message, int code = 1) {
 }
 
 static const char *kUsage =
-    "usage: gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]\n"
+    "usage: gptc-runtime ARTIFACT [--device cpu|cuda|virtual-cuda] [--data "
+    "FILE]\n"
     "                    [--stop-at-step N] [--checkpoint FILE] [--resume]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
     "                    [--dump-dir DIR] [--profile] [--profile-json FILE]\n"
@@ -190,8 +192,11 @@ int main(int argc, char **argv) {
   }
   if (artifact.empty())
     return fail(std::string("no artifact\n") + kUsage, 2);
-  if (device != "cpu" && device != "cuda")
-    return fail("--device takes cpu or cuda, got '" + device + "'", 2);
+  if (device != "cpu" && device != "cuda" && device != "virtual-cuda")
+    return fail(
+        "--device takes cpu, cuda or virtual-cuda, got '" + device + "'", 2);
+  // The CUDA runtime, on a GPU or on the virtual CUDA device.
+  bool cuda = device != "cpu";
 
   pg::Program program;
   {
@@ -211,12 +216,31 @@ int main(int argc, char **argv) {
                 "' has no training settings: make it with gptc MODEL "
                 "--emit=artifact");
   const pg::TrainSettings &s = program.train();
-  if (device == "cuda" && !program.has_cuda())
+  if (cuda && !program.has_cuda())
     return fail("'" + artifact +
                 "' holds CPU code: compile it with --emit=artifact "
-                "--device=cuda");
+                "--device=" +
+                device);
+  bool virtualImage = program.cuda().format() == "host";
   if (device == "cpu" && program.has_cuda())
-    return fail("'" + artifact + "' holds GPU code: run it with --device cuda");
+    return fail("'" + artifact + "' holds GPU code: run it with --device " +
+                (virtualImage ? "virtual-cuda" : "cuda"));
+  if (cuda && virtualImage != (device == "virtual-cuda"))
+    return fail("'" + artifact + "' was compiled for " +
+                (virtualImage ? "the virtual CUDA device: run it with "
+                                "--device virtual-cuda"
+                              : "a GPU: the virtual CUDA device runs "
+                                "artifacts compiled with --device "
+                                "virtual-cuda"));
+  if (device == "virtual-cuda") {
+#ifdef GPTC_HAVE_CUDA
+    std::string why;
+    if (!gptc::cuda::useVirtualDevice(why))
+      return fail("--device virtual-cuda: " + why);
+#else
+    return fail("--device virtual-cuda: this build has no CUDA runtime");
+#endif
+  }
 
   std::string error;
   rt::Dataset dataset;
@@ -244,10 +268,10 @@ int main(int argc, char **argv) {
   opts.tracePath = tracePath;
 
   if (program.has_pipeline())
-    return trainPipeline(program, opts, device == "cuda", resume, dataset);
+    return trainPipeline(program, opts, cuda, resume, dataset);
 
   std::unique_ptr<rt::Backend> backend;
-  if (device == "cuda") {
+  if (cuda) {
 #ifdef GPTC_HAVE_CUDA
     backend = rt::createCudaBackend(program, 0, error);
     if (!backend)

@@ -33,6 +33,7 @@
 #include "gptc/Target/CPU/CompileProgram.h"
 #include "gptc/Target/CUDA/CompileKernels.h"
 #ifdef GPTC_HAVE_CUDA
+#include "gptc/Runtime/CUDA/CudaApi.h"
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #include "gptc/Runtime/Grid.h"
 #endif
@@ -244,7 +245,7 @@ static LogicalResult compile(ModuleOp module,
     GpuKernelLoweringPipelineOptions options;
     options.chip = device.chip;
     options.rowRegisters = device.rowRegisters;
-    options.format = "bin";
+    options.format = cudaImageFormat(device.virtualDevice);
     return compileProgramForCuda(module, names, program, options);
   }
   return compileProgram(module, names, program);
@@ -345,7 +346,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   GpuKernelLoweringPipelineOptions gpu;
   gpu.chip = device.chip;
   gpu.rowRegisters = device.rowRegisters;
-  gpu.format = "bin";
+  gpu.format = cudaImageFormat(device.virtualDevice);
   if (failed(!kernelLibrary ? exportProgram(module, refs, program)
              : device.cuda  ? compileProgramForCuda(module, refs, program, gpu)
                             : compileProgram(module, refs, program)))
@@ -649,6 +650,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                   "is for the CPU");
     // Before compiling: a cubin for GPT-2 takes half a minute.
     std::string why;
+    if (device->virtualDevice && !::gptc::cuda::useVirtualDevice(why))
+      return fail("--device virtual-cuda: " + why);
     if (!rt::cudaDeviceAvailable(why))
       return fail(why);
 #else

@@ -26,8 +26,17 @@ bool isMeshAuto();
 bool explicitParallelOptions();
 
 /// `--device` and `--cuda-chip`: where the step runs.
+/// The CUDA image's format for `device`: a cubin, or the virtual device's
+/// host code.
+inline const char *cudaImageFormat(bool virtualDevice) {
+  return virtualDevice ? "host" : "bin";
+}
 struct DeviceChoice {
+  /// The CUDA path: a GPU, or (`virtualDevice`, --device virtual-cuda) the
+  /// virtual CUDA device (the GPU runtime on CPU stand-ins of CUDA,
+  /// cuBLASLt and NCCL; its image the kernels as host code).
   bool cuda = false;
+  bool virtualDevice = false;
   std::string chip;
   /// --cuda-row-registers: columns a lane of a row nest holds in registers.
   int64_t rowRegisters = 32;

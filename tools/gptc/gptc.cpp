@@ -140,15 +140,19 @@ static cl::opt<int64_t> cudaRowRegistersOpt(
 
 static cl::opt<std::string> deviceOpt(
     "device",
-    cl::desc("What runs the step: cpu (default) or cuda (an NVIDIA GPU per "
-             "process); "
+    cl::desc("What runs the step: cpu (default), cuda (an NVIDIA GPU per "
+             "process) or virtual-cuda (the GPU runtime on the virtual CUDA "
+             "device: CPU stand-ins of CUDA, cuBLASLt and NCCL that check "
+             "every access; for tests, slow); "
              "--emit=program prints the artifact for it"),
     cl::init("cpu"), cl::cat(gptcCategory));
 
 FailureOr<DeviceChoice> mlir::gptc::getDeviceChoice() {
-  if (deviceOpt != "cpu" && deviceOpt != "cuda") {
-    llvm::errs() << "gptc: error: --device takes cpu or cuda, got '"
-                 << deviceOpt << "'\n";
+  if (deviceOpt != "cpu" && deviceOpt != "cuda" &&
+      deviceOpt != "virtual-cuda") {
+    llvm::errs()
+        << "gptc: error: --device takes cpu, cuda or virtual-cuda, got '"
+        << deviceOpt << "'\n";
     return failure();
   }
   if (cudaRowRegistersOpt < 0 || cudaRowRegistersOpt > 128) {
@@ -156,7 +160,12 @@ FailureOr<DeviceChoice> mlir::gptc::getDeviceChoice() {
                  << cudaRowRegistersOpt << "\n";
     return failure();
   }
-  return DeviceChoice{deviceOpt == "cuda", cudaChipOpt, cudaRowRegistersOpt};
+  DeviceChoice choice;
+  choice.cuda = deviceOpt == "cuda" || deviceOpt == "virtual-cuda";
+  choice.virtualDevice = deviceOpt == "virtual-cuda";
+  choice.chip = cudaChipOpt;
+  choice.rowRegisters = cudaRowRegistersOpt;
+  return choice;
 }
 
 static cl::OptionCategory parallelCategory(
@@ -300,14 +309,15 @@ static cl::opt<bool> verifyDiagnostics(
              "expected-* lines in the input"),
     cl::init(false), cl::cat(gptcCategory));
 
-/// @forward and @train_step with their kernels as an sm_XY cubin.
+/// @forward and @train_step with their kernels as an sm_XY cubin (or the
+/// virtual device's host code).
 static LogicalResult compileCudaArtifact(ModuleOp module,
                                          const DeviceChoice &device,
                                          ::gptc::program::Program &program) {
   GpuKernelLoweringPipelineOptions options;
   options.chip = device.chip;
   options.rowRegisters = device.rowRegisters;
-  options.format = "bin";
+  options.format = cudaImageFormat(device.virtualDevice);
   return compileProgramForCuda(module, {"forward", "train_step"}, program,
                                options);
 }

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gptc/Runtime/CUDA/CudaBackend.h"
+#include "gptc/Runtime/CUDA/CudaApi.h"
 
 #include "DeviceKernels.h"
 #include "gptc/Runtime/CUDA/Check.h"
@@ -22,9 +23,6 @@
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
-
-#include <cublasLt.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +33,8 @@
 #include <optional>
 #include <unordered_map>
 
+using ::gptc::cuda::api;
+
 using namespace gptc;
 using namespace gptc::runtime;
 using program::DType;
@@ -44,7 +44,7 @@ using program::Kernel;
   do {                                                                         \
     cublasStatus_t gptcStatus_ = (call);                                       \
     if (gptcStatus_ != CUBLAS_STATUS_SUCCESS)                                  \
-      ::gptc::cuda::fail(cublasLtGetStatusString(gptcStatus_), #call,          \
+      ::gptc::cuda::fail(api().cublasLtGetStatusString(gptcStatus_), #call,    \
                          __FILE__, __LINE__);                                  \
   } while (0)
 
@@ -80,19 +80,19 @@ struct DeviceBuffer {
   DeviceBuffer &operator=(const DeviceBuffer &) = delete;
   ~DeviceBuffer() {
     if (ptr)
-      cudaFree(ptr);
+      api().cudaFree(ptr);
   }
   /// Frees the memory (cudaFree waits for the device).
   void reset() {
     if (ptr)
-      cudaFree(ptr);
+      api().cudaFree(ptr);
     ptr = nullptr;
     bytes = 0;
   }
   /// Allocates `n` bytes (at least one); false on failure.
   bool allocate(size_t n) {
     bytes = n;
-    return cudaMalloc(&ptr, n ? n : 1) == cudaSuccess;
+    return api().cudaMalloc(&ptr, n ? n : 1) == cudaSuccess;
   }
 };
 
@@ -120,10 +120,10 @@ struct Gemm {
   int dtype = 0;
   ~Gemm() {
     if (desc)
-      cublasLtMatmulDescDestroy(desc);
+      api().cublasLtMatmulDescDestroy(desc);
     for (cublasLtMatrixLayout_t l : {a, b, c})
       if (l)
-        cublasLtMatrixLayoutDestroy(l);
+        api().cublasLtMatrixLayoutDestroy(l);
   }
 };
 
@@ -155,7 +155,7 @@ struct Collective {
   cudaEvent_t done = nullptr;
   ~Collective() {
     if (done)
-      cudaEventDestroy(done);
+      api().cudaEventDestroy(done);
   }
 };
 
@@ -352,11 +352,11 @@ CudaBackend::create(const program::Program &program, int device,
     return nullptr;
   }
   int count = 0;
-  cudaError_t status = cudaGetDeviceCount(&count);
+  cudaError_t status = api().cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    error = "no CUDA device: " + std::string(status != cudaSuccess
-                                                 ? cudaGetErrorString(status)
-                                                 : "none is visible");
+    error = "no CUDA device: " +
+            std::string(status != cudaSuccess ? api().cudaGetErrorString(status)
+                                              : "none is visible");
     return nullptr;
   }
   if (device < 0 || device >= count) {
@@ -365,10 +365,10 @@ CudaBackend::create(const program::Program &program, int device,
     return nullptr;
   }
   cudaDeviceProp prop;
-  if ((status = cudaSetDevice(device)) != cudaSuccess ||
-      (status = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
+  if ((status = api().cudaSetDevice(device)) != cudaSuccess ||
+      (status = api().cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
     error = "CUDA device " + std::to_string(device) +
-            " does not start: " + cudaGetErrorString(status);
+            " does not start: " + api().cudaGetErrorString(status);
     return nullptr;
   }
   std::unique_ptr<CudaBackend> b(new CudaBackend());
@@ -393,17 +393,19 @@ CudaBackend::create(const program::Program &program, int device,
   b->description = "cuda:" + std::to_string(device) + " (" + prop.name +
                    ", sm_" + std::to_string(have) + ", " +
                    std::to_string(prop.totalGlobalMem >> 20) + " MiB)";
-  if ((status = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) !=
-      cudaSuccess) {
-    error = std::string("cudaStreamCreate: ") + cudaGetErrorString(status);
+  if ((status = api().cudaStreamCreateWithFlags(
+           &b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    error =
+        std::string("cudaStreamCreate: ") + api().cudaGetErrorString(status);
     return nullptr;
   }
   if (!b->module.image().empty()) {
-    status = cudaLibraryLoadData(&b->library, b->module.image().c_str(),
-                                 nullptr, nullptr, 0, nullptr, nullptr, 0);
+    status =
+        api().cudaLibraryLoadData(&b->library, b->module.image().c_str(),
+                                  nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (status != cudaSuccess) {
       error = "the program's CUDA image (" + b->module.format() + " for " +
-              chip + ") does not load: " + cudaGetErrorString(status);
+              chip + ") does not load: " + api().cudaGetErrorString(status);
       return nullptr;
     }
   }
@@ -414,7 +416,7 @@ CudaBackend::create(const program::Program &program, int device,
         continue;
       cudaKernel_t f;
       if (!b->library ||
-          (status = cudaLibraryGetKernel(
+          (status = api().cudaLibraryGetKernel(
                &f, b->library, l.function().c_str())) != cudaSuccess) {
         error = "the program's CUDA image has no GPU function '" +
                 l.function() + "' (kernel " + k.symbol() + ")";
@@ -431,16 +433,15 @@ CudaBackend::create(const program::Program &program, int device,
       n *= d;
     devices = std::max(devices, n);
   }
-  if ((status = cudaStreamCreateWithFlags(&b->commStream,
-                                          cudaStreamNonBlocking)) !=
-      cudaSuccess) {
-    error = std::string("cudaStreamCreate: ") + cudaGetErrorString(status);
+  if ((status = api().cudaStreamCreateWithFlags(
+           &b->commStream, cudaStreamNonBlocking)) != cudaSuccess) {
+    error =
+        std::string("cudaStreamCreate: ") + api().cudaGetErrorString(status);
     return nullptr;
   }
-  if ((status = cudaEventCreateWithFlags(&b->handOver,
-                                         cudaEventDisableTiming)) !=
-      cudaSuccess) {
-    error = std::string("cudaEventCreate: ") + cudaGetErrorString(status);
+  if ((status = api().cudaEventCreateWithFlags(
+           &b->handOver, cudaEventDisableTiming)) != cudaSuccess) {
+    error = std::string("cudaEventCreate: ") + api().cudaGetErrorString(status);
     return nullptr;
   }
   if (devices > 1) {
@@ -462,9 +463,10 @@ CudaBackend::create(const program::Program &program, int device,
     return nullptr;
 #endif
   }
-  cublasStatus_t blas = cublasLtCreate(&b->lt);
+  cublasStatus_t blas = api().cublasLtCreate(&b->lt);
   if (blas != CUBLAS_STATUS_SUCCESS) {
-    error = std::string("cublasLtCreate: ") + cublasLtGetStatusString(blas);
+    error =
+        std::string("cublasLtCreate: ") + api().cublasLtGetStatusString(blas);
     return nullptr;
   }
   // cuBLASLt's workspace, shared by the GEMMs (they run in stream order).
@@ -480,30 +482,30 @@ double CudaBackend::copyBandwidth() {
   // on the compute stream once it has drained; 0 when there is no room.
   constexpr size_t bytes = size_t(1) << 30;
   DeviceBuffer a, b;
-  if (cudaStreamSynchronize(stream) != cudaSuccess || !a.allocate(bytes) ||
-      !b.allocate(bytes)) {
-    cudaGetLastError(); // An allocation that failed is not an error here.
+  if (api().cudaStreamSynchronize(stream) != cudaSuccess ||
+      !a.allocate(bytes) || !b.allocate(bytes)) {
+    api().cudaGetLastError(); // An allocation that failed is not an error here.
     return 0;
   }
-  GPTC_CUDA_CHECK(cudaMemsetAsync(a.ptr, 1, bytes, stream));
+  GPTC_CUDA_CHECK(api().cudaMemsetAsync(a.ptr, 1, bytes, stream));
   cudaEvent_t start, stop;
-  GPTC_CUDA_CHECK(cudaEventCreate(&start));
-  GPTC_CUDA_CHECK(cudaEventCreate(&stop));
+  GPTC_CUDA_CHECK(api().cudaEventCreate(&start));
+  GPTC_CUDA_CHECK(api().cudaEventCreate(&stop));
   double best = 0;
   for (int round = 0; round < 6; ++round) {
-    GPTC_CUDA_CHECK(cudaEventRecord(start, stream));
-    GPTC_CUDA_CHECK(cudaMemcpyAsync(b.ptr, a.ptr, bytes,
-                                    cudaMemcpyDeviceToDevice, stream));
-    GPTC_CUDA_CHECK(cudaEventRecord(stop, stream));
-    GPTC_CUDA_CHECK(cudaEventSynchronize(stop));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(start, stream));
+    GPTC_CUDA_CHECK(api().cudaMemcpyAsync(b.ptr, a.ptr, bytes,
+                                          cudaMemcpyDeviceToDevice, stream));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(stop, stream));
+    GPTC_CUDA_CHECK(api().cudaEventSynchronize(stop));
     float ms = 0;
-    GPTC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    GPTC_CUDA_CHECK(api().cudaEventElapsedTime(&ms, start, stop));
     // The first round warms up.
     if (round > 0 && ms > 0)
       best = std::max(best, 2.0 * static_cast<double>(bytes) / (ms * 1e-3));
   }
-  GPTC_CUDA_CHECK(cudaEventDestroy(start));
-  GPTC_CUDA_CHECK(cudaEventDestroy(stop));
+  GPTC_CUDA_CHECK(api().cudaEventDestroy(start));
+  GPTC_CUDA_CHECK(api().cudaEventDestroy(stop));
   return best;
 }
 
@@ -511,15 +513,15 @@ CudaBackend::~CudaBackend() {
   mirrors.clear();
   collectives.reset();
   if (handOver)
-    cudaEventDestroy(handOver);
+    api().cudaEventDestroy(handOver);
   if (commStream)
-    cudaStreamDestroy(commStream);
+    api().cudaStreamDestroy(commStream);
   if (lt)
-    cublasLtDestroy(lt);
+    api().cublasLtDestroy(lt);
   if (library)
-    cudaLibraryUnload(library);
+    api().cudaLibraryUnload(library);
   if (stream)
-    cudaStreamDestroy(stream);
+    api().cudaStreamDestroy(stream);
 }
 
 std::unique_ptr<FunctionRunner>
@@ -534,19 +536,19 @@ void CudaBackend::keepResident(const Tensor &t) {
     return;
   auto m = std::make_unique<Mirror>();
   GPTC_CUDA_CHECK(
-      cudaMalloc(&m->memory.ptr, std::max<size_t>(1, t.byteSize())));
+      api().cudaMalloc(&m->memory.ptr, std::max<size_t>(1, t.byteSize())));
   m->memory.bytes = t.byteSize();
   mirrors[host] = std::move(m);
 }
 
 bool CudaBackend::syncToHost(std::string &error) {
   (void)error;
-  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
   for (auto &[host, m] : mirrors) {
     if (m->hostValid)
       continue;
-    GPTC_CUDA_CHECK(cudaMemcpy(const_cast<void *>(host), m->memory.ptr,
-                               m->memory.bytes, cudaMemcpyDeviceToHost));
+    GPTC_CUDA_CHECK(api().cudaMemcpy(const_cast<void *>(host), m->memory.ptr,
+                                     m->memory.bytes, cudaMemcpyDeviceToHost));
     m->hostValid = true;
   }
   return true;
@@ -566,8 +568,8 @@ float *CudaBackend::deviceState(const Tensor &t, bool write,
     return nullptr;
   }
   if (!m->deviceValid) {
-    GPTC_CUDA_CHECK(cudaMemcpyAsync(m->memory.ptr, t.raw(), t.byteSize(),
-                                    cudaMemcpyHostToDevice, stream));
+    GPTC_CUDA_CHECK(api().cudaMemcpyAsync(m->memory.ptr, t.raw(), t.byteSize(),
+                                          cudaMemcpyHostToDevice, stream));
     m->deviceValid = true;
   }
   if (write)
@@ -578,7 +580,7 @@ float *CudaBackend::deviceState(const Tensor &t, bool write,
 float *CudaBackend::stateBlock(int64_t count, std::string &error) {
   size_t bytes = static_cast<size_t>(count) * sizeof(float);
   if (blockScratch.bytes < bytes) {
-    GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
     blockScratch.reset();
     if (!blockScratch.allocate(bytes)) {
       error = "cannot allocate " + std::to_string(bytes) +
@@ -593,7 +595,7 @@ bool CudaBackend::stateZero(const Tensor &t, std::string &error) {
   float *p = deviceState(t, true, error);
   if (!p)
     return false;
-  GPTC_CUDA_CHECK(cudaMemsetAsync(p, 0, t.byteSize(), stream));
+  GPTC_CUDA_CHECK(api().cudaMemsetAsync(p, 0, t.byteSize(), stream));
   return true;
 }
 
@@ -632,7 +634,7 @@ bool CudaBackend::stateSumOfSquares(const std::vector<StateSpan> &spans,
   }
   double *partials = static_cast<double *>(sumScratch.ptr),
          *total = partials + scratch;
-  GPTC_CUDA_CHECK(cudaMemsetAsync(total, 0, sizeof(double), stream));
+  GPTC_CUDA_CHECK(api().cudaMemsetAsync(total, 0, sizeof(double), stream));
   for (const StateSpan &s : spans) {
     const float *x = deviceState(*s.tensor, false, error);
     if (!x)
@@ -640,9 +642,9 @@ bool CudaBackend::stateSumOfSquares(const std::vector<StateSpan> &spans,
     GPTC_CUDA_CHECK(
         cuda::sumOfSquares(x + s.begin, s.count, partials, total, stream));
   }
-  GPTC_CUDA_CHECK(cudaMemcpyAsync(&sum, total, sizeof(double),
-                                  cudaMemcpyDeviceToHost, stream));
-  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GPTC_CUDA_CHECK(api().cudaMemcpyAsync(&sum, total, sizeof(double),
+                                        cudaMemcpyDeviceToHost, stream));
+  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
   return true;
 }
 
@@ -673,14 +675,14 @@ bool CudaBackend::throughHost(
     const std::function<bool(std::byte *in, std::byte *out)> &collective,
     std::string &error) {
   Tensor in(program::F32, {inCount}), out(program::F32, {outCount});
-  GPTC_CUDA_CHECK(cudaMemcpyAsync(in.raw(), src, in.byteSize(),
-                                  cudaMemcpyDeviceToHost, stream));
-  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GPTC_CUDA_CHECK(api().cudaMemcpyAsync(in.raw(), src, in.byteSize(),
+                                        cudaMemcpyDeviceToHost, stream));
+  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
   if (!collective(in.raw(), out.raw()))
     return false;
-  GPTC_CUDA_CHECK(cudaMemcpyAsync(dst, out.raw(), out.byteSize(),
-                                  cudaMemcpyHostToDevice, stream));
-  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GPTC_CUDA_CHECK(api().cudaMemcpyAsync(dst, out.raw(), out.byteSize(),
+                                        cudaMemcpyHostToDevice, stream));
+  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
   return true;
 }
 
@@ -726,10 +728,9 @@ bool CudaBackend::stateReduceScatterSum(const Tensor &t, const StateSpan &mine,
   if (!block || !collectives->reduceScatter(p, block, mine.count, program::F32,
                                             grid, axes, stream, error))
     return false;
-  GPTC_CUDA_CHECK(cudaMemcpyAsync(p + mine.begin, block,
-                                  static_cast<size_t>(mine.count) *
-                                      sizeof(float),
-                                  cudaMemcpyDeviceToDevice, stream));
+  GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
+      p + mine.begin, block, static_cast<size_t>(mine.count) * sizeof(float),
+      cudaMemcpyDeviceToDevice, stream));
   return true;
 }
 
@@ -752,10 +753,9 @@ bool CudaBackend::stateAllGather(const StateSpan &mine, Communicator &comm,
   float *block = stateBlock(mine.count, error);
   if (!block)
     return false;
-  GPTC_CUDA_CHECK(cudaMemcpyAsync(block, p + mine.begin,
-                                  static_cast<size_t>(mine.count) *
-                                      sizeof(float),
-                                  cudaMemcpyDeviceToDevice, stream));
+  GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
+      block, p + mine.begin, static_cast<size_t>(mine.count) * sizeof(float),
+      cudaMemcpyDeviceToDevice, stream));
   return collectives->allGather(block, p, mine.count, program::F32, grid,
                                 axes, stream, error);
 }
@@ -778,7 +778,7 @@ void *CudaRunner::ownBuffer(int32_t id) {
   if (!b) {
     b = std::make_unique<DeviceBuffer>();
     const program::Value &v = function.values(id);
-    GPTC_CUDA_CHECK(cudaMalloc(
+    GPTC_CUDA_CHECK(api().cudaMalloc(
         &b->ptr,
         std::max<int64_t>(1, numElements(v) * elementSize(v.type().dtype()))));
     b->bytes = numElements(v) * elementSize(v.type().dtype());
@@ -1114,7 +1114,7 @@ bool CudaRunner::prepareCollective(const Kernel &k, size_t index,
     }
   }
   if (k.op() != program::ALL_SLICE) {
-    if (cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
+    if (api().cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
         cudaSuccess) {
       error = "cudaEventCreate failed";
       return false;
@@ -1168,7 +1168,7 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
     }
   }
   c->span = bucketSpanBytes(function, k) / elementSize(t);
-  if (cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
+  if (api().cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming) !=
       cudaSuccess) {
     error = "cudaEventCreate failed";
     return false;
@@ -1195,7 +1195,8 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
   int outs = g.epilogue == MP::NONE || g.epilogue == MP::DGELU ? 1 : 2;
   if (k.inputs_size() < minIn || k.inputs_size() > maxIn ||
       k.outputs_size() != outs ||
-      (linear != (g.epilogue == MP::NONE || g.epilogue == MP::GELU_AUX))) {
+      // A LINEAR's epilogue is at most its GELU; a MATMUL takes any.
+      (linear && g.epilogue != MP::NONE && g.epilogue != MP::GELU_AUX)) {
     error = "has the wrong number of operands";
     return false;
   }
@@ -1327,23 +1328,23 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
                     opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   auto check = [&](cublasStatus_t s, const char *what) {
     if (s != CUBLAS_STATUS_SUCCESS)
-      error = std::string(what) + ": " + cublasLtGetStatusString(s);
+      error = std::string(what) + ": " + api().cublasLtGetStatusString(s);
     return s == CUBLAS_STATUS_SUCCESS;
   };
-  if (!check(cublasLtMatmulDescCreate(&g.desc, compute, CUDA_R_32F),
+  if (!check(api().cublasLtMatmulDescCreate(&g.desc, compute, CUDA_R_32F),
              "cublasLtMatmulDescCreate") ||
-      !check(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                            &opA, sizeof(opA)),
+      !check(api().cublasLtMatmulDescSetAttribute(
+                 g.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)),
              "cublasLtMatmulDescSetAttribute") ||
-      !check(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                            &opB, sizeof(opB)),
+      !check(api().cublasLtMatmulDescSetAttribute(
+                 g.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)),
              "cublasLtMatmulDescSetAttribute"))
     return false;
   auto setEpilogue = [&](cublasLtEpilogue_t epilogue) {
-    return check(cublasLtMatmulDescSetAttribute(g.desc,
-                                                CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                &epilogue, sizeof(epilogue)),
-                 "cublasLtMatmulDescSetAttribute");
+    return check(
+        api().cublasLtMatmulDescSetAttribute(
+            g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+        "cublasLtMatmulDescSetAttribute");
   };
   // The plain product's epilogue: the bias, if any.
   cublasLtEpilogue_t plain =
@@ -1375,16 +1376,16 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
     return false;
   auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols,
                     int64_t ld, int64_t stride) {
-    if (!check(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
+    if (!check(api().cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
                "cublasLtMatrixLayoutCreate"))
       return false;
     if (batch == 1)
       return true;
     int32_t n = static_cast<int32_t>(batch);
-    return check(cublasLtMatrixLayoutSetAttribute(
+    return check(api().cublasLtMatrixLayoutSetAttribute(
                      l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof(n)),
                  "cublasLtMatrixLayoutSetAttribute") &&
-           check(cublasLtMatrixLayoutSetAttribute(
+           check(api().cublasLtMatrixLayoutSetAttribute(
                      l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
                      sizeof(stride)),
                  "cublasLtMatrixLayoutSetAttribute");
@@ -1398,18 +1399,19 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
   // shapes, with pointers aligned to 16 bytes (the buffer plan aligns to
   // 64; microbatch slices and views to their rows).
   cublasLtMatmulPreference_t pref;
-  if (!check(cublasLtMatmulPreferenceCreate(&pref),
+  if (!check(api().cublasLtMatmulPreferenceCreate(&pref),
              "cublasLtMatmulPreferenceCreate"))
     return false;
   size_t ws = backend.workspace.bytes;
   uint32_t align = 16;
-  cublasLtMatmulPreferenceSetAttribute(
+  api().cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+    api().cublasLtMatmulPreferenceSetAttribute(pref, attr, &align,
+                                               sizeof(align));
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
   cublasStatus_t s = CUBLAS_STATUS_NOT_SUPPORTED;
@@ -1418,23 +1420,23 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
   bool auxOk = g.auxId < 0 || N % 8 == 0;
   if (wanted != plain && auxOk && setEpilogue(wanted)) {
     int64_t ld = N;
-    bool ready = g.auxId < 0 ||
-                 cublasLtMatmulDescSetAttribute(
-                     g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
-                     sizeof(ld)) == CUBLAS_STATUS_SUCCESS;
+    bool ready =
+        g.auxId < 0 || api().cublasLtMatmulDescSetAttribute(
+                           g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                           sizeof(ld)) == CUBLAS_STATUS_SUCCESS;
     if (ready)
-      s = cublasLtMatmulAlgoGetHeuristic(backend.lt, g.desc, g.a, g.b, g.c,
-                                         g.c, pref, 1, &result, &found);
+      s = api().cublasLtMatmulAlgoGetHeuristic(
+          backend.lt, g.desc, g.a, g.b, g.c, g.c, pref, 1, &result, &found);
     g.fused = ready && s == CUBLAS_STATUS_SUCCESS && found > 0;
     if (!g.fused && !setEpilogue(plain)) {
-      cublasLtMatmulPreferenceDestroy(pref);
+      api().cublasLtMatmulPreferenceDestroy(pref);
       return false;
     }
   }
   if (!g.fused)
-    s = cublasLtMatmulAlgoGetHeuristic(backend.lt, g.desc, g.a, g.b, g.c, g.c,
-                                       pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+    s = api().cublasLtMatmulAlgoGetHeuristic(backend.lt, g.desc, g.a, g.b, g.c,
+                                             g.c, pref, 1, &result, &found);
+  api().cublasLtMatmulPreferenceDestroy(pref);
   // Unfused GELU_AUX: the product (with its bias) is the GELU input.
   if (g.epilogue == MP::GELU_AUX && !g.fused)
     g.cId = g.auxId;
@@ -1470,8 +1472,8 @@ void CudaRunner::runKernel(size_t index) {
       for (void *&a : args)
         params.push_back(&a);
       GPTC_CUDA_CHECK(
-          cudaLaunchKernel(reinterpret_cast<const void *>(l.function), l.grid,
-                           l.block, params.data(), 0, stream));
+          api().cudaLaunchKernel(reinterpret_cast<const void *>(l.function),
+                                 l.grid, l.block, params.data(), 0, stream));
     }
     return;
   }
@@ -1484,19 +1486,19 @@ void CudaRunner::runKernel(size_t index) {
         g.fused && g.biasGradId >= 0 ? g.biasGradId : g.biasId;
     if (biasVector >= 0) {
       void *bias = ptr[biasVector];
-      GPTC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      GPTC_CUBLAS_CHECK(api().cublasLtMatmulDescSetAttribute(
           g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     if (g.fused && g.auxId >= 0) {
       void *aux = ptr[g.auxId];
-      GPTC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      GPTC_CUBLAS_CHECK(api().cublasLtMatmulDescSetAttribute(
           g.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
           sizeof(aux)));
     }
-    GPTC_CUBLAS_CHECK(
-        cublasLtMatmul(backend.lt, g.desc, &one, ptr[g.aId], g.a, ptr[g.bId],
-                       g.b, &zero, ptr[g.cId], g.c, ptr[g.cId], g.c, &g.algo,
-                       backend.workspace.ptr, backend.workspace.bytes, stream));
+    GPTC_CUBLAS_CHECK(api().cublasLtMatmul(
+        backend.lt, g.desc, &one, ptr[g.aId], g.a, ptr[g.bId], g.b, &zero,
+        ptr[g.cId], g.c, ptr[g.cId], g.c, &g.algo, backend.workspace.ptr,
+        backend.workspace.bytes, stream));
     if (g.fused || g.epilogue == program::MatmulParams::NONE)
       return;
     // The epilogue cuBLASLt could not take, after the plain product.
@@ -1563,7 +1565,7 @@ void CudaRunner::runKernel(size_t index) {
     void *in = ptr[k.inputs(0)], *out = ptr[k.outputs(0)];
     if (in != out) {
       const program::Value &v = function.values(k.outputs(0));
-      GPTC_CUDA_CHECK(cudaMemcpyAsync(
+      GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
           out, in, numElements(v) * elementSize(v.type().dtype()),
           cudaMemcpyDeviceToDevice, stream));
     }
@@ -1609,16 +1611,16 @@ void CudaRunner::runKernel(size_t index) {
     return;
   case program::SHARD_OFFSET: {
     // Pageable source: the copy has read it when the call returns.
-    GPTC_CUDA_CHECK(cudaMemcpyAsync(ptr[k.outputs(0)], &comms[index]->offset,
-                                    sizeof(int32_t), cudaMemcpyHostToDevice,
-                                    stream));
+    GPTC_CUDA_CHECK(
+        api().cudaMemcpyAsync(ptr[k.outputs(0)], &comms[index]->offset,
+                              sizeof(int32_t), cudaMemcpyHostToDevice, stream));
     return;
   }
   case program::ALL_SLICE: {
     // This rank's block of each row: a strided copy on the compute stream.
     const Collective &c = *comms[index];
     const std::byte *x = static_cast<const std::byte *>(ptr[k.inputs(0)]);
-    GPTC_CUDA_CHECK(cudaMemcpy2DAsync(
+    GPTC_CUDA_CHECK(api().cudaMemcpy2DAsync(
         ptr[k.outputs(0)], c.chunk, x + c.me * c.chunk, c.ranks * c.chunk,
         c.chunk, c.outer, cudaMemcpyDeviceToDevice, stream));
     return;
@@ -1636,11 +1638,11 @@ void CudaRunner::runCollective(size_t index) {
   const Kernel &k = function.kernels(static_cast<int>(index));
   Collective &c = *comms[index];
   cudaStream_t comm = backend.commStream;
-  GPTC_CUDA_CHECK(cudaEventRecord(backend.handOver, backend.stream));
-  GPTC_CUDA_CHECK(cudaStreamWaitEvent(comm, backend.handOver, 0));
+  GPTC_CUDA_CHECK(api().cudaEventRecord(backend.handOver, backend.stream));
+  GPTC_CUDA_CHECK(api().cudaStreamWaitEvent(comm, backend.handOver, 0));
   if (k.inputs_size() > 1) {
     runBucket(index);
-    GPTC_CUDA_CHECK(cudaEventRecord(c.done, comm));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(c.done, comm));
     return;
   }
   const program::Value &xv = function.values(k.inputs(0)),
@@ -1659,9 +1661,9 @@ void CudaRunner::runCollective(size_t index) {
   if (c.ranks == 1) {
     // A group of one: the result is the operand.
     if (x != y)
-      GPTC_CUDA_CHECK(cudaMemcpyAsync(
-          y, x, numElements(yv) * elementSize(t), cudaMemcpyDeviceToDevice,
-          comm));
+      GPTC_CUDA_CHECK(api().cudaMemcpyAsync(y, x,
+                                            numElements(yv) * elementSize(t),
+                                            cudaMemcpyDeviceToDevice, comm));
   } else if (reduce) {
     check(backend.collectives->allReduce(
         x, y, numElements(yv), t, k.op() == program::ALL_REDUCE_MAX, c.grid,
@@ -1676,7 +1678,7 @@ void CudaRunner::runCollective(size_t index) {
       check(backend.collectives->allGather(x, packed, numElements(xv), t,
                                            c.grid, c.axes, comm, error));
       for (int64_t r = 0; r < c.ranks; ++r)
-        GPTC_CUDA_CHECK(cudaMemcpy2DAsync(
+        GPTC_CUDA_CHECK(api().cudaMemcpy2DAsync(
             static_cast<std::byte *>(y) + r * c.chunk, c.ranks * c.chunk,
             packed + r * c.blockBytes, c.chunk, c.chunk, c.outer,
             cudaMemcpyDeviceToDevice, comm));
@@ -1688,16 +1690,15 @@ void CudaRunner::runCollective(size_t index) {
     } else {
       std::byte *packed = static_cast<std::byte *>(backend.packing.ptr);
       for (int64_t r = 0; r < c.ranks; ++r)
-        GPTC_CUDA_CHECK(cudaMemcpy2DAsync(
+        GPTC_CUDA_CHECK(api().cudaMemcpy2DAsync(
             packed + r * c.blockBytes, c.chunk,
-            static_cast<const std::byte *>(x) + r * c.chunk,
-            c.ranks * c.chunk, c.chunk, c.outer, cudaMemcpyDeviceToDevice,
-            comm));
+            static_cast<const std::byte *>(x) + r * c.chunk, c.ranks * c.chunk,
+            c.chunk, c.outer, cudaMemcpyDeviceToDevice, comm));
       check(backend.collectives->reduceScatter(packed, y, numElements(yv), t,
                                                c.grid, c.axes, comm, error));
     }
   }
-  GPTC_CUDA_CHECK(cudaEventRecord(c.done, comm));
+  GPTC_CUDA_CHECK(api().cudaEventRecord(c.done, comm));
 }
 
 /// A gradient bucket on the communication stream: one NCCL call over its
@@ -1718,7 +1719,7 @@ void CudaRunner::runBucket(size_t index) {
   if (c.ranks == 1) {
     for (int i = 0; i < k.inputs_size(); ++i)
       if (ptr[k.inputs(i)] != ptr[k.outputs(i)])
-        GPTC_CUDA_CHECK(cudaMemcpyAsync(
+        GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
             ptr[k.outputs(i)], ptr[k.inputs(i)],
             numElements(function.values(k.outputs(i))) * elementSize(t),
             cudaMemcpyDeviceToDevice, comm));
@@ -1784,14 +1785,14 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
           v.type().dtype() == program::F64   ? static_cast<const void *>(poison)
           : v.type().dtype() == program::F32 ? static_cast<const void *>(&f)
                                              : static_cast<const void *>(&bits);
-      GPTC_CUDA_CHECK(cudaMemcpyAsync(ptr[k.inputs(0)], src,
-                                      elementSize(v.type().dtype()),
-                                      cudaMemcpyHostToDevice, backend.stream));
-      GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
+      GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
+          ptr[k.inputs(0)], src, elementSize(v.type().dtype()),
+          cudaMemcpyHostToDevice, backend.stream));
+      GPTC_CUDA_CHECK(api().cudaStreamSynchronize(backend.stream));
     }
     for (size_t c : waits[index])
       GPTC_CUDA_CHECK(
-          cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
+          api().cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
     if (!profiling) {
       runKernel(index);
       continue;
@@ -1802,13 +1803,13 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
     // compute stream that has drained, so that the time is its own.
     bool collective = isDeviceCollective(k.op());
     if (collective)
-      GPTC_CUDA_CHECK(cudaStreamSynchronize(backend.stream));
+      GPTC_CUDA_CHECK(api().cudaStreamSynchronize(backend.stream));
     cudaStream_t timed = collective ? backend.commStream : backend.stream;
     auto body = bodies.find(index);
     double inner = body != bodies.end() ? body->second->profiledSeconds() : 0;
-    GPTC_CUDA_CHECK(cudaEventRecord(startEvents[index], timed));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(startEvents[index], timed));
     runKernel(index);
-    GPTC_CUDA_CHECK(cudaEventRecord(stopEvents[index], timed));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(stopEvents[index], timed));
     if (body != bodies.end())
       innerSeconds[index] += body->second->profiledSeconds() - inner;
     recorded[index] = true;
@@ -1819,22 +1820,23 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
       if (!recorded[index])
         continue;
       recorded[index] = false;
-      GPTC_CUDA_CHECK(cudaEventSynchronize(stopEvents[index]));
+      GPTC_CUDA_CHECK(api().cudaEventSynchronize(stopEvents[index]));
       float ms = 0;
-      GPTC_CUDA_CHECK(
-          cudaEventElapsedTime(&ms, startEvents[index], stopEvents[index]));
+      GPTC_CUDA_CHECK(api().cudaEventElapsedTime(&ms, startEvents[index],
+                                                 stopEvents[index]));
       seconds[index] += ms * 1e-3 - innerSeconds[index];
       innerSeconds[index] = 0;
       ++calls[index];
     }
   }
   for (size_t c : waits[function.kernels_size()])
-    GPTC_CUDA_CHECK(cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
+    GPTC_CUDA_CHECK(
+        api().cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
   for (size_t i = 0; i < out.size(); ++i)
     if (passed[i].first && passed[i].first != out[i])
-      GPTC_CUDA_CHECK(cudaMemcpyAsync(out[i], passed[i].first, passed[i].second,
-                                      cudaMemcpyDeviceToDevice,
-                                      backend.stream));
+      GPTC_CUDA_CHECK(
+          api().cudaMemcpyAsync(out[i], passed[i].first, passed[i].second,
+                                cudaMemcpyDeviceToDevice, backend.stream));
   return true;
 }
 
@@ -1864,8 +1866,9 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
     }
     if (Mirror *m = backend.findMirror(t.raw())) {
       if (!m->deviceValid) {
-        GPTC_CUDA_CHECK(cudaMemcpyAsync(m->memory.ptr, t.raw(), t.byteSize(),
-                                        cudaMemcpyHostToDevice, stream));
+        GPTC_CUDA_CHECK(api().cudaMemcpyAsync(m->memory.ptr, t.raw(),
+                                              t.byteSize(),
+                                              cudaMemcpyHostToDevice, stream));
         m->deviceValid = true;
       }
       in[i] = m->memory.ptr;
@@ -1874,8 +1877,8 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
     // Data (tokens, labels, the step): staged through the runner's own
     // buffer.
     in[i] = ownBuffer(id);
-    GPTC_CUDA_CHECK(cudaMemcpyAsync(in[i], t.raw(), t.byteSize(),
-                                    cudaMemcpyHostToDevice, stream));
+    GPTC_CUDA_CHECK(api().cudaMemcpyAsync(in[i], t.raw(), t.byteSize(),
+                                          cudaMemcpyHostToDevice, stream));
   }
   outputs.resize(nout);
   std::vector<Mirror *> written(nout, nullptr);
@@ -1901,10 +1904,10 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
       t = Tensor(v.type().dtype(),
                  std::vector<int64_t>(v.type().shape().begin(),
                                       v.type().shape().end()));
-    GPTC_CUDA_CHECK(cudaMemcpyAsync(t.raw(), out[j], t.byteSize(),
-                                    cudaMemcpyDeviceToHost, stream));
+    GPTC_CUDA_CHECK(api().cudaMemcpyAsync(t.raw(), out[j], t.byteSize(),
+                                          cudaMemcpyDeviceToHost, stream));
   }
-  GPTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
   return true;
 }
 
@@ -1928,8 +1931,8 @@ void CudaRunner::enableProfiling() {
   if (startEvents.empty())
     for (size_t i = 0; i < n; ++i) {
       cudaEvent_t start, stop;
-      GPTC_CUDA_CHECK(cudaEventCreate(&start));
-      GPTC_CUDA_CHECK(cudaEventCreate(&stop));
+      GPTC_CUDA_CHECK(api().cudaEventCreate(&start));
+      GPTC_CUDA_CHECK(api().cudaEventCreate(&stop));
       startEvents.push_back(start);
       stopEvents.push_back(stop);
     }
@@ -1944,9 +1947,9 @@ void CudaRunner::enableProfiling() {
 
 CudaRunner::~CudaRunner() {
   for (cudaEvent_t e : startEvents)
-    cudaEventDestroy(e);
+    api().cudaEventDestroy(e);
   for (cudaEvent_t e : stopEvents)
-    cudaEventDestroy(e);
+    api().cudaEventDestroy(e);
 }
 
 double CudaRunner::profiledSeconds() const {
@@ -1978,16 +1981,16 @@ gptc::runtime::createCudaBackend(const program::Program &program, int device,
 
 bool gptc::runtime::cudaDeviceAvailable(std::string &why) {
   int count = 0;
-  cudaError_t status = cudaGetDeviceCount(&count);
+  cudaError_t status = api().cudaGetDeviceCount(&count);
   if (status == cudaSuccess && count > 0)
     return true;
   why = "no CUDA device: " + std::string(status != cudaSuccess
-                                             ? cudaGetErrorString(status)
+                                             ? api().cudaGetErrorString(status)
                                              : "none is visible");
   return false;
 }
 
 int gptc::runtime::cudaDeviceCount() {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+  return api().cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }

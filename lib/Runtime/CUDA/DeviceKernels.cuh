@@ -1073,6 +1073,21 @@ bool launchAttentionBackwardTc(Launch &&launch, const uint16_t *q,
   });
 }
 
+/// y += x elementwise over n elements of E (16-bit ones sum in f32).
+template <typename E>
+__global__ void addKernel(ElementStorage<E> *__restrict__ y,
+                          const ElementStorage<E> *__restrict__ x, int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n)
+    y[i] = E::round(E::toFloat(y[i]) + E::toFloat(x[i]));
+}
+__global__ void addKernelF64(double *__restrict__ y,
+                             const double *__restrict__ x, int64_t n) {
+  int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n)
+    y[i] += x[i];
+}
+
 /// The epilogues above over `n` elements (`cols` columns for the bias
 /// gradient).
 template <typename E, typename Launch>

@@ -13,18 +13,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "gptc/Runtime/CUDA/DeviceCollectives.h"
 #include "gptc/Runtime/CUDA/NcclCommunicator.h"
+#include "gptc/Runtime/CUDA/CudaApi.h"
+#include "gptc/Runtime/CUDA/DeviceCollectives.h"
 
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+
+using ::gptc::cuda::api;
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -38,7 +38,7 @@ bool cudaOk(cudaError_t rc, const char *call, const char *file, int line,
   if (rc == cudaSuccess)
     return true;
   error = std::string(file) + ":" + std::to_string(line) + ": " + call +
-          " failed: " + cudaGetErrorString(rc);
+          " failed: " + api().cudaGetErrorString(rc);
   return false;
 }
 bool ncclOk(ncclResult_t rc, const char *call, const char *file, int line,
@@ -46,8 +46,8 @@ bool ncclOk(ncclResult_t rc, const char *call, const char *file, int line,
   if (rc == ncclSuccess)
     return true;
   error = std::string(file) + ":" + std::to_string(line) + ": " + call +
-          " failed: " + ncclGetErrorString(rc);
-  if (const char *last = ncclGetLastError(nullptr))
+          " failed: " + api().ncclGetErrorString(rc);
+  if (const char *last = api().ncclGetLastError(nullptr))
     if (*last)
       error += " (" + std::string(last) + ")";
   return false;
@@ -76,7 +76,7 @@ public:
       : boot(bootstrap), device(device) {}
   ~NcclGroups() {
     for (auto &entry : groups)
-      ncclCommDestroy(entry.second);
+      api().ncclCommDestroy(entry.second);
   }
 
   /// The group's communicator, made now if it is new (collective over the
@@ -97,13 +97,13 @@ public:
       }
       ncclUniqueId id;
       int64_t me = groupIndex(grid, axes, boot.rank());
-      if (me == 0 && !ncclOk(GPTC_WHERE(ncclGetUniqueId(&id)), error))
+      if (me == 0 && !ncclOk(GPTC_WHERE(api().ncclGetUniqueId(&id)), error))
         return false;
       if (!boot.broadcast(&id, sizeof(id), grid, axes, error))
         return false;
       ncclComm_t made;
-      if (!cudaOk(GPTC_WHERE(cudaSetDevice(device)), error) ||
-          !ncclOk(GPTC_WHERE(ncclCommInitRank(
+      if (!cudaOk(GPTC_WHERE(api().cudaSetDevice(device)), error) ||
+          !ncclOk(GPTC_WHERE(api().ncclCommInitRank(
                       &made, static_cast<int>(groupSize(grid, axes)), id,
                       static_cast<int>(me))),
                   error))
@@ -124,7 +124,7 @@ private:
 /// The GPU to use (localDeviceIndex).
 bool pickDevice(const Communicator &boot, int &device, std::string &error) {
   int devices = 0;
-  if (!cudaOk(GPTC_WHERE(cudaGetDeviceCount(&devices)), error))
+  if (!cudaOk(GPTC_WHERE(api().cudaGetDeviceCount(&devices)), error))
     return false;
   if (devices == 0) {
     error = "no CUDA device for the NCCL communicator";
@@ -141,14 +141,14 @@ public:
 
   ~NcclCommunicator() override {
     if (scratch)
-      cudaFree(scratch);
+      api().cudaFree(scratch);
     if (stream)
-      cudaStreamDestroy(stream);
+      api().cudaStreamDestroy(stream);
   }
 
   bool start(std::string &error) {
-    return cudaOk(GPTC_WHERE(cudaSetDevice(groups.device)), error) &&
-           cudaOk(GPTC_WHERE(cudaStreamCreate(&stream)), error);
+    return cudaOk(GPTC_WHERE(api().cudaSetDevice(groups.device)), error) &&
+           cudaOk(GPTC_WHERE(api().cudaStreamCreate(&stream)), error);
   }
 
   int rank() const override { return groups.boot.rank(); }
@@ -187,16 +187,16 @@ public:
     if (!prepare(dtype, grid, axes, (n + 1) * bytes, comm, type, error))
       return false;
     char *send = static_cast<char *>(scratch), *recv = send + bytes;
-    return cudaOk(GPTC_WHERE(cudaMemcpyAsync(send, in, bytes,
-                                             cudaMemcpyHostToDevice, stream)),
+    return cudaOk(GPTC_WHERE(api().cudaMemcpyAsync(
+                      send, in, bytes, cudaMemcpyHostToDevice, stream)),
                   error) &&
-           ncclOk(GPTC_WHERE(
-                      ncclAllGather(send, recv, count, type, comm, stream)),
+           ncclOk(GPTC_WHERE(api().ncclAllGather(send, recv, count, type, comm,
+                                                 stream)),
                   error) &&
-           cudaOk(GPTC_WHERE(cudaMemcpyAsync(out, recv, n * bytes,
-                                             cudaMemcpyDeviceToHost, stream)),
+           cudaOk(GPTC_WHERE(api().cudaMemcpyAsync(
+                      out, recv, n * bytes, cudaMemcpyDeviceToHost, stream)),
                   error) &&
-           cudaOk(GPTC_WHERE(cudaStreamSynchronize(stream)), error);
+           cudaOk(GPTC_WHERE(api().cudaStreamSynchronize(stream)), error);
   }
 
   bool reduceScatterSum(const void *in, void *out, int64_t count,
@@ -209,16 +209,16 @@ public:
     if (!prepare(dtype, grid, axes, (n + 1) * bytes, comm, type, error))
       return false;
     char *send = static_cast<char *>(scratch), *recv = send + n * bytes;
-    return cudaOk(GPTC_WHERE(cudaMemcpyAsync(send, in, n * bytes,
-                                             cudaMemcpyHostToDevice, stream)),
+    return cudaOk(GPTC_WHERE(api().cudaMemcpyAsync(
+                      send, in, n * bytes, cudaMemcpyHostToDevice, stream)),
                   error) &&
-           ncclOk(GPTC_WHERE(ncclReduceScatter(send, recv, count, type,
-                                               ncclSum, comm, stream)),
+           ncclOk(GPTC_WHERE(api().ncclReduceScatter(send, recv, count, type,
+                                                     ncclSum, comm, stream)),
                   error) &&
-           cudaOk(GPTC_WHERE(cudaMemcpyAsync(out, recv, bytes,
-                                             cudaMemcpyDeviceToHost, stream)),
+           cudaOk(GPTC_WHERE(api().cudaMemcpyAsync(
+                      out, recv, bytes, cudaMemcpyDeviceToHost, stream)),
                   error) &&
-           cudaOk(GPTC_WHERE(cudaStreamSynchronize(stream)), error);
+           cudaOk(GPTC_WHERE(api().cudaStreamSynchronize(stream)), error);
   }
 
 private:
@@ -231,16 +231,16 @@ private:
     int64_t bytes = count * elementSize(dtype);
     if (!prepare(dtype, grid, axes, bytes, comm, type, error))
       return false;
-    return cudaOk(GPTC_WHERE(cudaMemcpyAsync(scratch, data, bytes,
-                                             cudaMemcpyHostToDevice, stream)),
+    return cudaOk(GPTC_WHERE(api().cudaMemcpyAsync(
+                      scratch, data, bytes, cudaMemcpyHostToDevice, stream)),
                   error) &&
-           ncclOk(GPTC_WHERE(ncclAllReduce(scratch, scratch, count, type, op,
-                                           comm, stream)),
+           ncclOk(GPTC_WHERE(api().ncclAllReduce(scratch, scratch, count, type,
+                                                 op, comm, stream)),
                   error) &&
-           cudaOk(GPTC_WHERE(cudaMemcpyAsync(data, scratch, bytes,
-                                             cudaMemcpyDeviceToHost, stream)),
+           cudaOk(GPTC_WHERE(api().cudaMemcpyAsync(
+                      data, scratch, bytes, cudaMemcpyDeviceToHost, stream)),
                   error) &&
-           cudaOk(GPTC_WHERE(cudaStreamSynchronize(stream)), error);
+           cudaOk(GPTC_WHERE(api().cudaStreamSynchronize(stream)), error);
   }
 
   /// The group's communicator, the NCCL type and `bytes` of device
@@ -252,10 +252,10 @@ private:
       return false;
     if (static_cast<size_t>(bytes) > scratchBytes) {
       if (scratch)
-        cudaFree(scratch);
+        api().cudaFree(scratch);
       scratch = nullptr;
       scratchBytes = 0;
-      if (!cudaOk(GPTC_WHERE(cudaMalloc(&scratch, bytes)), error))
+      if (!cudaOk(GPTC_WHERE(api().cudaMalloc(&scratch, bytes)), error))
         return false;
       scratchBytes = bytes;
     }
@@ -291,7 +291,7 @@ public:
     ncclComm_t comm;
     ncclDataType_t type;
     return resolve(dtype, grid, axes, comm, type, error) &&
-           ncclOk(GPTC_WHERE(ncclAllReduce(
+           ncclOk(GPTC_WHERE(api().ncclAllReduce(
                       in, out, static_cast<size_t>(count), type,
                       maximum ? ncclMax : ncclSum, comm,
                       static_cast<cudaStream_t>(stream))),
@@ -299,10 +299,10 @@ public:
   }
 
   bool beginGroup(std::string &error) override {
-    return ncclOk(GPTC_WHERE(ncclGroupStart()), error);
+    return ncclOk(GPTC_WHERE(api().ncclGroupStart()), error);
   }
   bool endGroup(std::string &error) override {
-    return ncclOk(GPTC_WHERE(ncclGroupEnd()), error);
+    return ncclOk(GPTC_WHERE(api().ncclGroupEnd()), error);
   }
 
   bool allGather(const void *in, void *out, int64_t count,
@@ -312,7 +312,7 @@ public:
     ncclComm_t comm;
     ncclDataType_t type;
     return resolve(dtype, grid, axes, comm, type, error) &&
-           ncclOk(GPTC_WHERE(ncclAllGather(
+           ncclOk(GPTC_WHERE(api().ncclAllGather(
                       in, out, static_cast<size_t>(count), type, comm,
                       static_cast<cudaStream_t>(stream))),
                   error);
@@ -325,9 +325,9 @@ public:
     ncclComm_t comm;
     ncclDataType_t type;
     return resolve(dtype, grid, axes, comm, type, error) &&
-           ncclOk(GPTC_WHERE(ncclReduceScatter(
-                      in, out, static_cast<size_t>(count), type, ncclSum,
-                      comm, static_cast<cudaStream_t>(stream))),
+           ncclOk(GPTC_WHERE(api().ncclReduceScatter(
+                      in, out, static_cast<size_t>(count), type, ncclSum, comm,
+                      static_cast<cudaStream_t>(stream))),
                   error);
   }
 

@@ -10,6 +10,7 @@
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
+#include "gptc/Target/CPU/Passes.h"
 #include "gptc/Target/ExportProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -148,7 +149,15 @@ FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
 }
 
 FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
-    ModuleOp module, const GpuKernelLoweringPipelineOptions &options) {
+    ModuleOp module, const GpuKernelLoweringPipelineOptions &requested) {
+  // The virtual device's image: the same kernels up to NVVM, then as host
+  // code under the emulation (gptc-gpu-emulate-on-host{export-kernels}),
+  // in a shared object for this CPU.
+  bool host = requested.format == "host";
+  GpuKernelLoweringPipelineOptions options;
+  options.copyOptionValuesFrom(requested);
+  if (host)
+    options.format = "none";
   // MLIR's NVPTX serialization wants the toolkit (libdevice, and ptxas for
   // a cubin) even for PTX: say so before it fails on a path.
   if (options.format != "none" && options.toolkit.empty() &&
@@ -165,7 +174,7 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     return failure();
   OwningOpRef<ModuleOp> kernels = std::move(*outlined);
   if (kernels->getBody()->empty())
-    return CudaKernels{options.format, "", {}};
+    return CudaKernels{requested.format, "", {}};
   llvm::StringMap<std::pair<int64_t, int64_t>> counts;
   llvm::StringMap<std::vector<int64_t>> sizes;
   for (auto func : kernels->getOps<func::FuncOp>()) {
@@ -197,6 +206,20 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
   FailureOr<CudaKernels> result = readCudaLaunchPlans(*kernels);
   if (failed(result))
     return failure();
+  if (host) {
+    PassManager emulate(module.getContext());
+    GptcGpuEmulateOnHostPassOptions emulateOptions;
+    emulateOptions.exportKernels = true;
+    emulate.addPass(createGptcGpuEmulateOnHostPass(emulateOptions));
+    if (failed(emulate.run(*kernels)))
+      return failure();
+    FailureOr<std::string> library =
+        compileKernelsToSharedObject(*kernels, CpuCodegenOptions());
+    if (failed(library))
+      return failure();
+    result->format = "host";
+    result->image = std::move(*library);
+  }
   for (CudaKernelPlan &plan : result->kernels) {
     const auto &counted = passes[plan.name];
     if (counted.size() != plan.launches.size())

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 namespace mlir::gptc {
@@ -61,6 +62,12 @@ struct EmulatedKernel {
   /// Whether a thread may wait for others (a barrier or a shuffle, in it or
   /// in a function it calls); one that cannot runs without a fiber.
   bool synchronizes = true;
+  /// Its name in the gpu.module, its `nvvm.maxntid` (threads a block; 0:
+  /// none), and per parameter the bytes its launches pass (the largest;
+  /// -1: a scalar; 0: not static).
+  std::string name;
+  int64_t maxThreads = 0;
+  SmallVector<int64_t> paramBytes;
 };
 
 /// A function the gpu.module declares (libdevice's): it keeps its name.
@@ -82,7 +89,10 @@ private:
   LogicalResult rewriteNvvm(LLVM::LLVMFuncOp func);
   LLVM::LLVMFuncOp buildThunk(LLVM::LLVMFuncOp kernel);
   bool synchronizes(LLVM::LLVMFuncOp kernel);
-  LogicalResult rewriteLaunch(gpu::LaunchFuncOp launch, EmulatedKernel kernel);
+  LogicalResult rewriteLaunch(gpu::LaunchFuncOp launch, EmulatedKernel &kernel);
+  /// export-kernels: the thunk renamed gptc_kernel_<name> and the
+  /// description gptc_kernel_info_<name>.
+  void exportKernel(EmulatedKernel &kernel);
 
   ModuleOp module;
 };
@@ -221,7 +231,7 @@ bool GptcGpuEmulateOnHostPass::synchronizes(LLVM::LLVMFuncOp kernel) {
 }
 
 LogicalResult GptcGpuEmulateOnHostPass::rewriteLaunch(gpu::LaunchFuncOp launch,
-                                                      EmulatedKernel kernel) {
+                                                      EmulatedKernel &kernel) {
   MLIRContext *ctx = &getContext();
   if (!launch.getAsyncDependencies().empty() || launch.getAsyncToken() ||
       launch.getDynamicSharedMemorySize() || launch.hasClusterSize())
@@ -242,9 +252,31 @@ LogicalResult GptcGpuEmulateOnHostPass::rewriteLaunch(gpu::LaunchFuncOp launch,
   };
   Value one = LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(1));
   SmallVector<Value> cells;
-  for (auto [arg, param] : llvm::zip(launch.getKernelOperands(), params)) {
+  kernel.paramBytes.resize(params.size(), -1);
+  for (auto [i, arg, param] :
+       llvm::enumerate(launch.getKernelOperands(), params)) {
     Value v = arg;
-    if (isa<MemRefType>(arg.getType())) {
+    if (auto type = dyn_cast<MemRefType>(arg.getType())) {
+      // The bytes from the aligned pointer to the view's last element.
+      int64_t bytes = 0;
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      if (type.hasStaticShape() && type.getElementType().isIntOrFloat() &&
+          succeeded(type.getStridesAndOffset(strides, offset)) &&
+          !ShapedType::isDynamic(offset) &&
+          llvm::none_of(strides, ShapedType::isDynamic)) {
+        int64_t last = offset;
+        for (auto [size, stride] : llvm::zip(type.getShape(), strides))
+          last += (size - 1) * stride;
+        bytes = type.getNumElements() == 0
+                    ? 0
+                    : (last + 1) * static_cast<int64_t>(
+                                       (type.getElementTypeBitWidth() + 7) / 8);
+      }
+      int64_t &known = kernel.paramBytes[i];
+      known = known < 0
+                  ? bytes
+                  : (known == 0 || bytes == 0 ? 0 : std::max(known, bytes));
       Value address =
           memref::ExtractAlignedPointerAsIndexOp::create(b, loc, arg);
       v = LLVM::IntToPtrOp::create(b, loc, ptr, toI64(address));
@@ -288,6 +320,30 @@ LogicalResult GptcGpuEmulateOnHostPass::rewriteLaunch(gpu::LaunchFuncOp launch,
   func::CallOp::create(b, loc, name, TypeRange{}, operands);
   launch.erase();
   return success();
+}
+
+void GptcGpuEmulateOnHostPass::exportKernel(EmulatedKernel &kernel) {
+  MLIRContext *ctx = &getContext();
+  Type i64 = IntegerType::get(ctx, 64);
+  kernel.thunk.setName(("gptc_kernel_" + kernel.name).c_str());
+  SmallVector<int64_t> info{kernel.synchronizes, kernel.maxThreads,
+                            kernel.func.getNumArguments()};
+  for (unsigned i = 0; i < kernel.func.getNumArguments(); ++i) {
+    int64_t bytes = i < kernel.paramBytes.size() ? kernel.paramBytes[i] : 0;
+    bool pointer =
+        isa<LLVM::LLVMPointerType>(kernel.func.getArgument(i).getType());
+    info.push_back(pointer ? std::max<int64_t>(bytes, 0) : -1);
+    info.push_back(pointer && !kernel.func.getArgAttr(
+                                  i, LLVM::LLVMDialect::getReadonlyAttrName()));
+  }
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto type = LLVM::LLVMArrayType::get(i64, info.size());
+  auto value = DenseElementsAttr::get(
+      RankedTensorType::get({static_cast<int64_t>(info.size())}, i64),
+      ArrayRef<int64_t>(info));
+  LLVM::GlobalOp::create(b, module.getLoc(), type, /*isConstant=*/true,
+                         LLVM::Linkage::External,
+                         "gptc_kernel_info_" + kernel.name, value);
 }
 
 void GptcGpuEmulateOnHostPass::runOnOperation() {
@@ -337,8 +393,16 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
         continue;
       StringRef name = func.getName();
       name.consume_front(("__emu_" + gpuModule.getName() + "_").str());
-      kernels[{gpuModule.getNameAttr(), StringAttr::get(ctx, name)}] = {
-          func, LLVM::LLVMFuncOp()};
+      EmulatedKernel kernel{func, LLVM::LLVMFuncOp()};
+      kernel.name = name.str();
+      if (auto maxntid =
+              func->getAttrOfType<DenseI32ArrayAttr>("nvvm.maxntid")) {
+        kernel.maxThreads = 1;
+        for (int32_t d : maxntid.asArrayRef())
+          kernel.maxThreads *= d;
+      }
+      kernels[{gpuModule.getNameAttr(), StringAttr::get(ctx, name)}] =
+          std::move(kernel);
     }
   }
   // Shared memory is ordinary memory on the host; casts between address
@@ -387,6 +451,24 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
   for (gpu::GPUModuleOp gpuModule : gpuModules)
     gpuModule.erase();
   module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
+  if (!exportKernels)
+    return;
+  llvm::StringSet<> names;
+  for (auto &entry : kernels) {
+    if (!names.insert(entry.second.name).second) {
+      module.emitError("two gpu.modules have a kernel named '")
+          << entry.second.name << "'; the virtual device's image has one";
+      return signalPassFailure();
+    }
+    exportKernel(entry.second);
+  }
+  // The host functions and what only they use (constants as globals).
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (isa<func::FuncOp>(op))
+      op.erase();
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (isa<memref::GlobalOp>(op))
+      op.erase();
 }
 
 } // namespace

@@ -14,7 +14,7 @@
 #ifndef GPTC_RUNTIME_CUDA_CHECK_H
 #define GPTC_RUNTIME_CUDA_CHECK_H
 
-#include <cuda_runtime.h>
+#include "gptc/Runtime/CUDA/CudaApi.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -35,21 +35,22 @@ namespace gptc::cuda {
   do {                                                                         \
     cudaError_t gptcStatus_ = (call);                                          \
     if (gptcStatus_ != cudaSuccess)                                            \
-      ::gptc::cuda::fail(cudaGetErrorString(gptcStatus_), #call, __FILE__,     \
-                         __LINE__);                                            \
+      ::gptc::cuda::fail(::gptc::cuda::api().cudaGetErrorString(gptcStatus_),  \
+                         #call, __FILE__, __LINE__);                           \
   } while (0)
 
 /// Checks the last kernel launch (launch errors, not execution errors, which
 /// surface at the next synchronizing call).
-#define GPTC_CUDA_CHECK_LAUNCH() GPTC_CUDA_CHECK(cudaGetLastError())
+#define GPTC_CUDA_CHECK_LAUNCH()                                               \
+  GPTC_CUDA_CHECK(::gptc::cuda::api().cudaGetLastError())
 
 /// Checks an NCCL call.
 #define GPTC_NCCL_CHECK(call)                                                  \
   do {                                                                         \
     ncclResult_t gptcStatus_ = (call);                                         \
     if (gptcStatus_ != ncclSuccess)                                            \
-      ::gptc::cuda::fail(ncclGetErrorString(gptcStatus_), #call, __FILE__,     \
-                         __LINE__);                                            \
+      ::gptc::cuda::fail(::gptc::cuda::api().ncclGetErrorString(gptcStatus_),  \
+                         #call, __FILE__, __LINE__);                           \
   } while (0)
 
 #endif // GPTC_RUNTIME_CUDA_CHECK_H

@@ -319,7 +319,22 @@ def GptcGpuEmulateOnHostPass
     a lane the block does not have or that has exited (a NaN is read)
     shows up in the results. It is not a model of the GPU's memory
     ordering between blocks, nor of its speed.
+
+    With `export-kernels`, the output is the virtual CUDA device's image
+    (`gptc --device virtual-cuda`, docs/Runtime.md): each kernel's thunk is
+    exported as `gptc_kernel_<name>` and described by a constant
+    `gptc_kernel_info_<name>` of i64s: whether it synchronizes, its
+    `nvvm.maxntid` (0: none), its parameter count, then per parameter the
+    bytes a launch passes (the largest over its launches; -1 for a scalar,
+    0 when not static) and whether the kernel may write through it (not
+    `llvm.readonly`). The host functions are erased: the runtime replays
+    the launches itself.
   }];
+  let options = [
+    Option<"exportKernels", "export-kernels", "bool", /*default=*/"false",
+           "Export each kernel's thunk and description for the virtual "
+           "CUDA device, and drop the host functions">
+  ];
   let dependentDialects = [
     "::mlir::LLVM::LLVMDialect",
     "::mlir::arith::ArithDialect",

@@ -1,0 +1,1806 @@
+//===- VirtualCuda.cpp - A strict CPU stand-in of a CUDA device -----------===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// libGptcVirtualCuda.so: the CUDA runtime, cuBLASLt and NCCL entry points
+// the GPU runtime calls (CudaApi.h), on host memory, stricter than a GPU
+// (docs/Runtime.md, "The virtual CUDA device"):
+//
+// - Memory. Each allocation is its own mapping, its end against a page no
+//   access may touch (a kernel reading or writing past it stops with the
+//   allocation named); the bytes between its end and the next 256 hold a
+//   pattern checked after every launch; new memory holds 0xff bytes (NaN
+//   in every float type), not zeros. Every pointer a call passes is checked
+//   against its allocation, with the bytes the call touches.
+// - Order. Streams, events and the host's waits are a happens-before
+//   relation kept with vector clocks (one component per stream and one for
+//   the host). Every operation's reads and writes of device memory are
+//   recorded; two that touch the same bytes, one of them a write, from
+//   different streams with nothing ordering them, are a race, reported
+//   with both operations. Operations run when they are enqueued, which is
+//   one order the GPU could have run them in: with no race, every order
+//   gives the same results.
+// - Launches. A generated kernel's image is host code (gptc --device
+//   virtual-cuda: gptc-gpu-emulate-on-host{export-kernels}); a launch is
+//   checked against the kernel's description (its parameters' sizes and
+//   whether it writes through them, its maxntid) and CUDA's limits, then its
+//   threads run under the NVVM emulation. The hand-written kernels run
+//   under the emulation of CUDA's device language (EmulatedKernels.cpp).
+// - cuBLASLt computes from the descriptors, as NVIDIA documents them
+//   (column-major, op(A) op(B), leading dimensions, strided batches,
+//   epilogues), in f32, written without reference to how gptc builds them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "VirtualDevice.h"
+
+#include "gptc/Runtime/CUDA/CudaApi.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+
+using namespace gptc;
+using namespace gptc::vcuda;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Diagnostics
+//===----------------------------------------------------------------------===//
+
+cudaError_t lastError = cudaSuccess;
+
+cudaError_t fail(cudaError_t code, const std::string &message) {
+  std::fprintf(stderr, "virtual-cuda: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  lastError = code;
+  return code;
+}
+
+std::string hex(const void *p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%p", p);
+  return buffer;
+}
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+/// An access recorded on an allocation: bytes [begin, end) from its start,
+/// by the operation `what` at `epoch` of clock component `component`.
+struct Record {
+  int64_t begin, end;
+  int component;
+  uint64_t epoch;
+  bool write;
+  std::shared_ptr<const std::string> what;
+};
+
+struct Allocation {
+  int64_t id = 0;
+  char *base = nullptr;
+  size_t bytes = 0, padded = 0;
+  char *map = nullptr;
+  size_t mapBytes = 0;
+  std::vector<Record> records;
+};
+
+constexpr unsigned char kCanary = 0xa5, kFresh = 0xff;
+
+using Clock = std::vector<uint64_t>;
+
+uint64_t at(const Clock &c, int i) {
+  return static_cast<size_t>(i) < c.size() ? c[i] : 0;
+}
+void join(Clock &a, const Clock &b) {
+  if (a.size() < b.size())
+    a.resize(b.size(), 0);
+  for (size_t i = 0; i < b.size(); ++i)
+    a[i] = std::max(a[i], b[i]);
+}
+
+struct Stream {
+  int component = 0;
+  bool blocking = true;
+  Clock clock;
+  std::string name;
+};
+
+struct Event {
+  Clock clock;
+  bool recorded = false, timing = true;
+  std::chrono::steady_clock::time_point time;
+};
+
+/// A kernel of a loaded image: its thunk and description
+/// (gptc_kernel_info_<name>).
+struct Kernel {
+  void (*thunk)(void **) = nullptr;
+  const int64_t *info = nullptr;
+  std::string name;
+};
+
+struct Library {
+  void *handle = nullptr;
+  std::string path;
+  std::vector<std::unique_ptr<Kernel>> kernels;
+};
+
+struct Device {
+  std::recursive_mutex mutex;
+  std::map<uintptr_t, Allocation> allocations;
+  int64_t nextAllocation = 1;
+  Clock host{0, 0};
+  Stream legacy;
+  std::map<const void *, std::unique_ptr<Stream>> streams;
+  std::set<const void *> events;
+  std::set<const void *> kernels;
+  std::set<const void *> libraries;
+  int nextComponent = 2;
+  /// The operation running now (for the fault handler).
+  const std::string *running = nullptr;
+  Device() {
+    legacy.component = 1;
+    legacy.clock = {0, 0};
+    legacy.name = "the legacy default stream";
+  }
+};
+
+Device &device() {
+  static Device *d = new Device();
+  return *d;
+}
+
+size_t pageSize() {
+  static size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+//===----------------------------------------------------------------------===//
+// Faults: an access past an allocation's end
+//===----------------------------------------------------------------------===//
+
+void onFault(int, siginfo_t *info, void *) {
+  Device &d = device();
+  char message[512];
+  uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  const Allocation *near = nullptr;
+  for (const auto &[start, a] : d.allocations)
+    if (address >= reinterpret_cast<uintptr_t>(a.map) &&
+        address < reinterpret_cast<uintptr_t>(a.map) + a.mapBytes)
+      near = &a;
+  if (near) {
+    long past = static_cast<long>(address) -
+                static_cast<long>(reinterpret_cast<uintptr_t>(near->base));
+    std::snprintf(message, sizeof(message),
+                  "virtual-cuda: error: out-of-bounds access at %p, byte %ld "
+                  "of allocation #%ld of %zu bytes, in %s\n",
+                  info->si_addr, past, static_cast<long>(near->id), near->bytes,
+                  d.running ? d.running->c_str() : "host code");
+  } else {
+    std::snprintf(message, sizeof(message),
+                  "virtual-cuda: error: invalid access at %p (no allocation "
+                  "there) in %s\n",
+                  info->si_addr, d.running ? d.running->c_str() : "host code");
+  }
+  ssize_t ignored = write(STDERR_FILENO, message, std::strlen(message));
+  (void)ignored;
+  signal(SIGSEGV, SIG_DFL);
+  std::abort();
+}
+
+void installFaultHandler() {
+  static bool done = false;
+  if (done)
+    return;
+  done = true;
+  static char stack[1 << 16];
+  stack_t alt{};
+  alt.ss_sp = stack;
+  alt.ss_size = sizeof(stack);
+  sigaltstack(&alt, nullptr);
+  struct sigaction action {};
+  action.sa_sigaction = onFault;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+  sigaction(SIGBUS, &action, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Allocations and the order of accesses
+//===----------------------------------------------------------------------===//
+
+Allocation *findAllocation(const void *p) {
+  Device &d = device();
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  auto it = d.allocations.upper_bound(address);
+  if (it == d.allocations.begin())
+    return nullptr;
+  --it;
+  Allocation &a = it->second;
+  if (address >= it->first + std::max<size_t>(a.padded, 1))
+    return nullptr;
+  return &a;
+}
+
+std::string describe(const Allocation &a) {
+  return "allocation #" + std::to_string(a.id) + " (" +
+         std::to_string(a.bytes) + " bytes at " + hex(a.base) + ")";
+}
+
+Stream *resolve(cudaStream_t s, cudaError_t &error) {
+  Device &d = device();
+  if (!s || s == cudaStreamLegacy)
+    return &d.legacy;
+  auto it = d.streams.find(s);
+  if (it == d.streams.end()) {
+    error = fail(cudaErrorInvalidResourceHandle,
+                 "stream " + hex(s) + " is not a stream of this device");
+    return nullptr;
+  }
+  return it->second.get();
+}
+
+/// The start of an operation on `s`: ordered after what the host did so
+/// far (and, on the legacy stream, after the blocking streams' work; on a
+/// blocking stream, after the legacy stream's). Returns its epoch.
+uint64_t enqueue(Stream &s) {
+  Device &d = device();
+  join(s.clock, d.host);
+  if (&s == &d.legacy) {
+    for (auto &[handle, other] : d.streams)
+      if (other->blocking)
+        join(s.clock, other->clock);
+  } else if (s.blocking) {
+    join(s.clock, d.legacy.clock);
+  }
+  if (s.clock.size() <= static_cast<size_t>(s.component))
+    s.clock.resize(s.component + 1, 0);
+  return ++s.clock[s.component];
+}
+
+/// Checks `accesses` of the operation `what` on `s` (already enqueued)
+/// against their allocations and the accesses before them; records them.
+cudaError_t touch(Stream &s, uint64_t epoch, const std::vector<Access> &list,
+                  const std::string &what) {
+  auto label = std::make_shared<const std::string>(what + " on " + s.name);
+  std::vector<std::pair<Allocation *, Record>> records;
+  for (const Access &x : list) {
+    if (x.bytes < 0)
+      return fail(cudaErrorInvalidValue,
+                  *label + " passes a negative size for " + hex(x.ptr));
+    if (x.bytes == 0)
+      continue;
+    Allocation *a = findAllocation(x.ptr);
+    if (!a)
+      return fail(cudaErrorIllegalAddress,
+                  *label + " touches " + hex(x.ptr) +
+                      ", which is in no allocation of this device");
+    int64_t begin = static_cast<const char *>(x.ptr) - a->base;
+    int64_t end = begin + x.bytes;
+    if (end > static_cast<int64_t>(a->bytes))
+      return fail(cudaErrorIllegalAddress,
+                  *label + " touches bytes [" + std::to_string(begin) + ", " +
+                      std::to_string(end) + ") of " + describe(*a) +
+                      ": past its end by " +
+                      std::to_string(end - static_cast<int64_t>(a->bytes)) +
+                      " bytes");
+    Record r{begin, end, s.component, epoch, x.write, label};
+    for (const Record &old : a->records) {
+      if (old.end <= begin || old.begin >= end || (!old.write && !x.write))
+        continue;
+      if (old.epoch <= at(s.clock, old.component))
+        continue;
+      return fail(cudaErrorLaunchFailure,
+                  "race on " + describe(*a) + ": " + *label +
+                      (x.write ? " writes" : " reads") + " bytes [" +
+                      std::to_string(begin) + ", " + std::to_string(end) +
+                      ") and " + *old.what + (old.write ? " wrote" : " read") +
+                      " bytes [" + std::to_string(old.begin) + ", " +
+                      std::to_string(old.end) +
+                      ") with no event wait or synchronization ordering them");
+    }
+    records.push_back({a, r});
+  }
+  for (auto &[a, r] : records) {
+    // What the new access covers and follows adds nothing: a later access
+    // unordered with the old one is unordered with the new one too. A read
+    // only stands in for earlier reads.
+    auto &list = a->records;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const Record &old) {
+                                return old.begin >= r.begin &&
+                                       old.end <= r.end &&
+                                       old.epoch <=
+                                           at(s.clock, old.component) &&
+                                       (r.write || !old.write);
+                              }),
+               list.end());
+    list.push_back(r);
+  }
+  return cudaSuccess;
+}
+
+/// The bytes past each of `list`'s allocations' ends still hold the
+/// canary.
+cudaError_t checkCanaries(const std::vector<Access> &list,
+                          const std::string &what) {
+  for (const Access &x : list) {
+    Allocation *a = x.bytes > 0 ? findAllocation(x.ptr) : nullptr;
+    if (!a)
+      continue;
+    for (size_t i = a->bytes; i < a->padded; ++i)
+      if (static_cast<unsigned char>(a->base[i]) != kCanary)
+        return fail(cudaErrorIllegalAddress,
+                    what + " wrote byte " + std::to_string(i) + " of " +
+                        describe(*a) + ", past its end");
+  }
+  return cudaSuccess;
+}
+
+/// The host waits for `c`: everything ordered before it is before the
+/// host's next operation. Records every stream and the host now follow
+/// are dropped.
+void hostWaits(const Clock &c) {
+  Device &d = device();
+  join(d.host, c);
+  Clock least = d.host;
+  auto meet = [&](const Clock &other) {
+    for (size_t i = 0; i < least.size(); ++i)
+      least[i] = std::min(least[i], at(other, static_cast<int>(i)));
+  };
+  meet(d.legacy.clock);
+  for (auto &[handle, s] : d.streams)
+    meet(s->clock);
+  for (auto &[start, a] : d.allocations)
+    a.records.erase(std::remove_if(a.records.begin(), a.records.end(),
+                                   [&](const Record &r) {
+                                     return r.epoch <= at(least, r.component);
+                                   }),
+                    a.records.end());
+}
+
+//===----------------------------------------------------------------------===//
+// The CUDA runtime
+//===----------------------------------------------------------------------===//
+
+const char *errorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorInvalidValue:
+    return "invalid argument";
+  case cudaErrorMemoryAllocation:
+    return "out of memory";
+  case cudaErrorInvalidConfiguration:
+    return "invalid configuration argument";
+  case cudaErrorInvalidDeviceFunction:
+    return "invalid device function";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal";
+  case cudaErrorInvalidResourceHandle:
+    return "invalid resource handle";
+  case cudaErrorIllegalAddress:
+    return "an illegal memory access was encountered (virtual-cuda: see "
+           "the error above)";
+  case cudaErrorLaunchFailure:
+    return "unspecified launch failure (virtual-cuda: see the error above)";
+  case cudaErrorInvalidKernelImage:
+    return "device kernel image is invalid";
+  case cudaErrorSymbolNotFound:
+    return "named symbol not found";
+  case cudaErrorInvalidMemcpyDirection:
+    return "invalid copy direction for memcpy";
+  case cudaErrorNotSupported:
+    return "operation not supported";
+  default:
+    return "unrecognized error code";
+  }
+}
+
+int currentDevice = 0;
+
+cudaError_t getDeviceCount(int *count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t setDevice(int d) {
+  if (d != 0)
+    return fail(cudaErrorInvalidDevice,
+                "device " + std::to_string(d) +
+                    ": a process has one virtual device (0)");
+  currentDevice = d;
+  return cudaSuccess;
+}
+
+cudaError_t getDeviceProperties(cudaDeviceProp *p, int d) {
+  if (d != 0)
+    return fail(cudaErrorInvalidDevice,
+                "no virtual device " + std::to_string(d));
+  std::memset(p, 0, sizeof(*p));
+  std::snprintf(p->name, sizeof(p->name), "gptc virtual CUDA device");
+  p->major = 9;
+  p->minor = 0;
+  long pages = sysconf(_SC_PHYS_PAGES);
+  p->totalGlobalMem = static_cast<size_t>(pages) * pageSize();
+  p->multiProcessorCount = 132;
+  p->sharedMemPerBlock = 48 << 10;
+  p->sharedMemPerBlockOptin = 227 << 10;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = 1024;
+  p->maxThreadsDim[1] = 1024;
+  p->maxThreadsDim[2] = 64;
+  p->maxGridSize[0] = 0x7fffffff;
+  p->maxGridSize[1] = 65535;
+  p->maxGridSize[2] = 65535;
+  p->warpSize = 32;
+  p->l2CacheSize = 50 << 20;
+  p->memoryBusWidth = 5120;
+  p->regsPerBlock = 65536;
+  return cudaSuccess;
+}
+
+const char *getErrorString(cudaError_t e) { return errorString(e); }
+
+cudaError_t getLastError() {
+  cudaError_t e = lastError;
+  lastError = cudaSuccess;
+  return e;
+}
+
+cudaError_t deviceSynchronize() {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  Clock all = d.legacy.clock;
+  for (auto &[handle, s] : d.streams)
+    join(all, s->clock);
+  hostWaits(all);
+  return cudaSuccess;
+}
+
+cudaError_t driverGetVersion(int *v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t runtimeGetVersion(int *v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t deviceMalloc(void **ptr, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  installFaultHandler();
+  size_t page = pageSize();
+  size_t padded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  size_t body = (padded + page - 1) / page * page;
+  size_t mapBytes = body + 2 * page;
+  void *map = mmap(nullptr, mapBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) {
+    lastError = cudaErrorMemoryAllocation;
+    return cudaErrorMemoryAllocation;
+  }
+  char *m = static_cast<char *>(map);
+  mprotect(m, page, PROT_NONE);
+  mprotect(m + page + body, page, PROT_NONE);
+  Allocation a;
+  a.id = d.nextAllocation++;
+  a.base = m + page + body - padded;
+  a.bytes = bytes;
+  a.padded = padded;
+  a.map = m;
+  a.mapBytes = mapBytes;
+  std::memset(a.base, kFresh, bytes);
+  std::memset(a.base + bytes, kCanary, padded - bytes);
+  *ptr = a.base;
+  d.allocations[reinterpret_cast<uintptr_t>(a.base)] = std::move(a);
+  return cudaSuccess;
+}
+
+cudaError_t deviceFree(void *ptr) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  if (!ptr)
+    return cudaSuccess;
+  auto it = d.allocations.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == d.allocations.end())
+    return fail(cudaErrorInvalidValue,
+                "cudaFree(" + hex(ptr) + "): not the start of an allocation");
+  // cudaFree waits for the device.
+  deviceSynchronize();
+  Allocation &a = it->second;
+  std::vector<Access> whole{{a.base, static_cast<int64_t>(a.bytes), false}};
+  cudaError_t status = checkCanaries(whole, "an operation before cudaFree");
+  munmap(a.map, a.mapBytes);
+  d.allocations.erase(it);
+  return status;
+}
+
+/// Whether [p, p + bytes) is device memory; a pointer into an allocation
+/// that runs past its end is an error.
+bool isDevice(const void *p) { return findAllocation(p) != nullptr; }
+
+cudaError_t copyOn(Stream &s, void *dst, const void *src, size_t count,
+                   cudaMemcpyKind kind, const std::string &what) {
+  bool dDevice = isDevice(dst), sDevice = isDevice(src);
+  if (kind == cudaMemcpyDefault)
+    kind = dDevice
+               ? (sDevice ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+               : (sDevice ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  bool wantD =
+      kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  bool wantS =
+      kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind > cudaMemcpyDeviceToDevice || dDevice != wantD || sDevice != wantS)
+    return fail(cudaErrorInvalidMemcpyDirection,
+                what + " copies " + std::to_string(count) + " bytes from " +
+                    (sDevice ? "device" : "host") + " memory " + hex(src) +
+                    " to " + (dDevice ? "device" : "host") + " memory " +
+                    hex(dst) + " but says kind " +
+                    std::to_string(static_cast<int>(kind)));
+  uint64_t epoch = enqueue(s);
+  std::vector<Access> list;
+  if (sDevice)
+    list.push_back({src, static_cast<int64_t>(count), false});
+  if (dDevice)
+    list.push_back({dst, static_cast<int64_t>(count), true});
+  if (cudaError_t e = touch(s, epoch, list, what))
+    return e;
+  std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+
+cudaError_t memcpySync(void *dst, const void *src, size_t count,
+                       cudaMemcpyKind kind) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = copyOn(d.legacy, dst, src, count, kind, "cudaMemcpy");
+  hostWaits(d.legacy.clock);
+  return e;
+}
+
+cudaError_t memcpyAsync(void *dst, const void *src, size_t count,
+                        cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  e = copyOn(*s, dst, src, count, kind, "cudaMemcpyAsync");
+  // From device to pageable host memory the call returns when the copy is
+  // done (CUDA's API synchronization behaviour).
+  if (!e && !isDevice(dst))
+    hostWaits(s->clock);
+  return e;
+}
+
+cudaError_t memcpy2DAsync(void *dst, size_t dpitch, const void *src,
+                          size_t spitch, size_t width, size_t height,
+                          cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  if (width > dpitch || width > spitch)
+    return fail(cudaErrorInvalidValue,
+                "cudaMemcpy2DAsync: width " + std::to_string(width) +
+                    " exceeds a pitch (" + std::to_string(dpitch) + ", " +
+                    std::to_string(spitch) + ")");
+  if (height == 0 || width == 0)
+    return cudaSuccess;
+  if (kind != cudaMemcpyDeviceToDevice || !isDevice(dst) || !isDevice(src))
+    return fail(cudaErrorNotSupported,
+                "cudaMemcpy2DAsync: the virtual device copies device to "
+                "device only");
+  uint64_t epoch = enqueue(*s);
+  int64_t dspan = static_cast<int64_t>((height - 1) * dpitch + width),
+          sspan = static_cast<int64_t>((height - 1) * spitch + width);
+  if (cudaError_t e2 =
+          touch(*s, epoch, {{src, sspan, false}, {dst, dspan, true}},
+                "cudaMemcpy2DAsync"))
+    return e2;
+  for (size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char *>(dst) + r * dpitch,
+                 static_cast<const char *>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+
+cudaError_t memsetOn(Stream &s, void *ptr, int value, size_t count,
+                     const std::string &what) {
+  uint64_t epoch = enqueue(s);
+  if (cudaError_t e =
+          touch(s, epoch, {{ptr, static_cast<int64_t>(count), true}}, what))
+    return e;
+  std::memset(ptr, value, count);
+  return cudaSuccess;
+}
+
+cudaError_t memsetSync(void *ptr, int value, size_t count) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = memsetOn(d.legacy, ptr, value, count, "cudaMemset");
+  hostWaits(d.legacy.clock);
+  return e;
+}
+
+cudaError_t memsetAsyncApi(void *ptr, int value, size_t count,
+                           cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  return s ? memsetOn(*s, ptr, value, count, "cudaMemsetAsync") : e;
+}
+
+cudaError_t streamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  auto s = std::make_unique<Stream>();
+  s->component = d.nextComponent++;
+  s->blocking = !(flags & cudaStreamNonBlocking);
+  s->clock = d.host;
+  s->name = "stream " + std::to_string(s->component - 1) +
+            (s->blocking ? "" : " (non-blocking)");
+  *stream = reinterpret_cast<cudaStream_t>(s.get());
+  d.streams[s.get()] = std::move(s);
+  return cudaSuccess;
+}
+
+cudaError_t streamCreate(cudaStream_t *stream) {
+  return streamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t streamDestroy(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  auto it = d.streams.find(stream);
+  if (it == d.streams.end())
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaStreamDestroy(" + hex(stream) + "): not a stream");
+  // Its work still orders what waits for it: the clock stays in the
+  // events recorded on it. Its component is not reused.
+  d.streams.erase(it);
+  return cudaSuccess;
+}
+
+cudaError_t streamSynchronize(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  hostWaits(s->clock);
+  return cudaSuccess;
+}
+
+Event *resolveEvent(cudaEvent_t event, const char *call, cudaError_t &e) {
+  if (!device().events.count(event)) {
+    e = fail(cudaErrorInvalidResourceHandle,
+             std::string(call) + "(" + hex(event) + "): not an event");
+    return nullptr;
+  }
+  return reinterpret_cast<Event *>(event);
+}
+
+cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                            unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  Event *ev = s ? resolveEvent(event, "cudaStreamWaitEvent", e) : nullptr;
+  if (!ev)
+    return e;
+  (void)flags;
+  if (ev->recorded)
+    join(s->clock, ev->clock);
+  return cudaSuccess;
+}
+
+cudaError_t eventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  auto *ev = new Event();
+  ev->timing = !(flags & cudaEventDisableTiming);
+  *event = reinterpret_cast<cudaEvent_t>(ev);
+  device().events.insert(ev);
+  return cudaSuccess;
+}
+
+cudaError_t eventCreate(cudaEvent_t *event) {
+  return eventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t eventDestroy(cudaEvent_t event) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Event *ev = resolveEvent(event, "cudaEventDestroy", e);
+  if (!ev)
+    return e;
+  device().events.erase(ev);
+  delete ev;
+  return cudaSuccess;
+}
+
+cudaError_t eventRecord(cudaEvent_t event, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  Event *ev = s ? resolveEvent(event, "cudaEventRecord", e) : nullptr;
+  if (!ev)
+    return e;
+  enqueue(*s);
+  ev->clock = s->clock;
+  ev->recorded = true;
+  ev->time = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t eventSynchronize(cudaEvent_t event) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Event *ev = resolveEvent(event, "cudaEventSynchronize", e);
+  if (!ev)
+    return e;
+  if (ev->recorded)
+    hostWaits(ev->clock);
+  return cudaSuccess;
+}
+
+cudaError_t eventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Event *a = resolveEvent(start, "cudaEventElapsedTime", e);
+  Event *b = a ? resolveEvent(end, "cudaEventElapsedTime", e) : nullptr;
+  if (!b)
+    return e;
+  if (!a->timing || !b->timing)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventElapsedTime on an event created with "
+                "cudaEventDisableTiming");
+  if (!a->recorded || !b->recorded)
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaEventElapsedTime on an event never recorded");
+  *ms = std::chrono::duration<float, std::milli>(b->time - a->time).count();
+  return cudaSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// Images and launches
+//===----------------------------------------------------------------------===//
+
+cudaError_t libraryLoadData(cudaLibrary_t *library, const void *code,
+                            cudaJitOption *, void **, unsigned,
+                            cudaLibraryOption *, void **, unsigned) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  const auto *header = static_cast<const Elf64_Ehdr *>(code);
+  if (!code || std::memcmp(header->e_ident, ELFMAG, SELFMAG) != 0)
+    return fail(cudaErrorInvalidKernelImage,
+                "the image is not a shared object for this CPU (PTX text "
+                "runs on a GPU only): compile with --device virtual-cuda");
+  if (header->e_machine != EM_X86_64 && header->e_machine != EM_AARCH64)
+    return fail(cudaErrorInvalidKernelImage,
+                "the image is a cubin (ELF machine " +
+                    std::to_string(header->e_machine) +
+                    "), which runs on a GPU only: compile with --device "
+                    "virtual-cuda");
+  // The section headers end a linked shared object.
+  size_t size = header->e_shoff +
+                static_cast<size_t>(header->e_shnum) * header->e_shentsize;
+  char path[] = "/tmp/gptc-virtual-cuda-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return fail(cudaErrorInvalidKernelImage,
+                "cannot write the image to a temporary file");
+  const char *bytes = static_cast<const char *>(code);
+  size_t written = 0;
+  while (written < size) {
+    ssize_t n = write(fd, bytes + written, size - written);
+    if (n <= 0)
+      break;
+    written += static_cast<size_t>(n);
+  }
+  close(fd);
+  void *handle =
+      written == size ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+  std::string why = handle ? "" : (dlerror() ? dlerror() : "short write");
+  unlink(path);
+  if (!handle)
+    return fail(cudaErrorInvalidKernelImage, "the image does not load: " + why);
+  auto *lib = new Library();
+  lib->handle = handle;
+  device().libraries.insert(lib);
+  *library = reinterpret_cast<cudaLibrary_t>(lib);
+  return cudaSuccess;
+}
+
+cudaError_t libraryGetKernel(cudaKernel_t *kernel, cudaLibrary_t library,
+                             const char *name) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  if (!d.libraries.count(library))
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaLibraryGetKernel: not a library of this device");
+  auto *lib = reinterpret_cast<Library *>(library);
+  auto k = std::make_unique<Kernel>();
+  k->name = name;
+  k->thunk = reinterpret_cast<void (*)(void **)>(
+      dlsym(lib->handle, ("gptc_kernel_" + k->name).c_str()));
+  k->info = static_cast<const int64_t *>(
+      dlsym(lib->handle, ("gptc_kernel_info_" + k->name).c_str()));
+  if (!k->thunk || !k->info) {
+    lastError = cudaErrorSymbolNotFound;
+    return cudaErrorSymbolNotFound;
+  }
+  *kernel = reinterpret_cast<cudaKernel_t>(k.get());
+  d.kernels.insert(k.get());
+  lib->kernels.push_back(std::move(k));
+  return cudaSuccess;
+}
+
+cudaError_t libraryUnload(cudaLibrary_t library) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  if (!d.libraries.count(library))
+    return fail(cudaErrorInvalidResourceHandle,
+                "cudaLibraryUnload: not a library of this device");
+  auto *lib = reinterpret_cast<Library *>(library);
+  for (auto &k : lib->kernels)
+    d.kernels.erase(k.get());
+  dlclose(lib->handle);
+  d.libraries.erase(lib);
+  delete lib;
+  return cudaSuccess;
+}
+
+cudaError_t launchKernel(const void *func, dim3 grid, dim3 block, void **args,
+                         size_t sharedMem, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  if (!d.kernels.count(func))
+    return fail(cudaErrorInvalidDeviceFunction,
+                "cudaLaunchKernel(" + hex(func) +
+                    "): not a kernel of a loaded image");
+  const Kernel &k = *static_cast<const Kernel *>(func);
+  if (sharedMem > (48u << 10))
+    return fail(cudaErrorInvalidValue,
+                "kernel " + k.name + ": " + std::to_string(sharedMem) +
+                    " bytes of dynamic shared memory, over 48 KiB without "
+                    "the opt-in attribute");
+  bool synchronizes = k.info[0] != 0;
+  int64_t maxThreads = k.info[1], params = k.info[2];
+  std::vector<Access> list;
+  for (int64_t i = 0; i < params; ++i) {
+    int64_t bytes = k.info[3 + 2 * i];
+    bool write = k.info[4 + 2 * i] != 0;
+    if (bytes < 0)
+      continue;
+    const void *p = *static_cast<void *const *>(args[i]);
+    if (bytes == 0) {
+      // Not static: to its allocation's end.
+      Allocation *a = findAllocation(p);
+      if (!a)
+        return fail(cudaErrorIllegalAddress, "kernel " + k.name + " argument " +
+                                                 std::to_string(i) + " is " +
+                                                 hex(p) + ", in no allocation");
+      bytes = static_cast<int64_t>(a->bytes) -
+              (static_cast<const char *>(p) - a->base);
+    }
+    list.push_back({p, bytes, write});
+  }
+  unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  return static_cast<cudaError_t>(
+      vcuda::launch(stream, "kernel " + k.name, g, b, maxThreads, list, [&] {
+        runThreads(
+            g, b, [&] { k.thunk(args); }, !synchronizes);
+      }));
+}
+
+} // namespace
+
+int vcuda::launch(void *streamHandle, const std::string &name,
+                  const unsigned grid[3], const unsigned block[3],
+                  int64_t maxThreads, const std::vector<Access> &accesses,
+                  const std::function<void()> &run) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(static_cast<cudaStream_t>(streamHandle), e);
+  if (!s)
+    return e;
+  uint64_t threads = uint64_t(block[0]) * block[1] * block[2];
+  std::string geometry =
+      "<<<(" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+      std::to_string(grid[2]) + "), (" + std::to_string(block[0]) + ", " +
+      std::to_string(block[1]) + ", " + std::to_string(block[2]) + ")>>>";
+  if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2] ||
+      block[0] > 1024 || block[1] > 1024 || block[2] > 64 || threads > 1024 ||
+      grid[0] > 0x7fffffffu || grid[1] > 65535 || grid[2] > 65535)
+    return fail(cudaErrorInvalidConfiguration,
+                name + geometry + ": outside CUDA's grid and block limits");
+  if (maxThreads > 0 && threads > static_cast<uint64_t>(maxThreads))
+    return fail(cudaErrorInvalidConfiguration,
+                name + geometry + ": " + std::to_string(threads) +
+                    " threads a block, over its .maxntid of " +
+                    std::to_string(maxThreads));
+  uint64_t epoch = enqueue(*s);
+  if (cudaError_t t = touch(*s, epoch, accesses, name))
+    return t;
+  std::string label = name + geometry + " on " + s->name;
+  const std::string *before = d.running;
+  d.running = &label;
+  try {
+    run();
+  } catch (const std::exception &ex) {
+    d.running = before;
+    return fail(cudaErrorLaunchFailure, label + ": " + ex.what());
+  }
+  d.running = before;
+  return checkCanaries(accesses, label);
+}
+
+int vcuda::memsetAsync(void *ptr, int value, size_t bytes, void *stream) {
+  return memsetAsyncApi(ptr, value, bytes, static_cast<cudaStream_t>(stream));
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLASLt
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct LtHandle {
+  int magic = 0x4c74;
+};
+
+struct MatmulDesc {
+  cublasComputeType_t compute;
+  cudaDataType_t scaleType;
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  void *aux = nullptr;
+  int64_t auxLd = 0;
+  int32_t biasType = -1, auxType = -1;
+  int64_t biasBatchStride = 0, auxBatchStride = 0;
+  cublasLtPointerMode_t pointerMode = CUBLASLT_POINTER_MODE_HOST;
+};
+
+struct Layout {
+  cudaDataType type;
+  uint64_t rows, cols;
+  int64_t ld;
+  int32_t order = CUBLASLT_ORDER_COL;
+  int32_t batch = 1;
+  int64_t stride = 0;
+};
+
+struct Preference {
+  uint64_t workspace = 0;
+  uint32_t alignA = 256, alignB = 256, alignC = 256, alignD = 256;
+};
+
+std::set<const void *> &ltObjects() {
+  static std::set<const void *> objects;
+  return objects;
+}
+
+template <typename T>
+T *ltObject(const void *p) {
+  return ltObjects().count(p) ? static_cast<T *>(const_cast<void *>(p))
+                              : nullptr;
+}
+
+int64_t typeBytes(int t) {
+  switch (t) {
+  case CUDA_R_32F:
+    return 4;
+  case CUDA_R_16BF:
+  case CUDA_R_16F:
+    return 2;
+  case CUDA_R_64F:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t w = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+uint16_t floatToBf16(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  if ((w & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((w >> 16) | 0x40);
+  w += 0x7fffu + ((w >> 16) & 1u);
+  return static_cast<uint16_t>(w >> 16);
+}
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f,
+           mant = h & 0x3ffu;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    f = mant ? NAN : INFINITY;
+  } else {
+    f = std::ldexp(static_cast<float>(mant | 0x400u),
+                   static_cast<int>(exp) - 25);
+  }
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  w |= sign;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+uint16_t floatToHalf(float f) {
+  // Through the hardware's conversion: round to nearest even.
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t bits;
+  std::memcpy(&bits, &h, 2);
+  return bits;
+}
+
+float load(const void *base, int type, int64_t index) {
+  switch (type) {
+  case CUDA_R_32F:
+    return static_cast<const float *>(base)[index];
+  case CUDA_R_16BF:
+    return bf16ToFloat(static_cast<const uint16_t *>(base)[index]);
+  case CUDA_R_16F:
+    return halfToFloat(static_cast<const uint16_t *>(base)[index]);
+  default:
+    return NAN;
+  }
+}
+void store(void *base, int type, int64_t index, float v) {
+  switch (type) {
+  case CUDA_R_32F:
+    static_cast<float *>(base)[index] = v;
+    break;
+  case CUDA_R_16BF:
+    static_cast<uint16_t *>(base)[index] = floatToBf16(v);
+    break;
+  case CUDA_R_16F:
+    static_cast<uint16_t *>(base)[index] = floatToHalf(v);
+    break;
+  default:
+    break;
+  }
+}
+
+/// cuBLASLt's GELU: the tanh approximation, and its derivative.
+float gelu(float x) {
+  float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+float geluGrad(float x) {
+  float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  float t = std::tanh(u);
+  float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+cublasStatus_t ltFail(cublasStatus_t s, const std::string &message) {
+  fail(cudaErrorLaunchFailure, "cuBLASLt: " + message);
+  return s;
+}
+
+cublasStatus_t ltCreate(cublasLtHandle_t *handle) {
+  auto *h = new LtHandle();
+  ltObjects().insert(h);
+  *handle = reinterpret_cast<cublasLtHandle_t>(h);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t ltDestroy(cublasLtHandle_t handle) {
+  auto *h = ltObject<LtHandle>(handle);
+  if (!h)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  ltObjects().erase(h);
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+const char *ltStatusString(cublasStatus_t s) {
+  switch (s) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "CUBLAS_STATUS_EXECUTION_FAILED (virtual-cuda: see the error "
+           "above)";
+  default:
+    return "CUBLAS_STATUS (other)";
+  }
+}
+
+cublasStatus_t descCreate(cublasLtMatmulDesc_t *desc,
+                          cublasComputeType_t compute,
+                          cudaDataType_t scaleType) {
+  if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32)
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "the virtual device computes in f32 only (compute type " +
+                      std::to_string(compute) + ")");
+  if (scaleType != CUDA_R_32F)
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED, "scale type must be f32");
+  auto *d = new MatmulDesc();
+  d->compute = compute;
+  d->scaleType = scaleType;
+  ltObjects().insert(d);
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t descDestroy(cublasLtMatmulDesc_t desc) {
+  auto *d = ltObject<MatmulDesc>(desc);
+  if (!d)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  ltObjects().erase(d);
+  delete d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <typename T>
+bool readAttribute(T &out, const void *buf, size_t size) {
+  if (size != sizeof(T))
+    return false;
+  std::memcpy(&out, buf, sizeof(T));
+  return true;
+}
+
+cublasStatus_t descSet(cublasLtMatmulDesc_t desc,
+                       cublasLtMatmulDescAttributes_t attr, const void *buf,
+                       size_t size) {
+  auto *d = ltObject<MatmulDesc>(desc);
+  if (!d)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  bool ok;
+  switch (attr) {
+  case CUBLASLT_MATMUL_DESC_TRANSA:
+    ok = readAttribute(d->transa, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_TRANSB:
+    ok = readAttribute(d->transb, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE:
+    ok = readAttribute(d->epilogue, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    ok = readAttribute(d->bias, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    ok = readAttribute(d->aux, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    ok = readAttribute(d->auxLd, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+    ok = readAttribute(d->biasType, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+    ok = readAttribute(d->auxType, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+    ok = readAttribute(d->biasBatchStride, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+    ok = readAttribute(d->auxBatchStride, buf, size);
+    break;
+  case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+    ok = readAttribute(d->pointerMode, buf, size);
+    break;
+  default:
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "matmul descriptor attribute " + std::to_string(attr) +
+                      " is not modelled by the virtual device");
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS
+            : ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                     "matmul descriptor attribute " + std::to_string(attr) +
+                         " set with " + std::to_string(size) + " bytes");
+}
+
+cublasStatus_t layoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
+                            uint64_t rows, uint64_t cols, int64_t ld) {
+  if (!typeBytes(type))
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "matrix type " + std::to_string(type));
+  auto *l = new Layout{type, rows, cols, ld};
+  ltObjects().insert(l);
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t layoutDestroy(cublasLtMatrixLayout_t layout) {
+  auto *l = ltObject<Layout>(layout);
+  if (!l)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  ltObjects().erase(l);
+  delete l;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t layoutSet(cublasLtMatrixLayout_t layout,
+                         cublasLtMatrixLayoutAttribute_t attr, const void *buf,
+                         size_t size) {
+  auto *l = ltObject<Layout>(layout);
+  if (!l)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  bool ok;
+  switch (attr) {
+  case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+    ok = readAttribute(l->batch, buf, size);
+    break;
+  case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+    ok = readAttribute(l->stride, buf, size);
+    break;
+  case CUBLASLT_MATRIX_LAYOUT_ORDER:
+    ok = readAttribute(l->order, buf, size);
+    break;
+  default:
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "matrix layout attribute " + std::to_string(attr) +
+                      " is not modelled by the virtual device");
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t prefCreate(cublasLtMatmulPreference_t *pref) {
+  auto *p = new Preference();
+  ltObjects().insert(p);
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t prefDestroy(cublasLtMatmulPreference_t pref) {
+  auto *p = ltObject<Preference>(pref);
+  if (!p)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  ltObjects().erase(p);
+  delete p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t prefSet(cublasLtMatmulPreference_t pref,
+                       cublasLtMatmulPreferenceAttributes_t attr,
+                       const void *buf, size_t size) {
+  auto *p = ltObject<Preference>(pref);
+  if (!p)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+  case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+    return readAttribute(p->workspace, buf, size) ? CUBLAS_STATUS_SUCCESS
+                                                  : CUBLAS_STATUS_INVALID_VALUE;
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    return readAttribute(p->alignA, buf, size) ? CUBLAS_STATUS_SUCCESS
+                                               : CUBLAS_STATUS_INVALID_VALUE;
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    return readAttribute(p->alignB, buf, size) ? CUBLAS_STATUS_SUCCESS
+                                               : CUBLAS_STATUS_INVALID_VALUE;
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    return readAttribute(p->alignC, buf, size) ? CUBLAS_STATUS_SUCCESS
+                                               : CUBLAS_STATUS_INVALID_VALUE;
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+    return readAttribute(p->alignD, buf, size) ? CUBLAS_STATUS_SUCCESS
+                                               : CUBLAS_STATUS_INVALID_VALUE;
+  default:
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "preference attribute " + std::to_string(attr) +
+                      " is not modelled by the virtual device");
+  }
+}
+
+/// op(X)'s rows and columns from X's layout.
+std::pair<uint64_t, uint64_t> opShape(const Layout &l, cublasOperation_t op) {
+  return op == CUBLAS_OP_N ? std::make_pair(l.rows, l.cols)
+                           : std::make_pair(l.cols, l.rows);
+}
+
+/// Why (desc, a, b, c, d) is not a product the virtual device runs, or "".
+std::string checkProduct(const MatmulDesc &d, const Layout &a, const Layout &b,
+                         const Layout &c, const Layout &dd) {
+  for (const Layout *l : {&a, &b, &c, &dd}) {
+    if (l->order != CUBLASLT_ORDER_COL)
+      return "only column-major layouts are modelled";
+    if (l->ld < static_cast<int64_t>(std::max<uint64_t>(1, l->rows)))
+      return "a leading dimension " + std::to_string(l->ld) +
+             " is smaller than its rows " + std::to_string(l->rows);
+  }
+  if (d.transa == CUBLAS_OP_C || d.transb == CUBLAS_OP_C)
+    return "conjugate transposes are for complex types";
+  auto [m, k] = opShape(a, d.transa);
+  auto [k2, n] = opShape(b, d.transb);
+  if (k != k2)
+    return "op(A) is " + std::to_string(m) + " x " + std::to_string(k) +
+           " but op(B) is " + std::to_string(k2) + " x " + std::to_string(n);
+  if (c.rows != m || c.cols != n || dd.rows != m || dd.cols != n)
+    return "C/D are not " + std::to_string(m) + " x " + std::to_string(n);
+  if (a.type != b.type || c.type != dd.type)
+    return "A and B, or C and D, differ in type";
+  if (a.batch != b.batch || a.batch != dd.batch || c.batch != dd.batch)
+    return "the batch counts differ";
+  bool usesAux = d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+                 d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+                 d.epilogue == CUBLASLT_EPILOGUE_DGELU ||
+                 d.epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  if (usesAux && (d.auxLd < static_cast<int64_t>(m) || d.auxLd % 8 != 0))
+    return "the epilogue's auxiliary leading dimension " +
+           std::to_string(d.auxLd) +
+           " must be at least the rows and a multiple of 8";
+  switch (d.epilogue) {
+  case CUBLASLT_EPILOGUE_DEFAULT:
+  case CUBLASLT_EPILOGUE_BIAS:
+  case CUBLASLT_EPILOGUE_GELU:
+  case CUBLASLT_EPILOGUE_GELU_BIAS:
+  case CUBLASLT_EPILOGUE_GELU_AUX:
+  case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+  case CUBLASLT_EPILOGUE_DGELU:
+  case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+  case CUBLASLT_EPILOGUE_BGRADA:
+  case CUBLASLT_EPILOGUE_BGRADB:
+    break;
+  default:
+    return "epilogue " + std::to_string(d.epilogue) + " is not modelled";
+  }
+  return "";
+}
+
+cublasStatus_t heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                         cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                         cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                         cublasLtMatmulPreference_t pref, int requested,
+                         cublasLtMatmulHeuristicResult_t *results,
+                         int *returned) {
+  auto *md = ltObject<MatmulDesc>(desc);
+  auto *la = ltObject<Layout>(a), *lb = ltObject<Layout>(b),
+       *lc = ltObject<Layout>(c), *ld = ltObject<Layout>(d);
+  auto *p = ltObject<Preference>(pref);
+  if (!ltObject<LtHandle>(handle) || !md || !la || !lb || !lc || !ld || !p ||
+      requested < 1)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *returned = 0;
+  if (!checkProduct(*md, *la, *lb, *lc, *ld).empty())
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  std::memset(&results[0], 0, sizeof(results[0]));
+  // The algorithm remembers the alignment it may assume (the smallest the
+  // preference promises) and the workspace it was chosen for.
+  uint32_t align = std::min({p->alignA, p->alignB, p->alignC, p->alignD});
+  results[0].algo.data[0] = 0x7643u;
+  results[0].algo.data[1] = align;
+  results[0].workspaceSize = 0;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/// The bytes X of `l` spans from its first element over all its batches.
+int64_t span(const Layout &l) {
+  if (!l.rows || !l.cols || l.batch < 1)
+    return 0;
+  int64_t last = (static_cast<int64_t>(l.cols) - 1) * l.ld +
+                 static_cast<int64_t>(l.rows) + (l.batch - 1) * l.stride;
+  return last * typeBytes(l.type);
+}
+
+cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                      const void *alpha, const void *A,
+                      cublasLtMatrixLayout_t a, const void *B,
+                      cublasLtMatrixLayout_t b, const void *beta, const void *C,
+                      cublasLtMatrixLayout_t c, void *D,
+                      cublasLtMatrixLayout_t d,
+                      const cublasLtMatmulAlgo_t *algo, void *workspace,
+                      size_t workspaceSize, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  auto *md = ltObject<MatmulDesc>(desc);
+  auto *la = ltObject<Layout>(a), *lb = ltObject<Layout>(b),
+       *lc = ltObject<Layout>(c), *ld = ltObject<Layout>(d);
+  if (!ltObject<LtHandle>(handle) || !md || !la || !lb || !lc || !ld)
+    return ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasLtMatmul: a handle, descriptor or layout that "
+                  "cuBLASLt did not create");
+  std::string why = checkProduct(*md, *la, *lb, *lc, *ld);
+  if (!why.empty())
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: " + why);
+  if (!algo || algo->data[0] != 0x7643u)
+    return ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasLtMatmul: an algorithm cublasLtMatmulAlgoGetHeuristic "
+                  "did not give");
+  if (md->pointerMode != CUBLASLT_POINTER_MODE_HOST)
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasLtMatmul: only host alpha and beta are modelled");
+  uint64_t align = algo->data[1];
+  auto aligned = [&](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % align == 0;
+  };
+  auto [m, k] = opShape(*la, md->transa);
+  uint64_t n = opShape(*lb, md->transb).second;
+  float alphaV = *static_cast<const float *>(alpha),
+        betaV = *static_cast<const float *>(beta);
+  int64_t batches = la->batch;
+  cublasLtEpilogue_t ep = md->epilogue;
+  bool hasBias = ep == CUBLASLT_EPILOGUE_BIAS ||
+                 ep == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                 ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  bool biasGrad = ep == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
+                  ep == CUBLASLT_EPILOGUE_BGRADA ||
+                  ep == CUBLASLT_EPILOGUE_BGRADB;
+  bool writesAux =
+      ep == CUBLASLT_EPILOGUE_GELU_AUX || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  bool readsAux =
+      ep == CUBLASLT_EPILOGUE_DGELU || ep == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  bool geluOut = ep == CUBLASLT_EPILOGUE_GELU ||
+                 ep == CUBLASLT_EPILOGUE_GELU_BIAS || writesAux;
+  int biasType = md->biasType >= 0 ? md->biasType : ld->type;
+  int auxType = md->auxType >= 0 ? md->auxType : ld->type;
+  uint64_t biasLength = ep == CUBLASLT_EPILOGUE_BGRADB ? n : m;
+  if ((hasBias || biasGrad) && !md->bias)
+    return ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasLtMatmul: epilogue " + std::to_string(ep) +
+                      " without CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+  if ((writesAux || readsAux) && !md->aux)
+    return ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasLtMatmul: epilogue " + std::to_string(ep) +
+                      " without CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER");
+  if (batches > 1 && (hasBias || biasGrad || writesAux || readsAux))
+    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasLtMatmul: batched epilogues are not modelled");
+  const std::pair<const void *, const char *> operands[] = {
+      {A, "A"}, {B, "B"}, {C, "C"}, {D, "D"}};
+  for (auto [p, what] : operands)
+    if (!aligned(p))
+      return ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                    std::string("cublasLtMatmul: ") + what + " at " + hex(p) +
+                        " is not aligned to the " + std::to_string(align) +
+                        " bytes its algorithm was chosen for");
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  std::vector<Access> list{
+      {A, span(*la), false}, {B, span(*lb), false}, {D, span(*ld), true}};
+  if (betaV != 0)
+    list.push_back({C, span(*lc), false});
+  if (workspace && workspaceSize)
+    list.push_back({workspace, static_cast<int64_t>(workspaceSize), true});
+  Layout auxLayout{static_cast<cudaDataType>(auxType), m, n, md->auxLd};
+  if (writesAux || readsAux)
+    list.push_back({md->aux, span(auxLayout), writesAux});
+  if (hasBias || biasGrad)
+    list.push_back({md->bias,
+                    static_cast<int64_t>(biasLength) * typeBytes(biasType),
+                    biasGrad});
+  uint64_t epoch = enqueue(*s);
+  if (touch(*s, epoch, list, "cublasLtMatmul"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  // D = alpha op(A) op(B) + beta C, then the epilogue, element (i, j) of
+  // batch t at t * stride + j * ld + i (column-major).
+  auto element = [](const Layout &l, cublasOperation_t op, int64_t t,
+                    uint64_t i, uint64_t j) {
+    uint64_t r = op == CUBLAS_OP_N ? i : j, col = op == CUBLAS_OP_N ? j : i;
+    return t * l.stride + static_cast<int64_t>(col) * l.ld +
+           static_cast<int64_t>(r);
+  };
+  std::vector<float> acc(m * n), opA(m * k), opB(k * n);
+  std::vector<double> biasSum(biasGrad ? biasLength : 0, 0.0);
+  for (int64_t t = 0; t < batches; ++t) {
+    // op(A) and op(B) unpacked to f32, column-major; each element of the
+    // product sums over k in order, in f32.
+    for (uint64_t p = 0; p < k; ++p)
+      for (uint64_t i = 0; i < m; ++i)
+        opA[p * m + i] = load(A, la->type, element(*la, md->transa, t, i, p));
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t p = 0; p < k; ++p)
+        opB[j * k + p] = load(B, lb->type, element(*lb, md->transb, t, p, j));
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (uint64_t j = 0; j < n; ++j) {
+      float *column = acc.data() + j * m;
+      for (uint64_t p = 0; p < k; ++p) {
+        float b = opB[j * k + p];
+        const float *a = opA.data() + p * m;
+        for (uint64_t i = 0; i < m; ++i)
+          column[i] += a[i] * b;
+      }
+    }
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i) {
+        float v = alphaV * acc[j * m + i];
+        if (betaV != 0)
+          v += betaV * load(C, lc->type, element(*lc, CUBLAS_OP_N, t, i, j));
+        if (hasBias)
+          v += load(md->bias, biasType, static_cast<int64_t>(i));
+        int64_t auxAt =
+            static_cast<int64_t>(j) * md->auxLd + static_cast<int64_t>(i);
+        if (writesAux)
+          store(md->aux, auxType, auxAt, v);
+        if (geluOut)
+          v = gelu(v);
+        if (readsAux)
+          v *= geluGrad(load(md->aux, auxType, auxAt));
+        store(D, ld->type, element(*ld, CUBLAS_OP_N, t, i, j), v);
+        if (ep == CUBLASLT_EPILOGUE_DGELU_BGRAD)
+          biasSum[i] += v;
+      }
+    if (ep == CUBLASLT_EPILOGUE_BGRADA || ep == CUBLASLT_EPILOGUE_BGRADB) {
+      // The sum over the GEMM's k of op(A) (per row of D) or op(B) (per
+      // column of D).
+      bool isA = ep == CUBLASLT_EPILOGUE_BGRADA;
+      for (uint64_t x = 0; x < biasLength; ++x)
+        for (uint64_t p = 0; p < k; ++p)
+          biasSum[x] +=
+              isA ? load(A, la->type, element(*la, md->transa, t, x, p))
+                  : load(B, lb->type, element(*lb, md->transb, t, p, x));
+    }
+  }
+  for (uint64_t x = 0; x < biasSum.size(); ++x)
+    store(const_cast<void *>(md->bias), biasType, static_cast<int64_t>(x),
+          static_cast<float>(biasSum[x]));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// NCCL: a communicator of one rank (collectives between processes: not yet)
+//===----------------------------------------------------------------------===//
+
+struct NcclComm {
+  int ranks = 1, rank = 0;
+};
+
+const char *ncclErrorString(ncclResult_t r) {
+  switch (r) {
+  case ncclSuccess:
+    return "no error";
+  case ncclInvalidArgument:
+    return "invalid argument (virtual-cuda: see the error above)";
+  case ncclInvalidUsage:
+    return "invalid usage (virtual-cuda: see the error above)";
+  case ncclInternalError:
+    return "internal error (virtual-cuda: see the error above)";
+  default:
+    return "NCCL error";
+  }
+}
+const char *ncclLast(ncclComm_t) { return ""; }
+ncclResult_t ncclVersion(int *v) {
+  *v = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+ncclResult_t uniqueId(ncclUniqueId *id) {
+  std::memset(id, 0, sizeof(*id));
+  std::snprintf(id->internal, sizeof(id->internal), "gptc-virtual %d",
+                static_cast<int>(getpid()));
+  return ncclSuccess;
+}
+ncclResult_t commInitRank(ncclComm_t *comm, int nranks, ncclUniqueId,
+                          int rank) {
+  if (nranks != 1) {
+    fail(cudaErrorNotSupported,
+         "NCCL communicators of " + std::to_string(nranks) +
+             " ranks: the virtual device runs collectives between processes "
+             "not yet (one rank only)");
+    return ncclInvalidUsage;
+  }
+  auto *c = new NcclComm{nranks, rank};
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+ncclResult_t commDestroy(ncclComm_t comm) {
+  delete reinterpret_cast<NcclComm *>(comm);
+  return ncclSuccess;
+}
+ncclResult_t commAbort(ncclComm_t comm) { return commDestroy(comm); }
+ncclResult_t commGetAsyncError(ncclComm_t, ncclResult_t *e) {
+  *e = ncclSuccess;
+  return ncclSuccess;
+}
+ncclResult_t groupStart() { return ncclSuccess; }
+ncclResult_t groupEnd() { return ncclSuccess; }
+int64_t ncclBytes(ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8:
+  case ncclUint8:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  default:
+    return 8;
+  }
+}
+ncclResult_t oneRankCopy(const void *send, void *recv, size_t count,
+                         ncclDataType_t type, cudaStream_t stream,
+                         const char *what) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return ncclInvalidArgument;
+  int64_t bytes = static_cast<int64_t>(count) * ncclBytes(type);
+  uint64_t epoch = enqueue(*s);
+  if (touch(*s, epoch, {{send, bytes, false}, {recv, bytes, true}}, what))
+    return ncclInvalidUsage;
+  std::memmove(recv, send, static_cast<size_t>(bytes));
+  return ncclSuccess;
+}
+ncclResult_t allReduce(const void *send, void *recv, size_t count,
+                       ncclDataType_t type, ncclRedOp_t, ncclComm_t,
+                       cudaStream_t stream) {
+  return oneRankCopy(send, recv, count, type, stream, "ncclAllReduce");
+}
+ncclResult_t reduceScatter(const void *send, void *recv, size_t count,
+                           ncclDataType_t type, ncclRedOp_t, ncclComm_t,
+                           cudaStream_t stream) {
+  return oneRankCopy(send, recv, count, type, stream, "ncclReduceScatter");
+}
+ncclResult_t allGather(const void *send, void *recv, size_t count,
+                       ncclDataType_t type, ncclComm_t, cudaStream_t stream) {
+  return oneRankCopy(send, recv, count, type, stream, "ncclAllGather");
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+cudaError_t kAttentionForward(cuda::AttentionType type, const void *q,
+                              const void *k, const void *v, void *out,
+                              int64_t batch, int64_t T, int64_t C,
+                              int64_t heads, cudaStream_t stream) {
+  return static_cast<cudaError_t>(emulated::attentionForward(
+      static_cast<int>(type), q, k, v, out, batch, T, C, heads, stream));
+}
+cudaError_t kAttentionBackward(cuda::AttentionType type, const void *q,
+                               const void *k, const void *v, const void *dout,
+                               void *dq, void *dk, void *dv, float *stats,
+                               int64_t batch, int64_t T, int64_t C,
+                               int64_t heads, cudaStream_t stream) {
+  return static_cast<cudaError_t>(
+      emulated::attentionBackward(static_cast<int>(type), q, k, v, dout, dq, dk,
+                                  dv, stats, batch, T, C, heads, stream));
+}
+cudaError_t kEmbeddingGrad(const int32_t *ids, int64_t n, const float *dy,
+                           int64_t vocab, int64_t width, const int32_t *offset,
+                           float *dtable, cudaStream_t stream) {
+  return static_cast<cudaError_t>(emulated::embeddingGrad(
+      ids, n, dy, vocab, width, offset, dtable, stream));
+}
+cudaError_t kAddInPlace(int dtype, void *y, const void *x, int64_t n,
+                        cudaStream_t stream) {
+  return static_cast<cudaError_t>(emulated::addInPlace(dtype, y, x, n, stream));
+}
+cudaError_t kGeluEpilogue(int dtype, const void *pre, void *act, int64_t n,
+                          cudaStream_t stream) {
+  return static_cast<cudaError_t>(
+      emulated::geluEpilogue(dtype, pre, act, n, stream));
+}
+cudaError_t kDgeluEpilogue(int dtype, const void *pre, void *d, int64_t n,
+                           cudaStream_t stream) {
+  return static_cast<cudaError_t>(
+      emulated::dgeluEpilogue(dtype, pre, d, n, stream));
+}
+cudaError_t kBiasGradEpilogue(int dtype, const void *x, int64_t rows,
+                              int64_t cols, void *db, cudaStream_t stream) {
+  return static_cast<cudaError_t>(
+      emulated::biasGradEpilogue(dtype, x, rows, cols, db, stream));
+}
+cudaError_t kScaleInPlace(float *x, int64_t n, float f, cudaStream_t stream) {
+  return static_cast<cudaError_t>(emulated::scaleInPlace(x, n, f, stream));
+}
+cudaError_t kSumOfSquares(const float *x, int64_t n, double *partials,
+                          double *total, cudaStream_t stream) {
+  return static_cast<cudaError_t>(
+      emulated::sumOfSquares(x, n, partials, total, stream));
+}
+cudaError_t kAdamW(float *p, const float *g, float *m, float *v, int64_t n,
+                   double lr, int64_t step, double scale, double beta1,
+                   double beta2, double eps, double weightDecay,
+                   cudaStream_t stream) {
+  return static_cast<cudaError_t>(emulated::adamW(
+      p, g, m, v, n, lr, step, scale, beta1, beta2, eps, weightDecay, stream));
+}
+
+const cuda::DeviceKernelSet emulatedKernels = {
+    kAttentionForward, kAttentionBackward,
+    kEmbeddingGrad,    kAddInPlace,
+    kGeluEpilogue,     kDgeluEpilogue,
+    kBiasGradEpilogue, kScaleInPlace,
+    kSumOfSquares,     kAdamW};
+
+cuda::CudaApi makeTable() {
+  cuda::CudaApi t{};
+  t.name = "virtual-cuda";
+  t.cudaGetDeviceCount = getDeviceCount;
+  t.cudaSetDevice = setDevice;
+  t.cudaGetDeviceProperties = getDeviceProperties;
+  t.cudaGetErrorString = getErrorString;
+  t.cudaGetLastError = getLastError;
+  t.cudaDeviceSynchronize = deviceSynchronize;
+  t.cudaDriverGetVersion = driverGetVersion;
+  t.cudaRuntimeGetVersion = runtimeGetVersion;
+  t.cudaMalloc = deviceMalloc;
+  t.cudaFree = deviceFree;
+  t.cudaMemcpy = memcpySync;
+  t.cudaMemcpyAsync = memcpyAsync;
+  t.cudaMemcpy2DAsync = memcpy2DAsync;
+  t.cudaMemset = memsetSync;
+  t.cudaMemsetAsync = memsetAsyncApi;
+  t.cudaStreamCreate = streamCreate;
+  t.cudaStreamCreateWithFlags = streamCreateWithFlags;
+  t.cudaStreamDestroy = streamDestroy;
+  t.cudaStreamSynchronize = streamSynchronize;
+  t.cudaStreamWaitEvent = streamWaitEvent;
+  t.cudaEventCreate = eventCreate;
+  t.cudaEventCreateWithFlags = eventCreateWithFlags;
+  t.cudaEventDestroy = eventDestroy;
+  t.cudaEventRecord = eventRecord;
+  t.cudaEventSynchronize = eventSynchronize;
+  t.cudaEventElapsedTime = eventElapsedTime;
+  t.cudaLibraryLoadData = libraryLoadData;
+  t.cudaLibraryGetKernel = libraryGetKernel;
+  t.cudaLibraryUnload = libraryUnload;
+  t.cudaLaunchKernel = launchKernel;
+  t.cublasLtCreate = ltCreate;
+  t.cublasLtDestroy = ltDestroy;
+  t.cublasLtGetStatusString = ltStatusString;
+  t.cublasLtMatmulDescCreate = descCreate;
+  t.cublasLtMatmulDescDestroy = descDestroy;
+  t.cublasLtMatmulDescSetAttribute = descSet;
+  t.cublasLtMatrixLayoutCreate = layoutCreate;
+  t.cublasLtMatrixLayoutDestroy = layoutDestroy;
+  t.cublasLtMatrixLayoutSetAttribute = layoutSet;
+  t.cublasLtMatmulPreferenceCreate = prefCreate;
+  t.cublasLtMatmulPreferenceDestroy = prefDestroy;
+  t.cublasLtMatmulPreferenceSetAttribute = prefSet;
+  t.cublasLtMatmulAlgoGetHeuristic = heuristic;
+  t.cublasLtMatmul = matmul;
+  t.ncclGetVersion = ncclVersion;
+  t.ncclGetErrorString = ncclErrorString;
+  t.ncclGetLastError = ncclLast;
+  t.ncclGetUniqueId = uniqueId;
+  t.ncclCommInitRank = commInitRank;
+  t.ncclCommDestroy = commDestroy;
+  t.ncclCommAbort = commAbort;
+  t.ncclCommGetAsyncError = commGetAsyncError;
+  t.ncclGroupStart = groupStart;
+  t.ncclGroupEnd = groupEnd;
+  t.ncclAllReduce = allReduce;
+  t.ncclReduceScatter = reduceScatter;
+  t.ncclAllGather = allGather;
+  t.kernels = &emulatedKernels;
+  return t;
+}
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const cuda::CudaApi *
+gptcVirtualCudaApi(int version) {
+  if (version != cuda::kCudaApiVersion)
+    return nullptr;
+  static const cuda::CudaApi table = makeTable();
+  return &table;
+}
