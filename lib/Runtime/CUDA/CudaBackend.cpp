@@ -31,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 using ::gptc::cuda::api;
@@ -325,7 +326,9 @@ private:
   /// Each planned value's place in the arena (null if unplanned).
   std::vector<void *> home;
   bool profiling = false;
-  int poisonKernel = -1;
+  /// --inject-overflow: the kernel, and its input, whose first element
+  /// becomes an infinity before the kernel runs.
+  int poisonKernel = -1, poisonInput = 0;
   double poison[1] = {INFINITY};
   /// The profile: per kernel (by index), events recorded around its
   /// launches in the current enqueue (read when it ends), its seconds and
@@ -1776,23 +1779,26 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
   for (size_t index = 0; index < static_cast<size_t>(function.kernels_size());
        ++index) {
     const Kernel &k = function.kernels(static_cast<int>(index));
+    for (size_t c : waits[index])
+      GPTC_CUDA_CHECK(
+          api().cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
+    // The poison after the waits: a collective may still be writing the
+    // poisoned tensor (a gradient's all-reduce) on the other stream.
     if (static_cast<int>(index) == poisonKernel) {
       poisonKernel = -1;
-      const program::Value &v = function.values(k.inputs(0));
+      int32_t target = k.inputs(poisonInput);
+      const program::Value &v = function.values(target);
       float f = INFINITY;
       uint16_t bits = v.type().dtype() == program::BF16 ? 0x7f80 : 0x7c00;
       const void *src =
           v.type().dtype() == program::F64   ? static_cast<const void *>(poison)
           : v.type().dtype() == program::F32 ? static_cast<const void *>(&f)
                                              : static_cast<const void *>(&bits);
-      GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
-          ptr[k.inputs(0)], src, elementSize(v.type().dtype()),
-          cudaMemcpyHostToDevice, backend.stream));
+      GPTC_CUDA_CHECK(
+          api().cudaMemcpyAsync(ptr[target], src, elementSize(v.type().dtype()),
+                                cudaMemcpyHostToDevice, backend.stream));
       GPTC_CUDA_CHECK(api().cudaStreamSynchronize(backend.stream));
     }
-    for (size_t c : waits[index])
-      GPTC_CUDA_CHECK(
-          api().cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
     if (!profiling) {
       runKernel(index);
       continue;
@@ -1912,16 +1918,46 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
 }
 
 bool CudaRunner::injectInfinityBefore(program::OpKind op) {
+  auto isFloat = [&](int32_t id) {
+    DType t = function.values(id).type().dtype();
+    return t == program::F32 || t == program::F64 || t == program::BF16 ||
+           t == program::F16;
+  };
   for (int i = 0; i < function.kernels_size(); ++i) {
     const Kernel &k = function.kernels(i);
-    if (k.op() != op || !k.inputs_size())
-      continue;
-    DType t = function.values(k.inputs(0)).type().dtype();
-    if (t != program::F32 && t != program::F64 && t != program::BF16 &&
-        t != program::F16)
+    if (k.op() != op || !k.inputs_size() || !isFloat(k.inputs(0)))
       continue;
     poisonKernel = i;
+    poisonInput = 0;
     return true;
+  }
+  if (op != program::GLOBAL_NORM && op != program::SUM_SQUARES)
+    return false;
+  // On the GPU the norm is computed by generated kernels (the fused
+  // optimizer's sum of squares, its all-reduce, its square root): the
+  // nearest kernel before the norm that reads a tensor (a gradient) is
+  // poisoned at that tensor.
+  std::set<int32_t> before;
+  for (const program::Value &v : function.values())
+    if (v.role() == program::ROLE_GRAD_NORM)
+      before.insert(v.id());
+  for (int i = function.kernels_size() - 1; i >= 0; --i) {
+    const Kernel &k = function.kernels(i);
+    if (std::none_of(k.outputs().begin(), k.outputs().end(),
+                     [&](int32_t id) { return before.count(id) > 0; }))
+      continue;
+    if (k.op() == program::COMPILED)
+      for (int j = 0; j < k.inputs_size(); ++j) {
+        const program::Value &v = function.values(k.inputs(j));
+        if ((v.role() == program::ROLE_NONE ||
+             v.role() == program::ROLE_GRADIENT) &&
+            numElements(v) > 1 && isFloat(k.inputs(j))) {
+          poisonKernel = i;
+          poisonInput = j;
+          return true;
+        }
+      }
+    before.insert(k.inputs().begin(), k.inputs().end());
   }
   return false;
 }

@@ -40,6 +40,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <mpi.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -1561,62 +1562,209 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
 }
 
 //===----------------------------------------------------------------------===//
-// NCCL: a communicator of one rank (collectives between processes: not yet)
+// NCCL over MPI
 //===----------------------------------------------------------------------===//
+//
+// A communicator is an MPI communicator of its ranks (in NCCL's rank
+// order), made by MPI_Comm_create_group, which only its members call: the
+// ranks find each other through the unique id, which names the world rank
+// that made it. A collective is checked and recorded on its stream when it
+// is enqueued and runs at the end of its group (each call outside
+// ncclGroupStart/End is a group of its own): every collective of the group
+// starts as a non-blocking MPI collective, so a group may order calls on
+// several communicators differently on different ranks, as NCCL allows.
+// Each rank gathers the contributions and reduces them in rank order, in
+// f32 for 16-bit types (NCCL's ring rounds at every hop; this rounds once),
+// so every rank gets the same bits.
 
 struct NcclComm {
   int ranks = 1, rank = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  ncclResult_t asyncError = ncclSuccess;
+  bool aborted = false;
+  /// Collectives enqueued on it (fault injection counts them).
+  int64_t calls = 0;
 };
+
+std::set<const void *> &ncclComms() {
+  static std::set<const void *> comms;
+  return comms;
+}
+
+struct PendingCollective {
+  enum Kind { AllReduce, ReduceScatter, AllGather } kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  NcclComm *comm;
+  std::vector<char> gathered;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+int groupDepth = 0;
+std::vector<PendingCollective> pending;
+std::string ncclLastMessage;
+
+ncclResult_t ncclFail(ncclResult_t r, const std::string &message) {
+  ncclLastMessage = message;
+  fail(cudaErrorLaunchFailure, "NCCL: " + message);
+  return r;
+}
 
 const char *ncclErrorString(ncclResult_t r) {
   switch (r) {
   case ncclSuccess:
     return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error (virtual-cuda: see the error above)";
+  case ncclSystemError:
+    return "unhandled system error (virtual-cuda: see the error above)";
+  case ncclInternalError:
+    return "internal error (virtual-cuda: see the error above)";
   case ncclInvalidArgument:
     return "invalid argument (virtual-cuda: see the error above)";
   case ncclInvalidUsage:
     return "invalid usage (virtual-cuda: see the error above)";
-  case ncclInternalError:
-    return "internal error (virtual-cuda: see the error above)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
   default:
     return "NCCL error";
   }
 }
-const char *ncclLast(ncclComm_t) { return ""; }
+const char *ncclLast(ncclComm_t) { return ncclLastMessage.c_str(); }
 ncclResult_t ncclVersion(int *v) {
   *v = NCCL_VERSION_CODE;
   return ncclSuccess;
 }
+
+int worldRank() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int rank = 0;
+  if (initialized)
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+constexpr char kIdMagic[] = "gptc-virtual-nccl";
+
 ncclResult_t uniqueId(ncclUniqueId *id) {
+  static int counter = 0;
   std::memset(id, 0, sizeof(*id));
-  std::snprintf(id->internal, sizeof(id->internal), "gptc-virtual %d",
-                static_cast<int>(getpid()));
+  std::snprintf(id->internal, sizeof(id->internal), "%s %d %d", kIdMagic,
+                worldRank(), counter++);
   return ncclSuccess;
 }
-ncclResult_t commInitRank(ncclComm_t *comm, int nranks, ncclUniqueId,
+
+ncclResult_t commInitRank(ncclComm_t *out, int nranks, ncclUniqueId id,
                           int rank) {
-  if (nranks != 1) {
-    fail(cudaErrorNotSupported,
-         "NCCL communicators of " + std::to_string(nranks) +
-             " ranks: the virtual device runs collectives between processes "
-             "not yet (one rank only)");
-    return ncclInvalidUsage;
+  int root = -1, counter = -1;
+  char magic[32] = {};
+  if (std::sscanf(id.internal, "%31s %d %d", magic, &root, &counter) != 3 ||
+      std::string(magic) != kIdMagic)
+    return ncclFail(ncclInvalidArgument,
+                    "ncclCommInitRank: the unique id was not made by "
+                    "ncclGetUniqueId of the virtual device");
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return ncclFail(ncclInvalidArgument, "ncclCommInitRank: rank " +
+                                             std::to_string(rank) + " of " +
+                                             std::to_string(nranks));
+  auto c = std::make_unique<NcclComm>();
+  c->ranks = nranks;
+  c->rank = rank;
+  if (nranks > 1) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+      return ncclFail(ncclInvalidUsage,
+                      "a communicator of " + std::to_string(nranks) +
+                          " ranks needs the processes started by mpirun");
+    // The members tell the root their world ranks; the root answers with
+    // all of them in NCCL's order.
+    int tag = 32000 + counter % 700 * 2;
+    std::vector<int> world(static_cast<size_t>(nranks), -1);
+    int me[2] = {rank, worldRank()};
+    if (me[1] == root) {
+      if (rank != 0)
+        return ncclFail(ncclInvalidUsage, "the unique id's maker is rank " +
+                                              std::to_string(rank) +
+                                              ", not rank 0");
+      world[0] = root;
+      for (int i = 1; i < nranks; ++i) {
+        int who[2];
+        MPI_Recv(who, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+        if (who[0] <= 0 || who[0] >= nranks || world[who[0]] != -1)
+          return ncclFail(ncclInvalidUsage,
+                          "ncclCommInitRank: two processes claim rank " +
+                              std::to_string(who[0]));
+        world[who[0]] = who[1];
+      }
+      for (int i = 1; i < nranks; ++i)
+        MPI_Send(world.data(), nranks, MPI_INT, world[i], tag + 1,
+                 MPI_COMM_WORLD);
+    } else {
+      MPI_Send(me, 2, MPI_INT, root, tag, MPI_COMM_WORLD);
+      MPI_Recv(world.data(), nranks, MPI_INT, root, tag + 1, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+    }
+    MPI_Group all, members;
+    MPI_Comm_group(MPI_COMM_WORLD, &all);
+    MPI_Group_incl(all, nranks, world.data(), &members);
+    MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &c->comm);
+    MPI_Group_free(&members);
+    MPI_Group_free(&all);
+    if (c->comm == MPI_COMM_NULL)
+      return ncclFail(ncclSystemError, "MPI_Comm_create_group failed");
   }
-  auto *c = new NcclComm{nranks, rank};
-  *comm = reinterpret_cast<ncclComm_t>(c);
+  ncclComms().insert(c.get());
+  *out = reinterpret_cast<ncclComm_t>(c.release());
   return ncclSuccess;
 }
+
+NcclComm *resolveComm(ncclComm_t comm) {
+  return ncclComms().count(comm) ? reinterpret_cast<NcclComm *>(comm) : nullptr;
+}
+
 ncclResult_t commDestroy(ncclComm_t comm) {
-  delete reinterpret_cast<NcclComm *>(comm);
+  NcclComm *c = resolveComm(comm);
+  if (!c)
+    return ncclFail(ncclInvalidArgument, "ncclCommDestroy: not a "
+                                         "communicator");
+  if (c->comm != MPI_COMM_NULL && !c->aborted) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      MPI_Comm_free(&c->comm);
+  }
+  ncclComms().erase(c);
+  delete c;
   return ncclSuccess;
 }
-ncclResult_t commAbort(ncclComm_t comm) { return commDestroy(comm); }
-ncclResult_t commGetAsyncError(ncclComm_t, ncclResult_t *e) {
-  *e = ncclSuccess;
+
+ncclResult_t commAbort(ncclComm_t comm) {
+  NcclComm *c = resolveComm(comm);
+  if (!c)
+    return ncclFail(ncclInvalidArgument, "ncclCommAbort: not a communicator");
+  // Its MPI communicator may be inside a collective that never ends: it is
+  // left, not freed.
+  c->aborted = true;
+  ncclComms().erase(c);
+  delete c;
   return ncclSuccess;
 }
-ncclResult_t groupStart() { return ncclSuccess; }
-ncclResult_t groupEnd() { return ncclSuccess; }
+
+ncclResult_t commGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
+  NcclComm *c = resolveComm(comm);
+  if (!c)
+    return ncclFail(ncclInvalidArgument,
+                    "ncclCommGetAsyncError: not a communicator");
+  *e = c->asyncError;
+  return ncclSuccess;
+}
+
 int64_t ncclBytes(ncclDataType_t t) {
   switch (t) {
   case ncclInt8:
@@ -1629,38 +1777,187 @@ int64_t ncclBytes(ncclDataType_t t) {
   case ncclUint32:
   case ncclFloat32:
     return 4;
-  default:
+  case ncclInt64:
+  case ncclUint64:
+  case ncclFloat64:
     return 8;
+  default:
+    return 0;
   }
 }
-ncclResult_t oneRankCopy(const void *send, void *recv, size_t count,
-                         ncclDataType_t type, cudaStream_t stream,
-                         const char *what) {
+
+/// recv[i] = op over the ranks r (in order) of part r's element i.
+void reduceParts(const PendingCollective &p, const char *parts,
+                 int64_t partBytes) {
+  int n = p.comm->ranks;
+  auto combine = [&](auto a, auto b) {
+    switch (p.op) {
+    case ncclProd:
+      return a * b;
+    case ncclMax:
+      return a > b ? a : b;
+    case ncclMin:
+      return a < b ? a : b;
+    default:
+      return a + b;
+    }
+  };
+  for (size_t i = 0; i < p.count; ++i) {
+    auto fold = [&](auto read) {
+      auto v = read(parts, i);
+      for (int r = 1; r < n; ++r)
+        v = combine(v, read(parts + r * partBytes, i));
+      if (p.op == ncclAvg)
+        v = v / n;
+      return v;
+    };
+    switch (p.type) {
+    case ncclFloat32:
+      static_cast<float *>(p.recv)[i] = fold([](const char *b, size_t j) {
+        return reinterpret_cast<const float *>(b)[j];
+      });
+      break;
+    case ncclFloat64:
+      static_cast<double *>(p.recv)[i] = fold([](const char *b, size_t j) {
+        return reinterpret_cast<const double *>(b)[j];
+      });
+      break;
+    case ncclBfloat16:
+      static_cast<uint16_t *>(p.recv)[i] =
+          floatToBf16(fold([](const char *b, size_t j) {
+            return bf16ToFloat(reinterpret_cast<const uint16_t *>(b)[j]);
+          }));
+      break;
+    case ncclFloat16:
+      static_cast<uint16_t *>(p.recv)[i] =
+          floatToHalf(fold([](const char *b, size_t j) {
+            return halfToFloat(reinterpret_cast<const uint16_t *>(b)[j]);
+          }));
+      break;
+    case ncclInt32:
+      static_cast<int32_t *>(p.recv)[i] = fold([](const char *b, size_t j) {
+        return reinterpret_cast<const int32_t *>(b)[j];
+      });
+      break;
+    case ncclInt64:
+      static_cast<int64_t *>(p.recv)[i] = fold([](const char *b, size_t j) {
+        return reinterpret_cast<const int64_t *>(b)[j];
+      });
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+/// Runs the group's collectives: all started, all waited for, then each
+/// rank's result computed.
+ncclResult_t runGroup() {
+  std::vector<PendingCollective> group;
+  group.swap(pending);
+  std::vector<MPI_Request> requests;
+  for (PendingCollective &p : group) {
+    int64_t bytes = static_cast<int64_t>(p.count) * ncclBytes(p.type);
+    int n = p.comm->ranks;
+    if (n == 1) {
+      std::memmove(p.recv, p.send, static_cast<size_t>(bytes));
+      continue;
+    }
+    if (bytes > INT32_MAX)
+      return ncclFail(ncclInvalidArgument,
+                      "a collective of " + std::to_string(bytes) +
+                          " bytes a rank: the virtual device moves under 2 "
+                          "GiB");
+    p.gathered.resize(static_cast<size_t>(n * bytes));
+    int b = static_cast<int>(bytes);
+    if (p.kind == PendingCollective::ReduceScatter)
+      MPI_Ialltoall(p.send, b, MPI_BYTE, p.gathered.data(), b, MPI_BYTE,
+                    p.comm->comm, &p.request);
+    else
+      MPI_Iallgather(p.send, b, MPI_BYTE, p.gathered.data(), b, MPI_BYTE,
+                     p.comm->comm, &p.request);
+    requests.push_back(p.request);
+  }
+  if (!requests.empty() &&
+      MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+                  MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    return ncclFail(ncclSystemError, "an MPI collective failed");
+  for (PendingCollective &p : group) {
+    if (p.comm->ranks == 1)
+      continue;
+    int64_t bytes = static_cast<int64_t>(p.count) * ncclBytes(p.type);
+    if (p.kind == PendingCollective::AllGather)
+      std::memcpy(p.recv, p.gathered.data(), p.gathered.size());
+    else
+      reduceParts(p, p.gathered.data(), bytes);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t enqueueCollective(PendingCollective p, cudaStream_t stream,
+                               const char *what) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  if (!p.comm)
+    return ncclFail(ncclInvalidArgument,
+                    std::string(what) + ": not a communicator");
+  int64_t element = ncclBytes(p.type);
+  if (!element)
+    return ncclFail(ncclInvalidArgument, std::string(what) + ": data type " +
+                                             std::to_string(p.type));
   cudaError_t e = cudaSuccess;
   Stream *s = resolve(stream, e);
   if (!s)
     return ncclInvalidArgument;
-  int64_t bytes = static_cast<int64_t>(count) * ncclBytes(type);
+  int64_t bytes = static_cast<int64_t>(p.count) * element;
+  int64_t n = p.comm->ranks;
+  int64_t sendBytes =
+      p.kind == PendingCollective::ReduceScatter ? n * bytes : bytes;
+  int64_t recvBytes =
+      p.kind == PendingCollective::AllGather ? n * bytes : bytes;
   uint64_t epoch = enqueue(*s);
-  if (touch(*s, epoch, {{send, bytes, false}, {recv, bytes, true}}, what))
+  std::string label = std::string(what) + " (rank " +
+                      std::to_string(p.comm->rank) + " of " +
+                      std::to_string(n) + ")";
+  if (touch(*s, epoch, {{p.send, sendBytes, false}, {p.recv, recvBytes, true}},
+            label))
     return ncclInvalidUsage;
-  std::memmove(recv, send, static_cast<size_t>(bytes));
+  ++p.comm->calls;
+  pending.push_back(std::move(p));
+  return groupDepth > 0 ? ncclSuccess : runGroup();
+}
+
+ncclResult_t groupStart() {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  ++groupDepth;
   return ncclSuccess;
 }
+ncclResult_t groupEnd() {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  if (groupDepth == 0)
+    return ncclFail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  return --groupDepth > 0 ? ncclSuccess : runGroup();
+}
+
 ncclResult_t allReduce(const void *send, void *recv, size_t count,
-                       ncclDataType_t type, ncclRedOp_t, ncclComm_t,
+                       ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                        cudaStream_t stream) {
-  return oneRankCopy(send, recv, count, type, stream, "ncclAllReduce");
+  return enqueueCollective({PendingCollective::AllReduce, send, recv, count,
+                            type, op, resolveComm(comm)},
+                           stream, "ncclAllReduce");
 }
 ncclResult_t reduceScatter(const void *send, void *recv, size_t count,
-                           ncclDataType_t type, ncclRedOp_t, ncclComm_t,
+                           ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-  return oneRankCopy(send, recv, count, type, stream, "ncclReduceScatter");
+  return enqueueCollective({PendingCollective::ReduceScatter, send, recv, count,
+                            type, op, resolveComm(comm)},
+                           stream, "ncclReduceScatter");
 }
 ncclResult_t allGather(const void *send, void *recv, size_t count,
-                       ncclDataType_t type, ncclComm_t, cudaStream_t stream) {
-  return oneRankCopy(send, recv, count, type, stream, "ncclAllGather");
+                       ncclDataType_t type, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return enqueueCollective({PendingCollective::AllGather, send, recv, count,
+                            type, ncclSum, resolveComm(comm)},
+                           stream, "ncclAllGather");
 }
 
 //===----------------------------------------------------------------------===//
