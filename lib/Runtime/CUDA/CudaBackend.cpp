@@ -8,8 +8,8 @@
 // prepares every kernel (launch plans resolved to GPU functions, cuBLASLt
 // descriptors and algorithms, scratch sizes), so that a run only binds
 // pointers and enqueues. Setup failures are errors the caller reports;
-// a failing CUDA or cuBLASLt call during a run aborts with the call and
-// its file:line (Check.h): the device's state is then unknown.
+// a failing CUDA or cuBLASLt call during a run ends the process with the
+// call and its file:line (Check.h): the device's state is then unknown.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +50,41 @@ using program::Kernel;
   } while (0)
 
 namespace {
+
+/// Mutations of this backend for the tests that show the virtual CUDA
+/// device's checkers catch what they are for (test/Runtime/
+/// virtual-cuda-checkers.test); GPTC_CUDA_FAULT names one. Never set in
+/// use: each makes the backend wrong on purpose.
+enum class Fault {
+  None,
+  /// The compute stream does not wait for the step's first collective.
+  SkipWait,
+  /// Each function's arena is allocated 4 bytes short of its last value.
+  ShortArena,
+  /// Every GEMM whose A is square reads it transposed the other way.
+  WrongTranspose,
+};
+
+Fault injectedFault() {
+  static const Fault fault = [] {
+    const char *f = std::getenv("GPTC_CUDA_FAULT");
+    std::string name = f ? f : "";
+    if (name == "skip-wait")
+      return Fault::SkipWait;
+    if (name == "short-arena")
+      return Fault::ShortArena;
+    if (name == "wrong-transpose")
+      return Fault::WrongTranspose;
+    if (!name.empty())
+      std::fprintf(stderr,
+                   "gptc: warning: GPTC_CUDA_FAULT=%s is none of "
+                   "skip-wait, short-arena, "
+                   "wrong-transpose; ignored\n",
+                   name.c_str());
+    return Fault::None;
+  }();
+  return fault;
+}
 
 /// The attention kernels for operands of `dtype`, if there are any.
 std::optional<cuda::AttentionType> attentionType(DType dtype) {
@@ -797,8 +832,17 @@ bool CudaRunner::prepare(std::string &error) {
   int64_t count = function.values_size();
   if (function.arena_bytes() < 0)
     return fail("negative arena size");
-  if (function.arena_bytes() > 0 &&
-      !arena.allocate(static_cast<size_t>(function.arena_bytes())))
+  size_t arenaBytes = static_cast<size_t>(function.arena_bytes());
+  if (injectedFault() == Fault::ShortArena) {
+    // 4 bytes short of the end of the last value planned in it.
+    int64_t end = 0;
+    for (const program::Value &v : function.values())
+      if (v.offset() >= 0)
+        end = std::max(end, v.offset() +
+                                numElements(v) * elementSize(v.type().dtype()));
+    arenaBytes = static_cast<size_t>(std::max<int64_t>(end - 4, 0));
+  }
+  if (function.arena_bytes() > 0 && !arena.allocate(arenaBytes))
     return fail("cannot allocate an arena of " +
                 std::to_string(function.arena_bytes()) + " bytes");
   ptr.assign(count, nullptr);
@@ -1327,6 +1371,8 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
     return false;
   }
   // cuBLAS: C (m x n) = op(A) (m x k) op(B) (k x n), m = N, n = M.
+  if (injectedFault() == Fault::WrongTranspose && K == N)
+    transA = !transA;
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N,
                     opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   auto check = [&](cublasStatus_t s, const char *what) {
@@ -1776,12 +1822,18 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
     if (!passed[i].first)
       ptr[id] = out[i];
   }
+  bool skipWait = injectedFault() == Fault::SkipWait;
   for (size_t index = 0; index < static_cast<size_t>(function.kernels_size());
        ++index) {
     const Kernel &k = function.kernels(static_cast<int>(index));
-    for (size_t c : waits[index])
+    for (size_t c : waits[index]) {
+      if (skipWait) {
+        skipWait = false;
+        continue;
+      }
       GPTC_CUDA_CHECK(
           api().cudaStreamWaitEvent(backend.stream, comms[c]->done, 0));
+    }
     // The poison after the waits: a collective may still be writing the
     // poisoned tensor (a gradient's all-reduce) on the other stream.
     if (static_cast<int>(index) == poisonKernel) {

@@ -248,6 +248,23 @@ std::string describe(const Allocation &a) {
          std::to_string(a.bytes) + " bytes at " + hex(a.base) + ")";
 }
 
+/// Where `p`, in no allocation, is: past the end of the allocation below
+/// it (within its mapping), or nowhere.
+std::string whereIs(const void *p) {
+  Device &d = device();
+  uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  auto it = d.allocations.upper_bound(address);
+  if (it != d.allocations.begin()) {
+    const Allocation &a = std::prev(it)->second;
+    uintptr_t end = reinterpret_cast<uintptr_t>(a.base) + a.bytes;
+    if (address >= end &&
+        address < reinterpret_cast<uintptr_t>(a.map) + a.mapBytes)
+      return std::to_string(address - end) + " bytes past the end of " +
+             describe(a);
+  }
+  return "which is in no allocation of this device";
+}
+
 Stream *resolve(cudaStream_t s, cudaError_t &error) {
   Device &d = device();
   if (!s || s == cudaStreamLegacy)
@@ -294,8 +311,7 @@ cudaError_t touch(Stream &s, uint64_t epoch, const std::vector<Access> &list,
     Allocation *a = findAllocation(x.ptr);
     if (!a)
       return fail(cudaErrorIllegalAddress,
-                  *label + " touches " + hex(x.ptr) +
-                      ", which is in no allocation of this device");
+                  *label + " touches " + hex(x.ptr) + ", " + whereIs(x.ptr));
     int64_t begin = static_cast<const char *>(x.ptr) - a->base;
     int64_t end = begin + x.bytes;
     if (end > static_cast<int64_t>(a->bytes))

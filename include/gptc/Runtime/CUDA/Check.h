@@ -6,8 +6,8 @@
 //
 // Every CUDA, cuBLAS(Lt) and NCCL call in gptc's runtime goes through one of
 // these macros, which report the failing call with its file:line and the
-// library's own error string, then abort: a device error is not something
-// the runtime can continue from with correct results.
+// library's own error string, then end the process: a device error is not
+// something the runtime can continue from with correct results.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,11 +21,15 @@
 
 namespace gptc::cuda {
 
+/// Ends the process at once (no handlers: the device's state is unknown,
+/// and nothing it holds may be saved as a checkpoint), with status 70
+/// (EX_SOFTWARE), not a crash report.
 [[noreturn]] inline void fail(const char *what, const char *call,
                               const char *file, int line) {
   std::fprintf(stderr, "%s:%d: error: %s failed: %s\n", file, line, call,
                what);
-  std::abort();
+  std::fflush(stderr);
+  std::_Exit(70);
 }
 
 } // namespace gptc::cuda
