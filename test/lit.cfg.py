@@ -66,7 +66,7 @@ if shutil.which("mlir-runner", path=config.llvm_tools_dir) and all(map(os.path.e
     config.available_features.add("mlir-runner")
     config.substitutions.append(("%mlir_runner_libs", ",".join(runner_libs)))
     # The CUDA emulation the generated GPU kernels run under on the CPU
-    # (unittests/NvvmEmulation.cpp, for gptc-gpu-emulate-on-host's output).
+    # (lib/Runtime/VirtualCuda/NvvmEmulation.cpp, for gptc-gpu-emulate-on-host's output).
     emulation = os.path.join(config.gptc_obj_root, "lib", "libGptcNvvmEmulation.so")
     if os.path.exists(emulation):
         config.available_features.add("nvvm-emulation")

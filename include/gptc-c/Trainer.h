@@ -54,20 +54,24 @@ typedef struct GptcTrainerOptions {
   int64_t devices;
   /// >= 0: replaces `parallel.zero_stage`; < 0: the description's.
   int zeroStage;
+  /// NULL or "cpu": the CPU; "cuda": an NVIDIA GPU per process;
+  /// "virtual-cuda": the GPU runtime on the virtual CUDA device (CPU
+  /// stand-ins of CUDA, cuBLASLt and NCCL; for tests, slow). As gptc
+  /// train's --device.
+  const char *device;
 } GptcTrainerOptions;
 
 static inline GptcTrainerOptions gptcTrainerOptionsGetDefault(void) {
-  GptcTrainerOptions o = {0, 0, 0, 0, -1};
+  GptcTrainerOptions o = {0, 0, 0, 0, -1, 0};
   return o;
 }
 
 /// Compiles the training step of the model at `modelPath`, a description
-/// (`.pbtxt`, gptc's GPT or `onnx_model:`) or an ONNX model (`.onnx`), on
-/// the CPU, and initializes it as `gptc train` does: the description's
-/// seeded initialization, or the ONNX initializers. `options` may be NULL
-/// (the defaults). On failure returns the null handle and, when `error` is
-/// not NULL, sets `*error` to the diagnostics (free it with
-/// gptcFreeString).
+/// (`.pbtxt`, gptc's GPT or `onnx_model:`) or an ONNX model (`.onnx`), for
+/// the CPU or `options->device`, and initializes it as `gptc train` does: the
+/// description's seeded initialization, or the ONNX initializers. `options` may
+/// be NULL (the defaults). On failure returns the null handle and, when `error`
+/// is not NULL, sets `*error` to the diagnostics (free it with gptcFreeString).
 GPTC_CAPI_EXPORTED GptcTrainer
 gptcTrainerCreate(const char *modelPath, const GptcTrainerOptions *options,
                   char **error);

@@ -24,6 +24,12 @@
 #include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Target/CPU/CompileProgram.h"
+#include "gptc/Target/CUDA/CompileKernels.h"
+#ifdef GPTC_HAVE_CUDA
+#include "gptc/Runtime/CUDA/CudaApi.h"
+#include "gptc/Runtime/CUDA/CudaBackend.h"
+#include "gptc/Runtime/Grid.h"
+#endif
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -210,11 +216,48 @@ static bool compile(const std::string &modelPath,
       buildTrainingModule(*desc, &context, onnx, initial);
   if (!module)
     return false;
+  // The device: the CPU, or the CUDA runtime on a GPU or the virtual
+  // CUDA device (GEMM epilogues, the GPU's kernel grouping, an sm_90 image
+  // or the virtual device's host code).
+  std::string device = options.device ? options.device : "";
+  if (device.empty())
+    device = "cpu";
+  bool cuda = device == "cuda" || device == "virtual-cuda";
+  if (!cuda && device != "cpu")
+    return os << "device '" << device
+              << "': the C API trains on cpu, cuda or virtual-cuda",
+           false;
+#ifdef GPTC_HAVE_CUDA
+  if (device == "virtual-cuda" && !::gptc::cuda::useVirtualDevice(error))
+    return os << "device virtual-cuda: " << error, false;
+  if (cuda && !rt::cudaDeviceAvailable(error))
+    return os << error, false;
+#else
+  if (cuda)
+    return os << "device " << device
+              << ": this gptc was built without the CUDA runtime",
+           false;
+#endif
+  TrainPipelineOptions pipelineOptions;
+  if (cuda) {
+    pipelineOptions.kernelTarget = "cuda";
+    pipelineOptions.gemmEpilogues = true;
+  }
   PassManager pm(&context);
-  buildTrainPipeline(pm, TrainPipelineOptions());
-  if (failed(pm.run(*module)) ||
-      failed(compileProgram(*module, {"forward", "train_step"}, impl.program)))
+  buildTrainPipeline(pm, pipelineOptions);
+  if (failed(pm.run(*module)))
     return false;
+  if (cuda) {
+    GpuKernelLoweringPipelineOptions gpu;
+    gpu.chip = "sm_90";
+    gpu.format = device == "virtual-cuda" ? "host" : "bin";
+    if (failed(compileProgramForCuda(*module, {"forward", "train_step"},
+                                     impl.program, gpu)))
+      return false;
+  } else if (failed(compileProgram(*module, {"forward", "train_step"},
+                                   impl.program))) {
+    return false;
+  }
 
   rt::TrainOptions &opts = impl.options;
   opts.model = desc->getName().str();
@@ -241,8 +284,20 @@ static bool compile(const std::string &modelPath,
                 << " processes run it: use mpirun -np " << devices,
              false;
   }
-  impl.trainer = rt::Trainer::create(impl.program, opts, error,
-                                     impl.comm.get());
+  std::unique_ptr<rt::Backend> backend;
+#ifdef GPTC_HAVE_CUDA
+  if (cuda) {
+    int gpu = impl.comm ? rt::localDeviceIndex(impl.comm->rank(),
+                                               rt::cudaDeviceCount())
+                        : 0;
+    backend = rt::createCudaBackend(impl.program, gpu, error,
+                                    devices > 1 ? impl.comm.get() : nullptr);
+    if (!backend)
+      return os << error, false;
+  }
+#endif
+  impl.trainer = rt::Trainer::create(impl.program, opts, error, impl.comm.get(),
+                                     std::move(backend));
   if (!impl.trainer || !impl.trainer->setInitialValues(std::move(initial), error))
     return os << error, false;
   impl.trainer->initialize();

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // gptc-gpu-emulate-on-host; see include/gptc/Target/CUDA/Passes.td. The
-// functions it calls are unittests/NvvmEmulation.cpp's.
+// functions it calls are lib/Runtime/VirtualCuda/NvvmEmulation.cpp's.
 //
 //===----------------------------------------------------------------------===//
 

@@ -313,7 +313,7 @@ def GptcGpuEmulateOnHostPass
       (whether the kernel has a barrier or a shuffle: one that has not runs
       its threads as plain calls, not fibers).
 
-    The library (`libGptcNvvmEmulation.so`, `unittests/NvvmEmulation.cpp`)
+    The library (`libGptcNvvmEmulation.so`, `lib/Runtime/VirtualCuda/NvvmEmulation.cpp`)
     runs every thread of a block as a fiber from barrier to barrier, so
     a missing barrier, a shuffle some lanes skip, or a shuffle that reads
     a lane the block does not have or that has exited (a NaN is read)

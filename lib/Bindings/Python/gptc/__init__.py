@@ -41,7 +41,7 @@ class _Handle(ctypes.Structure):
 class _Options(ctypes.Structure):
     _fields_ = [("steps", ctypes.c_int64), ("mesh", ctypes.c_char_p),
                 ("hardware", ctypes.c_char_p), ("devices", ctypes.c_int64),
-                ("zeroStage", ctypes.c_int)]
+                ("zeroStage", ctypes.c_int), ("device", ctypes.c_char_p)]
 
 
 _lib = None
@@ -100,19 +100,22 @@ def _bytes(s):
 
 
 class Trainer:
-    """A model compiled for training on one CPU process, with its state."""
+    """A model compiled for training (on the CPU, or the CUDA runtime), with its state."""
 
     def __init__(self, model, steps=0, mesh=None, hardware=None, devices=0,
-                 zero_stage=None):
+                 zero_stage=None, device=None):
         """Compiles `model` (a .pbtxt description or an .onnx model).
         steps > 0 replaces training.steps; mesh ("dp=2,tp=2", or "auto" with
         hardware and devices) replaces the description's: a mesh of N
         devices runs under `mpirun -np N`, every rank making the same calls
-        (one such trainer per process); zero_stage replaces the ZeRO stage."""
+        (one such trainer per process); zero_stage replaces the ZeRO stage;
+        device is "cpu" (default), "cuda" or "virtual-cuda" (the GPU runtime
+        on the virtual CUDA device: for tests, slow)."""
         lib = _load()
         self._lib = lib
         options = _Options(int(steps), _bytes(mesh), _bytes(hardware),
-                           int(devices), -1 if zero_stage is None else int(zero_stage))
+                           int(devices), -1 if zero_stage is None else int(zero_stage),
+                           _bytes(device))
         self._h = _call(lib.gptcTrainerCreate, _bytes(model), ctypes.byref(options))
         if not self._h.ptr:
             raise GptcError("gptcTrainerCreate failed")
