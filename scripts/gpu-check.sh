@@ -30,10 +30,36 @@ wheel_libs="$wheel_libs${nccl_libs:+:$nccl_libs}"
 export LD_LIBRARY_PATH="$work/lib:$cuda_libs${wheel_libs:+:$wheel_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rt="$work/gptc-runtime"
 status=0
+
+# Diagnostics first: what a failure below needs to be understood.
+echo "== diagnostics"
+nvidia-smi || echo "gpu-check: nvidia-smi fails"
+nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm \
+  --format=csv 2>/dev/null || true
+# The CUDA libraries gptc-runtime was linked against (their sonames), and
+# every version of them this machine has, in the search order above.
+echo "gptc-runtime needs: $(objdump -p "$rt" 2>/dev/null | awk '/NEEDED/ && /cuda|cublas|nccl/ {printf "%s ", $2}')"
+for lib in libcuda.so libcudart.so libcublasLt.so libnccl.so; do
+  found=$( (ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 ~ "^"l {print $NF}';
+            for d in ${LD_LIBRARY_PATH//:/ }; do ls "$d/$lib"* 2>/dev/null; done) |
+          sort -u | tr '\n' ' ')
+  echo "  $lib: ${found:-none}"
+done
+echo "resolved:"
+ldd "$rt" | grep -E "libcuda|libcublas|libnccl" || true
+python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'devices', torch.cuda.device_count())" 2>/dev/null || echo "torch: not importable"
 if ldd "$rt" | grep "not found"; then
-  echo "gpu-check: gptc-runtime misses the libraries above"
+  echo "gpu-check: gptc-runtime misses the libraries above (it links CUDA's"
+  echo "sonames of the toolkit it was built with: docs/Limitations.md)"
   exit 1
 fi
+# The first step with every launch synchronous: an asynchronous fault then
+# names the launch that made it, not a later call.
+echo "== first step, CUDA_LAUNCH_BLOCKING=1"
+CUDA_LAUNCH_BLOCKING=1 timeout --kill-after=10 90 "$rt" "$work/art/tiny.gptc" --device cuda \
+  --stop-at-step 1 --eval-interval 0 --log-interval 1 --data "$work/data.txt" \
+  --checkpoint "$work/blocking.ckpt" 2>&1 | tail -5 || status=1
+rm -rf "$work/blocking.ckpt"
 
 # What each step came to, for the table at the end.
 declare -a results=()
@@ -53,9 +79,6 @@ limit() {
 }
 
 export work rt
-echo "== device"
-nvidia-smi -L || true
-
 echo "== the GPU step against the CPU step"
 gpu_run() { # NAME [compare flags]
   local name=$1; shift
