@@ -18,6 +18,7 @@
 #include "gptc/Runtime/program.pb.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,33 @@ public:
   /// hung); 0 turns it off (the default). The trainer sets it per phase.
   virtual void setWatchdog(double seconds);
   virtual double getWatchdog() const { return 0; }
+  /// This rank waits, until endExternalWait, for work outside this
+  /// communicator that other ranks take part in (a GPU's NCCL
+  /// collectives): the watchdog watches that wait as it watches its own
+  /// operations, described as `what`, over every rank.
+  virtual void beginExternalWait(const char *what) { (void)what; }
+  virtual void endExternalWait() {}
+  /// Runs before the watchdog ends the job (the GPU backend aborts its
+  /// NCCL communicators there). Called from the watchdog's thread.
+  virtual void setBeforeAbort(std::function<void()> hook) { (void)hook; }
+};
+
+/// Marks an external wait for its lifetime (Communicator::beginExternalWait).
+class ExternalWait {
+public:
+  ExternalWait(Communicator *comm, const char *what) : comm(comm) {
+    if (comm)
+      comm->beginExternalWait(what);
+  }
+  ~ExternalWait() {
+    if (comm)
+      comm->endExternalWait();
+  }
+  ExternalWait(const ExternalWait &) = delete;
+  ExternalWait &operator=(const ExternalWait &) = delete;
+
+private:
+  Communicator *comm;
 };
 
 /// Raises the watchdog's limit to at least `seconds` (checkpoints,

@@ -32,6 +32,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 using ::gptc::cuda::api;
@@ -230,6 +231,14 @@ public:
     }
   }
 
+  /// Waits for `s`. With NCCL communicators it polls rather than blocks:
+  /// each poll asks NCCL for an asynchronous error (a peer that died, a
+  /// network failure), which ends every rank naming it, and the bootstrap
+  /// communicator's watchdog watches the wait, so that a peer that never
+  /// comes ends every rank, named, after --collective-timeout (the
+  /// communicators aborted first). A failing CUDA call ends the process.
+  void synchronize(cudaStream_t s);
+
   Mirror *findMirror(const void *host) {
     auto it = mirrors.find(host);
     return it == mirrors.end() ? nullptr : it->second.get();
@@ -270,6 +279,9 @@ public:
   DeviceBuffer packing;
   /// Null when the program runs on one device.
   std::unique_ptr<DeviceCollectives> collectives;
+  /// The processes' communicator that bootstrapped NCCL (null on one
+  /// device).
+  Communicator *bootstrap = nullptr;
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
   /// The program's launch plans by symbol, and the GPU functions by name.
@@ -493,6 +505,9 @@ CudaBackend::create(const program::Program &program, int device,
     b->collectives = createNcclDeviceCollectives(*bootstrap, device, error);
     if (!b->collectives)
       return nullptr;
+    b->bootstrap = bootstrap;
+    DeviceCollectives *collectives = b->collectives.get();
+    bootstrap->setBeforeAbort([collectives] { collectives->abortAll(); });
     b->description += ", NCCL rank " + std::to_string(bootstrap->rank()) +
                       " of " + std::to_string(devices);
 #else
@@ -548,6 +563,8 @@ double CudaBackend::copyBandwidth() {
 }
 
 CudaBackend::~CudaBackend() {
+  if (bootstrap)
+    bootstrap->setBeforeAbort(nullptr);
   mirrors.clear();
   collectives.reset();
   if (handOver)
@@ -579,9 +596,37 @@ void CudaBackend::keepResident(const Tensor &t) {
   mirrors[host] = std::move(m);
 }
 
+void CudaBackend::synchronize(cudaStream_t s) {
+  if (!collectives) {
+    GPTC_CUDA_CHECK(api().cudaStreamSynchronize(s));
+    return;
+  }
+  ExternalWait waiting(bootstrap, "the GPU's collectives (NCCL)");
+  for (int polls = 0;; ++polls) {
+    cudaError_t status = api().cudaStreamQuery(s);
+    if (status == cudaSuccess)
+      return;
+    if (status != cudaErrorNotReady)
+      GPTC_CUDA_CHECK(status);
+    std::string why;
+    if (collectives->asyncError(why)) {
+      collectives->abortAll();
+      std::fprintf(stderr,
+                   "gptc: error: rank %d: %s; every NCCL communicator "
+                   "aborted. Ending every rank.\n",
+                   bootstrap->rank(), why.c_str());
+      std::fflush(stderr);
+      bootstrap->abort(1);
+    }
+    // A few polls at once (a collective about to finish), then at 100 us.
+    if (polls > 100)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 bool CudaBackend::syncToHost(std::string &error) {
   (void)error;
-  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
+  synchronize(stream);
   for (auto &[host, m] : mirrors) {
     if (m->hostValid)
       continue;
@@ -618,7 +663,7 @@ float *CudaBackend::deviceState(const Tensor &t, bool write,
 float *CudaBackend::stateBlock(int64_t count, std::string &error) {
   size_t bytes = static_cast<size_t>(count) * sizeof(float);
   if (blockScratch.bytes < bytes) {
-    GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
+    synchronize(stream);
     blockScratch.reset();
     if (!blockScratch.allocate(bytes)) {
       error = "cannot allocate " + std::to_string(bytes) +
@@ -682,7 +727,7 @@ bool CudaBackend::stateSumOfSquares(const std::vector<StateSpan> &spans,
   }
   GPTC_CUDA_CHECK(api().cudaMemcpyAsync(&sum, total, sizeof(double),
                                         cudaMemcpyDeviceToHost, stream));
-  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
+  synchronize(stream);
   return true;
 }
 
@@ -715,12 +760,12 @@ bool CudaBackend::throughHost(
   Tensor in(program::F32, {inCount}), out(program::F32, {outCount});
   GPTC_CUDA_CHECK(api().cudaMemcpyAsync(in.raw(), src, in.byteSize(),
                                         cudaMemcpyDeviceToHost, stream));
-  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
+  synchronize(stream);
   if (!collective(in.raw(), out.raw()))
     return false;
   GPTC_CUDA_CHECK(api().cudaMemcpyAsync(dst, out.raw(), out.byteSize(),
                                         cudaMemcpyHostToDevice, stream));
-  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
+  synchronize(stream);
   return true;
 }
 
@@ -1849,7 +1894,7 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
       GPTC_CUDA_CHECK(
           api().cudaMemcpyAsync(ptr[target], src, elementSize(v.type().dtype()),
                                 cudaMemcpyHostToDevice, backend.stream));
-      GPTC_CUDA_CHECK(api().cudaStreamSynchronize(backend.stream));
+      backend.synchronize(backend.stream);
     }
     if (!profiling) {
       runKernel(index);
@@ -1861,7 +1906,7 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
     // compute stream that has drained, so that the time is its own.
     bool collective = isDeviceCollective(k.op());
     if (collective)
-      GPTC_CUDA_CHECK(api().cudaStreamSynchronize(backend.stream));
+      backend.synchronize(backend.stream);
     cudaStream_t timed = collective ? backend.commStream : backend.stream;
     auto body = bodies.find(index);
     double inner = body != bodies.end() ? body->second->profiledSeconds() : 0;
@@ -1950,6 +1995,9 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
   }
   if (!enqueue(in, out, error))
     return false;
+  // The step's collectives watched before the outputs' copies, which
+  // block until the stream reaches them.
+  backend.synchronize(stream);
   for (int j = 0; j < nout; ++j) {
     if (written[j]) {
       written[j]->deviceValid = true;
@@ -1965,7 +2013,7 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
     GPTC_CUDA_CHECK(api().cudaMemcpyAsync(t.raw(), out[j], t.byteSize(),
                                           cudaMemcpyDeviceToHost, stream));
   }
-  GPTC_CUDA_CHECK(api().cudaStreamSynchronize(stream));
+  backend.synchronize(stream);
   return true;
 }
 

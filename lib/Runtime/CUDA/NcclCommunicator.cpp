@@ -21,8 +21,10 @@
 #include "gptc/Runtime/Tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 
 using ::gptc::cuda::api;
 
@@ -75,8 +77,38 @@ public:
   NcclGroups(Communicator &bootstrap, int device)
       : boot(bootstrap), device(device) {}
   ~NcclGroups() {
+    if (!aborted)
+      for (auto &entry : groups)
+        api().ncclCommDestroy(entry.second);
+  }
+
+  /// The first communicator with an asynchronous error, described.
+  bool asyncError(std::string &error) {
+    // Aborted communicators (by the watchdog's thread) are not asked.
+    if (aborted)
+      return false;
+    for (auto &[key, comm] : groups) {
+      ncclResult_t state = ncclSuccess;
+      if (api().ncclCommGetAsyncError(comm, &state) != ncclSuccess ||
+          state == ncclSuccess || state == ncclInProgress)
+        continue;
+      error = std::string("NCCL reports an asynchronous error on the "
+                          "communicator of ") +
+              names[key] + ": " + api().ncclGetErrorString(state);
+      if (const char *last = api().ncclGetLastError(comm); last && *last)
+        error += std::string(" (") + last + ")";
+      return true;
+    }
+    return false;
+  }
+
+  void abortAll() {
+    std::lock_guard<std::mutex> lock(abortMutex);
+    if (aborted)
+      return;
+    aborted = true;
     for (auto &entry : groups)
-      api().ncclCommDestroy(entry.second);
+      api().ncclCommAbort(entry.second);
   }
 
   /// The group's communicator, made now if it is new (collective over the
@@ -109,6 +141,10 @@ public:
                   error))
         return false;
       it = groups.emplace(key, made).first;
+      std::string ranks;
+      for (int r : reductionGroup(grid, axes, boot.rank()))
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      names[key] = "ranks " + ranks;
     }
     comm = it->second;
     return true;
@@ -119,6 +155,10 @@ public:
 
 private:
   std::map<std::vector<int64_t>, ncclComm_t> groups;
+  /// Each group's ranks, for messages.
+  std::map<std::vector<int64_t>, std::string> names;
+  std::mutex abortMutex;
+  std::atomic<bool> aborted{false};
 };
 
 /// The GPU to use (localDeviceIndex).
@@ -330,6 +370,11 @@ public:
                       static_cast<cudaStream_t>(stream))),
                   error);
   }
+
+  bool asyncError(std::string &error) override {
+    return groups.asyncError(error);
+  }
+  void abortAll() override { groups.abortAll(); }
 
 private:
   /// The NCCL type of `dtype` and the group's communicator.

@@ -120,6 +120,27 @@ public:
       watcher = std::thread([this] { watch(); });
   }
 
+  void beginExternalWait(const char *what) override {
+    if (mySize < 2 || limit <= 0)
+      return;
+    std::lock_guard<std::mutex> lock(mutex);
+    current = Operation{};
+    current.external = what;
+    since = std::chrono::steady_clock::now();
+    active = true;
+    ++sequence;
+  }
+  void endExternalWait() override {
+    if (mySize < 2)
+      return;
+    std::lock_guard<std::mutex> lock(mutex);
+    active = false;
+  }
+  void setBeforeAbort(std::function<void()> hook) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    beforeAbort = std::move(hook);
+  }
+
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::exit(code);
@@ -340,9 +361,14 @@ private:
     std::vector<int64_t> grid, axes;
     int peer = -1;
     int64_t tag = 0;
+    /// A wait outside this communicator (beginExternalWait), over every
+    /// rank.
+    const char *external = nullptr;
 
     std::string text() const {
       std::ostringstream os;
+      if (external)
+        return std::string("waiting for ") + external;
       if (std::string(kind) == "receive") {
         os << "receiving a message (tag " << tag << ", " << count
            << " bytes) from rank " << peer;
@@ -480,6 +506,13 @@ private:
     os << ". Ending every rank (--collective-timeout).\n";
     std::fputs(os.str().c_str(), stderr);
     std::fflush(stderr);
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      hook = beforeAbort;
+    }
+    if (hook)
+      hook();
     // The launcher forwards this rank's output through a pipe: give it a
     // moment to pass the message on before the abort tears the job down.
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -488,6 +521,8 @@ private:
   }
 
   std::mutex mutex;
+  /// setBeforeAbort's hook.
+  std::function<void()> beforeAbort;
   std::condition_variable wake;
   std::thread watcher;
   bool stopping = false, active = false, canDiagnose = false;

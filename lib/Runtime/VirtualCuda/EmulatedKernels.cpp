@@ -22,6 +22,8 @@
 #include "DeviceLaunchers.h"
 #include "VirtualDevice.h"
 
+#include <array>
+#include <memory>
 #include <stdexcept>
 #include <tuple>
 
@@ -51,14 +53,15 @@ struct EmulatedLaunch {
                   Args... args) {
     if (status != 0)
       return;
-    std::tuple<std::decay_t<Params>...> bound(args...);
-    unsigned g[3] = {grid.x, grid.y, grid.z},
-             b[3] = {block.x, block.y, block.z};
+    // The arguments by value: the launch may run after this call returns.
+    auto bound = std::make_shared<std::tuple<std::decay_t<Params>...>>(args...);
+    std::array<unsigned, 3> g{grid.x, grid.y, grid.z},
+        b{block.x, block.y, block.z};
     std::string label =
         std::string(name) + " (launch " + std::to_string(++launches) + ")";
-    status = vcuda::launch(stream, label, g, b, 0, accesses, [&] {
+    status = vcuda::launch(stream, label, g.data(), b.data(), 0, accesses, [=] {
       vcuda::runThreads(
-          g, b, [&] { std::apply(kernel, bound); }, false);
+          g.data(), b.data(), [&] { std::apply(kernel, *bound); }, false);
     });
   }
   int result(bool ok) const { return ok ? status : vcuda::kInvalidValue; }

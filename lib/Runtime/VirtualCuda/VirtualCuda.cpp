@@ -46,16 +46,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <thread>
+#include <tuple>
 
 using namespace gptc;
 using namespace gptc::vcuda;
@@ -145,14 +149,34 @@ struct Library {
   std::vector<std::unique_ptr<Kernel>> kernels;
 };
 
+/// An operation enqueued on a stream: it runs once everything its stream's
+/// clock held when it was enqueued has completed (`deps`), and completes
+/// when it has run, or, for a collective (`completesLater`), when MPI
+/// says so.
+struct Op {
+  int component = 0;
+  uint64_t epoch = 0;
+  Clock deps;
+  std::string what;
+  std::function<cudaError_t()> run;
+  bool completesLater = false;
+};
+
 struct Device {
   std::recursive_mutex mutex;
+  /// Operations not yet run, in the order they were enqueued, and per
+  /// clock component the last epoch that completed.
+  std::deque<std::unique_ptr<Op>> queue;
+  Clock done;
+  /// The first error an operation met when it ran after its call returned
+  /// (CUDA's sticky error): every later synchronization returns it.
+  cudaError_t sticky = cudaSuccess;
   std::map<uintptr_t, Allocation> allocations;
   int64_t nextAllocation = 1;
   Clock host{0, 0};
   Stream legacy;
   std::map<const void *, std::unique_ptr<Stream>> streams;
-  std::set<const void *> events;
+  std::map<const void *, std::shared_ptr<Event>> events;
   std::set<const void *> kernels;
   std::set<const void *> libraries;
   int nextComponent = 2;
@@ -280,7 +304,8 @@ Stream *resolve(cudaStream_t s, cudaError_t &error) {
 
 /// The start of an operation on `s`: ordered after what the host did so
 /// far (and, on the legacy stream, after the blocking streams' work; on a
-/// blocking stream, after the legacy stream's). Returns its epoch.
+/// blocking stream, after the legacy stream's). Returns the epoch it will
+/// have; `submit` gives it that epoch.
 uint64_t enqueue(Stream &s) {
   Device &d = device();
   join(s.clock, d.host);
@@ -293,7 +318,97 @@ uint64_t enqueue(Stream &s) {
   }
   if (s.clock.size() <= static_cast<size_t>(s.component))
     s.clock.resize(s.component + 1, 0);
-  return ++s.clock[s.component];
+  return s.clock[s.component] + 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Running operations
+//===----------------------------------------------------------------------===//
+//
+// An operation runs when it is enqueued if everything it follows has
+// completed; otherwise it waits in the queue (behind a collective that
+// has not completed, a stream waiting for an event of another such
+// stream), and runs when the host next makes progress: at any call, and
+// while it waits for the device. So the host never blocks in an
+// asynchronous call, as on a GPU, and a collective whose peer never comes
+// leaves the host free to notice (cudaStreamQuery, ncclCommGetAsyncError).
+
+/// Moves collectives in flight along; true when one completed.
+bool progressCollectives();
+
+bool ready(const Op &op) {
+  const Clock &done = device().done;
+  for (size_t i = 0; i < op.deps.size(); ++i)
+    if (op.deps[i] > at(done, static_cast<int>(i)))
+      return false;
+  return true;
+}
+
+void markDone(int component, uint64_t epoch) {
+  Clock &done = device().done;
+  if (done.size() <= static_cast<size_t>(component))
+    done.resize(component + 1, 0);
+  done[component] = std::max(done[component], epoch);
+}
+
+cudaError_t runOp(Op &op) {
+  Device &d = device();
+  const std::string *before = d.running;
+  d.running = &op.what;
+  cudaError_t e = op.run();
+  d.running = before;
+  if (e != cudaSuccess && d.sticky == cudaSuccess)
+    d.sticky = e;
+  if (!op.completesLater)
+    markDone(op.component, op.epoch);
+  return e;
+}
+
+/// Runs every operation that can run, in the order they were enqueued.
+void progress() {
+  Device &d = device();
+  for (bool changed = true; changed;) {
+    changed = progressCollectives();
+    for (auto it = d.queue.begin(); it != d.queue.end(); ++it)
+      if (ready(**it)) {
+        std::unique_ptr<Op> op = std::move(*it);
+        d.queue.erase(it);
+        runOp(*op);
+        changed = true;
+        break;
+      }
+  }
+}
+
+/// Gives `s` the epoch `enqueue` returned and runs `run` as that operation
+/// (now if it can; its error is then returned, else it is sticky).
+cudaError_t submit(Stream &s, uint64_t epoch, const std::string &what,
+                   std::function<cudaError_t()> run,
+                   bool completesLater = false) {
+  Device &d = device();
+  s.clock[s.component] = epoch;
+  auto op = std::make_unique<Op>();
+  op->component = s.component;
+  op->epoch = epoch;
+  op->deps = s.clock;
+  op->deps[s.component] = epoch - 1;
+  op->what = what + " on " + s.name;
+  op->run = std::move(run);
+  op->completesLater = completesLater;
+  progress();
+  if (ready(*op))
+    return runOp(*op);
+  d.queue.push_back(std::move(op));
+  return cudaSuccess;
+}
+
+/// Whether everything `c` follows has completed.
+bool completed(const Clock &c) {
+  const Clock &done = device().done;
+  for (size_t i = 1; i < c.size(); ++i)
+    if (c[i] > at(done, static_cast<int>(i)))
+      return false;
+  return true;
 }
 
 /// Checks `accesses` of the operation `what` on `s` (already enqueued)
@@ -379,6 +494,10 @@ cudaError_t checkCanaries(const std::vector<Access> &list,
 /// are dropped.
 void hostWaits(const Clock &c) {
   Device &d = device();
+  // Until it has all run: a collective whose peer never comes waits here
+  // for ever, as a GPU's stream would.
+  for (progress(); !completed(c); progress())
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   join(d.host, c);
   Clock least = d.host;
   auto meet = [&](const Clock &other) {
@@ -429,6 +548,8 @@ const char *errorString(cudaError_t e) {
     return "invalid copy direction for memcpy";
   case cudaErrorNotSupported:
     return "operation not supported";
+  case cudaErrorNotReady:
+    return "device not ready";
   default:
     return "unrecognized error code";
   }
@@ -492,7 +613,7 @@ cudaError_t deviceSynchronize() {
   for (auto &[handle, s] : d.streams)
     join(all, s->clock);
   hostWaits(all);
-  return cudaSuccess;
+  return d.sticky;
 }
 
 cudaError_t driverGetVersion(int *v) {
@@ -584,8 +705,16 @@ cudaError_t copyOn(Stream &s, void *dst, const void *src, size_t count,
     list.push_back({dst, static_cast<int64_t>(count), true});
   if (cudaError_t e = touch(s, epoch, list, what))
     return e;
-  std::memmove(dst, src, count);
-  return cudaSuccess;
+  // Host memory is read when the call is made (the caller may reuse it
+  // at once); device memory when the copy runs.
+  std::shared_ptr<std::vector<char>> staged;
+  if (!sDevice)
+    staged = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(src), static_cast<const char *>(src) + count);
+  return submit(s, epoch, what, [=] {
+    std::memmove(dst, staged ? staged->data() : src, count);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t memcpySync(void *dst, const void *src, size_t count,
@@ -638,10 +767,12 @@ cudaError_t memcpy2DAsync(void *dst, size_t dpitch, const void *src,
           touch(*s, epoch, {{src, sspan, false}, {dst, dspan, true}},
                 "cudaMemcpy2DAsync"))
     return e2;
-  for (size_t r = 0; r < height; ++r)
-    std::memmove(static_cast<char *>(dst) + r * dpitch,
-                 static_cast<const char *>(src) + r * spitch, width);
-  return cudaSuccess;
+  return submit(*s, epoch, "cudaMemcpy2DAsync", [=] {
+    for (size_t r = 0; r < height; ++r)
+      std::memmove(static_cast<char *>(dst) + r * dpitch,
+                   static_cast<const char *>(src) + r * spitch, width);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t memsetOn(Stream &s, void *ptr, int value, size_t count,
@@ -650,8 +781,10 @@ cudaError_t memsetOn(Stream &s, void *ptr, int value, size_t count,
   if (cudaError_t e =
           touch(s, epoch, {{ptr, static_cast<int64_t>(count), true}}, what))
     return e;
-  std::memset(ptr, value, count);
-  return cudaSuccess;
+  return submit(s, epoch, what, [=] {
+    std::memset(ptr, value, count);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t memsetSync(void *ptr, int value, size_t count) {
@@ -708,16 +841,29 @@ cudaError_t streamSynchronize(cudaStream_t stream) {
   if (!s)
     return e;
   hostWaits(s->clock);
-  return cudaSuccess;
+  return device().sticky;
+}
+
+cudaError_t streamQuery(cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  progress();
+  if (!completed(s->clock))
+    return cudaErrorNotReady;
+  return device().sticky;
 }
 
 Event *resolveEvent(cudaEvent_t event, const char *call, cudaError_t &e) {
-  if (!device().events.count(event)) {
+  auto it = device().events.find(event);
+  if (it == device().events.end()) {
     e = fail(cudaErrorInvalidResourceHandle,
              std::string(call) + "(" + hex(event) + "): not an event");
     return nullptr;
   }
-  return reinterpret_cast<Event *>(event);
+  return it->second.get();
 }
 
 cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
@@ -736,10 +882,10 @@ cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
 
 cudaError_t eventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
-  auto *ev = new Event();
+  auto ev = std::make_shared<Event>();
   ev->timing = !(flags & cudaEventDisableTiming);
-  *event = reinterpret_cast<cudaEvent_t>(ev);
-  device().events.insert(ev);
+  *event = reinterpret_cast<cudaEvent_t>(ev.get());
+  device().events[ev.get()] = ev;
   return cudaSuccess;
 }
 
@@ -753,8 +899,8 @@ cudaError_t eventDestroy(cudaEvent_t event) {
   Event *ev = resolveEvent(event, "cudaEventDestroy", e);
   if (!ev)
     return e;
+  // A record still to run keeps the event alive.
   device().events.erase(ev);
-  delete ev;
   return cudaSuccess;
 }
 
@@ -765,11 +911,17 @@ cudaError_t eventRecord(cudaEvent_t event, cudaStream_t stream) {
   Event *ev = s ? resolveEvent(event, "cudaEventRecord", e) : nullptr;
   if (!ev)
     return e;
-  enqueue(*s);
+  uint64_t epoch = enqueue(*s);
+  std::shared_ptr<Event> keep = device().events[ev];
+  cudaError_t status = submit(*s, epoch, "cudaEventRecord", [keep] {
+    Event *ev = keep.get();
+    // The event's time: when the work before it has run.
+    ev->time = std::chrono::steady_clock::now();
+    return cudaSuccess;
+  });
   ev->clock = s->clock;
   ev->recorded = true;
-  ev->time = std::chrono::steady_clock::now();
-  return cudaSuccess;
+  return status;
 }
 
 cudaError_t eventSynchronize(cudaEvent_t event) {
@@ -780,7 +932,19 @@ cudaError_t eventSynchronize(cudaEvent_t event) {
     return e;
   if (ev->recorded)
     hostWaits(ev->clock);
-  return cudaSuccess;
+  return device().sticky;
+}
+
+cudaError_t eventQuery(cudaEvent_t event) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Event *ev = resolveEvent(event, "cudaEventQuery", e);
+  if (!ev)
+    return e;
+  progress();
+  if (ev->recorded && !completed(ev->clock))
+    return cudaErrorNotReady;
+  return device().sticky;
 }
 
 cudaError_t eventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -924,11 +1088,28 @@ cudaError_t launchKernel(const void *func, dim3 grid, dim3 block, void **args,
     }
     list.push_back({p, bytes, write});
   }
-  unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
-  return static_cast<cudaError_t>(
-      vcuda::launch(stream, "kernel " + k.name, g, b, maxThreads, list, [&] {
+  // The arguments' values now (CUDA copies them at the launch): a pointer
+  // takes 8 bytes, a scalar the bytes its description gives.
+  struct Arguments {
+    std::vector<uint64_t> values;
+    std::vector<void *> pointers;
+  };
+  auto arguments = std::make_shared<Arguments>();
+  arguments->values.assign(params, 0);
+  for (int64_t i = 0; i < params; ++i) {
+    int64_t bytes = k.info[3 + 2 * i];
+    std::memcpy(&arguments->values[i], args[i], bytes < 0 ? -bytes : 8);
+  }
+  for (uint64_t &v : arguments->values)
+    arguments->pointers.push_back(&v);
+  std::array<unsigned, 3> g{grid.x, grid.y, grid.z},
+      b{block.x, block.y, block.z};
+  void (*thunk)(void **) = k.thunk;
+  return static_cast<cudaError_t>(vcuda::launch(
+      stream, "kernel " + k.name, g.data(), b.data(), maxThreads, list, [=] {
         runThreads(
-            g, b, [&] { k.thunk(args); }, !synchronizes);
+            g.data(), b.data(), [&] { thunk(arguments->pointers.data()); },
+            !synchronizes);
       }));
 }
 
@@ -939,7 +1120,6 @@ int vcuda::launch(void *streamHandle, const std::string &name,
                   int64_t maxThreads, const std::vector<Access> &accesses,
                   const std::function<void()> &run) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
-  Device &d = device();
   cudaError_t e = cudaSuccess;
   Stream *s = resolve(static_cast<cudaStream_t>(streamHandle), e);
   if (!s)
@@ -962,17 +1142,15 @@ int vcuda::launch(void *streamHandle, const std::string &name,
   uint64_t epoch = enqueue(*s);
   if (cudaError_t t = touch(*s, epoch, accesses, name))
     return t;
-  std::string label = name + geometry + " on " + s->name;
-  const std::string *before = d.running;
-  d.running = &label;
-  try {
-    run();
-  } catch (const std::exception &ex) {
-    d.running = before;
-    return fail(cudaErrorLaunchFailure, label + ": " + ex.what());
-  }
-  d.running = before;
-  return checkCanaries(accesses, label);
+  std::string label = name + geometry;
+  return submit(*s, epoch, label, [=] {
+    try {
+      run();
+    } catch (const std::exception &ex) {
+      return fail(cudaErrorLaunchFailure, label + ": " + ex.what());
+    }
+    return checkCanaries(accesses, label);
+  });
 }
 
 int vcuda::memsetAsync(void *ptr, int value, size_t bytes, void *stream) {
@@ -985,11 +1163,14 @@ int vcuda::memsetAsync(void *ptr, int value, size_t bytes, void *stream) {
 
 namespace {
 
+// Each object cuBLASLt hands out, by kind: a handle of one kind passed
+// where another is expected is an error, not a reinterpretation.
 struct LtHandle {
-  int magic = 0x4c74;
+  static constexpr int kKind = 1;
 };
 
 struct MatmulDesc {
+  static constexpr int kKind = 2;
   cublasComputeType_t compute;
   cudaDataType_t scaleType;
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
@@ -1003,6 +1184,7 @@ struct MatmulDesc {
 };
 
 struct Layout {
+  static constexpr int kKind = 3;
   cudaDataType type;
   uint64_t rows, cols;
   int64_t ld;
@@ -1012,19 +1194,41 @@ struct Layout {
 };
 
 struct Preference {
+  static constexpr int kKind = 4;
   uint64_t workspace = 0;
   uint32_t alignA = 256, alignB = 256, alignC = 256, alignD = 256;
 };
 
-std::set<const void *> &ltObjects() {
-  static std::set<const void *> objects;
+std::map<const void *, int> &ltObjects() {
+  static std::map<const void *, int> objects;
   return objects;
 }
 
 template <typename T>
 T *ltObject(const void *p) {
-  return ltObjects().count(p) ? static_cast<T *>(const_cast<void *>(p))
-                              : nullptr;
+  auto it = ltObjects().find(p);
+  return it != ltObjects().end() && it->second == T::kKind
+             ? static_cast<T *>(const_cast<void *>(p))
+             : nullptr;
+}
+
+/// Hands out `object` as a handle of cuBLASLt's type H.
+template <typename H, typename T>
+cublasStatus_t ltMake(H *handle, T *object) {
+  ltObjects()[object] = T::kKind;
+  *handle = reinterpret_cast<H>(object);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/// Destroys the object behind `handle`; `invalid` when it is none of T's.
+template <typename T>
+cublasStatus_t ltRelease(const void *handle, cublasStatus_t invalid) {
+  T *object = ltObject<T>(handle);
+  if (!object)
+    return invalid;
+  ltObjects().erase(object);
+  delete object;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 int64_t typeBytes(int t) {
@@ -1128,17 +1332,10 @@ cublasStatus_t ltFail(cublasStatus_t s, const std::string &message) {
 
 cublasStatus_t ltCreate(cublasLtHandle_t *handle) {
   auto *h = new LtHandle();
-  ltObjects().insert(h);
-  *handle = reinterpret_cast<cublasLtHandle_t>(h);
-  return CUBLAS_STATUS_SUCCESS;
+  return ltMake(handle, h);
 }
 cublasStatus_t ltDestroy(cublasLtHandle_t handle) {
-  auto *h = ltObject<LtHandle>(handle);
-  if (!h)
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  ltObjects().erase(h);
-  delete h;
-  return CUBLAS_STATUS_SUCCESS;
+  return ltRelease<LtHandle>(handle, CUBLAS_STATUS_NOT_INITIALIZED);
 }
 const char *ltStatusString(cublasStatus_t s) {
   switch (s) {
@@ -1170,17 +1367,10 @@ cublasStatus_t descCreate(cublasLtMatmulDesc_t *desc,
   auto *d = new MatmulDesc();
   d->compute = compute;
   d->scaleType = scaleType;
-  ltObjects().insert(d);
-  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(d);
-  return CUBLAS_STATUS_SUCCESS;
+  return ltMake(desc, d);
 }
 cublasStatus_t descDestroy(cublasLtMatmulDesc_t desc) {
-  auto *d = ltObject<MatmulDesc>(desc);
-  if (!d)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  ltObjects().erase(d);
-  delete d;
-  return CUBLAS_STATUS_SUCCESS;
+  return ltRelease<MatmulDesc>(desc, CUBLAS_STATUS_INVALID_VALUE);
 }
 
 template <typename T>
@@ -1249,17 +1439,10 @@ cublasStatus_t layoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
     return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
                   "matrix type " + std::to_string(type));
   auto *l = new Layout{type, rows, cols, ld};
-  ltObjects().insert(l);
-  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(l);
-  return CUBLAS_STATUS_SUCCESS;
+  return ltMake(layout, l);
 }
 cublasStatus_t layoutDestroy(cublasLtMatrixLayout_t layout) {
-  auto *l = ltObject<Layout>(layout);
-  if (!l)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  ltObjects().erase(l);
-  delete l;
-  return CUBLAS_STATUS_SUCCESS;
+  return ltRelease<Layout>(layout, CUBLAS_STATUS_INVALID_VALUE);
 }
 cublasStatus_t layoutSet(cublasLtMatrixLayout_t layout,
                          cublasLtMatrixLayoutAttribute_t attr, const void *buf,
@@ -1288,17 +1471,10 @@ cublasStatus_t layoutSet(cublasLtMatrixLayout_t layout,
 
 cublasStatus_t prefCreate(cublasLtMatmulPreference_t *pref) {
   auto *p = new Preference();
-  ltObjects().insert(p);
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(p);
-  return CUBLAS_STATUS_SUCCESS;
+  return ltMake(pref, p);
 }
 cublasStatus_t prefDestroy(cublasLtMatmulPreference_t pref) {
-  auto *p = ltObject<Preference>(pref);
-  if (!p)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  ltObjects().erase(p);
-  delete p;
-  return CUBLAS_STATUS_SUCCESS;
+  return ltRelease<Preference>(pref, CUBLAS_STATUS_INVALID_VALUE);
 }
 cublasStatus_t prefSet(cublasLtMatmulPreference_t pref,
                        cublasLtMatmulPreferenceAttributes_t attr,
@@ -1452,8 +1628,9 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
   auto aligned = [&](const void *p) {
     return reinterpret_cast<uintptr_t>(p) % align == 0;
   };
-  auto [m, k] = opShape(*la, md->transa);
-  uint64_t n = opShape(*lb, md->transb).second;
+  uint64_t m = opShape(*la, md->transa).first,
+           k = opShape(*la, md->transa).second,
+           n = opShape(*lb, md->transb).second;
   float alphaV = *static_cast<const float *>(alpha),
         betaV = *static_cast<const float *>(beta);
   int64_t batches = la->batch;
@@ -1512,69 +1689,81 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
   uint64_t epoch = enqueue(*s);
   if (touch(*s, epoch, list, "cublasLtMatmul"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  // D = alpha op(A) op(B) + beta C, then the epilogue, element (i, j) of
-  // batch t at t * stride + j * ld + i (column-major).
-  auto element = [](const Layout &l, cublasOperation_t op, int64_t t,
-                    uint64_t i, uint64_t j) {
-    uint64_t r = op == CUBLAS_OP_N ? i : j, col = op == CUBLAS_OP_N ? j : i;
-    return t * l.stride + static_cast<int64_t>(col) * l.ld +
-           static_cast<int64_t>(r);
-  };
-  std::vector<float> acc(m * n), opA(m * k), opB(k * n);
-  std::vector<double> biasSum(biasGrad ? biasLength : 0, 0.0);
-  for (int64_t t = 0; t < batches; ++t) {
-    // op(A) and op(B) unpacked to f32, column-major; each element of the
-    // product sums over k in order, in f32.
-    for (uint64_t p = 0; p < k; ++p)
-      for (uint64_t i = 0; i < m; ++i)
-        opA[p * m + i] = load(A, la->type, element(*la, md->transa, t, i, p));
-    for (uint64_t j = 0; j < n; ++j)
+  // The descriptors as they are now (the caller may change or destroy
+  // them before the product runs).
+  auto state =
+      std::make_shared<std::tuple<MatmulDesc, Layout, Layout, Layout, Layout>>(
+          *md, *la, *lb, *lc, *ld);
+  cudaError_t status = submit(*s, epoch, "cublasLtMatmul", [=]() {
+    const MatmulDesc *md = &std::get<0>(*state);
+    const Layout *la = &std::get<1>(*state), *lb = &std::get<2>(*state),
+                 *lc = &std::get<3>(*state), *ld = &std::get<4>(*state);
+    // D = alpha op(A) op(B) + beta C, then the epilogue, element (i, j) of
+    // batch t at t * stride + j * ld + i (column-major).
+    auto element = [](const Layout &l, cublasOperation_t op, int64_t t,
+                      uint64_t i, uint64_t j) {
+      uint64_t r = op == CUBLAS_OP_N ? i : j, col = op == CUBLAS_OP_N ? j : i;
+      return t * l.stride + static_cast<int64_t>(col) * l.ld +
+             static_cast<int64_t>(r);
+    };
+    std::vector<float> acc(m * n), opA(m * k), opB(k * n);
+    std::vector<double> biasSum(biasGrad ? biasLength : 0, 0.0);
+    for (int64_t t = 0; t < batches; ++t) {
+      // op(A) and op(B) unpacked to f32, column-major; each element of the
+      // product sums over k in order, in f32.
       for (uint64_t p = 0; p < k; ++p)
-        opB[j * k + p] = load(B, lb->type, element(*lb, md->transb, t, p, j));
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (uint64_t j = 0; j < n; ++j) {
-      float *column = acc.data() + j * m;
-      for (uint64_t p = 0; p < k; ++p) {
-        float b = opB[j * k + p];
-        const float *a = opA.data() + p * m;
         for (uint64_t i = 0; i < m; ++i)
-          column[i] += a[i] * b;
-      }
-    }
-    for (uint64_t j = 0; j < n; ++j)
-      for (uint64_t i = 0; i < m; ++i) {
-        float v = alphaV * acc[j * m + i];
-        if (betaV != 0)
-          v += betaV * load(C, lc->type, element(*lc, CUBLAS_OP_N, t, i, j));
-        if (hasBias)
-          v += load(md->bias, biasType, static_cast<int64_t>(i));
-        int64_t auxAt =
-            static_cast<int64_t>(j) * md->auxLd + static_cast<int64_t>(i);
-        if (writesAux)
-          store(md->aux, auxType, auxAt, v);
-        if (geluOut)
-          v = gelu(v);
-        if (readsAux)
-          v *= geluGrad(load(md->aux, auxType, auxAt));
-        store(D, ld->type, element(*ld, CUBLAS_OP_N, t, i, j), v);
-        if (ep == CUBLASLT_EPILOGUE_DGELU_BGRAD)
-          biasSum[i] += v;
-      }
-    if (ep == CUBLASLT_EPILOGUE_BGRADA || ep == CUBLASLT_EPILOGUE_BGRADB) {
-      // The sum over the GEMM's k of op(A) (per row of D) or op(B) (per
-      // column of D).
-      bool isA = ep == CUBLASLT_EPILOGUE_BGRADA;
-      for (uint64_t x = 0; x < biasLength; ++x)
+          opA[p * m + i] = load(A, la->type, element(*la, md->transa, t, i, p));
+      for (uint64_t j = 0; j < n; ++j)
         for (uint64_t p = 0; p < k; ++p)
-          biasSum[x] +=
-              isA ? load(A, la->type, element(*la, md->transa, t, x, p))
-                  : load(B, lb->type, element(*lb, md->transb, t, p, x));
+          opB[j * k + p] = load(B, lb->type, element(*lb, md->transb, t, p, j));
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (uint64_t j = 0; j < n; ++j) {
+        float *column = acc.data() + j * m;
+        for (uint64_t p = 0; p < k; ++p) {
+          float b = opB[j * k + p];
+          const float *a = opA.data() + p * m;
+          for (uint64_t i = 0; i < m; ++i)
+            column[i] += a[i] * b;
+        }
+      }
+      for (uint64_t j = 0; j < n; ++j)
+        for (uint64_t i = 0; i < m; ++i) {
+          float v = alphaV * acc[j * m + i];
+          if (betaV != 0)
+            v += betaV * load(C, lc->type, element(*lc, CUBLAS_OP_N, t, i, j));
+          if (hasBias)
+            v += load(md->bias, biasType, static_cast<int64_t>(i));
+          int64_t auxAt =
+              static_cast<int64_t>(j) * md->auxLd + static_cast<int64_t>(i);
+          if (writesAux)
+            store(md->aux, auxType, auxAt, v);
+          if (geluOut)
+            v = gelu(v);
+          if (readsAux)
+            v *= geluGrad(load(md->aux, auxType, auxAt));
+          store(D, ld->type, element(*ld, CUBLAS_OP_N, t, i, j), v);
+          if (ep == CUBLASLT_EPILOGUE_DGELU_BGRAD)
+            biasSum[i] += v;
+        }
+      if (ep == CUBLASLT_EPILOGUE_BGRADA || ep == CUBLASLT_EPILOGUE_BGRADB) {
+        // The sum over the GEMM's k of op(A) (per row of D) or op(B) (per
+        // column of D).
+        bool isA = ep == CUBLASLT_EPILOGUE_BGRADA;
+        for (uint64_t x = 0; x < biasLength; ++x)
+          for (uint64_t p = 0; p < k; ++p)
+            biasSum[x] +=
+                isA ? load(A, la->type, element(*la, md->transa, t, x, p))
+                    : load(B, lb->type, element(*lb, md->transb, t, p, x));
+      }
     }
-  }
-  for (uint64_t x = 0; x < biasSum.size(); ++x)
-    store(const_cast<void *>(md->bias), biasType, static_cast<int64_t>(x),
-          static_cast<float>(biasSum[x]));
-  return CUBLAS_STATUS_SUCCESS;
+    for (uint64_t x = 0; x < biasSum.size(); ++x)
+      store(const_cast<void *>(md->bias), biasType, static_cast<int64_t>(x),
+            static_cast<float>(biasSum[x]));
+    return cudaSuccess;
+  });
+  return status == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                               : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1602,8 +1791,8 @@ struct NcclComm {
   int64_t calls = 0;
 };
 
-std::set<const void *> &ncclComms() {
-  static std::set<const void *> comms;
+std::map<const void *, std::shared_ptr<NcclComm>> &ncclComms() {
+  static std::map<const void *, std::shared_ptr<NcclComm>> comms;
   return comms;
 }
 
@@ -1614,13 +1803,21 @@ struct PendingCollective {
   size_t count;
   ncclDataType_t type;
   ncclRedOp_t op;
-  NcclComm *comm;
+  std::shared_ptr<NcclComm> comm;
   std::vector<char> gathered;
   MPI_Request request = MPI_REQUEST_NULL;
+  /// Its operation on its stream.
+  int component = 0;
+  uint64_t epoch = 0;
+  /// Never posted (fault injection): it never completes; `failsAsync`:
+  /// its communicator reports an error when it is posted.
+  bool hung = false;
+  bool failsAsync = false;
 };
 
 int groupDepth = 0;
-std::vector<PendingCollective> pending;
+/// Collectives posted to MPI and not yet complete.
+std::vector<std::unique_ptr<PendingCollective>> inflight;
 std::string ncclLastMessage;
 
 ncclResult_t ncclFail(ncclResult_t r, const std::string &message) {
@@ -1735,17 +1932,20 @@ ncclResult_t commInitRank(ncclComm_t *out, int nranks, ncclUniqueId id,
     if (c->comm == MPI_COMM_NULL)
       return ncclFail(ncclSystemError, "MPI_Comm_create_group failed");
   }
-  ncclComms().insert(c.get());
-  *out = reinterpret_cast<ncclComm_t>(c.release());
+  std::shared_ptr<NcclComm> shared(c.release());
+  *out = reinterpret_cast<ncclComm_t>(shared.get());
+  ncclComms()[shared.get()] = shared;
   return ncclSuccess;
 }
 
-NcclComm *resolveComm(ncclComm_t comm) {
-  return ncclComms().count(comm) ? reinterpret_cast<NcclComm *>(comm) : nullptr;
+std::shared_ptr<NcclComm> resolveComm(ncclComm_t comm) {
+  auto it = ncclComms().find(comm);
+  return it == ncclComms().end() ? nullptr : it->second;
 }
 
 ncclResult_t commDestroy(ncclComm_t comm) {
-  NcclComm *c = resolveComm(comm);
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  std::shared_ptr<NcclComm> c = resolveComm(comm);
   if (!c)
     return ncclFail(ncclInvalidArgument, "ncclCommDestroy: not a "
                                          "communicator");
@@ -1755,25 +1955,30 @@ ncclResult_t commDestroy(ncclComm_t comm) {
     if (!finalized)
       MPI_Comm_free(&c->comm);
   }
-  ncclComms().erase(c);
-  delete c;
+  ncclComms().erase(comm);
   return ncclSuccess;
 }
 
 ncclResult_t commAbort(ncclComm_t comm) {
-  NcclComm *c = resolveComm(comm);
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  std::shared_ptr<NcclComm> c = resolveComm(comm);
   if (!c)
     return ncclFail(ncclInvalidArgument, "ncclCommAbort: not a communicator");
   // Its MPI communicator may be inside a collective that never ends: it is
-  // left, not freed.
+  // left, not freed, and so are its collectives in flight (their streams
+  // never complete: the process is ending).
   c->aborted = true;
-  ncclComms().erase(c);
-  delete c;
+  std::fprintf(stderr, "virtual-cuda: ncclCommAbort (rank %d of %d)\n", c->rank,
+               c->ranks);
+  std::fflush(stderr);
+  ncclComms().erase(comm);
   return ncclSuccess;
 }
 
 ncclResult_t commGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
-  NcclComm *c = resolveComm(comm);
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  progress();
+  std::shared_ptr<NcclComm> c = resolveComm(comm);
   if (!c)
     return ncclFail(ncclInvalidArgument,
                     "ncclCommGetAsyncError: not a communicator");
@@ -1866,80 +2071,165 @@ void reduceParts(const PendingCollective &p, const char *parts,
   }
 }
 
-/// Runs the group's collectives: all started, all waited for, then each
-/// rank's result computed.
-ncclResult_t runGroup() {
-  std::vector<PendingCollective> group;
-  group.swap(pending);
-  std::vector<MPI_Request> requests;
-  for (PendingCollective &p : group) {
-    int64_t bytes = static_cast<int64_t>(p.count) * ncclBytes(p.type);
-    int n = p.comm->ranks;
-    if (n == 1) {
-      std::memmove(p.recv, p.send, static_cast<size_t>(bytes));
+/// GPTC_VIRTUAL_CUDA_FAULT: a collective that fails on purpose, for the
+/// tests of what the runtime does then (test/Runtime/virtual-cuda-faults.test).
+/// `nccl-hang:R:N`: world rank R hangs in its N-th collective (the
+/// process stops there); `nccl-error:R:N`: rank R's N-th collective never
+/// completes and its communicator reports ncclRemoteError, as NCCL does
+/// when a peer dies; `nccl-exit:R:N`: rank R dies there.
+struct CollectiveFault {
+  enum Kind { None, Hang, Error, Exit } kind = None;
+  int rank = -1;
+  int64_t ordinal = 0;
+};
+
+const CollectiveFault &collectiveFault() {
+  static const CollectiveFault fault = [] {
+    CollectiveFault f;
+    const char *text = std::getenv("GPTC_VIRTUAL_CUDA_FAULT");
+    if (!text || !*text)
+      return f;
+    char kind[16] = {};
+    long long ordinal = 0;
+    if (std::sscanf(text, "nccl-%15[a-z]:%d:%lld", kind, &f.rank, &ordinal) ==
+            3 &&
+        ordinal > 0) {
+      f.ordinal = ordinal;
+      std::string k = kind;
+      f.kind = k == "hang"    ? CollectiveFault::Hang
+               : k == "error" ? CollectiveFault::Error
+               : k == "exit"  ? CollectiveFault::Exit
+                              : CollectiveFault::None;
+    }
+    if (f.kind == CollectiveFault::None)
+      std::fprintf(stderr,
+                   "virtual-cuda: warning: GPTC_VIRTUAL_CUDA_FAULT=%s is not "
+                   "nccl-{hang,error,exit}:RANK:N; ignored\n",
+                   text);
+    return f;
+  }();
+  return fault;
+}
+
+/// Starts `p` as a non-blocking MPI collective (or, for one rank, does it).
+cudaError_t post(std::unique_ptr<PendingCollective> p) {
+  int64_t bytes = static_cast<int64_t>(p->count) * ncclBytes(p->type);
+  int n = p->comm->ranks;
+  if (n == 1) {
+    std::memmove(p->recv, p->send, static_cast<size_t>(bytes));
+    markDone(p->component, p->epoch);
+    return cudaSuccess;
+  }
+  if (p->failsAsync) {
+    // A peer that died: the collective never completes and the
+    // communicator says why.
+    p->comm->asyncError = ncclRemoteError;
+    p->hung = true;
+    inflight.push_back(std::move(p));
+    return cudaSuccess;
+  }
+  if (bytes > INT32_MAX)
+    return fail(cudaErrorInvalidValue,
+                "a collective of " + std::to_string(bytes) +
+                    " bytes a rank: the virtual device moves under 2 GiB");
+  p->gathered.resize(static_cast<size_t>(n * bytes));
+  int b = static_cast<int>(bytes);
+  if (p->kind == PendingCollective::ReduceScatter)
+    MPI_Ialltoall(p->send, b, MPI_BYTE, p->gathered.data(), b, MPI_BYTE,
+                  p->comm->comm, &p->request);
+  else
+    MPI_Iallgather(p->send, b, MPI_BYTE, p->gathered.data(), b, MPI_BYTE,
+                   p->comm->comm, &p->request);
+  inflight.push_back(std::move(p));
+  return cudaSuccess;
+}
+
+bool progressCollectives() {
+  bool changed = false;
+  for (auto it = inflight.begin(); it != inflight.end();) {
+    PendingCollective &p = **it;
+    int flag = 0;
+    if (!p.hung)
+      MPI_Test(&p.request, &flag, MPI_STATUS_IGNORE);
+    if (!flag) {
+      ++it;
       continue;
     }
-    if (bytes > INT32_MAX)
-      return ncclFail(ncclInvalidArgument,
-                      "a collective of " + std::to_string(bytes) +
-                          " bytes a rank: the virtual device moves under 2 "
-                          "GiB");
-    p.gathered.resize(static_cast<size_t>(n * bytes));
-    int b = static_cast<int>(bytes);
-    if (p.kind == PendingCollective::ReduceScatter)
-      MPI_Ialltoall(p.send, b, MPI_BYTE, p.gathered.data(), b, MPI_BYTE,
-                    p.comm->comm, &p.request);
-    else
-      MPI_Iallgather(p.send, b, MPI_BYTE, p.gathered.data(), b, MPI_BYTE,
-                     p.comm->comm, &p.request);
-    requests.push_back(p.request);
-  }
-  if (!requests.empty() &&
-      MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
-                  MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-    return ncclFail(ncclSystemError, "an MPI collective failed");
-  for (PendingCollective &p : group) {
-    if (p.comm->ranks == 1)
-      continue;
     int64_t bytes = static_cast<int64_t>(p.count) * ncclBytes(p.type);
     if (p.kind == PendingCollective::AllGather)
       std::memcpy(p.recv, p.gathered.data(), p.gathered.size());
     else
       reduceParts(p, p.gathered.data(), bytes);
+    markDone(p.component, p.epoch);
+    it = inflight.erase(it);
+    changed = true;
   }
-  return ncclSuccess;
+  return changed;
 }
 
-ncclResult_t enqueueCollective(PendingCollective p, cudaStream_t stream,
+ncclResult_t enqueueCollective(PendingCollective op, cudaStream_t stream,
                                const char *what) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
-  if (!p.comm)
+  if (!op.comm)
     return ncclFail(ncclInvalidArgument,
                     std::string(what) + ": not a communicator");
-  int64_t element = ncclBytes(p.type);
+  int64_t element = ncclBytes(op.type);
   if (!element)
     return ncclFail(ncclInvalidArgument, std::string(what) + ": data type " +
-                                             std::to_string(p.type));
+                                             std::to_string(op.type));
   cudaError_t e = cudaSuccess;
   Stream *s = resolve(stream, e);
   if (!s)
     return ncclInvalidArgument;
-  int64_t bytes = static_cast<int64_t>(p.count) * element;
-  int64_t n = p.comm->ranks;
+  int64_t bytes = static_cast<int64_t>(op.count) * element;
+  int64_t n = op.comm->ranks;
   int64_t sendBytes =
-      p.kind == PendingCollective::ReduceScatter ? n * bytes : bytes;
+      op.kind == PendingCollective::ReduceScatter ? n * bytes : bytes;
   int64_t recvBytes =
-      p.kind == PendingCollective::AllGather ? n * bytes : bytes;
+      op.kind == PendingCollective::AllGather ? n * bytes : bytes;
   uint64_t epoch = enqueue(*s);
   std::string label = std::string(what) + " (rank " +
-                      std::to_string(p.comm->rank) + " of " +
+                      std::to_string(op.comm->rank) + " of " +
                       std::to_string(n) + ")";
-  if (touch(*s, epoch, {{p.send, sendBytes, false}, {p.recv, recvBytes, true}},
-            label))
+  if (touch(*s, epoch,
+            {{op.send, sendBytes, false}, {op.recv, recvBytes, true}}, label))
     return ncclInvalidUsage;
-  ++p.comm->calls;
-  pending.push_back(std::move(p));
-  return groupDepth > 0 ? ncclSuccess : runGroup();
+  ++op.comm->calls;
+  // GPTC_VIRTUAL_CUDA_FAULT counts this process's collectives as they are
+  // enqueued: a hang or a death happens in the call (outside any wait the
+  // runtime watches), an error when the collective is posted.
+  static int64_t enqueued = 0;
+  const CollectiveFault &fault = collectiveFault();
+  if (fault.kind != CollectiveFault::None && worldRank() == fault.rank &&
+      ++enqueued == fault.ordinal) {
+    std::fprintf(stderr,
+                 "virtual-cuda: rank %d %s at collective %lld "
+                 "(GPTC_VIRTUAL_CUDA_FAULT)\n",
+                 fault.rank,
+                 fault.kind == CollectiveFault::Hang   ? "hangs"
+                 : fault.kind == CollectiveFault::Exit ? "dies"
+                                                       : "loses a peer",
+                 static_cast<long long>(fault.ordinal));
+    std::fflush(stderr);
+    if (fault.kind == CollectiveFault::Hang)
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (fault.kind == CollectiveFault::Exit)
+      std::_Exit(9);
+    op.failsAsync = true;
+  }
+  op.component = s->component;
+  op.epoch = epoch;
+  // Posted when its stream reaches it; complete when MPI says so (post()
+  // marks a one-rank copy done itself).
+  auto pending = std::make_shared<PendingCollective>(std::move(op));
+  cudaError_t status = submit(
+      *s, epoch, label,
+      [pending] {
+        return post(std::make_unique<PendingCollective>(std::move(*pending)));
+      },
+      /*completesLater=*/true);
+  return status == cudaSuccess ? ncclSuccess : ncclInvalidUsage;
 }
 
 ncclResult_t groupStart() {
@@ -1947,11 +2237,15 @@ ncclResult_t groupStart() {
   ++groupDepth;
   return ncclSuccess;
 }
+/// Every collective is posted as a non-blocking MPI collective when its
+/// stream reaches it, so a group needs nothing more: its calls on several
+/// communicators may be ordered differently on different ranks.
 ncclResult_t groupEnd() {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
   if (groupDepth == 0)
     return ncclFail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-  return --groupDepth > 0 ? ncclSuccess : runGroup();
+  --groupDepth;
+  return ncclSuccess;
 }
 
 ncclResult_t allReduce(const void *send, void *recv, size_t count,
@@ -2066,12 +2360,14 @@ cuda::CudaApi makeTable() {
   t.cudaStreamCreateWithFlags = streamCreateWithFlags;
   t.cudaStreamDestroy = streamDestroy;
   t.cudaStreamSynchronize = streamSynchronize;
+  t.cudaStreamQuery = streamQuery;
   t.cudaStreamWaitEvent = streamWaitEvent;
   t.cudaEventCreate = eventCreate;
   t.cudaEventCreateWithFlags = eventCreateWithFlags;
   t.cudaEventDestroy = eventDestroy;
   t.cudaEventRecord = eventRecord;
   t.cudaEventSynchronize = eventSynchronize;
+  t.cudaEventQuery = eventQuery;
   t.cudaEventElapsedTime = eventElapsedTime;
   t.cudaLibraryLoadData = libraryLoadData;
   t.cudaLibraryGetKernel = libraryGetKernel;

@@ -330,9 +330,14 @@ void GptcGpuEmulateOnHostPass::exportKernel(EmulatedKernel &kernel) {
                             kernel.func.getNumArguments()};
   for (unsigned i = 0; i < kernel.func.getNumArguments(); ++i) {
     int64_t bytes = i < kernel.paramBytes.size() ? kernel.paramBytes[i] : 0;
-    bool pointer =
-        isa<LLVM::LLVMPointerType>(kernel.func.getArgument(i).getType());
-    info.push_back(pointer ? std::max<int64_t>(bytes, 0) : -1);
+    Type param = kernel.func.getArgument(i).getType();
+    bool pointer = isa<LLVM::LLVMPointerType>(param);
+    // A scalar: minus its bytes (the runtime copies its value).
+    int64_t scalar =
+        param.isIntOrFloat()
+            ? -static_cast<int64_t>((param.getIntOrFloatBitWidth() + 7) / 8)
+            : -8;
+    info.push_back(pointer ? std::max<int64_t>(bytes, 0) : scalar);
     info.push_back(pointer && !kernel.func.getArgAttr(
                                   i, LLVM::LLVMDialect::getReadonlyAttrName()));
   }

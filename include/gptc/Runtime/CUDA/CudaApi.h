@@ -99,6 +99,7 @@ struct DeviceKernelSet {
     (cudaStream_t * stream, unsigned flags))                                   \
   X(cudaError_t, cudaStreamDestroy, (cudaStream_t stream))                     \
   X(cudaError_t, cudaStreamSynchronize, (cudaStream_t stream))                 \
+  X(cudaError_t, cudaStreamQuery, (cudaStream_t stream))                       \
   X(cudaError_t, cudaStreamWaitEvent,                                          \
     (cudaStream_t stream, cudaEvent_t event, unsigned flags))                  \
   X(cudaError_t, cudaEventCreate, (cudaEvent_t * event))                       \
@@ -107,6 +108,7 @@ struct DeviceKernelSet {
   X(cudaError_t, cudaEventDestroy, (cudaEvent_t event))                        \
   X(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream))    \
   X(cudaError_t, cudaEventSynchronize, (cudaEvent_t event))                    \
+  X(cudaError_t, cudaEventQuery, (cudaEvent_t event))                          \
   X(cudaError_t, cudaEventElapsedTime,                                         \
     (float *ms, cudaEvent_t start, cudaEvent_t end))                           \
   X(cudaError_t, cudaLibraryLoadData,                                          \
@@ -216,7 +218,7 @@ const DeviceKernelSet &gpuDeviceKernels();
 inline constexpr const char *kVirtualCudaEntry = "gptcVirtualCudaApi";
 using VirtualCudaEntry = const CudaApi *(*)(int abiVersion);
 /// Bumped whenever CudaApi or DeviceKernelSet changes.
-inline constexpr int kCudaApiVersion = 1;
+inline constexpr int kCudaApiVersion = 2;
 
 } // namespace gptc::cuda
 

@@ -63,6 +63,13 @@ public:
                              const std::vector<int64_t> &grid,
                              const std::vector<int64_t> &axes, void *stream,
                              std::string &error) = 0;
+  /// Whether a communicator reports an asynchronous error (NCCL's
+  /// ncclCommGetAsyncError: a peer that died, a network failure); `error`
+  /// then names it and its group.
+  virtual bool asyncError(std::string &error) = 0;
+  /// Aborts every communicator (ncclCommAbort): their collectives in
+  /// flight end, and none may be used again. Safe from another thread.
+  virtual void abortAll() = 0;
 };
 
 /// NCCL collectives on GPU `device` (the one the GPU backend runs on),
