@@ -388,6 +388,35 @@ TEST_F(VirtualCuda, KernelLaunchesAreChecked) {
   api().cudaFree(x);
 }
 
+TEST_F(VirtualCuda, LaunchLimitsAreChecked) {
+  // The fp32 attention's grid has batch x heads blocks in y: over CUDA's
+  // 65,535, the launch is refused as a GPU would refuse it.
+  int64_t batch = 65536, T = 1, C = 8, heads = 1;
+  size_t bytes = static_cast<size_t>(batch * T * C) * sizeof(float);
+  void *q, *out;
+  api().cudaMalloc(&q, bytes);
+  api().cudaMalloc(&out, bytes);
+  api().cudaMemset(q, 0, bytes);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(api().kernels->attentionForward(gptc::cuda::AttentionType::F32, q,
+                                            q, q, out, batch, T, C, heads,
+                                            nullptr),
+            cudaErrorInvalidConfiguration);
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("attentionForward (launch 1)<<<(1, 65536, 1), (64, 1, "
+                      "1)>>>: outside CUDA's grid and block limits"),
+            std::string::npos)
+      << said;
+  api().cudaGetLastError();
+  // One sequence fewer fits.
+  EXPECT_EQ(api().kernels->attentionForward(gptc::cuda::AttentionType::F32, q,
+                                            q, q, out, batch - 1, T, C, heads,
+                                            nullptr),
+            cudaSuccess);
+  api().cudaFree(q);
+  api().cudaFree(out);
+}
+
 TEST_F(VirtualCuda, WritesIntoThePaddingAreFound) {
   void *p;
   api().cudaMalloc(&p, 100);

@@ -1062,17 +1062,18 @@ cudaError_t launchKernel(const void *func, dim3 grid, dim3 block, void **args,
                 "cudaLaunchKernel(" + hex(func) +
                     "): not a kernel of a loaded image");
   const Kernel &k = *static_cast<const Kernel *>(func);
-  if (sharedMem > (48u << 10))
-    return fail(cudaErrorInvalidValue,
-                "kernel " + k.name + ": " + std::to_string(sharedMem) +
-                    " bytes of dynamic shared memory, over 48 KiB without "
-                    "the opt-in attribute");
   bool synchronizes = k.info[0] != 0;
-  int64_t maxThreads = k.info[1], params = k.info[2];
+  int64_t maxThreads = k.info[1], shared = k.info[2], params = k.info[3];
+  if (shared + static_cast<int64_t>(sharedMem) > (48 << 10))
+    return fail(cudaErrorInvalidValue,
+                "kernel " + k.name + ": " + std::to_string(shared) +
+                    " bytes of static and " + std::to_string(sharedMem) +
+                    " of dynamic shared memory, over the 48 KiB a block "
+                    "gets without the opt-in attribute");
   std::vector<Access> list;
   for (int64_t i = 0; i < params; ++i) {
-    int64_t bytes = k.info[3 + 2 * i];
-    bool write = k.info[4 + 2 * i] != 0;
+    int64_t bytes = k.info[4 + 2 * i];
+    bool write = k.info[5 + 2 * i] != 0;
     if (bytes < 0)
       continue;
     const void *p = *static_cast<void *const *>(args[i]);
@@ -1097,7 +1098,7 @@ cudaError_t launchKernel(const void *func, dim3 grid, dim3 block, void **args,
   auto arguments = std::make_shared<Arguments>();
   arguments->values.assign(params, 0);
   for (int64_t i = 0; i < params; ++i) {
-    int64_t bytes = k.info[3 + 2 * i];
+    int64_t bytes = k.info[4 + 2 * i];
     std::memcpy(&arguments->values[i], args[i], bytes < 0 ? -bytes : 8);
   }
   for (uint64_t &v : arguments->values)

@@ -67,6 +67,8 @@ struct EmulatedKernel {
   /// -1: a scalar; 0: not static).
   std::string name;
   int64_t maxThreads = 0;
+  /// The bytes of shared memory (address space 3) it declares.
+  int64_t sharedBytes = 0;
   SmallVector<int64_t> paramBytes;
 };
 
@@ -95,7 +97,29 @@ private:
   void exportKernel(EmulatedKernel &kernel);
 
   ModuleOp module;
+  /// The shared-memory globals moved out of the gpu.modules, and their
+  /// bytes.
+  llvm::StringMap<int64_t> sharedGlobals;
 };
+
+/// The bytes of an LLVM global of `type` (arrays, structs without padding,
+/// scalars).
+int64_t typeBytes(Type type) {
+  if (auto array = dyn_cast<LLVM::LLVMArrayType>(type))
+    return static_cast<int64_t>(array.getNumElements()) *
+           typeBytes(array.getElementType());
+  if (auto structure = dyn_cast<LLVM::LLVMStructType>(type)) {
+    int64_t bytes = 0;
+    for (Type t : structure.getBody())
+      bytes += typeBytes(t);
+    return bytes;
+  }
+  if (auto vector = dyn_cast<VectorType>(type))
+    return vector.getNumElements() * typeBytes(vector.getElementType());
+  if (type.isIntOrFloat())
+    return (type.getIntOrFloatBitWidth() + 7) / 8;
+  return 8;
+}
 
 LLVM::LLVMFuncOp
 GptcGpuEmulateOnHostPass::libraryFunction(StringRef name,
@@ -327,7 +351,7 @@ void GptcGpuEmulateOnHostPass::exportKernel(EmulatedKernel &kernel) {
   Type i64 = IntegerType::get(ctx, 64);
   kernel.thunk.setName(("gptc_kernel_" + kernel.name).c_str());
   SmallVector<int64_t> info{kernel.synchronizes, kernel.maxThreads,
-                            kernel.func.getNumArguments()};
+                            kernel.sharedBytes, kernel.func.getNumArguments()};
   for (unsigned i = 0; i < kernel.func.getNumArguments(); ++i) {
     int64_t bytes = i < kernel.paramBytes.size() ? kernel.paramBytes[i] : 0;
     Type param = kernel.func.getArgument(i).getType();
@@ -388,8 +412,12 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
         return signalPassFailure();
       }
       op.moveBefore(gpuModule);
-      if (auto global = dyn_cast<LLVM::GlobalOp>(op))
+      if (auto global = dyn_cast<LLVM::GlobalOp>(op)) {
+        if (global.getAddrSpace() == 3)
+          sharedGlobals[global.getSymName()] =
+              typeBytes(global.getGlobalType());
         global.setAddrSpace(0);
+      }
       auto func = dyn_cast<LLVM::LLVMFuncOp>(op);
       if (!func || func.isExternal())
         continue;
@@ -439,6 +467,12 @@ void GptcGpuEmulateOnHostPass::runOnOperation() {
   for (auto &entry : kernels) {
     entry.second.thunk = buildThunk(entry.second.func);
     entry.second.synchronizes = synchronizes(entry.second.func);
+    llvm::StringSet<> used;
+    entry.second.func.walk([&](LLVM::AddressOfOp address) {
+      auto it = sharedGlobals.find(address.getGlobalName());
+      if (it != sharedGlobals.end() && used.insert(it->first()).second)
+        entry.second.sharedBytes += it->second;
+    });
   }
   WalkResult walk = module.walk([&](gpu::LaunchFuncOp launch) {
     auto it =

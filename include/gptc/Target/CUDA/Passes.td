@@ -324,7 +324,8 @@ def GptcGpuEmulateOnHostPass
     (`gptc --device virtual-cuda`, docs/Runtime.md): each kernel's thunk is
     exported as `gptc_kernel_<name>` and described by a constant
     `gptc_kernel_info_<name>` of i64s: whether it synchronizes, its
-    `nvvm.maxntid` (0: none), its parameter count, then per parameter the
+    `nvvm.maxntid` (0: none), the bytes of shared memory it declares, its
+    parameter count, then per parameter the
     bytes a launch passes (the largest over its launches; minus its bytes
     for a scalar, 0 when not static) and whether the kernel may write through it (not
     `llvm.readonly`). The host functions are erased: the runtime replays
