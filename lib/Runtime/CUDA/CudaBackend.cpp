@@ -78,9 +78,8 @@ Fault injectedFault() {
       return Fault::WrongTranspose;
     if (!name.empty())
       std::fprintf(stderr,
-                   "gptc: warning: GPTC_CUDA_FAULT=%s is none of "
-                   "skip-wait, short-arena, "
-                   "wrong-transpose; ignored\n",
+                   "gptc: warning: GPTC_CUDA_FAULT=%s is none of skip-wait, "
+                   "short-arena, wrong-transpose; ignored\n",
                    name.c_str());
     return Fault::None;
   }();
