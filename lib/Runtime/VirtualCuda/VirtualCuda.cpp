@@ -38,6 +38,7 @@
 
 #include "gptc/Runtime/CUDA/CudaApi.h"
 
+#include <cerrno>
 #include <dlfcn.h>
 #include <elf.h>
 #include <mpi.h>
@@ -145,7 +146,6 @@ struct Kernel {
 
 struct Library {
   void *handle = nullptr;
-  std::string path;
   std::vector<std::unique_ptr<Kernel>> kernels;
 };
 
@@ -987,11 +987,13 @@ cudaError_t libraryLoadData(cudaLibrary_t *library, const void *code,
   // The section headers end a linked shared object.
   size_t size = header->e_shoff +
                 static_cast<size_t>(header->e_shnum) * header->e_shentsize;
-  char path[] = "/tmp/gptc-virtual-cuda-XXXXXX";
-  int fd = mkstemp(path);
+  // The image in an anonymous in-memory file (nothing is left on disk,
+  // whatever TMPDIR is), loaded through its /proc path.
+  int fd = memfd_create("gptc-virtual-cuda-image", MFD_CLOEXEC);
   if (fd < 0)
     return fail(cudaErrorInvalidKernelImage,
-                "cannot write the image to a temporary file");
+                std::string("cannot make an in-memory file for the image: ") +
+                    std::strerror(errno));
   const char *bytes = static_cast<const char *>(code);
   size_t written = 0;
   while (written < size) {
@@ -1000,11 +1002,12 @@ cudaError_t libraryLoadData(cudaLibrary_t *library, const void *code,
       break;
     written += static_cast<size_t>(n);
   }
-  close(fd);
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
   void *handle =
-      written == size ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
-  std::string why = handle ? "" : (dlerror() ? dlerror() : "short write");
-  unlink(path);
+      written == size ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+  const char *dlError = handle ? nullptr : dlerror();
+  std::string why = handle ? "" : (dlError ? dlError : "short write");
+  close(fd);
   if (!handle)
     return fail(cudaErrorInvalidKernelImage, "the image does not load: " + why);
   auto *lib = new Library();
@@ -1374,12 +1377,25 @@ cublasStatus_t descDestroy(cublasLtMatmulDesc_t desc) {
   return ltRelease<MatmulDesc>(desc, CUBLAS_STATUS_INVALID_VALUE);
 }
 
+/// An attribute's value into `out`: the size must be the attribute's;
+/// `what` names the kind of object for the error.
 template <typename T>
-bool readAttribute(T &out, const void *buf, size_t size) {
+cublasStatus_t setAttribute(T &out, const void *buf, size_t size,
+                            const char *what, int attr) {
   if (size != sizeof(T))
-    return false;
+    return ltFail(CUBLAS_STATUS_INVALID_VALUE,
+                  std::string(what) + " attribute " + std::to_string(attr) +
+                      " set with " + std::to_string(size) + " bytes, not " +
+                      std::to_string(sizeof(T)));
   std::memcpy(&out, buf, sizeof(T));
-  return true;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/// An attribute the virtual device does not model.
+cublasStatus_t unmodelled(const char *what, int attr) {
+  return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
+                std::string(what) + " attribute " + std::to_string(attr) +
+                    " is not modelled by the virtual device");
 }
 
 cublasStatus_t descSet(cublasLtMatmulDesc_t desc,
@@ -1388,50 +1404,34 @@ cublasStatus_t descSet(cublasLtMatmulDesc_t desc,
   auto *d = ltObject<MatmulDesc>(desc);
   if (!d)
     return CUBLAS_STATUS_INVALID_VALUE;
-  bool ok;
   switch (attr) {
   case CUBLASLT_MATMUL_DESC_TRANSA:
-    ok = readAttribute(d->transa, buf, size);
-    break;
+    return setAttribute(d->transa, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_TRANSB:
-    ok = readAttribute(d->transb, buf, size);
-    break;
+    return setAttribute(d->transb, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_EPILOGUE:
-    ok = readAttribute(d->epilogue, buf, size);
-    break;
+    return setAttribute(d->epilogue, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
-    ok = readAttribute(d->bias, buf, size);
-    break;
+    return setAttribute(d->bias, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
-    ok = readAttribute(d->aux, buf, size);
-    break;
+    return setAttribute(d->aux, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
-    ok = readAttribute(d->auxLd, buf, size);
-    break;
+    return setAttribute(d->auxLd, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-    ok = readAttribute(d->biasType, buf, size);
-    break;
+    return setAttribute(d->biasType, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
-    ok = readAttribute(d->auxType, buf, size);
-    break;
+    return setAttribute(d->auxType, buf, size, "matmul descriptor", attr);
   case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
-    ok = readAttribute(d->biasBatchStride, buf, size);
-    break;
+    return setAttribute(d->biasBatchStride, buf, size, "matmul descriptor",
+                        attr);
   case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
-    ok = readAttribute(d->auxBatchStride, buf, size);
-    break;
+    return setAttribute(d->auxBatchStride, buf, size, "matmul descriptor",
+                        attr);
   case CUBLASLT_MATMUL_DESC_POINTER_MODE:
-    ok = readAttribute(d->pointerMode, buf, size);
-    break;
+    return setAttribute(d->pointerMode, buf, size, "matmul descriptor", attr);
   default:
-    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
-                  "matmul descriptor attribute " + std::to_string(attr) +
-                      " is not modelled by the virtual device");
+    return unmodelled("matmul descriptor", attr);
   }
-  return ok ? CUBLAS_STATUS_SUCCESS
-            : ltFail(CUBLAS_STATUS_INVALID_VALUE,
-                     "matmul descriptor attribute " + std::to_string(attr) +
-                         " set with " + std::to_string(size) + " bytes");
 }
 
 cublasStatus_t layoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
@@ -1451,23 +1451,16 @@ cublasStatus_t layoutSet(cublasLtMatrixLayout_t layout,
   auto *l = ltObject<Layout>(layout);
   if (!l)
     return CUBLAS_STATUS_INVALID_VALUE;
-  bool ok;
   switch (attr) {
   case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
-    ok = readAttribute(l->batch, buf, size);
-    break;
+    return setAttribute(l->batch, buf, size, "matrix layout", attr);
   case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
-    ok = readAttribute(l->stride, buf, size);
-    break;
+    return setAttribute(l->stride, buf, size, "matrix layout", attr);
   case CUBLASLT_MATRIX_LAYOUT_ORDER:
-    ok = readAttribute(l->order, buf, size);
-    break;
+    return setAttribute(l->order, buf, size, "matrix layout", attr);
   default:
-    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
-                  "matrix layout attribute " + std::to_string(attr) +
-                      " is not modelled by the virtual device");
+    return unmodelled("matrix layout", attr);
   }
-  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 
 cublasStatus_t prefCreate(cublasLtMatmulPreference_t *pref) {
@@ -1485,24 +1478,17 @@ cublasStatus_t prefSet(cublasLtMatmulPreference_t pref,
     return CUBLAS_STATUS_INVALID_VALUE;
   switch (attr) {
   case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
-    return readAttribute(p->workspace, buf, size) ? CUBLAS_STATUS_SUCCESS
-                                                  : CUBLAS_STATUS_INVALID_VALUE;
+    return setAttribute(p->workspace, buf, size, "preference", attr);
   case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
-    return readAttribute(p->alignA, buf, size) ? CUBLAS_STATUS_SUCCESS
-                                               : CUBLAS_STATUS_INVALID_VALUE;
+    return setAttribute(p->alignA, buf, size, "preference", attr);
   case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
-    return readAttribute(p->alignB, buf, size) ? CUBLAS_STATUS_SUCCESS
-                                               : CUBLAS_STATUS_INVALID_VALUE;
+    return setAttribute(p->alignB, buf, size, "preference", attr);
   case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
-    return readAttribute(p->alignC, buf, size) ? CUBLAS_STATUS_SUCCESS
-                                               : CUBLAS_STATUS_INVALID_VALUE;
+    return setAttribute(p->alignC, buf, size, "preference", attr);
   case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
-    return readAttribute(p->alignD, buf, size) ? CUBLAS_STATUS_SUCCESS
-                                               : CUBLAS_STATUS_INVALID_VALUE;
+    return setAttribute(p->alignD, buf, size, "preference", attr);
   default:
-    return ltFail(CUBLAS_STATUS_NOT_SUPPORTED,
-                  "preference attribute " + std::to_string(attr) +
-                      " is not modelled by the virtual device");
+    return unmodelled("preference", attr);
   }
 }
 
