@@ -20,15 +20,14 @@ work=/tmp/gptc-gpu
 if [ -n "${OUT:-}" ]; then exec > >(tee "$OUT/gpu-check.log") 2>&1; fi
 start=$SECONDS
 rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf "$bundle" || exit 1
-# The bundle's libraries, then CUDA's own (cudart, cuBLASLt) from the
-# toolkit or, failing that, from PyTorch's wheels.
-cuda_libs=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
-wheel_libs=$(python3 -c "import os, nvidia.cublas, nvidia.cuda_runtime as r; print(os.path.dirname(nvidia.cublas.__file__) + '/lib:' + os.path.dirname(r.__file__) + '/lib')" 2>/dev/null || true)
-# NCCL (not bundled: 200 MB) from PyTorch's wheel where the toolkit lacks it.
-nccl_libs=$(python3 -c "import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], 'lib'))" 2>/dev/null || true)
-wheel_libs="$wheel_libs${nccl_libs:+:$nccl_libs}"
-export LD_LIBRARY_PATH="$work/lib:$cuda_libs${wheel_libs:+:$wheel_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rt="$work/gptc-runtime"
+# The bundle's libraries, then CUDA's own (the runtime, cuBLASLt, NCCL:
+# not bundled), found wherever this machine keeps the sonames gptc-runtime
+# was linked against, whatever CUDA version installed them: a toolkit,
+# the linker's cache, or PyTorch's NVIDIA wheels (scripts/find-cuda-libs.sh).
+cuda_missing=0
+cuda_path=$(scripts/find-cuda-libs.sh "$rt") || cuda_missing=1
+export LD_LIBRARY_PATH="$work/lib${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 
 # Diagnostics first: what a failure below needs to be understood.
@@ -45,10 +44,11 @@ for lib in libcuda.so libcudart.so libcublasLt.so libnccl.so; do
           sort -u | tr '\n' ' ')
   echo "  $lib: ${found:-none}"
 done
+echo "CUDA's libraries from: ${cuda_path:-nowhere}"
 echo "resolved:"
 ldd "$rt" | grep -E "libcuda|libcublas|libnccl" || true
 python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'devices', torch.cuda.device_count())" 2>/dev/null || echo "torch: not importable"
-if ldd "$rt" | grep "not found"; then
+if [ $cuda_missing -ne 0 ] || ldd "$rt" | grep "not found"; then
   echo "gpu-check: gptc-runtime misses the libraries above (it links CUDA's"
   echo "sonames of the toolkit it was built with: docs/Limitations.md)"
   exit 1
@@ -139,6 +139,24 @@ ab() { # ARTIFACT...: each in turn, two rounds
   done
 }
 export -f ab
+# CUDA graphs (the step one launch from its second on) against every call
+# made each step (GPTC_CUDA_GRAPHS=0): tiny, whose step is launch-bound,
+# and GPT-2 124M.
+ab_graphs() { # ARTIFACT: each way in turn, two rounds
+  local round graphs
+  for round in 1 2; do
+    for graphs in 1 0; do
+      GPTC_CUDA_GRAPHS=$graphs "$rt" "$work/art/$1.gptc" --device cuda --stop-at-step 6 \
+        --eval-interval 0 --log-interval 0 --data "$work/data.txt" --checkpoint "$work/ab.ckpt" 2>&1 |
+        grep -o 'instead of [0-9]*\|[0-9]* tok/s after the first step' | tr '\n' ' ' |
+        sed "s/^/$1 graphs=$graphs round $round: /; s/$/\n/" || return 1
+      rm -rf "$work/ab.ckpt"
+    done
+  done
+}
+export -f ab_graphs
+limit 60 "CUDA graphs A/B, tiny" ab_graphs tiny
+limit 120 "CUDA graphs A/B, GPT-2" ab_graphs gpt2-bench
 limit 120 "GEMM epilogues A/B" ab gpt2-bench gpt2-bench-noepi
 limit 120 "row registers A/B" ab gpt2-bench gpt2-bench-loops
 

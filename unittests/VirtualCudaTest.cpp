@@ -389,30 +389,31 @@ TEST_F(VirtualCuda, KernelLaunchesAreChecked) {
 }
 
 TEST_F(VirtualCuda, LaunchLimitsAreChecked) {
-  // The fp32 attention's grid has batch x heads blocks in y: over CUDA's
-  // 65,535, the launch is refused as a GPU would refuse it.
-  int64_t batch = 65536, T = 1, C = 8, heads = 1;
-  size_t bytes = static_cast<size_t>(batch * T * C) * sizeof(float);
+  // The attention kernels' grid: row tiles in x, heads in y, sequences in
+  // z. GPT-2's 12 heads and 5,462 sequences (65,544 blocks in y when y held
+  // batch x heads, which CUDA refused) launch; 65,536 sequences are over
+  // CUDA's 65,535 blocks in z, refused as a GPU would refuse them.
+  int64_t T = 1, C = 96, heads = 12;
+  size_t bytes = static_cast<size_t>(65536 * T * C) * sizeof(float);
   void *q, *out;
   api().cudaMalloc(&q, bytes);
   api().cudaMalloc(&out, bytes);
   api().cudaMemset(q, 0, bytes);
+  EXPECT_EQ(api().kernels->attentionForward(gptc::cuda::AttentionType::F32, q,
+                                            q, q, out, 5462, T, C, heads,
+                                            nullptr),
+            cudaSuccess);
   testing::internal::CaptureStderr();
   EXPECT_EQ(api().kernels->attentionForward(gptc::cuda::AttentionType::F32, q,
-                                            q, q, out, batch, T, C, heads,
+                                            q, q, out, 65536, T, C, heads,
                                             nullptr),
             cudaErrorInvalidConfiguration);
   std::string said = testing::internal::GetCapturedStderr();
-  EXPECT_NE(said.find("attentionForward (launch 1)<<<(1, 65536, 1), (64, 1, "
+  EXPECT_NE(said.find("attentionForward (launch 1)<<<(1, 12, 65536), (64, 1, "
                       "1)>>>: outside CUDA's grid and block limits"),
             std::string::npos)
       << said;
   api().cudaGetLastError();
-  // One sequence fewer fits.
-  EXPECT_EQ(api().kernels->attentionForward(gptc::cuda::AttentionType::F32, q,
-                                            q, q, out, batch - 1, T, C, heads,
-                                            nullptr),
-            cudaSuccess);
   api().cudaFree(q);
   api().cudaFree(out);
 }
@@ -438,6 +439,215 @@ TEST_F(VirtualCuda, AccessesPastTheGranuleStop) {
                "out-of-bounds access at 0x[0-9a-f]+, byte 256 of allocation "
                "#[0-9]+ of 256 bytes");
   api().cudaFree(p);
+}
+
+/// Two non-blocking streams, and events between them, for the graph tests.
+class VirtualCudaGraph : public VirtualCuda {
+protected:
+  void SetUp() override {
+    api().cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
+    api().cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+    api().cudaEventCreateWithFlags(&e1, cudaEventDisableTiming);
+    api().cudaEventCreateWithFlags(&e2, cudaEventDisableTiming);
+  }
+  void TearDown() override {
+    api().cudaDeviceSynchronize();
+    api().cudaGetLastError();
+    api().cudaEventDestroy(e1);
+    api().cudaEventDestroy(e2);
+    api().cudaStreamDestroy(s1);
+    api().cudaStreamDestroy(s2);
+  }
+  /// Ends the capture on s1, expecting `code` and no graph.
+  void endInvalid(cudaError_t code) {
+    cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(1);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(api().cudaStreamEndCapture(s1, &graph), code);
+    testing::internal::GetCapturedStderr();
+    EXPECT_EQ(graph, nullptr);
+    api().cudaGetLastError();
+  }
+  /// Runs `call` (a call the capture refuses) and checks its status and
+  /// message.
+  void refused(const std::function<cudaError_t()> &call, cudaError_t code,
+               const std::string &message) {
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(call(), code);
+    std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_NE(said.find(message), std::string::npos) << said;
+    api().cudaGetLastError();
+  }
+  cudaStream_t s1, s2;
+  cudaEvent_t e1, e2;
+};
+
+TEST_F(VirtualCudaGraph, CaptureRecordsAndLaunchesReplay) {
+  std::vector<float> ones(64, 1.f), zeros(64, 0.f);
+  void *src = deviceCopy(ones), *a = deviceCopy(zeros), *b = deviceCopy(zeros),
+       *c = deviceCopy(zeros);
+  size_t bytes = 64 * sizeof(float);
+  // s1 copies src to a; s2 (joining through e1) copies a to b; s1 (after
+  // e2) adds b to c.
+  ASSERT_EQ(api().cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal),
+            cudaSuccess);
+  ASSERT_EQ(api().cudaMemcpyAsync(a, src, bytes, cudaMemcpyDeviceToDevice, s1),
+            cudaSuccess);
+  ASSERT_EQ(api().cudaEventRecord(e1, s1), cudaSuccess);
+  ASSERT_EQ(api().cudaStreamWaitEvent(s2, e1, 0), cudaSuccess);
+  cudaStreamCaptureStatus status;
+  ASSERT_EQ(api().cudaStreamIsCapturing(s2, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_EQ(api().cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s2),
+            cudaSuccess);
+  ASSERT_EQ(api().cudaEventRecord(e2, s2), cudaSuccess);
+  ASSERT_EQ(api().cudaStreamWaitEvent(s1, e2, 0), cudaSuccess);
+  ASSERT_EQ(api().kernels->addInPlace(1, c, b, 64, s1), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(api().cudaStreamEndCapture(s1, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  ASSERT_EQ(api().cudaStreamIsCapturing(s2, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  // Captured, not run.
+  EXPECT_EQ(hostCopy(a, 64), zeros);
+  size_t nodes = 0;
+  ASSERT_EQ(api().cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  EXPECT_EQ(nodes, 3u);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(api().cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  // Each launch runs it all again, after what s1 had before it.
+  for (int launch = 1; launch <= 3; ++launch) {
+    ASSERT_EQ(api().cudaGraphLaunch(exec, s1), cudaSuccess);
+    ASSERT_EQ(api().cudaStreamSynchronize(s1), cudaSuccess);
+    EXPECT_EQ(hostCopy(c, 64), std::vector<float>(64, float(launch)));
+  }
+  // An event last recorded in the capture stands for no work.
+  refused([&] { return api().cudaEventSynchronize(e1); },
+          cudaErrorCapturedEvent, "the event was last recorded in a capture");
+  // Work after a launch on another stream, unordered with it, races with
+  // the graph's nodes.
+  ASSERT_EQ(api().cudaGraphLaunch(exec, s1), cudaSuccess);
+  refused(
+      [&] {
+        return api().cudaMemcpyAsync(c, src, bytes, cudaMemcpyDeviceToDevice,
+                                     s2);
+      },
+      cudaErrorLaunchFailure, "in CUDA graph");
+  EXPECT_EQ(api().cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(api().cudaGraphDestroy(graph), cudaSuccess);
+  for (void *p : {src, a, b, c})
+    api().cudaFree(p);
+}
+
+TEST_F(VirtualCudaGraph, RacesInsideAGraphAreFoundAtLaunch) {
+  void *a;
+  api().cudaMalloc(&a, 256);
+  api().cudaMemset(a, 0, 256);
+  // s2 joins, then s1 and s2 both write a with nothing between them; both
+  // rejoin before the end, so the capture itself is valid.
+  ASSERT_EQ(api().cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal),
+            cudaSuccess);
+  api().cudaEventRecord(e1, s1);
+  api().cudaStreamWaitEvent(s2, e1, 0);
+  ASSERT_EQ(api().cudaMemsetAsync(a, 1, 256, s2), cudaSuccess);
+  ASSERT_EQ(api().cudaMemsetAsync(a, 2, 256, s1), cudaSuccess);
+  api().cudaEventRecord(e2, s2);
+  api().cudaStreamWaitEvent(s1, e2, 0);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(api().cudaStreamEndCapture(s1, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(api().cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  refused([&] { return api().cudaGraphLaunch(exec, s1); },
+          cudaErrorLaunchFailure, "race on allocation");
+  api().cudaGraphExecDestroy(exec);
+  api().cudaGraphDestroy(graph);
+  api().cudaFree(a);
+}
+
+TEST_F(VirtualCudaGraph, CaptureRefusesWhatAGraphCannotHold) {
+  void *a;
+  api().cudaMalloc(&a, 256);
+  api().cudaMemset(a, 0, 256);
+  std::vector<char> host(256);
+  auto begin = [&] {
+    ASSERT_EQ(api().cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal),
+              cudaSuccess);
+  };
+  // Waiting for the captured stream: its work is not scheduled.
+  begin();
+  refused([&] { return api().cudaStreamSynchronize(s1); },
+          cudaErrorStreamCaptureUnsupported, "the stream is being captured");
+  // Every later call in an invalidated capture fails.
+  refused([&] { return api().cudaMemsetAsync(a, 1, 256, s1); },
+          cudaErrorStreamCaptureInvalidated, "invalidated by an earlier error");
+  endInvalid(cudaErrorStreamCaptureInvalidated);
+  // Calls CUDA calls unsafe during a capture (cudaStreamCaptureModeGlobal).
+  begin();
+  refused(
+      [&] {
+        void *p;
+        return api().cudaMalloc(&p, 16);
+      },
+      cudaErrorStreamCaptureUnsupported, "cudaMalloc while stream");
+  endInvalid(cudaErrorStreamCaptureInvalidated);
+  begin();
+  refused([&] { return api().cudaDeviceSynchronize(); },
+          cudaErrorStreamCaptureUnsupported, "cudaDeviceSynchronize while");
+  endInvalid(cudaErrorStreamCaptureInvalidated);
+  // Pageable host memory.
+  begin();
+  refused(
+      [&] {
+        return api().cudaMemcpyAsync(a, host.data(), 256,
+                                     cudaMemcpyHostToDevice, s1);
+      },
+      cudaErrorStreamCaptureUnsupported,
+      "a graph copies no pageable host memory");
+  endInvalid(cudaErrorStreamCaptureInvalidated);
+  // A dependency on work outside the capture.
+  api().cudaMemsetAsync(a, 1, 256, s2);
+  api().cudaEventRecord(e2, s2);
+  begin();
+  refused([&] { return api().cudaStreamWaitEvent(s1, e2, 0); },
+          cudaErrorStreamCaptureIsolation,
+          "the event was recorded outside the capture");
+  endInvalid(cudaErrorStreamCaptureInvalidated);
+  // An event recorded in the capture cannot be queried.
+  begin();
+  api().cudaEventRecord(e1, s1);
+  refused([&] { return api().cudaEventQuery(e1); }, cudaErrorCapturedEvent,
+          "recorded in the capture under way");
+  endInvalid(cudaErrorStreamCaptureInvalidated);
+  // A stream that joined and did not rejoin.
+  begin();
+  api().cudaEventRecord(e1, s1);
+  api().cudaStreamWaitEvent(s2, e1, 0);
+  ASSERT_EQ(api().cudaMemsetAsync(a, 3, 256, s2), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  refused([&] { return api().cudaStreamEndCapture(s1, &graph); },
+          cudaErrorStreamCaptureUnjoined,
+          "its last operation (cudaMemsetAsync) does not join back");
+  EXPECT_EQ(graph, nullptr);
+  // The legacy stream waits for blocking streams: not for one being
+  // captured.
+  cudaStream_t blocking;
+  api().cudaStreamCreate(&blocking);
+  ASSERT_EQ(api().cudaStreamBeginCapture(blocking, cudaStreamCaptureModeGlobal),
+            cudaSuccess);
+  refused([&] { return api().cudaMemsetAsync(a, 4, 256, nullptr); },
+          cudaErrorStreamCaptureImplicit,
+          "the legacy stream would wait for the capture");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(api().cudaStreamEndCapture(blocking, &graph),
+            cudaErrorStreamCaptureInvalidated);
+  testing::internal::GetCapturedStderr();
+  api().cudaGetLastError();
+  api().cudaStreamDestroy(blocking);
+  // Nothing refused ran: a still holds its zeros.
+  api().cudaDeviceSynchronize();
+  EXPECT_EQ(api().cudaMemcpy(host.data(), a, 256, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(host, std::vector<char>(256, 1)) << "the memset on s2 ran";
+  api().cudaFree(a);
 }
 
 } // namespace

@@ -180,8 +180,10 @@ struct Collective {
   /// one block's row (from the axis down). outer > 1: the blocks are
   /// (un)packed around the NCCL call, in the backend's packing buffer.
   int64_t outer = 1, chunk = 0, blockBytes = 0;
-  /// SHARD_OFFSET's value.
+  /// SHARD_OFFSET's value, and a copy of it in device memory (copied from
+  /// there: a CUDA graph copies no pageable host memory).
   int32_t offset = 0;
+  DeviceBuffer offsetOnDevice;
   /// ALL_REDUCE of a bucket (several inputs): > 0 when the buffer plan
   /// stores each output over its input, one after another in the arena
   /// (gaps of alignment only): one NCCL call over this many elements from
@@ -283,6 +285,10 @@ public:
   Communicator *bootstrap = nullptr;
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer workspace;
+  /// Whether runs after a function's first are CUDA graphs (not with
+  /// GPTC_CUDA_GRAPHS=0 or CUDA_LAUNCH_BLOCKING=1), and whether this
+  /// process says so (rank 0 of a mesh).
+  bool graphs = true, reportsGraphs = true;
   /// The program's launch plans by symbol, and the GPU functions by name.
   std::map<std::string, const program::CudaKernel *> plans;
   std::map<std::string, cudaKernel_t> functions;
@@ -372,6 +378,28 @@ private:
   /// Each planned value's place in the arena (null if unplanned).
   std::vector<void *> home;
   bool profiling = false;
+  /// CUDA graphs of the whole run: a run after the first (which loads
+  /// kernels and allocates) is captured once per set of device pointers
+  /// it runs with (inputs, then outputs: double-buffered state alternates
+  /// between two) and replayed from then on, one launch instead of one per
+  /// operation.
+  struct StepGraph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    size_t nodes = 0;
+    ~StepGraph() {
+      if (exec)
+        api().cudaGraphExecDestroy(exec);
+      if (graph)
+        api().cudaGraphDestroy(graph);
+    }
+  };
+  static constexpr size_t kMaxGraphs = 4;
+  std::map<std::vector<void *>, std::unique_ptr<StepGraph>> graphs;
+  int64_t runs = 0;
+  /// Captures enqueue(in, out) as `g`.
+  bool capture(const std::vector<void *> &in, std::vector<void *> &out,
+               StepGraph &g, std::string &error);
   /// --inject-overflow: the kernel, and its input, whose first element
   /// becomes an infinity before the kernel runs.
   int poisonKernel = -1, poisonInput = 0;
@@ -439,6 +467,13 @@ CudaBackend::create(const program::Program &program, int device,
             std::to_string(have);
     return nullptr;
   }
+  auto envIs = [](const char *name, const char *value) {
+    const char *v = std::getenv(name);
+    return v && std::string(v) == value;
+  };
+  b->graphs =
+      !envIs("GPTC_CUDA_GRAPHS", "0") && !envIs("CUDA_LAUNCH_BLOCKING", "1");
+  b->reportsGraphs = !bootstrap || bootstrap->rank() == 0;
   b->description = "cuda:" + std::to_string(device) + " (" + prop.name +
                    ", sm_" + std::to_string(have) + ", " +
                    std::to_string(prop.totalGlobalMem >> 20) + " MiB)";
@@ -1146,6 +1181,12 @@ bool CudaRunner::prepareCollective(const Kernel &k, size_t index,
       return false;
     }
     c->offset = static_cast<int32_t>(c->me * k.shard_offset().block());
+    if (!c->offsetOnDevice.allocate(sizeof(int32_t)) ||
+        api().cudaMemcpy(c->offsetOnDevice.ptr, &c->offset, sizeof(int32_t),
+                         cudaMemcpyHostToDevice) != cudaSuccess) {
+      error = "cannot place its offset in device memory";
+      return false;
+    }
     comms[index] = std::move(c);
     return true;
   }
@@ -1703,10 +1744,9 @@ void CudaRunner::runKernel(size_t index) {
     runCollective(index);
     return;
   case program::SHARD_OFFSET: {
-    // Pageable source: the copy has read it when the call returns.
-    GPTC_CUDA_CHECK(
-        api().cudaMemcpyAsync(ptr[k.outputs(0)], &comms[index]->offset,
-                              sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
+        ptr[k.outputs(0)], comms[index]->offsetOnDevice.ptr, sizeof(int32_t),
+        cudaMemcpyDeviceToDevice, stream));
     return;
   }
   case program::ALL_SLICE: {
@@ -1992,7 +2032,38 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
         written[j] = m;
       }
   }
-  if (!enqueue(in, out, error))
+  // Outputs with no home of their own: the runner's buffers, so that the
+  // pointers are known before the run.
+  for (int j = 0; j < nout; ++j)
+    if (!out[j])
+      out[j] = ownBuffer(function.outputs(j));
+  // A run the profile times kernel by kernel, or that poisons a tensor
+  // from the host, is not a graph.
+  StepGraph *graph = nullptr;
+  if (backend.graphs && runs > 0 && !profiling && poisonKernel < 0) {
+    std::vector<void *> key(in);
+    key.insert(key.end(), out.begin(), out.end());
+    auto it = graphs.find(key);
+    if (it != graphs.end()) {
+      graph = it->second.get();
+    } else if (graphs.size() < kMaxGraphs) {
+      auto g = std::make_unique<StepGraph>();
+      if (!capture(in, out, *g, error))
+        return false;
+      graph = g.get();
+      if (graphs.empty() && backend.reportsGraphs)
+        std::fprintf(stderr,
+                     "gptc: @%s runs as a CUDA graph from its run 2: 1 launch "
+                     "a run instead of %zu (the graph's kernels, GEMMs, "
+                     "copies and collectives)\n",
+                     function.name().c_str(), g->nodes);
+      graphs[key] = std::move(g);
+    }
+  }
+  ++runs;
+  if (graph)
+    GPTC_CUDA_CHECK(api().cudaGraphLaunch(graph->exec, stream));
+  else if (!enqueue(in, out, error))
     return false;
   // The step's collectives watched before the outputs' copies, which
   // block until the stream reaches them.
@@ -2013,6 +2084,25 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
                                           cudaMemcpyDeviceToHost, stream));
   }
   backend.synchronize(stream);
+  return true;
+}
+
+bool CudaRunner::capture(const std::vector<void *> &in,
+                         std::vector<void *> &out, StepGraph &g,
+                         std::string &error) {
+  // Every call enqueue makes is captured, on the compute stream and on the
+  // communication stream that joins it (through the hand-over event) and
+  // rejoins it (through each collective's event) before the end. A call
+  // the capture refuses ends the process, as any failing CUDA call does;
+  // GPTC_CUDA_GRAPHS=0 runs without graphs.
+  GPTC_CUDA_CHECK(api().cudaStreamBeginCapture(backend.stream,
+                                               cudaStreamCaptureModeGlobal));
+  bool ok = enqueue(in, out, error);
+  GPTC_CUDA_CHECK(api().cudaStreamEndCapture(backend.stream, &g.graph));
+  if (!ok)
+    return false;
+  GPTC_CUDA_CHECK(api().cudaGraphInstantiate(&g.exec, g.graph, 0));
+  GPTC_CUDA_CHECK(api().cudaGraphGetNodes(g.graph, nullptr, &g.nodes));
   return true;
 }
 

@@ -124,7 +124,7 @@ __global__ void attentionForwardKernel(const float *__restrict__ q,
                                        int H, float scale) {
   constexpr int B = tileRows<D>();
   __shared__ float ks[B][D], vs[B][D];
-  int b = blockIdx.y / H, h = blockIdx.y % H;
+  int b = blockIdx.z, h = blockIdx.y;
   int r0 = blockIdx.x * B, row = r0 + threadIdx.x;
   size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * D;
   float qr[D], acc[D];
@@ -155,7 +155,7 @@ __global__ void attentionBackwardQueryKernel(
     float scale) {
   constexpr int B = tileRows<D>();
   __shared__ float ks[B][D], vs[B][D];
-  int b = blockIdx.y / H, h = blockIdx.y % H;
+  int b = blockIdx.z, h = blockIdx.y;
   int r0 = blockIdx.x * B, row = r0 + threadIdx.x;
   size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * D;
   float qr[D], go[D], acc[D];
@@ -180,7 +180,7 @@ __global__ void attentionBackwardQueryKernel(
       acc[c] = 0.f; // now dq's accumulator
     }
     lse = mx + logf(l);
-    size_t s = (static_cast<size_t>(blockIdx.y) * T + row) * 2;
+    size_t s = ((static_cast<size_t>(b) * H + h) * T + row) * 2;
     stats[s] = lse;
     stats[s + 1] = delta;
   }
@@ -222,7 +222,7 @@ __global__ void attentionBackwardKeyKernel(
     float *__restrict__ dv, int T, int C, int H, float scale) {
   constexpr int B = tileRows<D>();
   __shared__ float qs[B][D], gs[B][D], st[B][2];
-  int b = blockIdx.y / H, h = blockIdx.y % H;
+  int b = blockIdx.z, h = blockIdx.y;
   int k0 = blockIdx.x * B, key = k0 + threadIdx.x;
   size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * D;
   float kr[D], vr[D], dka[D], dva[D];
@@ -240,7 +240,7 @@ __global__ void attentionBackwardKeyKernel(
     loadTiles<D, B>(qs, gs, q, dout, base, q0, T, C, scale);
     {
       int row = q0 + threadIdx.x;
-      size_t s = (static_cast<size_t>(blockIdx.y) * T + row) * 2;
+      size_t s = ((static_cast<size_t>(b) * H + h) * T + row) * 2;
       st[threadIdx.x][0] = row < T ? stats[s] : 0.f;
       st[threadIdx.x][1] = row < T ? stats[s + 1] : 0.f;
     }
@@ -702,7 +702,7 @@ __global__ void __launch_bounds__(kTcThreads)
   GPTC_ALIGN(16) __shared__ TcTile<D> xs[kTcBlockRows];
   GPTC_ALIGN(16) __shared__ TcTile<D> ks[N];
   GPTC_ALIGN(16) __shared__ TcTile<D> vs[N];
-  int b = blockIdx.y / H, h = blockIdx.y % H;
+  int b = blockIdx.z, h = blockIdx.y;
   int r0 = blockIdx.x * kTcBlockRows, row0 = r0 + threadIdx.x / 32 * 16;
   size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * D;
   uint32_t qa[tcWidth<D>() / 16][4];
@@ -725,7 +725,7 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardQueryTcKernel(
   GPTC_ALIGN(16) __shared__ TcTile<D> xs[kTcBlockRows];
   GPTC_ALIGN(16) __shared__ TcTile<D> ks[N];
   GPTC_ALIGN(16) __shared__ TcTile<D> vs[N];
-  int b = blockIdx.y / H, h = blockIdx.y % H;
+  int b = blockIdx.z, h = blockIdx.y;
   int r0 = blockIdx.x * kTcBlockRows, row0 = r0 + threadIdx.x / 32 * 16;
   int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   int rows[2] = {row0 + g, row0 + g + 8};
@@ -754,7 +754,7 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardQueryTcKernel(
     delta[r] = rowSum(delta[r]);
     lse[r] = mx[r] + log2f(l[r]);
     if (t == 0 && rows[r] < T) {
-      size_t s = (static_cast<size_t>(blockIdx.y) * T + rows[r]) * 2;
+      size_t s = ((static_cast<size_t>(b) * H + h) * T + rows[r]) * 2;
       stats[s] = lse[r];
       stats[s + 1] = delta[r];
     }
@@ -803,7 +803,7 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardKeyTcKernel(
   GPTC_ALIGN(16) __shared__ TcTile<D> qs[N];
   GPTC_ALIGN(16) __shared__ TcTile<D> gs[N];
   __shared__ float lse[N], delta[N];
-  int b = blockIdx.y / H, h = blockIdx.y % H;
+  int b = blockIdx.z, h = blockIdx.y;
   int k0 = blockIdx.x * kTcBlockRows, key0 = k0 + threadIdx.x / 32 * 16;
   int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   int keys[2] = {key0 + g, key0 + g + 8};
@@ -823,7 +823,7 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardKeyTcKernel(
     loadTcTile<D, N>(gs, dout, base, q0, T, C);
     for (int i = threadIdx.x; i < N; i += kTcThreads) {
       int row = q0 + i;
-      size_t s = (static_cast<size_t>(blockIdx.y) * T + row) * 2;
+      size_t s = ((static_cast<size_t>(b) * H + h) * T + row) * 2;
       lse[i] = row < T ? stats[s] : 0.f;
       delta[i] = row < T ? stats[s + 1] : 0.f;
     }
@@ -1003,7 +1003,7 @@ bool launchAttentionForward(Launch &&launch, const float *q, const float *k,
     constexpr int D = decltype(dim)::value;
     constexpr int B = tileRows<D>();
     dim3 grid(static_cast<unsigned>((T + B - 1) / B),
-              static_cast<unsigned>(batch * heads));
+              static_cast<unsigned>(heads), static_cast<unsigned>(batch));
     launch(grid, dim3(B), attentionForwardKernel<D>, q, k, v, out,
            static_cast<int>(T), static_cast<int>(C), static_cast<int>(heads),
            scale);
@@ -1021,7 +1021,7 @@ bool launchAttentionBackward(Launch &&launch, const float *q, const float *k,
     constexpr int D = decltype(dim)::value;
     constexpr int B = tileRows<D>();
     dim3 grid(static_cast<unsigned>((T + B - 1) / B),
-              static_cast<unsigned>(batch * heads));
+              static_cast<unsigned>(heads), static_cast<unsigned>(batch));
     int t = static_cast<int>(T), c = static_cast<int>(C),
         h = static_cast<int>(heads);
     launch(grid, dim3(B), attentionBackwardQueryKernel<D>, q, k, v, dout, dq,
@@ -1043,7 +1043,7 @@ bool launchAttentionForwardTc(Launch &&launch, const uint16_t *q,
   return withHeadDim(d, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     dim3 grid(static_cast<unsigned>((T + kTcBlockRows - 1) / kTcBlockRows),
-              static_cast<unsigned>(batch * heads));
+              static_cast<unsigned>(heads), static_cast<unsigned>(batch));
     launch(grid, dim3(kTcThreads), attentionForwardTcKernel<D, E>, q, k, v,
            out, static_cast<int>(T), static_cast<int>(C),
            static_cast<int>(heads), scaleLog2);
@@ -1062,7 +1062,7 @@ bool launchAttentionBackwardTc(Launch &&launch, const uint16_t *q,
   return withHeadDim(d, [&](auto dim) {
     constexpr int D = decltype(dim)::value;
     dim3 grid(static_cast<unsigned>((T + kTcBlockRows - 1) / kTcBlockRows),
-              static_cast<unsigned>(batch * heads));
+              static_cast<unsigned>(heads), static_cast<unsigned>(batch));
     int t = static_cast<int>(T), c = static_cast<int>(C),
         h = static_cast<int>(heads);
     launch(grid, dim3(kTcThreads), attentionBackwardQueryTcKernel<D, E>, q, k,

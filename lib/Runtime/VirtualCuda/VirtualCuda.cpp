@@ -123,17 +123,79 @@ void join(Clock &a, const Clock &b) {
     a[i] = std::max(a[i], b[i]);
 }
 
+struct Capture;
+
 struct Stream {
   int component = 0;
   bool blocking = true;
   Clock clock;
   std::string name;
+  /// The capture this stream's operations go to (null: they run).
+  Capture *capture = nullptr;
 };
 
 struct Event {
   Clock clock;
   bool recorded = false, timing = true;
   std::chrono::steady_clock::time_point time;
+  /// Last recorded in a capture: `capture` while it lasts, its event `slot`
+  /// in the graph and, in the capture's clocks, what the record follows.
+  /// `captured`: last recorded in a capture that has ended.
+  Capture *capture = nullptr;
+  int slot = -1;
+  Clock captureClock;
+  bool captured = false;
+};
+
+//===----------------------------------------------------------------------===//
+// Graphs
+//===----------------------------------------------------------------------===//
+//
+// A capture records each operation on a capturing stream as a node of a
+// graph: the call itself, to be made again on each launch, on a stream of
+// the launched graph that stands for the captured stream. So a launch
+// checks everything a call checks (bounds, races against the work around
+// the launch and inside it), and runs the nodes in capture order, one
+// order the GPU could run them in. The capture's own clocks (one component
+// per captured stream, counting its nodes) tell which captured streams
+// have rejoined the one the capture began on.
+
+/// One node: an operation (`issue` makes its call on the stream given), or
+/// an event recorded or waited for between the graph's streams.
+struct GraphNode {
+  enum Kind { Work, Record, Wait } kind = Work;
+  int branch = 0, slot = -1;
+  std::string what;
+  std::function<cudaError_t(Stream &)> issue;
+};
+
+struct Graph {
+  int64_t id = 0;
+  std::vector<GraphNode> nodes;
+  /// The captured streams' names (the first: where the capture began),
+  /// and how many events the nodes record.
+  std::vector<std::string> branches;
+  int slots = 0;
+};
+
+/// An instantiated graph: a stream per captured stream and its events.
+struct GraphExec {
+  std::shared_ptr<const Graph> graph;
+  std::vector<Stream *> streams;
+  std::vector<Event> events;
+};
+
+struct Capture {
+  Stream *origin = nullptr;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::shared_ptr<Graph> graph;
+  std::map<Stream *, int> branches;
+  std::vector<Clock> clocks;
+  /// Per branch, its last node (an unjoined branch is named by it).
+  std::vector<std::string> last;
+  std::vector<std::shared_ptr<Event>> events;
+  /// The first error that invalidated it.
+  cudaError_t invalid = cudaSuccess;
 };
 
 /// A kernel of a loaded image: its thunk and description
@@ -182,6 +244,11 @@ struct Device {
   int nextComponent = 2;
   /// The operation running now (for the fault handler).
   const std::string *running = nullptr;
+  /// The capture under way (one at a time), and the graphs.
+  std::unique_ptr<Capture> capture;
+  std::map<const void *, std::shared_ptr<Graph>> graphs;
+  std::map<const void *, std::unique_ptr<GraphExec>> execs;
+  int64_t nextGraph = 1;
   Device() {
     legacy.component = 1;
     legacy.clock = {0, 0};
@@ -516,6 +583,82 @@ void hostWaits(const Clock &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Capture rules
+//===----------------------------------------------------------------------===//
+
+/// Fails the call with `code`; a capture under way is invalidated (every
+/// later call in it fails, and cudaStreamEndCapture says so).
+cudaError_t invalidate(cudaError_t code, const std::string &message) {
+  Capture *c = device().capture.get();
+  if (c && c->invalid == cudaSuccess)
+    c->invalid = code;
+  return fail(code, message);
+}
+
+std::string capturing(const Capture &c) {
+  return c.origin->name + " is being captured";
+}
+
+/// A call CUDA calls potentially unsafe while a capture is under way (it
+/// is not captured, and a graph relying on it would be wrong when
+/// replayed): an error unless the capture is cudaStreamCaptureModeRelaxed.
+cudaError_t unsafeInCapture(const std::string &call) {
+  Capture *c = device().capture.get();
+  if (!c || c->mode == cudaStreamCaptureModeRelaxed)
+    return cudaSuccess;
+  return invalidate(cudaErrorStreamCaptureUnsupported,
+                    call + " while " + capturing(*c) +
+                        ": not allowed during a capture (it is not captured; "
+                        "do it before cudaStreamBeginCapture)");
+}
+
+/// An operation on `s`, not being captured, while a capture is under way:
+/// on the legacy stream it would wait for the blocking streams, a
+/// dependency on the capture that CUDA refuses.
+cudaError_t implicitInCapture(const Stream &s, const std::string &what) {
+  Device &d = device();
+  if (&s != &d.legacy || !d.capture)
+    return cudaSuccess;
+  for (auto &[stream, branch] : d.capture->branches)
+    if (stream->blocking)
+      return invalidate(cudaErrorStreamCaptureImplicit,
+                        what + " on the legacy default stream while blocking " +
+                            stream->name +
+                            " is being captured: the legacy stream would "
+                            "wait for the capture");
+  return cudaSuccess;
+}
+
+/// `issue` on `s`: now, or, while `s` is being captured, as a node of the
+/// capture's graph, made again on each launch on the stream standing for
+/// `s` there.
+cudaError_t issueOn(Stream &s, const std::string &what,
+                    std::function<cudaError_t(Stream &)> issue) {
+  Capture *c = s.capture;
+  if (!c) {
+    if (cudaError_t e = implicitInCapture(s, what))
+      return e;
+    return issue(s);
+  }
+  if (c->invalid)
+    return fail(cudaErrorStreamCaptureInvalidated,
+                what + " on " + s.name +
+                    ": the capture was invalidated by an earlier error");
+  int b = c->branches.at(&s);
+  Clock &clock = c->clocks[b];
+  if (clock.size() <= static_cast<size_t>(b))
+    clock.resize(b + 1, 0);
+  ++clock[b];
+  c->last[b] = what;
+  GraphNode node;
+  node.branch = b;
+  node.what = what;
+  node.issue = std::move(issue);
+  c->graph->nodes.push_back(std::move(node));
+  return cudaSuccess;
+}
+
+//===----------------------------------------------------------------------===//
 // The CUDA runtime
 //===----------------------------------------------------------------------===//
 
@@ -550,6 +693,24 @@ const char *errorString(cudaError_t e) {
     return "operation not supported";
   case cudaErrorNotReady:
     return "device not ready";
+  case cudaErrorIllegalState:
+    return "the operation cannot be performed in the present state";
+  case cudaErrorStreamCaptureUnsupported:
+    return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated:
+    return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureUnmatched:
+    return "capture was not initiated in this stream";
+  case cudaErrorStreamCaptureUnjoined:
+    return "capturing stream has unjoined work";
+  case cudaErrorStreamCaptureIsolation:
+    return "dependency created on uncaptured work in another stream";
+  case cudaErrorStreamCaptureImplicit:
+    return "operation would make the legacy stream depend on a capturing "
+           "blocking stream";
+  case cudaErrorCapturedEvent:
+    return "operation not permitted on an event last recorded in a "
+           "capturing stream";
   default:
     return "unrecognized error code";
   }
@@ -609,6 +770,11 @@ cudaError_t getLastError() {
 cudaError_t deviceSynchronize() {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
   Device &d = device();
+  if (d.capture)
+    return invalidate(cudaErrorStreamCaptureUnsupported,
+                      "cudaDeviceSynchronize while " + capturing(*d.capture) +
+                          ": a capture's work is not scheduled, there is "
+                          "nothing to wait for");
   Clock all = d.legacy.clock;
   for (auto &[handle, s] : d.streams)
     join(all, s->clock);
@@ -628,6 +794,8 @@ cudaError_t runtimeGetVersion(int *v) {
 cudaError_t deviceMalloc(void **ptr, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
   Device &d = device();
+  if (cudaError_t e = unsafeInCapture("cudaMalloc"))
+    return e;
   installFaultHandler();
   size_t page = pageSize();
   size_t padded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
@@ -661,6 +829,8 @@ cudaError_t deviceFree(void *ptr) {
   Device &d = device();
   if (!ptr)
     return cudaSuccess;
+  if (cudaError_t e = unsafeInCapture("cudaFree"))
+    return e;
   auto it = d.allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == d.allocations.end())
     return fail(cudaErrorInvalidValue,
@@ -697,23 +867,33 @@ cudaError_t copyOn(Stream &s, void *dst, const void *src, size_t count,
                     " to " + (dDevice ? "device" : "host") + " memory " +
                     hex(dst) + " but says kind " +
                     std::to_string(static_cast<int>(kind)));
-  uint64_t epoch = enqueue(s);
+  if (s.capture && !(sDevice && dDevice))
+    return invalidate(
+        cudaErrorStreamCaptureUnsupported,
+        what + " between host and device memory while " + s.name +
+            " is being captured: a graph copies no pageable host memory "
+            "(and the virtual device has no pinned memory); copy before "
+            "the capture or after the launch");
   std::vector<Access> list;
   if (sDevice)
     list.push_back({src, static_cast<int64_t>(count), false});
   if (dDevice)
     list.push_back({dst, static_cast<int64_t>(count), true});
-  if (cudaError_t e = touch(s, epoch, list, what))
-    return e;
-  // Host memory is read when the call is made (the caller may reuse it
-  // at once); device memory when the copy runs.
-  std::shared_ptr<std::vector<char>> staged;
-  if (!sDevice)
-    staged = std::make_shared<std::vector<char>>(
-        static_cast<const char *>(src), static_cast<const char *>(src) + count);
-  return submit(s, epoch, what, [=] {
-    std::memmove(dst, staged ? staged->data() : src, count);
-    return cudaSuccess;
+  return issueOn(s, what, [=](Stream &t) {
+    uint64_t epoch = enqueue(t);
+    if (cudaError_t e = touch(t, epoch, list, what))
+      return e;
+    // Host memory is read when the call is made (the caller may reuse it
+    // at once); device memory when the copy runs.
+    std::shared_ptr<std::vector<char>> staged;
+    if (!sDevice)
+      staged = std::make_shared<std::vector<char>>(
+          static_cast<const char *>(src),
+          static_cast<const char *>(src) + count);
+    return submit(t, epoch, what, [=] {
+      std::memmove(dst, staged ? staged->data() : src, count);
+      return cudaSuccess;
+    });
   });
 }
 
@@ -721,6 +901,8 @@ cudaError_t memcpySync(void *dst, const void *src, size_t count,
                        cudaMemcpyKind kind) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
   Device &d = device();
+  if (cudaError_t e = unsafeInCapture("cudaMemcpy"))
+    return e;
   cudaError_t e = copyOn(d.legacy, dst, src, count, kind, "cudaMemcpy");
   hostWaits(d.legacy.clock);
   return e;
@@ -760,36 +942,42 @@ cudaError_t memcpy2DAsync(void *dst, size_t dpitch, const void *src,
     return fail(cudaErrorNotSupported,
                 "cudaMemcpy2DAsync: the virtual device copies device to "
                 "device only");
-  uint64_t epoch = enqueue(*s);
   int64_t dspan = static_cast<int64_t>((height - 1) * dpitch + width),
           sspan = static_cast<int64_t>((height - 1) * spitch + width);
-  if (cudaError_t e2 =
-          touch(*s, epoch, {{src, sspan, false}, {dst, dspan, true}},
-                "cudaMemcpy2DAsync"))
-    return e2;
-  return submit(*s, epoch, "cudaMemcpy2DAsync", [=] {
-    for (size_t r = 0; r < height; ++r)
-      std::memmove(static_cast<char *>(dst) + r * dpitch,
-                   static_cast<const char *>(src) + r * spitch, width);
-    return cudaSuccess;
+  return issueOn(*s, "cudaMemcpy2DAsync", [=](Stream &t) {
+    uint64_t epoch = enqueue(t);
+    if (cudaError_t e2 =
+            touch(t, epoch, {{src, sspan, false}, {dst, dspan, true}},
+                  "cudaMemcpy2DAsync"))
+      return e2;
+    return submit(t, epoch, "cudaMemcpy2DAsync", [=] {
+      for (size_t r = 0; r < height; ++r)
+        std::memmove(static_cast<char *>(dst) + r * dpitch,
+                     static_cast<const char *>(src) + r * spitch, width);
+      return cudaSuccess;
+    });
   });
 }
 
 cudaError_t memsetOn(Stream &s, void *ptr, int value, size_t count,
                      const std::string &what) {
-  uint64_t epoch = enqueue(s);
-  if (cudaError_t e =
-          touch(s, epoch, {{ptr, static_cast<int64_t>(count), true}}, what))
-    return e;
-  return submit(s, epoch, what, [=] {
-    std::memset(ptr, value, count);
-    return cudaSuccess;
+  return issueOn(s, what, [=](Stream &t) {
+    uint64_t epoch = enqueue(t);
+    if (cudaError_t e =
+            touch(t, epoch, {{ptr, static_cast<int64_t>(count), true}}, what))
+      return e;
+    return submit(t, epoch, what, [=] {
+      std::memset(ptr, value, count);
+      return cudaSuccess;
+    });
   });
 }
 
 cudaError_t memsetSync(void *ptr, int value, size_t count) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
   Device &d = device();
+  if (cudaError_t e = unsafeInCapture("cudaMemset"))
+    return e;
   cudaError_t e = memsetOn(d.legacy, ptr, value, count, "cudaMemset");
   hostWaits(d.legacy.clock);
   return e;
@@ -840,6 +1028,11 @@ cudaError_t streamSynchronize(cudaStream_t stream) {
   Stream *s = resolve(stream, e);
   if (!s)
     return e;
+  if (s->capture)
+    return invalidate(cudaErrorStreamCaptureUnsupported,
+                      "cudaStreamSynchronize(" + s->name +
+                          "): the stream is being captured, its work is not "
+                          "scheduled");
   hostWaits(s->clock);
   return device().sticky;
 }
@@ -850,6 +1043,11 @@ cudaError_t streamQuery(cudaStream_t stream) {
   Stream *s = resolve(stream, e);
   if (!s)
     return e;
+  if (s->capture)
+    return invalidate(cudaErrorStreamCaptureUnsupported,
+                      "cudaStreamQuery(" + s->name +
+                          "): the stream is being captured, its work is not "
+                          "scheduled");
   progress();
   if (!completed(s->clock))
     return cudaErrorNotReady;
@@ -875,8 +1073,63 @@ cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
   if (!ev)
     return e;
   (void)flags;
+  if (Capture *c = ev->capture) {
+    // Recorded in the capture: the stream joins it (if it had not) and
+    // waits, in the graph, for the record.
+    if (c->invalid)
+      return fail(cudaErrorStreamCaptureInvalidated,
+                  "cudaStreamWaitEvent on " + s->name +
+                      ": the capture was invalidated by an earlier error");
+    if (!s->capture) {
+      if (s == &device().legacy)
+        return invalidate(cudaErrorStreamCaptureImplicit,
+                          "the legacy default stream waits for an event "
+                          "recorded in a capture");
+      s->capture = c;
+      c->branches[s] = static_cast<int>(c->clocks.size());
+      c->clocks.emplace_back();
+      c->last.emplace_back();
+      c->graph->branches.push_back(s->name);
+    }
+    int b = c->branches.at(s);
+    join(c->clocks[b], ev->captureClock);
+    GraphNode node;
+    node.kind = GraphNode::Wait;
+    node.branch = b;
+    node.slot = ev->slot;
+    node.what = "cudaStreamWaitEvent";
+    c->graph->nodes.push_back(std::move(node));
+    return cudaSuccess;
+  }
+  if (ev->captured)
+    return fail(cudaErrorCapturedEvent,
+                "cudaStreamWaitEvent(" + s->name + ", " + hex(event) +
+                    "): the event was last recorded in a capture (it "
+                    "stands for no work); record it again first");
+  if (s->capture && ev->recorded)
+    return invalidate(cudaErrorStreamCaptureIsolation,
+                      "cudaStreamWaitEvent: " + s->name +
+                          " is being captured and the event was recorded "
+                          "outside the capture: a graph depends on no work "
+                          "outside it (order it before the capture begins)");
+  if (cudaError_t e2 = implicitInCapture(*s, "cudaStreamWaitEvent"))
+    return e2;
   if (ev->recorded)
     join(s->clock, ev->clock);
+  return cudaSuccess;
+}
+
+/// An event last recorded in a capture, given to a call that needs work
+/// behind it.
+cudaError_t capturedEvent(const Event &ev, const std::string &call) {
+  if (ev.capture)
+    return invalidate(cudaErrorCapturedEvent,
+                      call + ": the event was recorded in the capture under "
+                             "way; it stands for no work");
+  if (ev.captured)
+    return fail(cudaErrorCapturedEvent,
+                call + ": the event was last recorded in a capture; it "
+                       "stands for no work");
   return cudaSuccess;
 }
 
@@ -911,8 +1164,31 @@ cudaError_t eventRecord(cudaEvent_t event, cudaStream_t stream) {
   Event *ev = s ? resolveEvent(event, "cudaEventRecord", e) : nullptr;
   if (!ev)
     return e;
-  uint64_t epoch = enqueue(*s);
   std::shared_ptr<Event> keep = device().events[ev];
+  if (Capture *c = s->capture) {
+    if (c->invalid)
+      return fail(cudaErrorStreamCaptureInvalidated,
+                  "cudaEventRecord on " + s->name +
+                      ": the capture was invalidated by an earlier error");
+    int b = c->branches.at(s);
+    ev->capture = c;
+    ev->captured = false;
+    ev->slot = c->graph->slots++;
+    ev->captureClock = c->clocks[b];
+    c->events.push_back(keep);
+    GraphNode node;
+    node.kind = GraphNode::Record;
+    node.branch = b;
+    node.slot = ev->slot;
+    node.what = "cudaEventRecord";
+    c->graph->nodes.push_back(std::move(node));
+    return cudaSuccess;
+  }
+  if (cudaError_t e2 = implicitInCapture(*s, "cudaEventRecord"))
+    return e2;
+  ev->capture = nullptr;
+  ev->captured = false;
+  uint64_t epoch = enqueue(*s);
   cudaError_t status = submit(*s, epoch, "cudaEventRecord", [keep] {
     Event *ev = keep.get();
     // The event's time: when the work before it has run.
@@ -930,6 +1206,8 @@ cudaError_t eventSynchronize(cudaEvent_t event) {
   Event *ev = resolveEvent(event, "cudaEventSynchronize", e);
   if (!ev)
     return e;
+  if (cudaError_t e2 = capturedEvent(*ev, "cudaEventSynchronize"))
+    return e2;
   if (ev->recorded)
     hostWaits(ev->clock);
   return device().sticky;
@@ -941,6 +1219,8 @@ cudaError_t eventQuery(cudaEvent_t event) {
   Event *ev = resolveEvent(event, "cudaEventQuery", e);
   if (!ev)
     return e;
+  if (cudaError_t e2 = capturedEvent(*ev, "cudaEventQuery"))
+    return e2;
   progress();
   if (ev->recorded && !completed(ev->clock))
     return cudaErrorNotReady;
@@ -954,6 +1234,10 @@ cudaError_t eventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
   Event *b = a ? resolveEvent(end, "cudaEventElapsedTime", e) : nullptr;
   if (!b)
     return e;
+  if (cudaError_t e2 = capturedEvent(*a, "cudaEventElapsedTime"))
+    return e2;
+  if (cudaError_t e2 = capturedEvent(*b, "cudaEventElapsedTime"))
+    return e2;
   if (!a->timing || !b->timing)
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaEventElapsedTime on an event created with "
@@ -962,6 +1246,235 @@ cudaError_t eventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     return fail(cudaErrorInvalidResourceHandle,
                 "cudaEventElapsedTime on an event never recorded");
   *ms = std::chrono::duration<float, std::milli>(b->time - a->time).count();
+  return cudaSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// Stream capture and graphs
+//===----------------------------------------------------------------------===//
+
+cudaError_t streamBeginCapture(cudaStream_t stream,
+                               cudaStreamCaptureMode mode) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  if (s == &d.legacy)
+    return fail(cudaErrorStreamCaptureImplicit,
+                "cudaStreamBeginCapture: the legacy default stream cannot "
+                "be captured");
+  if (s->capture)
+    return fail(cudaErrorIllegalState, "cudaStreamBeginCapture(" + s->name +
+                                           "): it is being captured already");
+  if (d.capture)
+    return fail(cudaErrorNotSupported,
+                "cudaStreamBeginCapture(" + s->name + ") while " +
+                    capturing(*d.capture) +
+                    ": the virtual device captures one sequence at a time");
+  auto c = std::make_unique<Capture>();
+  c->origin = s;
+  c->mode = mode;
+  c->graph = std::make_shared<Graph>();
+  c->graph->branches.push_back(s->name);
+  c->branches[s] = 0;
+  c->clocks.emplace_back();
+  c->last.emplace_back();
+  s->capture = c.get();
+  d.capture = std::move(c);
+  return cudaSuccess;
+}
+
+cudaError_t streamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  *graph = nullptr;
+  Capture *c = s->capture;
+  if (!c)
+    return fail(cudaErrorIllegalState, "cudaStreamEndCapture(" + s->name +
+                                           "): it is not being captured");
+  if (c->origin != s)
+    return invalidate(cudaErrorStreamCaptureUnmatched,
+                      "cudaStreamEndCapture(" + s->name +
+                          "): the capture began on " + c->origin->name);
+  std::unique_ptr<Capture> owned = std::move(d.capture);
+  for (auto &[joined, branch] : c->branches)
+    joined->capture = nullptr;
+  for (const std::shared_ptr<Event> &ev : c->events)
+    if (ev->capture == c) {
+      ev->capture = nullptr;
+      ev->captured = true;
+    }
+  if (c->invalid)
+    return fail(cudaErrorStreamCaptureInvalidated,
+                "cudaStreamEndCapture(" + s->name +
+                    "): the capture was invalidated by an earlier error (" +
+                    errorString(c->invalid) + ")");
+  // Every stream that joined must have rejoined: the origin follows its
+  // last operation.
+  for (size_t b = 1; b < c->clocks.size(); ++b)
+    if (at(c->clocks[0], static_cast<int>(b)) <
+        at(c->clocks[b], static_cast<int>(b)))
+      return fail(
+          cudaErrorStreamCaptureUnjoined,
+          "cudaStreamEndCapture(" + s->name + "): " + c->graph->branches[b] +
+              " joined the capture and its last operation (" + c->last[b] +
+              ") does not join back to " + s->name +
+              " (record an event after it and wait for it on " + s->name + ")");
+  c->graph->id = d.nextGraph++;
+  *graph = reinterpret_cast<cudaGraph_t>(c->graph.get());
+  d.graphs[c->graph.get()] = c->graph;
+  return cudaSuccess;
+}
+
+cudaError_t streamIsCapturing(cudaStream_t stream,
+                              cudaStreamCaptureStatus *status) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  *status = !s->capture           ? cudaStreamCaptureStatusNone
+            : s->capture->invalid ? cudaStreamCaptureStatusInvalidated
+                                  : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+std::shared_ptr<Graph> resolveGraph(cudaGraph_t graph, const char *call,
+                                    cudaError_t &e) {
+  auto it = device().graphs.find(graph);
+  if (it == device().graphs.end()) {
+    e = fail(cudaErrorInvalidValue,
+             std::string(call) + "(" + hex(graph) + "): not a graph");
+    return nullptr;
+  }
+  return it->second;
+}
+
+cudaError_t graphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes,
+                          size_t *count) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  cudaError_t e = cudaSuccess;
+  std::shared_ptr<Graph> g = resolveGraph(graph, "cudaGraphGetNodes", e);
+  if (!g)
+    return e;
+  if (nodes)
+    return fail(cudaErrorNotSupported,
+                "cudaGraphGetNodes: the virtual device counts nodes (pass "
+                "null nodes) and hands out no node handles");
+  // Events recorded and waited for between the captured streams are the
+  // graph's edges, not nodes.
+  *count = static_cast<size_t>(
+      std::count_if(g->nodes.begin(), g->nodes.end(), [](const GraphNode &n) {
+        return n.kind == GraphNode::Work;
+      }));
+  return cudaSuccess;
+}
+
+cudaError_t graphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                             unsigned long long flags) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = cudaSuccess;
+  std::shared_ptr<Graph> g = resolveGraph(graph, "cudaGraphInstantiate", e);
+  if (!g)
+    return e;
+  if (flags)
+    return fail(cudaErrorNotSupported, "cudaGraphInstantiate: flags " +
+                                           std::to_string(flags) +
+                                           " are not modelled");
+  if (cudaError_t e2 = unsafeInCapture("cudaGraphInstantiate"))
+    return e2;
+  auto x = std::make_unique<GraphExec>();
+  x->graph = g;
+  x->events.resize(static_cast<size_t>(g->slots));
+  for (const std::string &name : g->branches) {
+    // The graph's streams: their own clock components, so that a race
+    // inside the graph, or with the work around a launch, is found.
+    auto stream = std::make_unique<Stream>();
+    stream->component = d.nextComponent++;
+    stream->blocking = false;
+    stream->clock = d.host;
+    stream->name = name + " in CUDA graph " + std::to_string(g->id);
+    x->streams.push_back(stream.get());
+    d.streams[stream.get()] = std::move(stream);
+  }
+  *exec = reinterpret_cast<cudaGraphExec_t>(x.get());
+  d.execs[x.get()] = std::move(x);
+  return cudaSuccess;
+}
+
+/// A launch makes each node's call again, in capture order, on the
+/// graph's stream for its captured stream: after what `stream` had
+/// before it; what `stream` does next follows all of it.
+cudaError_t graphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  cudaError_t e = cudaSuccess;
+  Stream *s = resolve(stream, e);
+  if (!s)
+    return e;
+  auto it = d.execs.find(exec);
+  if (it == d.execs.end())
+    return fail(cudaErrorInvalidValue, "cudaGraphLaunch(" + hex(exec) +
+                                           "): not an instantiated graph");
+  GraphExec &x = *it->second;
+  if (s->capture)
+    return invalidate(cudaErrorStreamCaptureUnsupported,
+                      "cudaGraphLaunch into " + capturing(*s->capture) +
+                          ": the virtual device does not capture graphs");
+  if (cudaError_t e2 = implicitInCapture(*s, "cudaGraphLaunch"))
+    return e2;
+  enqueue(*s);
+  for (Stream *t : x.streams)
+    join(t->clock, s->clock);
+  for (const GraphNode &node : x.graph->nodes) {
+    Stream &t = *x.streams[static_cast<size_t>(node.branch)];
+    Event &ev = x.events[static_cast<size_t>(std::max(node.slot, 0))];
+    switch (node.kind) {
+    case GraphNode::Work:
+      if (cudaError_t e2 = node.issue(t))
+        return e2;
+      break;
+    case GraphNode::Record:
+      ev.clock = t.clock;
+      ev.recorded = true;
+      break;
+    case GraphNode::Wait:
+      if (ev.recorded)
+        join(t.clock, ev.clock);
+      break;
+    }
+  }
+  join(s->clock, x.streams.front()->clock);
+  return cudaSuccess;
+}
+
+cudaError_t graphExecDestroy(cudaGraphExec_t exec) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  Device &d = device();
+  auto it = d.execs.find(exec);
+  if (it == d.execs.end())
+    return fail(cudaErrorInvalidValue, "cudaGraphExecDestroy(" + hex(exec) +
+                                           "): not an instantiated graph");
+  // Its launches still order what waits for them (their clocks stay in
+  // the streams that launched them); the components are not reused.
+  for (Stream *t : it->second->streams)
+    d.streams.erase(t);
+  d.execs.erase(it);
+  return cudaSuccess;
+}
+
+cudaError_t graphDestroy(cudaGraph_t graph) {
+  std::lock_guard<std::recursive_mutex> lock(device().mutex);
+  if (!device().graphs.erase(graph))
+    return fail(cudaErrorInvalidValue,
+                "cudaGraphDestroy(" + hex(graph) + "): not a graph");
   return cudaSuccess;
 }
 
@@ -1143,17 +1656,19 @@ int vcuda::launch(void *streamHandle, const std::string &name,
                 name + geometry + ": " + std::to_string(threads) +
                     " threads a block, over its .maxntid of " +
                     std::to_string(maxThreads));
-  uint64_t epoch = enqueue(*s);
-  if (cudaError_t t = touch(*s, epoch, accesses, name))
-    return t;
   std::string label = name + geometry;
-  return submit(*s, epoch, label, [=] {
-    try {
-      run();
-    } catch (const std::exception &ex) {
-      return fail(cudaErrorLaunchFailure, label + ": " + ex.what());
-    }
-    return checkCanaries(accesses, label);
+  return issueOn(*s, label, [=](Stream &t) {
+    uint64_t epoch = enqueue(t);
+    if (cudaError_t e2 = touch(t, epoch, accesses, name))
+      return e2;
+    return submit(t, epoch, label, [=] {
+      try {
+        run();
+      } catch (const std::exception &ex) {
+        return fail(cudaErrorLaunchFailure, label + ": " + ex.what());
+      }
+      return checkCanaries(accesses, label);
+    });
   });
 }
 
@@ -1673,81 +2188,86 @@ cublasStatus_t matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
     list.push_back({md->bias,
                     static_cast<int64_t>(biasLength) * typeBytes(biasType),
                     biasGrad});
-  uint64_t epoch = enqueue(*s);
-  if (touch(*s, epoch, list, "cublasLtMatmul"))
-    return CUBLAS_STATUS_EXECUTION_FAILED;
   // The descriptors as they are now (the caller may change or destroy
-  // them before the product runs).
+  // them before the product runs, or a graph replays it).
   auto state =
       std::make_shared<std::tuple<MatmulDesc, Layout, Layout, Layout, Layout>>(
           *md, *la, *lb, *lc, *ld);
-  cudaError_t status = submit(*s, epoch, "cublasLtMatmul", [=]() {
-    const MatmulDesc *md = &std::get<0>(*state);
-    const Layout *la = &std::get<1>(*state), *lb = &std::get<2>(*state),
-                 *lc = &std::get<3>(*state), *ld = &std::get<4>(*state);
-    // D = alpha op(A) op(B) + beta C, then the epilogue, element (i, j) of
-    // batch t at t * stride + j * ld + i (column-major).
-    auto element = [](const Layout &l, cublasOperation_t op, int64_t t,
-                      uint64_t i, uint64_t j) {
-      uint64_t r = op == CUBLAS_OP_N ? i : j, col = op == CUBLAS_OP_N ? j : i;
-      return t * l.stride + static_cast<int64_t>(col) * l.ld +
-             static_cast<int64_t>(r);
-    };
-    std::vector<float> acc(m * n), opA(m * k), opB(k * n);
-    std::vector<double> biasSum(biasGrad ? biasLength : 0, 0.0);
-    for (int64_t t = 0; t < batches; ++t) {
-      // op(A) and op(B) unpacked to f32, column-major; each element of the
-      // product sums over k in order, in f32.
-      for (uint64_t p = 0; p < k; ++p)
-        for (uint64_t i = 0; i < m; ++i)
-          opA[p * m + i] = load(A, la->type, element(*la, md->transa, t, i, p));
-      for (uint64_t j = 0; j < n; ++j)
+  cudaError_t status = issueOn(*s, "cublasLtMatmul", [=](Stream &t) {
+    uint64_t epoch = enqueue(t);
+    if (cudaError_t e2 = touch(t, epoch, list, "cublasLtMatmul"))
+      return e2;
+    return submit(t, epoch, "cublasLtMatmul", [=]() {
+      const MatmulDesc *md = &std::get<0>(*state);
+      const Layout *la = &std::get<1>(*state), *lb = &std::get<2>(*state),
+                   *lc = &std::get<3>(*state), *ld = &std::get<4>(*state);
+      // D = alpha op(A) op(B) + beta C, then the epilogue, element (i, j) of
+      // batch t at t * stride + j * ld + i (column-major).
+      auto element = [](const Layout &l, cublasOperation_t op, int64_t t,
+                        uint64_t i, uint64_t j) {
+        uint64_t r = op == CUBLAS_OP_N ? i : j, col = op == CUBLAS_OP_N ? j : i;
+        return t * l.stride + static_cast<int64_t>(col) * l.ld +
+               static_cast<int64_t>(r);
+      };
+      std::vector<float> acc(m * n), opA(m * k), opB(k * n);
+      std::vector<double> biasSum(biasGrad ? biasLength : 0, 0.0);
+      for (int64_t t = 0; t < batches; ++t) {
+        // op(A) and op(B) unpacked to f32, column-major; each element of the
+        // product sums over k in order, in f32.
         for (uint64_t p = 0; p < k; ++p)
-          opB[j * k + p] = load(B, lb->type, element(*lb, md->transb, t, p, j));
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (uint64_t j = 0; j < n; ++j) {
-        float *column = acc.data() + j * m;
-        for (uint64_t p = 0; p < k; ++p) {
-          float b = opB[j * k + p];
-          const float *a = opA.data() + p * m;
           for (uint64_t i = 0; i < m; ++i)
-            column[i] += a[i] * b;
-        }
-      }
-      for (uint64_t j = 0; j < n; ++j)
-        for (uint64_t i = 0; i < m; ++i) {
-          float v = alphaV * acc[j * m + i];
-          if (betaV != 0)
-            v += betaV * load(C, lc->type, element(*lc, CUBLAS_OP_N, t, i, j));
-          if (hasBias)
-            v += load(md->bias, biasType, static_cast<int64_t>(i));
-          int64_t auxAt =
-              static_cast<int64_t>(j) * md->auxLd + static_cast<int64_t>(i);
-          if (writesAux)
-            store(md->aux, auxType, auxAt, v);
-          if (geluOut)
-            v = gelu(v);
-          if (readsAux)
-            v *= geluGrad(load(md->aux, auxType, auxAt));
-          store(D, ld->type, element(*ld, CUBLAS_OP_N, t, i, j), v);
-          if (ep == CUBLASLT_EPILOGUE_DGELU_BGRAD)
-            biasSum[i] += v;
-        }
-      if (ep == CUBLASLT_EPILOGUE_BGRADA || ep == CUBLASLT_EPILOGUE_BGRADB) {
-        // The sum over the GEMM's k of op(A) (per row of D) or op(B) (per
-        // column of D).
-        bool isA = ep == CUBLASLT_EPILOGUE_BGRADA;
-        for (uint64_t x = 0; x < biasLength; ++x)
+            opA[p * m + i] =
+                load(A, la->type, element(*la, md->transa, t, i, p));
+        for (uint64_t j = 0; j < n; ++j)
           for (uint64_t p = 0; p < k; ++p)
-            biasSum[x] +=
-                isA ? load(A, la->type, element(*la, md->transa, t, x, p))
-                    : load(B, lb->type, element(*lb, md->transb, t, p, x));
+            opB[j * k + p] =
+                load(B, lb->type, element(*lb, md->transb, t, p, j));
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (uint64_t j = 0; j < n; ++j) {
+          float *column = acc.data() + j * m;
+          for (uint64_t p = 0; p < k; ++p) {
+            float b = opB[j * k + p];
+            const float *a = opA.data() + p * m;
+            for (uint64_t i = 0; i < m; ++i)
+              column[i] += a[i] * b;
+          }
+        }
+        for (uint64_t j = 0; j < n; ++j)
+          for (uint64_t i = 0; i < m; ++i) {
+            float v = alphaV * acc[j * m + i];
+            if (betaV != 0)
+              v +=
+                  betaV * load(C, lc->type, element(*lc, CUBLAS_OP_N, t, i, j));
+            if (hasBias)
+              v += load(md->bias, biasType, static_cast<int64_t>(i));
+            int64_t auxAt =
+                static_cast<int64_t>(j) * md->auxLd + static_cast<int64_t>(i);
+            if (writesAux)
+              store(md->aux, auxType, auxAt, v);
+            if (geluOut)
+              v = gelu(v);
+            if (readsAux)
+              v *= geluGrad(load(md->aux, auxType, auxAt));
+            store(D, ld->type, element(*ld, CUBLAS_OP_N, t, i, j), v);
+            if (ep == CUBLASLT_EPILOGUE_DGELU_BGRAD)
+              biasSum[i] += v;
+          }
+        if (ep == CUBLASLT_EPILOGUE_BGRADA || ep == CUBLASLT_EPILOGUE_BGRADB) {
+          // The sum over the GEMM's k of op(A) (per row of D) or op(B) (per
+          // column of D).
+          bool isA = ep == CUBLASLT_EPILOGUE_BGRADA;
+          for (uint64_t x = 0; x < biasLength; ++x)
+            for (uint64_t p = 0; p < k; ++p)
+              biasSum[x] +=
+                  isA ? load(A, la->type, element(*la, md->transa, t, x, p))
+                      : load(B, lb->type, element(*lb, md->transb, t, p, x));
+        }
       }
-    }
-    for (uint64_t x = 0; x < biasSum.size(); ++x)
-      store(const_cast<void *>(md->bias), biasType, static_cast<int64_t>(x),
-            static_cast<float>(biasSum[x]));
-    return cudaSuccess;
+      for (uint64_t x = 0; x < biasSum.size(); ++x)
+        store(const_cast<void *>(md->bias), biasType, static_cast<int64_t>(x),
+              static_cast<float>(biasSum[x]));
+      return cudaSuccess;
+    });
   });
   return status == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                : CUBLAS_STATUS_EXECUTION_FAILED;
@@ -2154,6 +2674,10 @@ bool progressCollectives() {
   return changed;
 }
 
+cudaError_t issueCollective(Stream &s, PendingCollective op,
+                            const std::string &label, int64_t sendBytes,
+                            int64_t recvBytes);
+
 ncclResult_t enqueueCollective(PendingCollective op, cudaStream_t stream,
                                const char *what) {
   std::lock_guard<std::recursive_mutex> lock(device().mutex);
@@ -2174,13 +2698,24 @@ ncclResult_t enqueueCollective(PendingCollective op, cudaStream_t stream,
       op.kind == PendingCollective::ReduceScatter ? n * bytes : bytes;
   int64_t recvBytes =
       op.kind == PendingCollective::AllGather ? n * bytes : bytes;
-  uint64_t epoch = enqueue(*s);
   std::string label = std::string(what) + " (rank " +
                       std::to_string(op.comm->rank) + " of " +
                       std::to_string(n) + ")";
-  if (touch(*s, epoch,
-            {{op.send, sendBytes, false}, {op.recv, recvBytes, true}}, label))
-    return ncclInvalidUsage;
+  cudaError_t status = issueOn(*s, label, [=](Stream &t) {
+    return issueCollective(t, op, label, sendBytes, recvBytes);
+  });
+  return status == cudaSuccess ? ncclSuccess : ncclInvalidUsage;
+}
+
+/// The collective `op` on `s`, its group's bytes checked and recorded.
+cudaError_t issueCollective(Stream &s, PendingCollective op,
+                            const std::string &label, int64_t sendBytes,
+                            int64_t recvBytes) {
+  uint64_t epoch = enqueue(s);
+  if (cudaError_t e = touch(
+          s, epoch, {{op.send, sendBytes, false}, {op.recv, recvBytes, true}},
+          label))
+    return e;
   ++op.comm->calls;
   // GPTC_VIRTUAL_CUDA_FAULT counts this process's collectives as they are
   // enqueued: a hang or a death happens in the call (outside any wait the
@@ -2205,18 +2740,17 @@ ncclResult_t enqueueCollective(PendingCollective op, cudaStream_t stream,
       std::_Exit(9);
     op.failsAsync = true;
   }
-  op.component = s->component;
+  op.component = s.component;
   op.epoch = epoch;
   // Posted when its stream reaches it; complete when MPI says so (post()
   // marks a one-rank copy done itself).
   auto pending = std::make_shared<PendingCollective>(std::move(op));
-  cudaError_t status = submit(
-      *s, epoch, label,
+  return submit(
+      s, epoch, label,
       [pending] {
         return post(std::make_unique<PendingCollective>(std::move(*pending)));
       },
       /*completesLater=*/true);
-  return status == cudaSuccess ? ncclSuccess : ncclInvalidUsage;
 }
 
 ncclResult_t groupStart() {
@@ -2360,6 +2894,14 @@ cuda::CudaApi makeTable() {
   t.cudaLibraryGetKernel = libraryGetKernel;
   t.cudaLibraryUnload = libraryUnload;
   t.cudaLaunchKernel = launchKernel;
+  t.cudaStreamBeginCapture = streamBeginCapture;
+  t.cudaStreamEndCapture = streamEndCapture;
+  t.cudaStreamIsCapturing = streamIsCapturing;
+  t.cudaGraphGetNodes = graphGetNodes;
+  t.cudaGraphInstantiate = graphInstantiate;
+  t.cudaGraphLaunch = graphLaunch;
+  t.cudaGraphExecDestroy = graphExecDestroy;
+  t.cudaGraphDestroy = graphDestroy;
   t.cublasLtCreate = ltCreate;
   t.cublasLtDestroy = ltDestroy;
   t.cublasLtGetStatusString = ltStatusString;

@@ -121,7 +121,20 @@ struct DeviceKernelSet {
   X(cudaError_t, cudaLibraryUnload, (cudaLibrary_t library))                   \
   X(cudaError_t, cudaLaunchKernel,                                             \
     (const void *func, dim3 grid, dim3 block, void **args, size_t sharedMem,   \
-     cudaStream_t stream))
+     cudaStream_t stream))                                                     \
+  X(cudaError_t, cudaStreamBeginCapture,                                       \
+    (cudaStream_t stream, cudaStreamCaptureMode mode))                         \
+  X(cudaError_t, cudaStreamEndCapture,                                         \
+    (cudaStream_t stream, cudaGraph_t * graph))                                \
+  X(cudaError_t, cudaStreamIsCapturing,                                        \
+    (cudaStream_t stream, cudaStreamCaptureStatus * status))                   \
+  X(cudaError_t, cudaGraphGetNodes,                                            \
+    (cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * count))              \
+  X(cudaError_t, cudaGraphInstantiate,                                         \
+    (cudaGraphExec_t * exec, cudaGraph_t graph, unsigned long long flags))     \
+  X(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t exec, cudaStream_t stream)) \
+  X(cudaError_t, cudaGraphExecDestroy, (cudaGraphExec_t exec))                 \
+  X(cudaError_t, cudaGraphDestroy, (cudaGraph_t graph))
 
 #define GPTC_CUBLASLT_ENTRY_POINTS(X)                                          \
   X(cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle))               \
@@ -218,7 +231,7 @@ const DeviceKernelSet &gpuDeviceKernels();
 inline constexpr const char *kVirtualCudaEntry = "gptcVirtualCudaApi";
 using VirtualCudaEntry = const CudaApi *(*)(int abiVersion);
 /// Bumped whenever CudaApi or DeviceKernelSet changes.
-inline constexpr int kCudaApiVersion = 2;
+inline constexpr int kCudaApiVersion = 3;
 
 } // namespace gptc::cuda
 
