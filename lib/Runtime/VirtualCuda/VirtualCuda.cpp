@@ -629,6 +629,25 @@ cudaError_t implicitInCapture(const Stream &s, const std::string &what) {
   return cudaSuccess;
 }
 
+/// A call on `s` in a capture an earlier error invalidated.
+cudaError_t afterInvalidation(const std::string &call, const Stream &s) {
+  return fail(cudaErrorStreamCaptureInvalidated,
+              call + " on " + s.name +
+                  ": the capture was invalidated by an earlier error");
+}
+
+/// An event of the graph recorded on, or waited for by, captured stream
+/// `branch` (an edge between its streams, not an operation).
+void addEventNode(Capture &c, GraphNode::Kind kind, int branch, int slot,
+                  const char *what) {
+  GraphNode node;
+  node.kind = kind;
+  node.branch = branch;
+  node.slot = slot;
+  node.what = what;
+  c.graph->nodes.push_back(std::move(node));
+}
+
 /// `issue` on `s`: now, or, while `s` is being captured, as a node of the
 /// capture's graph, made again on each launch on the stream standing for
 /// `s` there.
@@ -641,9 +660,7 @@ cudaError_t issueOn(Stream &s, const std::string &what,
     return issue(s);
   }
   if (c->invalid)
-    return fail(cudaErrorStreamCaptureInvalidated,
-                what + " on " + s.name +
-                    ": the capture was invalidated by an earlier error");
+    return afterInvalidation(what, s);
   int b = c->branches.at(&s);
   Clock &clock = c->clocks[b];
   if (clock.size() <= static_cast<size_t>(b))
@@ -1077,9 +1094,7 @@ cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
     // Recorded in the capture: the stream joins it (if it had not) and
     // waits, in the graph, for the record.
     if (c->invalid)
-      return fail(cudaErrorStreamCaptureInvalidated,
-                  "cudaStreamWaitEvent on " + s->name +
-                      ": the capture was invalidated by an earlier error");
+      return afterInvalidation("cudaStreamWaitEvent", *s);
     if (!s->capture) {
       if (s == &device().legacy)
         return invalidate(cudaErrorStreamCaptureImplicit,
@@ -1093,12 +1108,7 @@ cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
     }
     int b = c->branches.at(s);
     join(c->clocks[b], ev->captureClock);
-    GraphNode node;
-    node.kind = GraphNode::Wait;
-    node.branch = b;
-    node.slot = ev->slot;
-    node.what = "cudaStreamWaitEvent";
-    c->graph->nodes.push_back(std::move(node));
+    addEventNode(*c, GraphNode::Wait, b, ev->slot, "cudaStreamWaitEvent");
     return cudaSuccess;
   }
   if (ev->captured)
@@ -1167,21 +1177,14 @@ cudaError_t eventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::shared_ptr<Event> keep = device().events[ev];
   if (Capture *c = s->capture) {
     if (c->invalid)
-      return fail(cudaErrorStreamCaptureInvalidated,
-                  "cudaEventRecord on " + s->name +
-                      ": the capture was invalidated by an earlier error");
+      return afterInvalidation("cudaEventRecord", *s);
     int b = c->branches.at(s);
     ev->capture = c;
     ev->captured = false;
     ev->slot = c->graph->slots++;
     ev->captureClock = c->clocks[b];
     c->events.push_back(keep);
-    GraphNode node;
-    node.kind = GraphNode::Record;
-    node.branch = b;
-    node.slot = ev->slot;
-    node.what = "cudaEventRecord";
-    c->graph->nodes.push_back(std::move(node));
+    addEventNode(*c, GraphNode::Record, b, ev->slot, "cudaEventRecord");
     return cudaSuccess;
   }
   if (cudaError_t e2 = implicitInCapture(*s, "cudaEventRecord"))
