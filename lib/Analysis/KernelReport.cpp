@@ -6,10 +6,12 @@
 
 #include "gptc/Analysis/KernelReport.h"
 
+#include "gptc/Analysis/KernelSharing.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -134,6 +136,11 @@ void mlir::gptc::printKernelReport(func::FuncOp func, raw_ostream &os) {
   std::vector<KernelInfo> kernels = collectKernels(func);
   os << "@" << func.getSymName() << ": " << kernels.size()
      << " generated kernels\n";
+  // The targets compile one function per distinct body (KernelSharing.h).
+  llvm::StringMap<std::string> functions;
+  if (auto module = func->getParentOfType<ModuleOp>())
+    functions = kernelFunctionNames(module);
+  llvm::StringSet<> compiled;
   int64_t ops = 0, bytes = 0, internal = 0;
   llvm::MapVector<int64_t, int64_t> perLayer;
   for (const KernelInfo &k : kernels) {
@@ -141,6 +148,12 @@ void mlir::gptc::printKernelReport(func::FuncOp func, raw_ostream &os) {
        << " FLOPs, " << k.bytes << " bytes moved";
     if (k.internalBytes)
       os << ", " << k.internalBytes << " bytes kept in registers";
+    auto shared = functions.find(k.name);
+    std::string code =
+        shared != functions.end() ? shared->second : std::string(k.name);
+    compiled.insert(code);
+    if (code != k.name)
+      os << "; the code of " << code;
     os << "\n";
     for (const std::string &op : k.ops)
       os << "    " << op << "\n";
@@ -152,6 +165,9 @@ void mlir::gptc::printKernelReport(func::FuncOp func, raw_ostream &os) {
   os << "  total: " << ops << " ops in " << kernels.size() << " kernels, "
      << bytes << " bytes moved, " << internal
      << " bytes of intermediate values never stored\n";
+  os << "  compiled: " << compiled.size() << " distinct kernels for these "
+     << kernels.size() << " (the same body, shapes and types compiled once "
+     << "for the whole program)\n";
   for (auto [layer, n] : perLayer)
     if (layer >= 0)
       os << "  block " << layer << ": " << n << " kernels\n";

@@ -7,6 +7,7 @@
 #include "gptc/Runtime/CollectiveSchedule.h"
 
 #include "gptc/Runtime/Grid.h"
+#include "gptc/Runtime/KernelProfile.h"
 #include "gptc/Runtime/Tensor.h"
 
 #include <algorithm>
@@ -146,7 +147,7 @@ void runtime::printDeviceSchedule(const program::Function &function,
     os << (comm ? "  comm     #" : "  compute  #") << j << " "
        << program::OpKind_Name(k.op());
     if (k.op() == program::COMPILED && !k.compiled().symbol().empty())
-      os << " " << k.compiled().symbol();
+      os << " " << kernelName(k);
     if (k.has_matmul() &&
         k.matmul().epilogue() != program::MatmulParams::NONE)
       os << " epilogue "

@@ -199,9 +199,11 @@ static std::vector<Row> rows(const std::vector<KernelTime> &kernels) {
   return out;
 }
 
-static std::string kernelName(const program::Kernel &k) {
-  return k.op() == program::COMPILED ? k.compiled().symbol()
-                                     : program::OpKind_Name(k.op());
+std::string gptc::runtime::kernelName(const program::Kernel &k) {
+  if (k.op() != program::COMPILED)
+    return program::OpKind_Name(k.op());
+  return k.compiled().name().empty() ? k.compiled().symbol()
+                                     : k.compiled().name();
 }
 
 /// A kernel's location for one line: a fused kernel's first op's and how

@@ -11,6 +11,10 @@
 #include <fstream>
 #include <string>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 using namespace gptc;
 using namespace gptc::runtime;
 
@@ -33,4 +37,10 @@ bool runtime::resetPeakResident() {
   clear << "5";
   clear.flush();
   return static_cast<bool>(clear);
+}
+
+void runtime::returnFreeHeap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }

@@ -7,6 +7,7 @@
 #include "gptc/Target/ExportProgram.h"
 
 #include "gptc/Analysis/KernelReport.h"
+#include "gptc/Analysis/KernelSharing.h"
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
@@ -79,8 +80,9 @@ static LogicalResult appendElements(DenseElementsAttr attr, std::string &data) {
 namespace {
 class FunctionExporter {
 public:
-  FunctionExporter(pg::Function &out, SymbolTableCollection &symbols)
-      : out(out), symbols(symbols) {}
+  FunctionExporter(pg::Function &out, SymbolTableCollection &symbols,
+                   const llvm::StringMap<std::string> &kernelFunctions)
+      : out(out), symbols(symbols), kernelFunctions(kernelFunctions) {}
 
   LogicalResult run(func::FuncOp func);
   /// Exports the single block of a gptc.accumulate region as a function
@@ -121,6 +123,8 @@ private:
 
   pg::Function &out;
   SymbolTableCollection &symbols;
+  /// The function each kernel runs (kernels with one body share one).
+  const llvm::StringMap<std::string> &kernelFunctions;
   /// Records the grid `grid` names (checking it exists).
   LogicalResult useGrid(Operation *op, FlatSymbolRefAttr grid) {
     FailureOr<shard::GridOp> g = shard::getGridOrNull(op, grid, symbols);
@@ -684,7 +688,12 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             // program's kernel library under the kernel's name.
             kernel.set_op(pg::COMPILED);
             pg::CompiledParams *compiled = kernel.mutable_compiled();
-            compiled->set_symbol(o.getName().str());
+            auto function = kernelFunctions.find(o.getName());
+            if (function == kernelFunctions.end())
+              return o.emitOpError("is not a kernel of the module");
+            compiled->set_symbol(function->second);
+            if (function->second != o.getName())
+              compiled->set_name(o.getName().str());
             // The CPU splits dimension 0 over threads; a GPU kernel's
             // launch plan has its own mapping and may compute scalars
             // (extent 0, which the CPU executor refuses).
@@ -700,7 +709,8 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             accumulate->set_microbatches(o.getMicrobatches());
             accumulate->set_stacked_inputs(o.getInputs().size());
             getUsedValuesDefinedAbove(o.getBody(), captures);
-            FunctionExporter inner(*accumulate->mutable_body(), symbols);
+            FunctionExporter inner(*accumulate->mutable_body(), symbols,
+                                   kernelFunctions);
             if (failed(inner.runRegion(o, captures.getArrayRef())))
               return failure();
             // The body's grid is the function's.
@@ -742,6 +752,17 @@ LogicalResult FunctionExporter::lower(Operation *op) {
 // Module
 //===----------------------------------------------------------------------===//
 
+OwningOpRef<ModuleOp>
+mlir::gptc::cloneExported(ModuleOp module, ArrayRef<StringRef> functions) {
+  OwningOpRef<ModuleOp> exported = module.clone();
+  if (!functions.empty())
+    for (auto func :
+         llvm::make_early_inc_range(exported->getOps<func::FuncOp>()))
+      if (!llvm::is_contained(functions, func.getName()))
+        func.erase();
+  return exported;
+}
+
 LogicalResult mlir::gptc::exportProgram(ModuleOp module,
                                         ArrayRef<StringRef> functions,
                                         pg::Program &program) {
@@ -750,11 +771,16 @@ LogicalResult mlir::gptc::exportProgram(ModuleOp module,
     program.set_model(name->str());
   bool any = false;
   SymbolTableCollection symbols;
+  // The kernels' code: one function per distinct body among the exported
+  // functions' kernels, which is what the targets compile.
+  llvm::StringMap<std::string> kernelFunctions =
+      kernelFunctionNames(module, functions);
   for (auto func : module.getOps<func::FuncOp>()) {
     if (!functions.empty() && !llvm::is_contained(functions, func.getSymName()))
       continue;
     any = true;
-    FunctionExporter exporter(*program.add_functions(), symbols);
+    FunctionExporter exporter(*program.add_functions(), symbols,
+                              kernelFunctions);
     if (failed(exporter.run(func)))
       return failure();
   }

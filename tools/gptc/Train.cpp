@@ -778,9 +778,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    std::to_string(injectRank) + " of a run of " +
                    std::to_string(comm ? comm->size() : 1) + " processes");
   // What training adds to the process: measured from here, where the
-  // compiler has finished (its peak kept aside) and the training state is
-  // not yet allocated.
+  // compiler has finished (its peak kept aside, its freed heap given back,
+  // so that training's allocations count whatever the compiler freed) and
+  // the training state is not yet allocated.
   int64_t compilePeak = rt::peakResidentBytes();
+  rt::returnFreeHeap();
   int64_t before = rt::residentBytes();
   bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
   bool noBackend = false;

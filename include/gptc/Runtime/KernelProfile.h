@@ -56,6 +56,11 @@ KernelCost kernelCost(const program::Function &function,
                       const program::Kernel &kernel);
 const char *className(KernelCost::Class cls);
 
+/// What profiles, traces and stream listings call kernel `k`: a generated
+/// kernel's own name (not the symbol it may share with kernels of the same
+/// body), else its op.
+std::string kernelName(const program::Kernel &k);
+
 /// Memory-bound kernels moving less than this a call are reported as small
 /// (launch- and latency-bound), not against the copy's bandwidth.
 constexpr double kSmallKernelBytes = 1 << 20;

@@ -24,6 +24,10 @@ int64_t residentBytes();
 /// Restarts the peak (VmHWM) from the current resident memory (Linux's
 /// /proc/self/clear_refs); false where the system does not allow it.
 bool resetPeakResident();
+/// Gives the C library's free heap back to the system (glibc's
+/// malloc_trim), so that what a later phase adds to the resident memory
+/// does not depend on what an earlier one freed.
+void returnFreeHeap();
 
 } // namespace gptc::runtime
 

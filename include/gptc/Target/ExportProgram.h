@@ -18,12 +18,19 @@
 
 #include "gptc/Runtime/ProgramFormat.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 
 namespace mlir::gptc {
 
 /// The artifact format version this compiler writes (the runtime's).
 inline constexpr int kProgramFormatVersion =
     ::gptc::runtime::kProgramFormatVersion;
+
+/// A copy of `module` with only the functions named in `functions` (all of
+/// them when empty): what a target compiles the exported kernels from, so
+/// that its functions are the ones exportProgram's symbols name.
+OwningOpRef<ModuleOp> cloneExported(ModuleOp module,
+                                    ArrayRef<StringRef> functions);
 
 /// Lowers the functions of `module` (all of them when `functions` is empty)
 /// into `program`, reporting ops without a kernel as errors at the op.

@@ -19,6 +19,7 @@
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
+#include "gptc/Runtime/KernelProfile.h"
 #include "gptc/Runtime/Trace.h"
 
 #include <chrono>
@@ -711,9 +712,7 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
       seconds[i] += (end - start) * 1e-6 - inner;
       ++calls[i];
       if (trace)
-        trace->slice(k.op() == program::COMPILED ? k.compiled().symbol()
-                                                 : program::OpKind_Name(k.op()),
-                     "kernel", start, end, 1, k.location());
+        trace->slice(kernelName(k), "kernel", start, end, 1, k.location());
     }
   }
   restore();

@@ -49,7 +49,10 @@ LogicalResult mlir::gptc::compileProgram(ModuleOp module,
                                          const CpuCodegenOptions &options) {
   if (failed(exportProgram(module, functions, program)))
     return failure();
-  FailureOr<std::string> library = compileModuleKernels(module, options);
+  // Only the exported functions' kernels go into the library, one function
+  // per distinct body (the symbols exportProgram wrote).
+  OwningOpRef<ModuleOp> exported = cloneExported(module, functions);
+  FailureOr<std::string> library = compileModuleKernels(*exported, options);
   if (failed(library))
     return failure();
   program.set_kernel_library(std::move(*library));

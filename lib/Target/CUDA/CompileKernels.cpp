@@ -8,6 +8,7 @@
 
 #include "Indexing.h"
 
+#include "gptc/Analysis/KernelSharing.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 #include "gptc/Target/CPU/Passes.h"
@@ -220,7 +221,18 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     result->format = "host";
     result->image = std::move(*library);
   }
+  llvm::StringMap<std::vector<std::string>> users;
+  for (const auto &[name, function] : kernelFunctionNames(module))
+    users[function].push_back(name.str());
   for (CudaKernelPlan &plan : result->kernels) {
+    // Itself first, then the others in name order (a StringMap's order is
+    // not stable).
+    std::vector<std::string> &who = users[plan.name];
+    llvm::sort(who, [&](const std::string &a, const std::string &b) {
+      return std::make_pair(a != plan.name, a) <
+             std::make_pair(b != plan.name, b);
+    });
+    plan.users = who;
     const auto &counted = passes[plan.name];
     if (counted.size() != plan.launches.size())
       return emitError(module.getLoc())
@@ -246,14 +258,38 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
   return result;
 }
 
+/// The host function a kernel's name says it is in (`<function>_k<n>_`).
+static StringRef functionOf(StringRef name) {
+  for (size_t at = name.find("_k"); at != StringRef::npos;
+       at = name.find("_k", at + 2)) {
+    StringRef rest = name.drop_front(at + 2);
+    size_t digits = rest.find_first_not_of("0123456789");
+    if (digits > 0 && digits != StringRef::npos && rest[digits] == '_')
+      return name.take_front(at);
+  }
+  return name;
+}
+
+/// How many of the module's kernels run `plan`'s code (1 where unknown).
+static int64_t uses(const CudaKernelPlan &plan) {
+  return std::max<int64_t>(1, static_cast<int64_t>(plan.users.size()));
+}
+
 /// The launches' bytes against the operands' (printCudaLaunchPlans), per
-/// host function (a kernel's name is its function's, `_k<n>_`, its ops).
+/// host function, each kernel that runs a plan counted (a plan shared by
+/// kernels with the same body runs once for each).
 static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
   struct Row {
     const CudaKernelPlan *plan;
     int64_t swept = 0, passed = 0, least = 0;
+    /// The function's kernels that run it, and the first of them.
+    int64_t runs = 1;
+    StringRef shown;
   };
   llvm::MapVector<StringRef, std::vector<Row>> byFunction;
+  // The functions in the order their first compiled kernels come.
+  for (const CudaKernelPlan &plan : kernels.kernels)
+    byFunction[functionOf(plan.name)];
   for (const CudaKernelPlan &plan : kernels.kernels) {
     int64_t buffers = plan.numOperands + plan.numResults;
     if (static_cast<int64_t>(plan.bufferBytes.size()) != buffers)
@@ -268,17 +304,19 @@ static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
         r.passed += bytes;
         r.swept += bytes * (k < l.passes.size() ? l.passes[k] : 1);
       }
-    StringRef name = plan.name, function = name;
-    for (size_t at = name.find("_k"); at != StringRef::npos;
-         at = name.find("_k", at + 2)) {
-      StringRef rest = name.drop_front(at + 2);
-      size_t digits = rest.find_first_not_of("0123456789");
-      if (digits > 0 && digits != StringRef::npos && rest[digits] == '_') {
-        function = name.take_front(at);
-        break;
-      }
+    llvm::MapVector<StringRef, std::pair<int64_t, StringRef>> runs;
+    for (const std::string &user : plan.users) {
+      auto &[n, first] = runs[functionOf(user)];
+      if (n++ == 0)
+        first = user;
     }
-    byFunction[function].push_back(r);
+    if (runs.empty())
+      runs[functionOf(plan.name)] = {1, plan.name};
+    for (auto &[function, run] : runs) {
+      r.runs = run.first;
+      r.shown = run.second;
+      byFunction[function].push_back(r);
+    }
   }
   auto mb = [](int64_t bytes) {
     return llvm::format("%.1f MB", static_cast<double>(bytes) / 1e6);
@@ -290,9 +328,9 @@ static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
   for (auto &[function, rows] : byFunction) {
     int64_t swept = 0, passed = 0, least = 0;
     for (const Row &r : rows) {
-      swept += r.swept;
-      passed += r.passed;
-      least += r.least;
+      swept += r.swept * r.runs;
+      passed += r.passed * r.runs;
+      least += r.least * r.runs;
     }
     os << "traffic of @" << function << ": its launches sweep " << mb(swept)
        << " (each argument whole, each pass over it), " << ratio(swept, least)
@@ -300,27 +338,39 @@ static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
        << ratio(passed, least) << "; for " << mb(least)
        << " of kernel operands and results once\n";
     std::stable_sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) {
-      return a.swept - a.least > b.swept - b.least;
+      return (a.swept - a.least) * a.runs > (b.swept - b.least) * b.runs;
     });
     for (size_t i = 0; i < std::min<size_t>(rows.size(), 5); ++i) {
       const Row &r = rows[i];
       if (r.swept <= r.least)
         break;
-      os << "  " << r.plan->name << ": " << mb(r.swept) << ", "
+      os << "  " << r.shown << ": " << mb(r.swept) << ", "
          << ratio(r.swept, r.least) << " (" << mb(r.passed) << ", "
          << ratio(r.passed, r.least) << ") for " << mb(r.least) << " in "
-         << r.plan->launches.size() << " launches\n";
+         << r.plan->launches.size() << " launches";
+      if (r.runs > 1)
+        os << ", run by " << r.runs << " kernels";
+      if (r.shown != r.plan->name)
+        os << " (the code of " << r.plan->name << ")";
+      os << "\n";
     }
   }
 }
 
 void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
                                       raw_ostream &os) {
-  int64_t launches = 0;
-  for (const CudaKernelPlan &plan : kernels.kernels)
-    launches += static_cast<int64_t>(plan.launches.size());
-  os << kernels.kernels.size() << " kernels, " << launches << " launches, one "
-     << kernels.format << " image of " << kernels.image.size() << " bytes\n";
+  // The step's kernels and launches (a plan shared by kernels with the
+  // same body counted for each), then what is compiled.
+  int64_t kernelCount = 0, launches = 0, plans = 0;
+  for (const CudaKernelPlan &plan : kernels.kernels) {
+    kernelCount += uses(plan);
+    launches += static_cast<int64_t>(plan.launches.size()) * uses(plan);
+    plans += static_cast<int64_t>(plan.launches.size());
+  }
+  os << kernelCount << " kernels, " << launches << " launches, one "
+     << kernels.format << " image of " << kernels.image.size()
+     << " bytes; compiled once each: " << kernels.kernels.size()
+     << " distinct kernels, " << plans << " GPU functions\n";
   for (const CudaKernelPlan &plan : kernels.kernels) {
     os << "kernel " << plan.name << " (" << plan.numOperands << " operands, "
        << plan.numResults << " results";
@@ -330,7 +380,12 @@ void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
         os << " " << bytes;
       os << " bytes";
     }
-    os << ")\n";
+    os << ")";
+    if (plan.users.size() > 1)
+      os << ", also run by " << plan.users.size() - 1
+         << (plan.users.size() == 2 ? " kernel" : " kernels")
+         << " of the same body";
+    os << "\n";
     int64_t buffers = plan.numOperands + plan.numResults;
     for (const CudaLaunch &l : plan.launches) {
       os << "  launch " << l.function << " grid (" << l.grid[0] << ", "
@@ -357,12 +412,7 @@ LogicalResult mlir::gptc::compileProgramForCuda(
   if (failed(exportProgram(module, functions, program)))
     return failure();
   // Only the exported functions' kernels go into the image.
-  OwningOpRef<ModuleOp> exported = module.clone();
-  if (!functions.empty())
-    for (auto func :
-         llvm::make_early_inc_range(exported->getOps<func::FuncOp>()))
-      if (!llvm::is_contained(functions, func.getName()))
-        func.erase();
+  OwningOpRef<ModuleOp> exported = cloneExported(module, functions);
   FailureOr<CudaKernels> kernels =
       compileModuleKernelsForCuda(*exported, options);
   if (failed(kernels))

@@ -53,6 +53,9 @@ struct CudaKernelPlan {
   /// Bytes of each operand, then of each result (empty when unknown).
   std::vector<int64_t> bufferBytes;
   std::vector<CudaLaunch> launches;
+  /// The module's kernels that run this one's code (itself first): kernels
+  /// with the same body share one (KernelSharing.h).
+  std::vector<std::string> users;
 };
 
 /// Every kernel of a module, for one GPU architecture.

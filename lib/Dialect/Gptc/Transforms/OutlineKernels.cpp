@@ -12,6 +12,7 @@
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
 
+#include "gptc/Analysis/KernelSharing.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -44,12 +45,19 @@ struct GptcOutlineKernelsPass final
     auto nested = ModuleOp::create(b, module.getLoc(), "gptc_kernels");
     b.setInsertionPointToEnd(nested.getBody());
     llvm::StringSet<> names;
-    for (KernelOp kernel : kernels) {
+    for (KernelOp kernel : kernels)
       if (!names.insert(kernel.getName()).second) {
         kernel.emitOpError("has the name of another kernel: ")
             << kernel.getName();
         return signalPassFailure();
       }
+    llvm::StringMap<std::string> functions;
+    if (share)
+      functions = kernelFunctionNames(module);
+    for (KernelOp kernel : kernels) {
+      auto shared = functions.find(kernel.getName());
+      if (shared != functions.end() && shared->second != kernel.getName())
+        continue;
       // Same arguments, same body, gptc.yield becomes func.return.
       Block &body = kernel.getBody().front();
       auto type = b.getFunctionType(body.getArgumentTypes(),
@@ -72,7 +80,9 @@ FailureOr<OwningOpRef<ModuleOp>>
 mlir::gptc::outlineKernelModule(ModuleOp module) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   PassManager outline(module.getContext());
-  outline.addPass(createGptcOutlineKernelsPass());
+  GptcOutlineKernelsPassOptions options;
+  options.share = true;
+  outline.addPass(createGptcOutlineKernelsPass(options));
   if (failed(outline.run(*copy)))
     return failure();
   auto nested = dyn_cast_or_null<ModuleOp>(

@@ -28,6 +28,8 @@ namespace mlir::gptc {
 /// The kernel functions of `module`'s gptc.kernel ops in a module of their
 /// own (gptc-outline-kernels on a copy; `module` is not changed): what a
 /// target's kernel lowering pipeline runs on. Empty when there is none.
+/// Kernels with the same body share one function (gptc-outline-kernels
+/// with `share`; gptc/Analysis/KernelSharing.h).
 FailureOr<OwningOpRef<ModuleOp>> outlineKernelModule(ModuleOp module);
 
 /// The transformer layer an op's name location names ("h.3.attn.q_proj"

@@ -716,7 +716,18 @@ def GptcOutlineKernelsPass : Pass<"gptc-outline-kernels", "mlir::ModuleOp"> {
     yields. That module is what the CPU target compiles
     (`gptc-kernel-lowering-pipeline`); the kernels in the program are left
     as they are, so the program still says what every kernel computes.
+
+    With `share`, kernels whose bodies are the same (operand, result and
+    value types, ops and their attributes, locations aside) get one
+    function, the first such kernel's: every layer's copy of a kernel is
+    compiled once. `kernelFunctionNames` says which function each kernel
+    runs; the artifact's exporter writes it as the kernel's symbol.
   }];
+  let options = [
+    Option<"share", "share", "bool", /*default=*/"false",
+           "One function for kernels with the same body, named after the "
+           "first">
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
