@@ -15,7 +15,7 @@ scripts/install-deps.sh
 BUILD_DIR="$build_dir" scripts/build.sh
 
 status=0
-(cd "$build_dir" && ctest --output-on-failure --timeout 1200 -j "$(nproc)") || status=$?
+(cd "$build_dir" && ctest --output-on-failure --timeout 1800 -j "$(nproc)") || status=$?
 # ONNX's own node tests through gptc (also checked, with exact counts, by
 # test/Onnx/node-tests.test): the pass/fail count.
 "$build_dir/bin/gptc-onnx-test" /usr/share/libonnx-testdata/data/node \
