@@ -947,3 +947,16 @@ bool PipelineTrainer::Impl::wholeMoment(size_t k, const Tensor &state,
   return comm->allGather(state.raw(), out.raw(), sliceSize[k], program::F32,
                          grid, {dpAxis}, error);
 }
+
+const char *gptc::runtime::scheduleName(program::PipelineSchedule schedule) {
+  switch (schedule) {
+  case program::SCHEDULE_GPIPE:
+    return "gpipe";
+  case program::SCHEDULE_1F1B:
+    return "1f1b";
+  case program::SCHEDULE_INTERLEAVED:
+    return "interleaved";
+  default:
+    return "unspecified";
+  }
+}

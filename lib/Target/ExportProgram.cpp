@@ -407,16 +407,30 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             kernel.set_op(pg::ADD);
             return success();
           })
-          .Case([&](UnaryOp o) {
+          .Case([&](UnaryOp o) -> LogicalResult {
             kernel.set_op(pg::UNARY);
-            kernel.mutable_elementwise()->set_fn(
-                stringifyUnaryFn(o.getFn()).str());
+            // The artifact's enum lists the IR's functions in its order,
+            // after UNARY_UNSPECIFIED.
+            int value = static_cast<int>(o.getFn()) + 1;
+            if (!pg::UnaryFunction_IsValid(value) ||
+                pg::UnaryFunction_Name(static_cast<pg::UnaryFunction>(value)) !=
+                    "UNARY_" + stringifyUnaryFn(o.getFn()).upper())
+              return o.emitOpError("has a function the artifact lacks: ")
+                     << stringifyUnaryFn(o.getFn());
+            kernel.mutable_elementwise()->set_unary(
+                static_cast<pg::UnaryFunction>(value));
             return success();
           })
-          .Case([&](BinaryOp o) {
+          .Case([&](BinaryOp o) -> LogicalResult {
             kernel.set_op(pg::BINARY);
-            kernel.mutable_elementwise()->set_fn(
-                stringifyBinaryFn(o.getFn()).str());
+            int value = static_cast<int>(o.getFn()) + 1;
+            if (!pg::BinaryFunction_IsValid(value) ||
+                pg::BinaryFunction_Name(static_cast<pg::BinaryFunction>(
+                    value)) != "BINARY_" + stringifyBinaryFn(o.getFn()).upper())
+              return o.emitOpError("has a function the artifact lacks: ")
+                     << stringifyBinaryFn(o.getFn());
+            kernel.mutable_elementwise()->set_binary(
+                static_cast<pg::BinaryFunction>(value));
             return success();
           })
           .Case([&](CausalAttentionOp o) {

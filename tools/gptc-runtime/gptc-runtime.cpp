@@ -116,11 +116,11 @@ static int trainPipeline(const pg::Program &program,
     const pg::PipelinePlan &plan = program.pipeline();
     std::cerr << "gptc-runtime: training " << opts.model << " ("
               << trainer->numParameters() << " parameters), a pipeline of "
-              << plan.stages() << " stages (" << plan.schedule() << ", "
-              << plan.microbatches() << " microbatches) on "
-              << comm->size() << " processes, stage 0 on "
-              << trainer->device() << ", steps " << trainer->getStep()
-              << ".." << opts.steps << "\n";
+              << plan.stages() << " stages ("
+              << rt::scheduleName(plan.schedule()) << ", "
+              << plan.microbatches() << " microbatches) on " << comm->size()
+              << " processes, stage 0 on " << trainer->device() << ", steps "
+              << trainer->getStep() << ".." << opts.steps << "\n";
   }
   if (!rt::trainAndSave(*trainer, opts, dataset, leader, "gptc-runtime",
                         error))

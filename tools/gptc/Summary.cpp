@@ -23,6 +23,7 @@
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/PipelineTrainer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -144,7 +145,7 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
      << (plan.virtual_stages() > 1
              ? " x " + std::to_string(plan.virtual_stages()) + " virtual stages"
              : std::string())
-     << ", " << plan.schedule() << ", " << micro
+     << ", " << ::gptc::runtime::scheduleName(plan.schedule()) << ", " << micro
      << " microbatches (gptc train runs it; --emit=schedule shows the "
         "timeline)\n";
   os << "per stage, on each of its ranks (fp32 parameters, gradients and "

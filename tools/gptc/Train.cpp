@@ -357,7 +357,11 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
   out.set_stages(m.pipelineParallel);
   out.set_virtual_stages(plan->virtualStages);
   out.set_microbatches(plan->microbatches);
-  out.set_schedule(pipelineScheduleName(plan->kind));
+  out.set_schedule(plan->kind == PipelineScheduleKind::GPipe
+                       ? pg::SCHEDULE_GPIPE
+                   : plan->kind == PipelineScheduleKind::OneFOneB
+                       ? pg::SCHEDULE_1F1B
+                       : pg::SCHEDULE_INTERLEAVED);
   for (const std::vector<PipelineOp> &ops : *programs) {
     pg::PipelineStageProgram &stage = *out.add_programs();
     for (const PipelineOp &op : ops) {
@@ -558,8 +562,9 @@ static int runPipelineTrain(ModelDescription &desc,
                          ? " x " + std::to_string(plan.virtual_stages()) +
                                " virtual stages"
                          : std::string())
-                 << ", " << plan.schedule() << ", " << plan.microbatches()
-                 << " microbatches of " << m.microBatchSize << " sequences"
+                 << ", " << rt::scheduleName(plan.schedule()) << ", "
+                 << plan.microbatches() << " microbatches of "
+                 << m.microBatchSize << " sequences"
                  << (m.dataParallel > 1
                          ? ", " + std::to_string(m.dataParallel) +
                                " data-parallel replicas"

@@ -25,6 +25,10 @@
 
 namespace gptc::runtime {
 
+/// The schedule's name as `--pipeline-schedule` spells it ("gpipe", "1f1b",
+/// "interleaved"; "unspecified" for none).
+const char *scheduleName(program::PipelineSchedule schedule);
+
 class PipelineTrainer {
 public:
   /// Checks the plan and the functions it names and prepares this rank's

@@ -16,7 +16,8 @@ namespace gptc::runtime {
 
 /// Incremented on every incompatible change of program.proto.
 /// 2: kernel attributes are typed messages (`Kernel.params`).
-inline constexpr int kProgramFormatVersion = 2;
+/// 3: elementwise functions and the pipeline's schedule are enums.
+inline constexpr int kProgramFormatVersion = 3;
 
 } // namespace gptc::runtime
 

@@ -592,16 +592,18 @@ bool runFloat(Call &c) {
     for (const Tensor *t : in)
       if (t->numElements() != n)
         return c.fail("operand shapes do not match");
-    const std::string &name = k.elementwise().fn();
     if (k.op() == program::UNARY) {
-      std::optional<UnaryFunction> fn = parseUnaryFunction(name);
+      std::optional<UnaryFunction> fn = unaryFunction(k.elementwise().unary());
       if (!fn)
-        return c.fail("has an unknown unary function '" + name + "'");
+        return c.fail("has an unknown unary function " +
+                      std::to_string(k.elementwise().unary()));
       unary(*fn, in[0]->data<T>(), n, out[0]->data<T>());
     } else {
-      std::optional<BinaryFunction> fn = parseBinaryFunction(name);
+      std::optional<BinaryFunction> fn =
+          binaryFunction(k.elementwise().binary());
       if (!fn)
-        return c.fail("has an unknown binary function '" + name + "'");
+        return c.fail("has an unknown binary function " +
+                      std::to_string(k.elementwise().binary()));
       binary(*fn, in[0]->data<T>(), in[1]->data<T>(), n, out[0]->data<T>());
     }
     return true;

@@ -348,36 +348,50 @@ static inline float fastErf(float x) {
 }
 static inline double fastErf(double x) { return std::erf(x); }
 
-std::optional<UnaryFunction> parseUnaryFunction(const std::string &name) {
-  static const std::pair<const char *, UnaryFunction> names[] = {
-      {"neg", UnaryFunction::Neg},
-      {"sqrt", UnaryFunction::Sqrt},
-      {"exp", UnaryFunction::Exp},
-      {"log", UnaryFunction::Log},
-      {"tanh", UnaryFunction::Tanh},
-      {"erf", UnaryFunction::Erf},
-      {"reciprocal", UnaryFunction::Reciprocal},
-      {"relu", UnaryFunction::Relu},
-      {"sigmoid", UnaryFunction::Sigmoid},
-      {"abs", UnaryFunction::Abs},
-      {"step", UnaryFunction::Step},
-      {"sign", UnaryFunction::Sign}};
-  for (const auto &[n, f] : names)
-    if (name == n)
-      return f;
-  return std::nullopt;
+std::optional<UnaryFunction> unaryFunction(program::UnaryFunction f) {
+  switch (f) {
+  case program::UNARY_NEG:
+    return UnaryFunction::Neg;
+  case program::UNARY_SQRT:
+    return UnaryFunction::Sqrt;
+  case program::UNARY_EXP:
+    return UnaryFunction::Exp;
+  case program::UNARY_LOG:
+    return UnaryFunction::Log;
+  case program::UNARY_TANH:
+    return UnaryFunction::Tanh;
+  case program::UNARY_ERF:
+    return UnaryFunction::Erf;
+  case program::UNARY_RECIPROCAL:
+    return UnaryFunction::Reciprocal;
+  case program::UNARY_RELU:
+    return UnaryFunction::Relu;
+  case program::UNARY_SIGMOID:
+    return UnaryFunction::Sigmoid;
+  case program::UNARY_ABS:
+    return UnaryFunction::Abs;
+  case program::UNARY_STEP:
+    return UnaryFunction::Step;
+  case program::UNARY_SIGN:
+    return UnaryFunction::Sign;
+  default:
+    return std::nullopt;
+  }
 }
 
-std::optional<BinaryFunction> parseBinaryFunction(const std::string &name) {
-  static const std::pair<const char *, BinaryFunction> names[] = {
-      {"sub", BinaryFunction::Sub},
-      {"mul", BinaryFunction::Mul},
-      {"div", BinaryFunction::Div},
-      {"pow", BinaryFunction::Pow}};
-  for (const auto &[n, f] : names)
-    if (name == n)
-      return f;
-  return std::nullopt;
+std::optional<BinaryFunction> binaryFunction(program::BinaryFunction f) {
+  switch (f) {
+  case program::BINARY_SUB:
+    return BinaryFunction::Sub;
+  case program::BINARY_MUL:
+    return BinaryFunction::Mul;
+  case program::BINARY_DIV:
+    return BinaryFunction::Div;
+  case program::BINARY_POW:
+    return BinaryFunction::Pow;
+  default:
+    return std::nullopt;
+  }
 }
 
 template <typename T>

@@ -15,6 +15,8 @@
 #ifndef GPTC_RUNTIME_CPU_KERNELS_H
 #define GPTC_RUNTIME_CPU_KERNELS_H
 
+#include "gptc/Runtime/program.pb.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -122,8 +124,9 @@ enum class UnaryFunction {
   Sign
 };
 enum class BinaryFunction { Sub, Mul, Div, Pow };
-std::optional<UnaryFunction> parseUnaryFunction(const std::string &name);
-std::optional<BinaryFunction> parseBinaryFunction(const std::string &name);
+/// The artifact's function (program.proto), or nullopt for one unknown.
+std::optional<UnaryFunction> unaryFunction(program::UnaryFunction f);
+std::optional<BinaryFunction> binaryFunction(program::BinaryFunction f);
 
 template <typename T>
 void unary(UnaryFunction fn, const T *x, int64_t n, T *y);
