@@ -4,7 +4,7 @@
 // after their roles; each op's attributes in its own message (`params`);
 // constants as bytes.
 
-// CHECK: format_version: 2
+// CHECK: format_version: 3
 // CHECK: model: "m"
 // CHECK: functions {
 // CHECK-NEXT: name: "forward"
