@@ -636,6 +636,18 @@ cudaError_t afterInvalidation(const std::string &call, const Stream &s) {
                   ": the capture was invalidated by an earlier error");
 }
 
+/// `s` joins capture `c` as its next captured stream (the first: where the
+/// capture began); returns its index.
+int joinCapture(Capture &c, Stream &s) {
+  int b = static_cast<int>(c.clocks.size());
+  s.capture = &c;
+  c.branches[&s] = b;
+  c.clocks.emplace_back();
+  c.last.emplace_back();
+  c.graph->branches.push_back(s.name);
+  return b;
+}
+
 /// An event of the graph recorded on, or waited for by, captured stream
 /// `branch` (an edge between its streams, not an operation).
 void addEventNode(Capture &c, GraphNode::Kind kind, int branch, int slot,
@@ -1100,11 +1112,7 @@ cudaError_t streamWaitEvent(cudaStream_t stream, cudaEvent_t event,
         return invalidate(cudaErrorStreamCaptureImplicit,
                           "the legacy default stream waits for an event "
                           "recorded in a capture");
-      s->capture = c;
-      c->branches[s] = static_cast<int>(c->clocks.size());
-      c->clocks.emplace_back();
-      c->last.emplace_back();
-      c->graph->branches.push_back(s->name);
+      joinCapture(*c, *s);
     }
     int b = c->branches.at(s);
     join(c->clocks[b], ev->captureClock);
@@ -1280,11 +1288,7 @@ cudaError_t streamBeginCapture(cudaStream_t stream,
   c->origin = s;
   c->mode = mode;
   c->graph = std::make_shared<Graph>();
-  c->graph->branches.push_back(s->name);
-  c->branches[s] = 0;
-  c->clocks.emplace_back();
-  c->last.emplace_back();
-  s->capture = c.get();
+  joinCapture(*c, *s);
   d.capture = std::move(c);
   return cudaSuccess;
 }
