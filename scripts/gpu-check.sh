@@ -58,16 +58,28 @@ fi
 echo "== first step, CUDA_LAUNCH_BLOCKING=1"
 CUDA_LAUNCH_BLOCKING=1 timeout --kill-after=10 90 "$rt" "$work/art/tiny.gptc" --device cuda \
   --stop-at-step 1 --eval-interval 0 --log-interval 1 --data "$work/data.txt" \
-  --checkpoint "$work/blocking.ckpt" 2>&1 | tail -5 || status=1
+  --checkpoint "$work/blocking.ckpt" 2>&1 | tail -20 || status=1
 rm -rf "$work/blocking.ckpt"
 
 # What each step came to, for the table at the end.
 declare -a results=()
 # limit SECONDS NAME COMMAND...: runs it under the limit; records ok, FAIL
-# or TIMEOUT (and fails the check unless ok).
+# or TIMEOUT (and fails the check unless ok). With GPU_CHECK_BUDGET set
+# (seconds for the whole check), no step runs past it: each gets what is
+# left of it at most, and those it leaves no 15 s for are SKIPPED, so
+# that the table below is printed inside the machine's lease.
 limit() {
   local secs=$1 name=$2; shift 2
   local t0=$SECONDS rc
+  if [ -n "${GPU_CHECK_BUDGET:-}" ]; then
+    local left=$((GPU_CHECK_BUDGET - (SECONDS - start)))
+    if [ $left -lt 15 ]; then
+      results+=("$name|SKIPPED (budget)|0 s")
+      status=1
+      return 1
+    fi
+    [ $left -lt "$secs" ] && secs=$left
+  fi
   # (bash -c: the command may be one of the functions below, exported.)
   timeout --kill-after=10 "$secs" bash -o pipefail -c '"$@"' _ "$@"
   rc=$?
@@ -98,7 +110,13 @@ gpu_run() { # NAME [compare flags]
   fi
 }
 export -f gpu_run
-limit 60 "tiny: GPU = CPU" gpu_run tiny
+if ! limit 60 "tiny: GPU = CPU" gpu_run tiny && command -v compute-sanitizer >/dev/null; then
+  # The first thing to know about a step that fails on the GPU: whether a
+  # kernel reads or writes outside its buffers.
+  limit 90 "tiny under compute-sanitizer" compute-sanitizer --tool memcheck --print-limit 20 \
+    "$rt" "$work/art/tiny.gptc" --device cuda --stop-at-step 2 --eval-interval 0 \
+    --log-interval 1 --data "$work/data.txt" --checkpoint "$work/sanitized.ckpt"
+fi
 limit 60 "tiny, 2 microbatches" gpu_run tiny-accum
 # bf16: the tensor-core attention rounds its probabilities (test/Runtime/train-cuda.test).
 limit 60 "tiny bf16" gpu_run tiny-bf16 --tol 1e-2 --loss-tol 1e-3
