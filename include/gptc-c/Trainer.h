@@ -6,9 +6,10 @@
 |*                                                                            *|
 |* gptc as a library, in the style of MLIR's C API: opaque handles passed by  *|
 |* value, functions named gptc<Type><Verb>, errors returned as messages the   *|
-|* caller frees. A trainer is a model compiled for the CPU (the same pipeline *|
-|* and runtime as `gptc train`, one process per device of its mesh), its      *|
-|* parameters and optimizer state. Python reaches it through ctypes.          *|
+|* caller frees. A trainer is a model compiled by gptc's driver and trained   *|
+|* by its runtime, as `gptc train` does (one process per device of its mesh,  *|
+|* pipeline stages included), with its parameters and optimizer state.       *|
+|* Python reaches it through ctypes.                                          *|
 |*                                                                            *|
 |* Not thread-safe: one thread uses a trainer at a time.                      *|
 |*                                                                            *|
@@ -46,7 +47,8 @@ typedef struct GptcTrainerOptions {
   /// `hardware`. A mesh of several devices trains one process per device:
   /// every process of `mpirun -np N` creates the trainer and makes the
   /// same calls (MPI is initialized by the first such trainer; one per
-  /// process). Pipeline meshes are not available here (gptc train).
+  /// process). A mesh with a pipeline axis ("pp=2", "dp=2,pp=2") trains
+  /// its stages, one per process, as `gptc train` does.
   const char *mesh;
   /// With mesh "auto": a preset (a100-80gb-node, h100-node, h200-node) or
   /// a hardware description file, and the devices to plan for.

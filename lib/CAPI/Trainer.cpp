@@ -14,17 +14,16 @@
 #include "gptc-c/Trainer.h"
 
 #include "gptc/Analysis/Planner.h"
+#include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Frontend/OnnxImporter.h"
 #include "gptc/InitAll.h"
-#include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
+#include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/Trainer.h"
-#include "gptc/Target/CPU/CompileProgram.h"
-#include "gptc/Target/CUDA/CompileKernels.h"
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaApi.h"
 #include "gptc/Runtime/CUDA/CudaBackend.h"
@@ -34,7 +33,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -59,7 +57,8 @@ struct TrainerImpl {
   std::unique_ptr<rt::Communicator> comm;
   ::gptc::program::Program program;
   rt::TrainOptions options;
-  std::unique_ptr<rt::Trainer> trainer;
+  /// One program per device, or a pipeline mesh's stage.
+  std::unique_ptr<rt::TrainingRun> trainer;
   int64_t batchSize = 0;
   std::string mesh;
 };
@@ -201,16 +200,17 @@ static bool compile(const std::string &modelPath,
   if (options.steps > 0)
     desc->setSteps(options.steps);
   const ModelConfig &m = desc->getConfig();
-  if (m.pipelineParallel > 1)
-    return os << "the C API trains meshes without a pipeline axis (gptc "
-                 "train runs pipelines)",
-           false;
-  int64_t devices = m.dataParallel * m.tensorParallel;
+  bool pipeline = m.pipelineParallel > 1;
+  int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
   for (const MeshAxis &axis : desc->getMeshAxes())
     impl.mesh += (impl.mesh.empty() ? "" : ",") + axis.name + "=" +
                  std::to_string(axis.size);
   if (failed(resolveOnnxModel(*desc, &context, {}, onnx, shape)))
     return false;
+  if (pipeline && onnx)
+    return os << "an ONNX model trains on meshes without a pipeline axis "
+                 "(its initializers are not split into stages)",
+           false;
   std::map<std::string, std::string> initial;
   OwningOpRef<ModuleOp> module =
       buildTrainingModule(*desc, &context, onnx, initial);
@@ -219,16 +219,19 @@ static bool compile(const std::string &modelPath,
   // The device: the CPU, or the CUDA runtime on a GPU or the virtual
   // CUDA device (GEMM epilogues, the GPU's kernel grouping, an sm_90 image
   // or the virtual device's host code).
-  std::string device = options.device ? options.device : "";
-  if (device.empty())
-    device = "cpu";
-  bool cuda = device == "cuda" || device == "virtual-cuda";
-  if (!cuda && device != "cpu")
+  std::string device =
+      options.device && *options.device ? options.device : "cpu";
+  std::optional<DeviceKind> kind = parseDeviceKind(device);
+  if (!kind)
     return os << "device '" << device
               << "': the C API trains on cpu, cuda or virtual-cuda",
            false;
+  CompileOptions compileOptions;
+  compileOptions.device = *kind;
+  bool cuda = compileOptions.cuda();
 #ifdef GPTC_HAVE_CUDA
-  if (device == "virtual-cuda" && !::gptc::cuda::useVirtualDevice(error))
+  if (*kind == DeviceKind::VirtualCUDA &&
+      !::gptc::cuda::useVirtualDevice(error))
     return os << "device virtual-cuda: " << error, false;
   if (cuda && !rt::cudaDeviceAvailable(error))
     return os << error, false;
@@ -238,26 +241,9 @@ static bool compile(const std::string &modelPath,
               << ": this gptc was built without the CUDA runtime",
            false;
 #endif
-  TrainPipelineOptions pipelineOptions;
-  if (cuda) {
-    pipelineOptions.kernelTarget = "cuda";
-    pipelineOptions.gemmEpilogues = true;
-  }
-  PassManager pm(&context);
-  buildTrainPipeline(pm, pipelineOptions);
-  if (failed(pm.run(*module)))
+  if (failed(compileTraining(*desc, *module, compileOptions,
+                             ProgramCode::Compiled, impl.program)))
     return false;
-  if (cuda) {
-    GpuKernelLoweringPipelineOptions gpu;
-    gpu.chip = "sm_90";
-    gpu.format = device == "virtual-cuda" ? "host" : "bin";
-    if (failed(compileProgramForCuda(*module, {"forward", "train_step"},
-                                     impl.program, gpu)))
-      return false;
-  } else if (failed(compileProgram(*module, {"forward", "train_step"},
-                                   impl.program))) {
-    return false;
-  }
 
   rt::TrainOptions &opts = impl.options;
   opts.model = desc->getName().str();
@@ -274,7 +260,7 @@ static bool compile(const std::string &modelPath,
   opts.evalInterval = 0;
   opts.collectiveTimeout = 0;
   impl.batchSize = m.batchSize;
-  if (devices > 1 || rt::launchedByMpi()) {
+  if (devices > 1 || pipeline || rt::launchedByMpi()) {
     impl.comm = rt::createMpiCommunicator(nullptr, nullptr);
     if (!impl.comm)
       return os << "cannot start MPI", false;
@@ -296,10 +282,19 @@ static bool compile(const std::string &modelPath,
       return os << error, false;
   }
 #endif
-  impl.trainer = rt::Trainer::create(impl.program, opts, error, impl.comm.get(),
-                                     std::move(backend));
-  if (!impl.trainer || !impl.trainer->setInitialValues(std::move(initial), error))
-    return os << error, false;
+  if (pipeline) {
+    // Each process its stage (docs/Pipeline.md), as gptc train runs it.
+    impl.trainer = rt::PipelineTrainer::create(
+        impl.program, opts, error, impl.comm.get(), std::move(backend));
+    if (!impl.trainer)
+      return os << error, false;
+  } else {
+    std::unique_ptr<rt::Trainer> trainer = rt::Trainer::create(
+        impl.program, opts, error, impl.comm.get(), std::move(backend));
+    if (!trainer || !trainer->setInitialValues(std::move(initial), error))
+      return os << error, false;
+    impl.trainer = std::move(trainer);
+  }
   impl.trainer->initialize();
   return true;
 }
@@ -470,7 +465,8 @@ bool gptcTrainerSaveCheckpoint(GptcTrainer t, const char *path, char **error) {
   std::string message;
   if (!path)
     return setError(error, "gptcTrainerSaveCheckpoint: no path");
-  if (!unwrap(t)->trainer->saveCheckpoint(path, message))
+  if (!unwrap(t)->trainer->saveCheckpoint(path, unwrap(t)->trainer->getStep(),
+                                          message))
     return setError(error, message);
   return true;
 }

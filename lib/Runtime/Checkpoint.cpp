@@ -40,52 +40,6 @@ bool Trainer::saveCheckpoint(const std::string &path,
   return saveCheckpoint(path, step, error);
 }
 
-std::string gptc::runtime::checkpointFingerprint(const std::string &signature) {
-  std::ostringstream os;
-  os << "fnv1a64:" << std::hex << std::setw(16) << std::setfill('0')
-     << fnv1a64(signature);
-  return os.str();
-}
-
-bool gptc::runtime::verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
-                                            const std::string &path,
-                                            std::string &error) {
-  if (ck.format_version() < 2)
-    return true;
-  for (const checkpoint::Tensor &t : ck.tensors()) {
-    if (!t.has_crc32c()) {
-      error = "the checkpoint '" + path + "' has no checksum for '" + t.name() +
-              "'";
-      return false;
-    }
-    uint32_t crc = crc32c(0, t.data().data(), t.data().size());
-    if (crc != t.crc32c()) {
-      std::ostringstream os;
-      os << "the checkpoint '" << path << "' is corrupt: the data of '"
-         << t.name() << "' (" << t.data().size()
-         << " bytes) does not match its checksum (CRC-32C " << std::hex
-         << std::setw(8) << std::setfill('0') << crc << ", recorded "
-         << std::setw(8) << t.crc32c() << ")";
-      error = os.str();
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string gptc::runtime::modelFingerprint(
-    const std::vector<const program::Value *> &params,
-    const std::vector<std::vector<int64_t>> &shapes) {
-  std::ostringstream fp;
-  for (size_t i = 0; i < params.size(); ++i) {
-    fp << params[i]->name() << ":";
-    for (int64_t d : shapes[i])
-      fp << d << "x";
-    fp << dtypeName(params[i]->type().dtype()) << ";";
-  }
-  return fp.str();
-}
-
 checkpoint::Manifest Trainer::checkpointHeader(int64_t stepsDone) const {
   checkpoint::Manifest h;
   h.set_model(options.model);

@@ -14,6 +14,7 @@
 #include "gptc/Runtime/Progress.h"
 #include "gptc/Runtime/Trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -58,6 +59,9 @@ int64_t tagOf(int64_t micro, int64_t chunk, int64_t chunks, bool gradient,
 
 struct PipelineTrainer::Impl {
   program::PipelinePlan plan;
+  /// The plan's parameters' names and whole shapes, in its order.
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
   TrainOptions options;
   Communicator *comm = nullptr;
   int stage = 0;
@@ -220,6 +224,10 @@ PipelineTrainer::create(const program::Program &program,
   t->impl = std::make_unique<Impl>();
   Impl &I = *t->impl;
   I.plan = plan;
+  for (const program::Value &v : plan.params()) {
+    I.names.push_back(v.name());
+    I.shapes.push_back(layoutOf(v).shape);
+  }
   I.options = options;
   I.comm = comm;
   I.stages = plan.stages();
@@ -786,7 +794,7 @@ std::string fingerprintOf(const program::PipelinePlan &plan) {
 } // namespace
 
 bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
-                                     std::string &error) {
+                                     std::string &error) const {
   Impl &I = *impl;
   LongPhase longPhase(I.comm);
   // The state the device updated, copied to the host.
@@ -946,6 +954,82 @@ bool PipelineTrainer::Impl::wholeMoment(size_t k, const Tensor &state,
   }
   return comm->allGather(state.raw(), out.raw(), sliceSize[k], program::F32,
                          grid, {dpAxis}, error);
+}
+
+TrainOptions &PipelineTrainer::runOptions() { return impl->options; }
+
+const std::vector<std::string> &PipelineTrainer::parameterNames() const {
+  return impl->names;
+}
+
+const std::vector<int64_t> &PipelineTrainer::parameterShape(size_t i) const {
+  return impl->shapes[i];
+}
+
+bool PipelineTrainer::wholeParameters(std::vector<Tensor> &out,
+                                      std::string &error) const {
+  Impl &I = *impl;
+  LongPhase longPhase(I.comm);
+  if (!I.backend->syncToHost(error))
+    return false;
+  out.clear();
+  for (int i = 0; i < I.plan.params_size(); ++i) {
+    const program::Value &pv = I.plan.params(i);
+    BlockLayout layout = layoutOf(pv);
+    // The first stage holding it gathers its blocks over the tensor axis;
+    // the others add zeros to the sum over the stages, which is then the
+    // whole tensor on every stage.
+    Tensor whole(pv.type().dtype(), layout.shape);
+    auto it = I.ownIndex.find(pv.name());
+    if (*I.holders[i].begin() == I.stage && it != I.ownIndex.end()) {
+      const Tensor &held = I.params[it->second];
+      if (layout.isSplit()) {
+        if (!gatherBlocks(held, layout, I.grid, I.comm, whole, error))
+          return false;
+      } else {
+        std::memcpy(whole.raw(), held.raw(),
+                    static_cast<size_t>(held.byteSize()));
+      }
+    } else {
+      std::memset(whole.raw(), 0, static_cast<size_t>(whole.byteSize()));
+    }
+    if (!I.comm->allReduceSum(whole.raw(), whole.numElements(), whole.dtype,
+                              I.grid, {I.ppAxis}, error))
+      return false;
+    out.push_back(std::move(whole));
+  }
+  return true;
+}
+
+bool PipelineTrainer::writeParameter(const std::string &name,
+                                     const Tensor &whole, std::string &error) {
+  Impl &I = *impl;
+  auto index = std::find(I.names.begin(), I.names.end(), name);
+  if (index == I.names.end()) {
+    error = "no parameter is named '" + name + "'";
+    return false;
+  }
+  const program::Value &pv =
+      I.plan.params(static_cast<int>(index - I.names.begin()));
+  BlockLayout layout = layoutOf(pv);
+  if (whole.dtype != pv.type().dtype() || whole.shape != layout.shape) {
+    error = "the value for parameter '" + name +
+            "' has another dtype or shape than the parameter";
+    return false;
+  }
+  if (!I.backend->syncToHost(error))
+    return false;
+  auto it = I.ownIndex.find(name);
+  if (it != I.ownIndex.end()) {
+    Tensor &held = I.params[it->second];
+    if (layout.isSplit())
+      held = sliceBlock(whole, layout, I.grid, I.comm->rank());
+    else
+      std::memcpy(held.raw(), whole.raw(),
+                  static_cast<size_t>(whole.byteSize()));
+  }
+  I.keepStateResident();
+  return true;
 }
 
 const char *gptc::runtime::scheduleName(program::PipelineSchedule schedule) {

@@ -370,19 +370,42 @@ bool Trainer::setInitialValues(std::map<std::string, std::string> values,
   return true;
 }
 
-bool Trainer::trainSteps(const Dataset &data, int64_t count,
-                         std::ostream &log, std::string &error) {
+TrainingRun::~TrainingRun() = default;
+
+TrainOptions TrainOptions::fromProgram(const program::Program &program) {
+  const program::TrainSettings &s = program.train();
+  TrainOptions o;
+  o.model = program.model();
+  o.description = s.description();
+  o.batch = s.micro_batch();
+  o.seqLen = s.seq_len();
+  o.vocab = s.vocab();
+  o.steps = s.steps();
+  o.stopAfter = s.steps();
+  o.evalInterval = s.eval_interval();
+  o.checkpointInterval = s.checkpoint_interval();
+  o.keepCheckpoints = static_cast<int>(s.keep_checkpoints());
+  o.skipNonFinite = s.skip_non_finite();
+  o.initSeed = s.init_seed();
+  o.dataSeed = s.data_seed();
+  o.checkpointPath = o.model + ".ckpt";
+  return o;
+}
+
+bool TrainingRun::trainSteps(const Dataset &data, int64_t count,
+                             std::ostream &log, std::string &error) {
+  TrainOptions &options = runOptions();
   if (count < 1) {
     error = "the step count must be at least 1, got " + std::to_string(count);
     return false;
   }
-  if (step >= options.steps) {
+  if (getStep() >= options.steps) {
     error = "training has reached the schedule's last step (" +
             std::to_string(options.steps) + ")";
     return false;
   }
   int64_t saved = options.stopAfter;
-  options.stopAfter = std::min(options.steps, step + count);
+  options.stopAfter = std::min(options.steps, getStep() + count);
   bool ok = train(data, log, error);
   options.stopAfter = saved;
   return ok;

@@ -10,9 +10,11 @@
 // process, or for a pipeline mesh one per device under mpirun (as `gptc
 // train`); the artifact carries the description's training settings.
 //
-//   [mpirun -np N] gptc-runtime ARTIFACT [--device cpu|cuda] [--data FILE]
-//                [--stop-at-step N] [--checkpoint FILE] [--resume]
-//                [--log-interval N] [--eval-interval N] [--dump-dir DIR]
+//   [mpirun -np N] gptc-runtime ARTIFACT [--device cpu|cuda|virtual-cuda]
+//                [--data FILE] [--val-data FILE] [--stop-at-step N]
+//                [--checkpoint DIR] [--resume] [--keep-checkpoints N]
+//                [--log-interval N] [--eval-interval N]
+//                [--collective-timeout SECONDS] [--dump-dir DIR]
 //                [--profile] [--profile-json FILE] [--trace FILE]
 //
 //===----------------------------------------------------------------------===//
@@ -31,6 +33,7 @@
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #endif
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -50,10 +53,14 @@ static int fail(const std::string &message, int code = 1) {
 static const char *kUsage =
     "usage: gptc-runtime ARTIFACT [--device cpu|cuda|virtual-cuda] [--data "
     "FILE]\n"
-    "                    [--stop-at-step N] [--checkpoint FILE] [--resume]\n"
+    "                    [--val-data FILE] [--stop-at-step N]\n"
+    "                    [--checkpoint DIR] [--resume] [--keep-checkpoints "
+    "N]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
-    "                    [--dump-dir DIR] [--profile] [--profile-json FILE]\n"
-    "                    [--trace FILE]\n"
+    "                    [--collective-timeout SECONDS] [--dump-dir DIR]\n"
+    "                    [--profile] [--profile-json FILE] [--trace FILE]\n"
+    "each flag as gptc train's; the schedule's length (--steps) is "
+    "compiled into the artifact\n"
     "a pipeline mesh's artifact runs one process per device: mpirun -np N "
     "gptc-runtime ...\n";
 
@@ -130,9 +137,11 @@ static int trainPipeline(const pg::Program &program,
 
 int main(int argc, char **argv) {
   std::string artifact, device = "cpu",
-                        data = "/usr/share/common-licenses/GPL-3", checkpoint,
-                        dumpDir, tracePath, profileJson;
-  int64_t stopAt = -1, logInterval = 10, evalInterval = -1;
+                        data = "/usr/share/common-licenses/GPL-3", valData,
+                        checkpoint, dumpDir, tracePath, profileJson;
+  int64_t stopAt = -1, logInterval = 10, evalInterval = -1,
+          keepCheckpoints = -1, injectStep = -1;
+  double collectiveTimeout = 20;
   bool resume = false, profile = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -149,11 +158,28 @@ int main(int argc, char **argv) {
       out = parseCount(text);
       return out >= 0;
     };
+    // Seconds, finite and >= 0.
+    auto seconds = [&](double &out) {
+      std::string text;
+      if (!value(text) || text.empty())
+        return false;
+      char *end = nullptr;
+      out = std::strtod(text.c_str(), &end);
+      return *end == 0 && std::isfinite(out) && out >= 0;
+    };
     bool ok = true;
     if (arg == "--device")
       ok = value(device);
     else if (arg == "--data")
       ok = value(data);
+    else if (arg == "--val-data")
+      ok = value(valData);
+    else if (arg == "--keep-checkpoints")
+      ok = count(keepCheckpoints);
+    else if (arg == "--collective-timeout")
+      ok = seconds(collectiveTimeout);
+    else if (arg == "--inject-overflow") // testing, as gptc train's
+      ok = count(injectStep) && injectStep >= 1;
     else if (arg == "--checkpoint")
       ok = value(checkpoint);
     else if (arg == "--dump-dir")
@@ -172,6 +198,11 @@ int main(int argc, char **argv) {
       resume = true;
     else if (arg == "--profile")
       profile = true;
+    else if (arg == "--steps")
+      return fail("--steps: the schedule's length is compiled into the "
+                  "artifact (training.steps, or gptc MODEL --emit=artifact "
+                  "--steps N)",
+                  2);
     else if (arg == "-h" || arg == "--help") {
       std::cout << kUsage;
       return 0;
@@ -184,9 +215,12 @@ int main(int argc, char **argv) {
     if (!ok)
       return fail(arg + " takes " +
                       (arg == "--device" || arg == "--data" ||
-                               arg == "--checkpoint" || arg == "--dump-dir" ||
-                               arg == "--trace" || arg == "--profile-json"
+                               arg == "--val-data" || arg == "--checkpoint" ||
+                               arg == "--dump-dir" || arg == "--trace" ||
+                               arg == "--profile-json"
                            ? std::string("a value")
+                       : arg == "--collective-timeout"
+                           ? std::string("seconds >= 0 (0: no watchdog)")
                            : std::string("a count (an integer >= 0)")),
                   2);
   }
@@ -244,28 +278,27 @@ int main(int argc, char **argv) {
 
   std::string error;
   rt::Dataset dataset;
-  if (!rt::Dataset::open(data, "", s.seq_len(), s.vocab(), dataset, error))
+  if (!rt::Dataset::open(data, valData, s.seq_len(), s.vocab(), dataset, error))
     return fail(error);
-  rt::TrainOptions opts;
-  opts.model = program.model();
-  opts.description = s.description();
-  opts.batch = s.micro_batch();
-  opts.seqLen = s.seq_len();
-  opts.vocab = s.vocab();
-  opts.steps = s.steps();
-  opts.stopAfter = stopAt >= 0 ? std::min(stopAt, opts.steps) : opts.steps;
-  opts.evalInterval = evalInterval >= 0 ? evalInterval : s.eval_interval();
-  opts.checkpointInterval = s.checkpoint_interval();
-  opts.keepCheckpoints = static_cast<int>(s.keep_checkpoints());
-  opts.checkpointPath = checkpoint.empty() ? opts.model + ".ckpt" : checkpoint;
-  opts.initSeed = s.init_seed();
-  opts.dataSeed = s.data_seed();
+  // The artifact's settings, then the flags that replace them (as gptc
+  // train's do).
+  rt::TrainOptions opts = rt::TrainOptions::fromProgram(program);
+  if (stopAt >= 0)
+    opts.stopAfter = std::min(stopAt, opts.steps);
+  if (evalInterval >= 0)
+    opts.evalInterval = evalInterval;
+  if (keepCheckpoints >= 0)
+    opts.keepCheckpoints = static_cast<int>(keepCheckpoints);
+  if (!checkpoint.empty())
+    opts.checkpointPath = checkpoint;
+  opts.collectiveTimeout = collectiveTimeout;
   opts.logInterval = logInterval;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDir;
   opts.profile = profile || !profileJson.empty();
   opts.profileJson = profileJson;
   opts.tracePath = tracePath;
+  opts.injectOverflowStep = injectStep - 1;
 
   if (program.has_pipeline())
     return trainPipeline(program, opts, cuda, resume, dataset);

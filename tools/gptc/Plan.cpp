@@ -12,7 +12,7 @@
 
 #include "Plan.h"
 
-#include "Train.h"
+#include "CompileFlags.h"
 
 #include "gptc/Analysis/Planner.h"
 #include "gptc/Frontend/HardwareDescription.h"

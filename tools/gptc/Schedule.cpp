@@ -14,6 +14,8 @@
 
 #include "Schedule.h"
 
+#include "CompileFlags.h"
+
 #include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/PipelineSchedule.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -31,149 +33,24 @@ using namespace mlir;
 using namespace mlir::gptc;
 namespace cl = llvm::cl;
 
-static cl::OptionCategory scheduleCategory(
-    "gptc pipeline options (meshes with a pp axis: gptc train, --emit=*)");
-static cl::opt<std::string> scheduleOpt(
-    "pipeline-schedule",
-    cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved (default: the "
-             "description's pipeline_schedule, else 1f1b)"),
-    cl::init("1f1b"), cl::cat(scheduleCategory));
-static cl::opt<int64_t> virtualStagesOpt(
-    "virtual-stages",
-    cl::desc("Chunks per stage for the interleaved schedule (default: the "
-             "description's virtual_stages, else 2 there, 1 otherwise)"),
-    cl::init(0), cl::cat(scheduleCategory));
-static cl::list<int64_t> layersOpt(
-    "pipeline-layers",
-    cl::desc("Layers of each chunk in order, e.g. 4,4,3,1 (default: the "
-             "description's pipeline_layers, else balanced by FLOPs)"),
-    cl::CommaSeparated, cl::cat(scheduleCategory));
 static cl::opt<std::string>
     traceOpt("schedule-trace",
              cl::desc("Write the schedule's timeline as a Chrome trace "
                       "(JSON; opens in Perfetto)"),
-             cl::value_desc("file"), cl::init(""), cl::cat(scheduleCategory));
+             cl::value_desc("file"), cl::init(""),
+             cl::cat(pipelineOptionCategory()));
 static cl::opt<std::string>
     svgOpt("schedule-svg", cl::desc("Write the timeline as an SVG picture"),
-           cl::value_desc("file"), cl::init(""), cl::cat(scheduleCategory));
-
-bool mlir::gptc::pipelineOptionsGiven() {
-  return scheduleOpt.getNumOccurrences() ||
-         virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
-}
-
-FailureOr<PipelinePlanning>
-mlir::gptc::planPipeline(const ModelDescription &desc) {
-  Location meshLoc = desc.locate({{"mesh"}});
-  const ModelConfig &m = desc.getConfig();
-  // The command line replaces the description's settings.
-  bool cliSchedule = scheduleOpt.getNumOccurrences() > 0;
-  std::optional<PipelineScheduleKind> kind =
-      parsePipelineSchedule(cliSchedule ? scheduleOpt : m.pipelineSchedule);
-  if (!kind) {
-    llvm::errs() << "gptc: error: --pipeline-schedule takes gpipe, 1f1b or "
-                    "interleaved, got '"
-                 << scheduleOpt << "'\n";
-    return failure();
-  }
-  int64_t v = virtualStagesOpt;
-  if (v < 0 || (v == 0 && virtualStagesOpt.getNumOccurrences())) {
-    llvm::errs() << "gptc: error: --virtual-stages takes a count >= 1, got "
-                 << v << "\n";
-    return failure();
-  }
-  // The description's virtual stages go with its schedule.
-  if (v == 0 && !(cliSchedule && *kind != PipelineScheduleKind::Interleaved))
-    v = m.virtualStages;
-  if (v == 0)
-    v = *kind == PipelineScheduleKind::Interleaved ? 2 : 1;
-  if (v > 1 && *kind != PipelineScheduleKind::Interleaved) {
-    llvm::errs() << "gptc: error: --virtual-stages is for the interleaved "
-                    "schedule, not "
-                 << pipelineScheduleName(*kind) << "\n";
-    return failure();
-  }
-  int64_t p = m.pipelineParallel, micro = m.gradAccumSteps;
-  if (p < 2)
-    return emitError(meshLoc)
-           << "--emit=schedule plans a pipeline: the mesh needs a pipeline "
-              "axis of size 2 or more (e.g. --mesh pp=4)";
-  // Every microbatch the same size on every data-parallel rank.
-  if (m.batchSize % (m.dataParallel * micro) != 0)
-    return emitError(desc.locate({{"training"}, {"batch_size"}}))
-           << "a pipeline needs equal microbatches: batch_size (" << m.batchSize
-           << ") is not a multiple of data-parallel size x "
-           << "microbatches (" << m.dataParallel << " x " << micro << ")";
-  std::optional<ModelSize> size = computeModelSize(m);
-  if (!size)
-    return emitError(meshLoc) << "cannot size this model";
-  double C = static_cast<double>(m.modelDim), T = static_cast<double>(m.seqLen);
-  double layerCost = 2.0 * size->layerParams + 4.0 * T * C;
-  double headCost = 2.0 * m.vocabSize * C;
-  std::string error;
-  std::optional<PipelinePartition> partition;
-  std::vector<int64_t> layers(layersOpt.begin(), layersOpt.end());
-  bool cliLayers = layersOpt.getNumOccurrences() > 0;
-  if (!cliLayers)
-    layers = m.pipelineLayers;
-  if (layers.empty()) {
-    partition =
-        partitionPipeline(m.numLayers, p, v, layerCost, 0.0, headCost, error);
-    if (!partition)
-      return emitError(meshLoc) << error;
-  } else {
-    // Fixed by the user: each chunk's layers, checked against the model.
-    auto fail = [&](const Twine &message) -> LogicalResult {
-      if (cliLayers) {
-        llvm::errs() << "gptc: error: --pipeline-layers: " << message << "\n";
-        return failure();
-      }
-      return emitError(desc.locate({{"parallel"}, {"pipeline_layers"}}))
-             << message;
-    };
-    int64_t sum = 0;
-    for (int64_t l : layers) {
-      if (l < 1)
-        return fail("every pipeline chunk needs a layer, got " + Twine(l));
-      sum += l;
-    }
-    if (static_cast<int64_t>(layers.size()) != p * v)
-      return fail(Twine(layers.size()) + " chunks given; the pipeline has " +
-                  Twine(p) + " stages x " + Twine(v) +
-                  " virtual stages = " + Twine(p * v));
-    if (sum != m.numLayers)
-      return fail("the chunks hold " + Twine(sum) + " layers; the model has " +
-                  Twine(m.numLayers));
-    PipelinePartition fixed;
-    fixed.stages = p;
-    fixed.virtualStages = v;
-    fixed.layers = m.numLayers;
-    int64_t first = 0;
-    for (size_t c = 0; c < layers.size(); ++c) {
-      fixed.chunks.push_back({first, first + layers[c]});
-      first += layers[c];
-      fixed.forwardCost.push_back(static_cast<double>(layers[c]) * layerCost +
-                                  (c + 1 == layers.size() ? headCost : 0.0));
-    }
-    partition = std::move(fixed);
-  }
-  auto programs = buildPipelinePrograms(*partition, micro, *kind, error);
-  if (!programs)
-    return emitError(meshLoc) << error;
-  // A schedule that cannot finish is refused here, whatever runs it.
-  std::vector<double> equal(partition->forwardCost.size(), 1.0);
-  if (!simulatePipeline(*programs, equal, v, error))
-    return emitError(meshLoc) << error;
-  return PipelinePlanning{*kind, v, micro, std::move(*partition),
-                          std::move(*programs)};
-}
+           cl::value_desc("file"), cl::init(""),
+           cl::cat(pipelineOptionCategory()));
 
 LogicalResult mlir::gptc::printPipelineSchedule(const ModelDescription &desc,
+                                                const CompileOptions &options,
                                                 raw_ostream &os) {
   Location meshLoc = desc.locate({{"mesh"}});
   MLIRContext *ctx = meshLoc.getContext();
   const ModelConfig &m = desc.getConfig();
-  FailureOr<PipelinePlanning> plan = planPipeline(desc);
+  FailureOr<PipelinePlanning> plan = planPipeline(desc, options);
   if (failed(plan))
     return failure();
   std::string error;

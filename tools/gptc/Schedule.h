@@ -7,7 +7,7 @@
 #ifndef GPTC_TOOLS_GPTC_SCHEDULE_H
 #define GPTC_TOOLS_GPTC_SCHEDULE_H
 
-#include "gptc/Analysis/PipelineSchedule.h"
+#include "gptc/Driver/Driver.h"
 
 #include "mlir/Support/LLVM.h"
 
@@ -16,26 +16,11 @@
 namespace mlir::gptc {
 class ModelDescription;
 
-/// The description's pipeline as --pipeline-schedule and --virtual-stages
-/// ask: its partition and each stage's program, checked to finish.
-struct PipelinePlanning {
-  PipelineScheduleKind kind;
-  int64_t virtualStages, microbatches;
-  PipelinePartition partition;
-  std::vector<std::vector<PipelineOp>> programs;
-};
-FailureOr<PipelinePlanning> planPipeline(const ModelDescription &description);
-
-/// Whether --pipeline-schedule, --virtual-stages or --pipeline-layers was
-/// given.
-bool pipelineOptionsGiven();
-
-/// Plans the description's pipeline (its mesh's pipeline axis, its
-/// gradient-accumulation microbatches, --pipeline-schedule and
-/// --virtual-stages) and prints the stages, each stage's program with its
-/// sends and receives, the bubble and the activations in flight; writes
-/// the timeline as a Chrome trace and an SVG when asked.
+/// The description's pipeline as `options` ask (--pipeline-schedule,
+/// --virtual-stages, --pipeline-layers): its partition and each stage's
+/// program, checked to finish, the bubble and the activations in flight.
 LogicalResult printPipelineSchedule(const ModelDescription &description,
+                                    const CompileOptions &options,
                                     raw_ostream &os);
 } // namespace mlir::gptc
 

@@ -11,7 +11,7 @@
 
 #include "Summary.h"
 
-#include "Train.h"
+#include "CompileFlags.h"
 
 #include "gptc/Analysis/KernelReport.h"
 #include "gptc/Analysis/ModelSize.h"
@@ -117,16 +117,16 @@ static int64_t tensorBytes(Type type) {
 /// A pipeline's figures per stage, from its compilation (gptc train's):
 /// what one rank of each stage holds as PipelineTrainer runs it.
 static LogicalResult printPipelineStages(const ModelDescription &desc,
-                                         ModuleOp module, raw_ostream &os) {
+                                         ModuleOp module,
+                                         const CompileOptions &options,
+                                         raw_ostream &os) {
   const ModelConfig &m = desc.getConfig();
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   ::gptc::program::Program program;
   // For --device cuda, the GPU's chunks (their kernels and epilogues plan
   // other buffers).
-  FailureOr<DeviceChoice> device = getDeviceChoice();
-  if (failed(device) ||
-      failed(compilePipeline(desc, *copy, /*codegen=*/true, program,
-                             /*kernelLibrary=*/false, *device)))
+  if (failed(compilePipeline(desc, *copy, options, ProgramCode::Exported,
+                             program)))
     return failure();
   FailureOr<std::vector<std::vector<PipelineOp>>> programs =
       readPipelinePrograms(*copy);
@@ -261,7 +261,7 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
     // On the GPU the model state, the buffers later gradients are added
     // from, the zeros of tied parameters held elsewhere and the chunks'
     // arenas are device memory (PipelineTrainer keepStateResident).
-    if (device->cuda) {
+    if (options.cuda()) {
       int64_t second = 0, zeros = 0;
       for (const auto &w : gradWrites)
         if (w.getValue() >= 2)
@@ -343,7 +343,9 @@ static int64_t bucketPackingBytes(Operation *op) {
 }
 
 LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
-                                       ModuleOp module, raw_ostream &os) {
+                                       ModuleOp module,
+                                       const CompileOptions &options,
+                                       raw_ostream &os) {
   // The figures describe what gptc runs. bf16 and fp16 mixed precision
   // keep fp32 master weights, gradients and AdamW state (their 16-bit
   // weight copies and activations are step buffers), so the state is sized
@@ -417,7 +419,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << " sequences, gradient accumulation " << m.gradAccumSteps;
   if (m.dataParallel > 1 && m.zeroStage >= 2 && m.gradAccumSteps > 1 &&
       m.pipelineParallel == 1)
-    os << (zeroReduceEachMicrobatch()
+    os << (options.zeroReduceEachMicrobatch
                ? " (gradients reduce-scattered every microbatch)"
                : " (gradients summed whole, reduce-scattered once per step)");
   os << "\n";
@@ -425,7 +427,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
     os << "vocabulary padded to: " << size->paddedVocabSize
        << " rows for tensor parallelism\n";
   if (m.pipelineParallel > 1)
-    return printPipelineStages(desc, module, os);
+    return printPipelineStages(desc, module, options, os);
 
   // Model state.
   if (requested == Precision::BF16)
@@ -491,11 +493,12 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   // one micro-batch on one device.
   OwningOpRef<ModuleOp> step(cast<ModuleOp>(module->clone()));
   PassManager pm(module.getContext());
+  // (On the CPU, whatever --device says.)
   TrainPipelineOptions stepOptions;
-  if (FailureOr<int64_t> bucketBytes = getBucketBytes(); succeeded(bucketBytes))
-    stepOptions.bucketBytes = *bucketBytes;
-  stepOptions.gemmEpilogues = gemmEpilogues(/*cuda=*/false);
-  stepOptions.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch();
+  CompileOptions cpu = options;
+  cpu.device = DeviceKind::CPU;
+  cpu.codegen = true;
+  cpu.fillTrainPipeline(stepOptions);
   buildTrainPipeline(pm, stepOptions);
   // Diagnostics of this internal compile would duplicate the real one's.
   ScopedDiagnosticHandler quiet(module.getContext(),

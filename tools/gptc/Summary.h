@@ -7,6 +7,8 @@
 #ifndef GPTC_TOOLS_GPTC_SUMMARY_H
 #define GPTC_TOOLS_GPTC_SUMMARY_H
 
+#include "gptc/Driver/Driver.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LLVM.h"
 
@@ -15,8 +17,8 @@ class ModelDescription;
 
 /// Prints the size, cost and per-device memory of a model: the closed-form
 /// figures and, as a cross-check, the ones counted from its IR `module`.
-LogicalResult printSummary(const ModelDescription &description,
-                           ModuleOp module, raw_ostream &os);
+LogicalResult printSummary(const ModelDescription &description, ModuleOp module,
+                           const CompileOptions &options, raw_ostream &os);
 } // namespace mlir::gptc
 
 #endif // GPTC_TOOLS_GPTC_SUMMARY_H

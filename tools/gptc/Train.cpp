@@ -12,12 +12,12 @@
 
 #include "Train.h"
 
+#include "CompileFlags.h"
 #include "Onnx.h"
 #include "Plan.h"
-#include "Schedule.h"
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
-#include "gptc/Dialect/Gptc/Transforms/Passes.h"
+#include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Pipelines/Pipelines.h"
@@ -30,20 +30,14 @@
 #include "gptc/Runtime/TrainLoop.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
-#include "gptc/Target/CPU/CompileProgram.h"
-#include "gptc/Target/CUDA/CompileKernels.h"
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaApi.h"
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #include "gptc/Runtime/Grid.h"
 #endif
-#include "gptc/Target/ExportProgram.h"
-
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
@@ -64,7 +58,7 @@ using namespace mlir::gptc;
 namespace cl = llvm::cl;
 namespace rt = ::gptc::runtime;
 
-static cl::OptionCategory trainCategory("gptc train options");
+static cl::OptionCategory &trainCategory = trainOptionCategory();
 static cl::OptionCategory sampleCategory("gptc sample options");
 
 static cl::opt<std::string>
@@ -80,11 +74,6 @@ static cl::opt<std::string> valDataPath(
     cl::desc("Validation data of the same kind as --data (default: the "
              "last 10% of --data)"),
     cl::init(""), cl::cat(trainCategory));
-static cl::opt<int64_t> stepsOpt("steps",
-                                 cl::desc("Optimizer steps, which the "
-                                          "learning-rate schedule spans "
-                                          "(default: training.steps)"),
-                                 cl::init(-1), cl::cat(trainCategory));
 static cl::opt<int64_t> stopAfterOpt(
     "stop-at-step",
     cl::desc("Stop (and checkpoint) after this many steps in all, keeping "
@@ -211,7 +200,10 @@ static LogicalResult checkTrainOptions() {
     return failure();
   };
   return failure(
-      failed(count(stepsOpt, 1, "a step count >= 1")) ||
+      (stepsFlag() && *stepsFlag() < 1 &&
+       (fail("--steps takes a step count >= 1, got " +
+             std::to_string(*stepsFlag())),
+        true)) ||
       failed(count(stopAfterOpt, 1, "a step >= 1")) ||
       failed(count(evalIntervalOpt, 0, "N >= 0 (0: no validation)")) ||
       failed(count(logIntervalOpt, 0, "N >= 0 (0: no progress lines)")) ||
@@ -227,213 +219,33 @@ static LogicalResult checkTrainOptions() {
         true)));
 }
 
-/// Compiles the functions of `module` named in `names` after running
-/// `pipeline`, into `program`.
-static LogicalResult compile(ModuleOp module,
-                             function_ref<void(OpPassManager &)> pipeline,
-                             ArrayRef<StringRef> names,
-                             ::gptc::program::Program &program,
-                             const DeviceChoice &device = {}) {
-  PassManager pm(module.getContext());
-  if (failed(applyPassManagerCLOptions(pm)))
-    return failure();
-  applyDefaultTimingPassManagerCLOptions(pm);
-  pipeline(pm);
-  if (failed(pm.run(module)))
-    return failure();
-  if (device.cuda) {
-    GpuKernelLoweringPipelineOptions options;
-    options.chip = device.chip;
-    options.rowRegisters = device.rowRegisters;
-    options.format = cudaImageFormat(device.virtualDevice);
-    return compileProgramForCuda(module, names, program, options);
-  }
-  return compileProgram(module, names, program);
-}
-
-/// The pipeline's program (docs/Pipeline.md): @forward cut into chunks
-/// (gptc-pipeline-split), each chunk's backward by gptc-autodiff, kernels
-/// and buffers as for the one-device step, then the plan: each stage's
-/// steps, the parameters in the one-device order and the optimizer's
-/// settings.
-/// What pipelines do not compile yet, refused with the mesh's location.
-static LogicalResult checkPipelineSupported(const ModelDescription &desc) {
-  const ModelConfig &m = desc.getConfig();
-  if (m.zeroStage > 2)
-    return emitError(desc.locate({{"mesh"}}))
-           << "pipelines shard the optimizer state and gradients (ZeRO-1, "
-              "ZeRO-2) but not the parameters: ZeRO stage "
-           << m.zeroStage << " with a pipeline does not train yet";
-  if (zeroReduceEachMicrobatch())
-    return emitError(desc.locate({{"mesh"}}))
-           << "--zero-reduce=microbatch: pipeline stages reduce their "
-              "gradients in the runtime, once per step";
-  if (m.precision == Precision::FP16)
-    return emitError(desc.locate({{"mesh"}}))
-           << "pipeline stages train in fp32 or bf16 for now (fp16's loss "
-              "scaling is not wired into the stages)";
-  if (m.skipNonFinite)
-    return emitError(desc.locate({{"mesh"}}))
-           << "pipeline stages stop at a non-finite step (nan_policy STOP); "
-              "SKIP is not wired into the stages yet";
-  return success();
-}
-
-LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
-                                          ModuleOp module, bool codegen,
-                                          ::gptc::program::Program &program,
-                                          bool kernelLibrary,
-                                          const DeviceChoice &device) {
-  namespace pg = ::gptc::program;
-  if (failed(checkPipelineSupported(desc)))
-    return failure();
-  FailureOr<PipelinePlanning> plan = planPipeline(desc);
-  if (failed(plan))
-    return failure();
-  int64_t n = static_cast<int64_t>(plan->partition.chunks.size());
-  PassManager pm(module.getContext());
-  if (failed(applyPassManagerCLOptions(pm)))
-    return failure();
-  applyDefaultTimingPassManagerCLOptions(pm);
-  pm.addPass(createGptcVerifyModelPass());
-  // Megatron blocks first (each chunk then holds its layers' blocks and
-  // all-reduces over the tensor axis), as in the one-program step.
-  pm.addPass(createGptcShardingPropagationPass());
-  pm.addPass(createGptcTensorParallelPass());
-  // bf16: the GEMMs' casts are ops of @forward, so each chunk keeps its
-  // own (fp32 master weights and activations between stages).
-  pm.addPass(createGptcMixedPrecisionPass());
-  GptcPipelineSplitPassOptions split;
-  for (int64_t c = 1; c < n; ++c)
-    split.boundaries.push_back(plan->partition.chunks[c].first);
-  pm.addPass(createGptcPipelineSplitPass(split));
-  SmallVector<std::string> names;
-  for (int64_t c = 0; c < n; ++c) {
-    GptcAutodiffPassOptions ad;
-    std::string chunk = "chunk" + std::to_string(c);
-    ad.function = c + 1 < n ? chunk + "_objective" : chunk;
-    ad.output = chunk + "_backward";
-    pm.addPass(createGptcAutodiffPass(ad));
-    names.push_back(chunk); // the last one's: for evaluation
-    names.push_back(ad.output);
-  }
-  OpPassManager &func = pm.nest<func::FuncOp>();
-  func.addPass(createCanonicalizerPass());
-  func.addPass(createCSEPass());
-  // The GEMM epilogues as for the one-program step (by default on the GPU
-  // only).
-  if (gemmEpilogues(device.cuda))
-    func.addPass(createGptcFuseGemmEpiloguesPass());
-  if (codegen) {
-    GptcFormKernelsPassOptions form;
-    form.target = device.cuda ? "cuda" : "cpu";
-    func.addPass(createGptcFormKernelsPass(form));
-  }
-  func.addPass(createGptcPlanBuffersPass());
-  // Each stage's program in the IR (calls, sends, receives), checked for
-  // deadlocks; the runtime's plan is read back from it.
-  GptcPipelineSchedulePassOptions schedule;
-  schedule.schedule = pipelineScheduleName(plan->kind);
-  schedule.microbatches = plan->microbatches;
-  pm.addPass(createGptcPipelineSchedulePass(schedule));
-  if (failed(pm.run(module)))
-    return failure();
-  FailureOr<std::vector<std::vector<PipelineOp>>> programs =
-      readPipelinePrograms(module);
-  if (failed(programs))
-    return failure();
-  SmallVector<StringRef> refs(names.begin(), names.end());
-  GpuKernelLoweringPipelineOptions gpu;
-  gpu.chip = device.chip;
-  gpu.rowRegisters = device.rowRegisters;
-  gpu.format = cudaImageFormat(device.virtualDevice);
-  if (failed(!kernelLibrary ? exportProgram(module, refs, program)
-             : device.cuda  ? compileProgramForCuda(module, refs, program, gpu)
-                            : compileProgram(module, refs, program)))
-    return failure();
-
-  pg::PipelinePlan &out = *program.mutable_pipeline();
-  const ModelConfig &m = desc.getConfig();
-  out.set_stages(m.pipelineParallel);
-  out.set_virtual_stages(plan->virtualStages);
-  out.set_microbatches(plan->microbatches);
-  out.set_schedule(plan->kind == PipelineScheduleKind::GPipe
-                       ? pg::SCHEDULE_GPIPE
-                   : plan->kind == PipelineScheduleKind::OneFOneB
-                       ? pg::SCHEDULE_1F1B
-                       : pg::SCHEDULE_INTERLEAVED);
-  for (const std::vector<PipelineOp> &ops : *programs) {
-    pg::PipelineStageProgram &stage = *out.add_programs();
-    for (const PipelineOp &op : ops) {
-      pg::PipelineStep &step = *stage.add_steps();
-      step.set_kind(op.kind == PipelineOp::Forward ? pg::PipelineStep::FORWARD
-                    : op.kind == PipelineOp::Backward
-                        ? pg::PipelineStep::BACKWARD
-                    : op.kind == PipelineOp::Send ? pg::PipelineStep::SEND
-                                                  : pg::PipelineStep::RECV);
-      step.set_microbatch(op.microbatch);
-      step.set_chunk(op.chunk);
-      step.set_peer(op.peer);
-      step.set_gradient(op.gradient);
-    }
-  }
-  // The parameters in @forward's order, with their inits as the chunks'
-  // functions export them, and the optimizer's settings.
-  std::map<std::string, const pg::Value *> exported;
-  for (const pg::Function &f : program.functions())
-    for (int32_t id : f.inputs())
-      if (f.values(id).role() == pg::ROLE_PARAMETER)
-        exported[f.values(id).name()] = &f.values(id);
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  OptimizerAttr opt = getOptimizerConfig(module);
-  if (!forward || !opt)
-    return module.emitError("the pipeline needs @forward and its optimizer");
-  double decay = opt.getWeightDecay().convertToDouble();
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto name = forward.getArgAttrOfType<StringAttr>(i, kParamAttrName);
-    if (!name)
-      continue;
-    auto it = exported.find(name.str());
-    if (it == exported.end())
-      return forward.emitOpError("parameter '")
-             << name.getValue() << "' is used by no pipeline chunk";
-    pg::Value &v = *out.add_params();
-    v = *it->second;
-    v.set_id(static_cast<int32_t>(out.params_size() - 1));
-    v.set_offset(-1);
-    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
-    bool embedding = bool(forward.getArgAttr(i, kEmbeddingTableAttrName));
-    out.add_weight_decays(
-        type.getRank() >= 2 && (!embedding || opt.getDecayEmbeddings()) ? decay
-                                                                        : 0.0);
-  }
-  out.set_pipeline_axis(-1);
-  out.set_data_axis(-1);
-  out.set_tensor_axis(-1);
-  for (auto [i, axis] : llvm::enumerate(desc.getMeshAxes())) {
-    out.add_grid(axis.size);
-    if (axis.kind == MeshAxis::Kind::Pipeline)
-      out.set_pipeline_axis(static_cast<int64_t>(i));
-    else if (axis.kind == MeshAxis::Kind::Data)
-      out.set_data_axis(static_cast<int64_t>(i));
-    else
-      out.set_tensor_axis(static_cast<int64_t>(i));
-  }
-  out.set_zero_stage(m.zeroStage);
-  out.set_beta1(opt.getBeta1().convertToDouble());
-  out.set_beta2(opt.getBeta2().convertToDouble());
-  out.set_eps(opt.getEps().convertToDouble());
-  out.set_max_norm(opt.getGradClip().convertToDouble());
-  pg::ScheduleParams &sched = *out.mutable_schedule_params();
-  sched.set_peak(opt.getLr().convertToDouble());
-  sched.set_min(opt.getMinLr().convertToDouble());
-  sched.set_warmup(opt.getWarmupSteps());
-  sched.set_total(opt.getTotalSteps());
-  StringRef d = opt.getDecay();
-  sched.set_decay(d == "cosine"   ? pg::ScheduleParams::COSINE
-                  : d == "linear" ? pg::ScheduleParams::LINEAR
-                                  : pg::ScheduleParams::CONSTANT);
-  return success();
+/// The run's options: the artifact's training settings (what
+/// `gptc --emit=artifact` writes for gptc-runtime, so that both start from
+/// the same), then the flags that replace them.
+static rt::TrainOptions trainOptions(const ModelDescription &desc,
+                                     const std::string &description,
+                                     ::gptc::program::Program &program) {
+  setTrainSettings(desc, description, program);
+  rt::TrainOptions opts = rt::TrainOptions::fromProgram(program);
+  opts.model = desc.getName().str();
+  if (stopAfterOpt >= 0)
+    opts.stopAfter = std::min<int64_t>(stopAfterOpt, opts.steps);
+  if (evalIntervalOpt >= 0)
+    opts.evalInterval = evalIntervalOpt;
+  if (keepCheckpointsOpt >= 0)
+    opts.keepCheckpoints = static_cast<int>(keepCheckpointsOpt);
+  if (!checkpointOpt.empty())
+    opts.checkpointPath = checkpointOpt;
+  else
+    opts.checkpointPath = opts.model + ".ckpt";
+  opts.collectiveTimeout = collectiveTimeoutOpt;
+  opts.logInterval = logIntervalOpt;
+  opts.liveProgress = isatty(STDERR_FILENO);
+  opts.dumpDir = dumpDirOpt;
+  opts.profile = profileOpt || !profileJsonOpt.empty();
+  opts.profileJson = profileJsonOpt;
+  opts.tracePath = traceOpt;
+  return opts;
 }
 
 /// Under several processes, the leader says which process each rank is:
@@ -452,9 +264,10 @@ static bool printProcesses(rt::Communicator &comm, std::string &error) {
 /// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
 static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
-                            MLIRContext &context, const DeviceChoice &device) {
+                            MLIRContext &context,
+                            const CompileOptions &options) {
   const ModelConfig &m = desc.getConfig();
-  if (failed(checkPipelineSupported(desc)))
+  if (failed(checkPipelineSupported(desc, options)))
     return 1;
   if (profileOpt || !profileJsonOpt.empty()) {
     llvm::errs() << "gptc: error: --profile times the kernels of one "
@@ -462,8 +275,8 @@ static int runPipelineTrain(ModelDescription &desc,
                     "by --trace (docs/Pipeline.md)\n";
     return 1;
   }
-  if (stepsOpt >= 0)
-    desc.setSteps(stepsOpt);
+  if (stepsFlag())
+    desc.setSteps(*stepsFlag());
   // The processes first: compiling a large model takes minutes.
   auto comm = rt::createMpiCommunicator(nullptr, nullptr);
   bool leader = comm->rank() == 0;
@@ -486,8 +299,8 @@ static int runPipelineTrain(ModelDescription &desc,
   // Every process compiles the same program; an error stops them all.
   OwningOpRef<ModuleOp> module = importModel(desc, &context);
   ::gptc::program::Program program;
-  if (!module || failed(compilePipeline(desc, *module, codegenOpt, program,
-                                        /*kernelLibrary=*/true, device))) {
+  if (!module || failed(compilePipeline(desc, *module, options,
+                                        ProgramCode::Compiled, program))) {
     if (comm->size() > 1)
       comm->abort(1);
     return 1;
@@ -498,36 +311,13 @@ static int runPipelineTrain(ModelDescription &desc,
   if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
                          error))
     return failAll(error);
-  rt::TrainOptions opts;
-  opts.model = desc.getName().str();
-  opts.description = description;
-  opts.batch = m.microBatchSize;
-  opts.seqLen = m.seqLen;
-  opts.vocab = m.vocabSize;
-  opts.steps = stepsOpt >= 0 ? stepsOpt : m.steps;
-  opts.stopAfter = stopAfterOpt >= 0
-                       ? std::min<int64_t>(stopAfterOpt, opts.steps)
-                       : opts.steps;
-  opts.initSeed = m.initSeed;
-  opts.dataSeed = m.dataSeed;
-  opts.logInterval = logIntervalOpt;
-  opts.liveProgress = isatty(STDERR_FILENO);
-  opts.dumpDir = dumpDirOpt;
-  opts.checkpointInterval = m.checkpointInterval;
-  opts.keepCheckpoints = static_cast<int>(
-      keepCheckpointsOpt >= 0 ? keepCheckpointsOpt : m.keepCheckpoints);
-  opts.skipNonFinite = m.skipNonFinite;
-  opts.collectiveTimeout = collectiveTimeoutOpt;
-  opts.checkpointPath =
-      checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
-  opts.tracePath = traceOpt;
-  opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
+  rt::TrainOptions opts = trainOptions(desc, description, program);
   bool noBackend = false;
   std::unique_ptr<rt::Backend> backend = cpuBackend(program, error, noBackend);
   if (noBackend)
     return failAll(error);
 #ifdef GPTC_HAVE_CUDA
-  if (device.cuda) {
+  if (options.cuda()) {
     // One GPU per process, by its rank on the node (several stages may
     // share one GPU; NCCL, for a tensor axis, needs one each).
     backend = rt::createCudaBackend(
@@ -575,7 +365,7 @@ static int runPipelineTrain(ModelDescription &desc,
                  << (m.zeroStage > 0 ? ", ZeRO-" + std::to_string(m.zeroStage)
                                      : std::string())
                  << "\n";
-    if (device.cuda)
+    if (options.cuda())
       llvm::errs() << "gptc: stage 0 on " << trainer->device()
                    << " (state and update on the device)\n";
   }
@@ -642,10 +432,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!getOnnxImportOptions(onnxOptions) ||
       failed(resolveOnnxModel(*desc, &context, onnxOptions, onnx, onnxShape)))
     return 1;
-  FailureOr<DeviceChoice> device = getDeviceChoice();
-  if (failed(device))
+  FailureOr<CompileOptions> options = getCompileOptions();
+  if (failed(options))
     return 1;
-  if (device->cuda) {
+  options->codegen = codegenOpt;
+  if (options->cuda()) {
     if (checkResidencyOpt)
       return fail("--check-residency emulates a device's memory on the CPU; "
                   "it does not go with --device cuda");
@@ -655,7 +446,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                   "is for the CPU");
     // Before compiling: a cubin for GPT-2 takes half a minute.
     std::string why;
-    if (device->virtualDevice && !::gptc::cuda::useVirtualDevice(why))
+    if (options->device == DeviceKind::VirtualCUDA &&
+        !::gptc::cuda::useVirtualDevice(why))
       return fail("--device virtual-cuda: " + why);
     if (!rt::cudaDeviceAvailable(why))
       return fail(why);
@@ -667,7 +459,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!nanPolicyOpt.empty())
     desc->setSkipNonFinite(nanPolicyOpt == "skip");
   if (m.pipelineParallel > 1)
-    return runPipelineTrain(*desc, description, context, *device);
+    return runPipelineTrain(*desc, description, context, *options);
   int64_t injectStep = -1, injectRank = 0;
   if (!injectOverflowOpt.empty()) {
     StringRef spec = injectOverflowOpt;
@@ -681,28 +473,15 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   }
 
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
-  if (stepsOpt >= 0)
-    desc->setSteps(stepsOpt);
+  if (stepsFlag())
+    desc->setSteps(*stepsFlag());
   bool fromOnnx = onnx.has_value();
   std::map<std::string, std::string> initialValues;
   OwningOpRef<ModuleOp> module =
       buildTrainingModule(*desc, &context, onnx, initialValues);
   ::gptc::program::Program program;
-  TrainPipelineOptions pipelineOptions;
-  pipelineOptions.kernels = codegenOpt;
-  FailureOr<int64_t> bucketBytes = getBucketBytes();
-  if (failed(bucketBytes))
-    return 1;
-  pipelineOptions.bucketBytes = *bucketBytes;
-  pipelineOptions.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch();
-  if (device->cuda)
-    pipelineOptions.kernelTarget = "cuda";
-  pipelineOptions.gemmEpilogues = gemmEpilogues(device->cuda);
-  auto pipeline = [&](OpPassManager &pm) {
-    buildTrainPipeline(pm, pipelineOptions);
-  };
-  if (failed(compile(*module, pipeline, {"forward", "train_step"}, program,
-                     *device)))
+  if (!module || failed(compileTraining(*desc, *module, *options,
+                                        ProgramCode::Compiled, program)))
     return 1;
 
   // 3. One process per device: MPI when the mesh has several devices or an
@@ -751,31 +530,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
                          error))
     return failAll(error);
-  rt::TrainOptions opts;
-  opts.model = desc->getName().str();
-  opts.description = description;
-  opts.batch = m.microBatchSize;
-  opts.seqLen = m.seqLen;
-  opts.vocab = m.vocabSize;
-  opts.steps = stepsOpt >= 0 ? stepsOpt : m.steps;
-  opts.stopAfter = stopAfterOpt >= 0 ? std::min<int64_t>(stopAfterOpt, opts.steps)
-                                     : opts.steps;
-  opts.evalInterval = evalIntervalOpt >= 0 ? evalIntervalOpt : m.evalInterval;
-  opts.checkpointInterval = m.checkpointInterval;
-  opts.keepCheckpoints = static_cast<int>(
-      keepCheckpointsOpt >= 0 ? keepCheckpointsOpt : m.keepCheckpoints);
-  opts.skipNonFinite = m.skipNonFinite;
-  opts.collectiveTimeout = collectiveTimeoutOpt;
-  opts.checkpointPath =
-      checkpointOpt.empty() ? opts.model + ".ckpt" : checkpointOpt;
-  opts.initSeed = m.initSeed;
-  opts.dataSeed = m.dataSeed;
-  opts.logInterval = logIntervalOpt;
-  opts.liveProgress = isatty(STDERR_FILENO);
-  opts.dumpDir = dumpDirOpt;
-  opts.profile = profileOpt || !profileJsonOpt.empty();
-  opts.profileJson = profileJsonOpt;
-  opts.tracePath = traceOpt;
+  rt::TrainOptions opts = trainOptions(*desc, description, program);
   opts.injectOverflowStep = injectStep - 1;
   opts.injectOverflowRank = static_cast<int>(injectRank);
   if (injectStep > 0 && injectRank >= (comm ? comm->size() : 1))
@@ -795,7 +550,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (noBackend)
     return failAll(error);
 #ifdef GPTC_HAVE_CUDA
-  if (device->cuda) {
+  if (options->cuda()) {
     // One GPU per process: its rank on the node picks it.
     int gpu = comm ? rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount())
                    : 0;
@@ -833,7 +588,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                  << "), batch " << m.batchSize << " x " << opts.seqLen
                  << ", steps " << trainer->getStep() << ".." << opts.steps
                  << "\n";
-    if (device->cuda)
+    if (options->cuda())
       llvm::errs() << "gptc: on " << trainer->device() << "\n";
     if (devices > 1 || m.gradAccumSteps > 1)
       llvm::errs() << "gptc: " << devices << " processes: data parallel "
@@ -913,7 +668,13 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
     options.verifyModel = false;
     buildFrontendPipeline(pm, options);
   };
-  if (failed(compile(*module, cleanup, {"logits"}, program)))
+  FailureOr<CompileOptions> options = getCompileOptions();
+  if (failed(options))
+    return 1;
+  options->device = DeviceKind::CPU;
+  if (!module || failed(runPasses(*module, *options, cleanup)) ||
+      failed(emitProgram(*module, {"logits"}, *options, ProgramCode::Compiled,
+                         program)))
     return 1;
   auto exec = rt::Executor::create(program.functions(0), error);
   if (!exec)

@@ -19,6 +19,7 @@
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
 #include "gptc/Runtime/checkpoint.pb.h"
+#include "gptc/Runtime/program.pb.h"
 
 #include <cstdint>
 #include <map>
@@ -27,6 +28,24 @@
 #include <vector>
 
 namespace gptc::runtime {
+
+/// The newest checkpoint format the runtime reads; it writes format 3
+/// (directories, below) and reads 1 and 2 (single files).
+constexpr int32_t kCheckpointFormatVersion = 3;
+
+/// Checks every tensor of `ck` (read from `path`) against its CRC-32C;
+/// format 1 has none to check.
+bool verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
+                             const std::string &path, std::string &error);
+
+/// The model's signature: the parameters' names, whole shapes and dtypes,
+/// in the model's order (checkpoints move between meshes).
+std::string modelFingerprint(const std::vector<const program::Value *> &params,
+                             const std::vector<std::vector<int64_t>> &shapes);
+
+/// The fingerprint a checkpoint stores for a model's signature: a 64-bit
+/// FNV-1a, the same in every build.
+std::string checkpointFingerprint(const std::string &signature);
 
 class Communicator;
 

@@ -12,7 +12,7 @@
 #ifndef GPTC_RUNTIME_NPY_H
 #define GPTC_RUNTIME_NPY_H
 
-#include "gptc/Runtime/Executor.h"
+#include "gptc/Runtime/Tensor.h"
 
 #include <string>
 

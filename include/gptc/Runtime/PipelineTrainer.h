@@ -29,7 +29,7 @@ namespace gptc::runtime {
 /// "interleaved"; "unspecified" for none).
 const char *scheduleName(program::PipelineSchedule schedule);
 
-class PipelineTrainer {
+class PipelineTrainer : public TrainingRun {
 public:
   /// Checks the plan and the functions it names and prepares this rank's
   /// stage (rank = stage). Null with `error` set otherwise. `backend` runs
@@ -40,31 +40,44 @@ public:
   create(const program::Program &program, const TrainOptions &options,
          std::string &error, Communicator *comm,
          std::unique_ptr<Backend> backend = nullptr);
-  ~PipelineTrainer();
+  ~PipelineTrainer() override;
 
   /// Draws every parameter as one device would and keeps this stage's.
-  void initialize();
+  void initialize() override;
   /// Trains options.steps steps (to stopAfter). Every rank reports the same
   /// loss, gradient norm and learning rate; rank 0 prints and writes the
   /// dump directory's table, each rank the final parameters it holds.
-  bool train(const Dataset &data, std::ostream &log, std::string &error);
+  bool train(const Dataset &data, std::ostream &log,
+             std::string &error) override;
   /// Mean loss over the fixed validation batches (as Trainer::evaluate),
   /// each passed forward through the stages; every rank gets it.
-  bool evaluate(const Dataset &data, double &loss, std::string &error);
-  int64_t numParameters() const;
+  bool evaluate(const Dataset &data, double &loss, std::string &error) override;
+  int64_t numParameters() const override;
   /// What runs the chunks (Backend::describe).
-  std::string device() const;
-  int64_t getStep() const { return step; }
+  std::string device() const override;
+  int64_t getStep() const override { return step; }
+  double getLastLoss() const override { return lastLoss; }
   /// The whole model's state in the one-device checkpoint format (rank 0
   /// receives the other stages' tensors and writes): a pipeline's
   /// checkpoint resumes on one device or another mesh and the other way.
   bool saveCheckpoint(const std::string &path, int64_t stepsDone,
-                      std::string &error);
+                      std::string &error) const override;
   /// Every rank reads the file and keeps its stage's tensors.
-  bool loadCheckpoint(const std::string &path, std::string &error);
+  bool loadCheckpoint(const std::string &path, std::string &error) override;
+  /// The plan's parameters, in @forward's order, and their whole shapes.
+  const std::vector<std::string> &parameterNames() const override;
+  const std::vector<int64_t> &parameterShape(size_t i) const override;
+  /// Every whole parameter on every rank: the first stage holding it
+  /// gathers its tensor-parallel blocks and the stages share it.
+  bool wholeParameters(std::vector<Tensor> &out,
+                       std::string &error) const override;
+  /// Each stage holding `name` keeps its block of `whole`.
+  bool writeParameter(const std::string &name, const Tensor &whole,
+                      std::string &error) override;
 
 private:
   PipelineTrainer() = default;
+  TrainOptions &runOptions() override;
   struct Impl;
   std::unique_ptr<Impl> impl;
   int64_t step = 0;

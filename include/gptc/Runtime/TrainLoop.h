@@ -29,10 +29,9 @@ namespace gptc::runtime {
 /// A validation pass before the first step (where the options ask for
 /// one), the steps, the final checkpoint; the leader prints, its lines
 /// prefixed with `tool` ("gptc", "gptc-runtime").
-template <typename TrainerT>
-bool trainAndSave(TrainerT &trainer, const TrainOptions &opts,
-                  const Dataset &data, bool leader, const std::string &tool,
-                  std::string &error) {
+inline bool trainAndSave(TrainingRun &trainer, const TrainOptions &opts,
+                         const Dataset &data, bool leader,
+                         const std::string &tool, std::string &error) {
   if (opts.evalInterval > 0 && trainer.getStep() == 0) {
     double val;
     if (!trainer.evaluate(data, val, error))

@@ -14,6 +14,7 @@
 #define GPTC_RUNTIME_TRAINER_H
 
 #include "gptc/Runtime/Backend.h"
+#include "gptc/Runtime/CheckpointStore.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/checkpoint.pb.h"
@@ -29,6 +30,11 @@
 namespace gptc::runtime {
 
 struct TrainOptions {
+  /// The settings an artifact carries (its TrainSettings and model name):
+  /// what gptc train, gptc-runtime and the C API start from before their
+  /// own flags or options replace some (docs/Runtime.md).
+  static TrainOptions fromProgram(const program::Program &program);
+
   std::string model;       ///< the model's name
   std::string description; ///< the model description's text (for sampling)
   int64_t batch = 0, seqLen = 0, vocab = 0;
@@ -76,25 +82,55 @@ struct TrainOptions {
   std::string tracePath;
 };
 
-/// The newest checkpoint format the runtime reads; it writes format 3
-/// (directories, CheckpointStore.h) and reads 1 and 2 (single files).
-constexpr int32_t kCheckpointFormatVersion = 3;
+/// A training run as its callers drive it (gptc train, gptc-runtime, the C
+/// API): one program per device (Trainer) or a pipeline mesh's stages
+/// (PipelineTrainer). Under several processes every process makes the same
+/// calls in the same order.
+class TrainingRun {
+public:
+  virtual ~TrainingRun();
+  /// Every parameter from its init (or the value setInitialValues gave
+  /// it), the optimizer state zero, at step 0.
+  virtual void initialize() = 0;
+  /// Trains to options.stopAfter (options.steps by default).
+  virtual bool train(const Dataset &data, std::ostream &log,
+                     std::string &error) = 0;
+  /// Trains up to `count` more steps (not past the schedule's length):
+  /// the C API's step-by-step training.
+  bool trainSteps(const Dataset &data, int64_t count, std::ostream &log,
+                  std::string &error);
+  /// Mean loss over the fixed validation batches; every rank gets it.
+  virtual bool evaluate(const Dataset &data, double &loss,
+                        std::string &error) = 0;
+  /// The whole state after `stepsDone` steps, in the mesh-independent
+  /// checkpoint format (docs/Checkpoints.md).
+  virtual bool saveCheckpoint(const std::string &path, int64_t stepsDone,
+                              std::string &error) const = 0;
+  virtual bool loadCheckpoint(const std::string &path, std::string &error) = 0;
+  virtual int64_t getStep() const = 0;
+  /// The loss of the last step trained.
+  virtual double getLastLoss() const = 0;
+  /// Parameters of the whole model.
+  virtual int64_t numParameters() const = 0;
+  /// What runs the steps ("cpu", or the GPU's name).
+  virtual std::string device() const = 0;
+  /// The parameters' names and whole shapes, in the program's order.
+  virtual const std::vector<std::string> &parameterNames() const = 0;
+  virtual const std::vector<int64_t> &parameterShape(size_t i) const = 0;
+  /// Every whole parameter on every rank (gathered from blocks and stages).
+  virtual bool wholeParameters(std::vector<Tensor> &out,
+                               std::string &error) const = 0;
+  /// Replaces the parameter `name` by `whole`; each rank keeps what it
+  /// holds of it. The optimizer state is kept.
+  virtual bool writeParameter(const std::string &name, const Tensor &whole,
+                              std::string &error) = 0;
 
-/// Checks every tensor of `ck` (read from `path`) against its CRC-32C;
-/// format 1 has none to check.
-bool verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
-                             const std::string &path, std::string &error);
+protected:
+  /// The run's options (trainSteps moves its stopAfter).
+  virtual TrainOptions &runOptions() = 0;
+};
 
-/// The model's signature: the parameters' names, whole shapes and dtypes,
-/// in the model's order (checkpoints move between meshes).
-std::string modelFingerprint(const std::vector<const program::Value *> &params,
-                             const std::vector<std::vector<int64_t>> &shapes);
-
-/// The fingerprint a checkpoint stores for a model's signature: a 64-bit
-/// FNV-1a, the same in every build.
-std::string checkpointFingerprint(const std::string &signature);
-
-class Trainer {
+class Trainer : public TrainingRun {
 public:
   /// Checks that `program` has @train_step and @forward of the expected
   /// shape and prepares their executors.
@@ -110,7 +146,7 @@ public:
   /// Initializes every parameter from its `init` (seeded normal, zeros,
   /// ones), or from the value setInitialValues gave it, and zeroes the
   /// optimizer state.
-  void initialize();
+  void initialize() override;
   /// The initial values of some parameters, by name: each the whole
   /// tensor's elements in its dtype, little-endian (an imported model's
   /// weights). Fails naming a parameter the program does not have or
@@ -119,47 +155,48 @@ public:
                         std::string &error);
   /// Loads parameters and optimizer state; fails on a checkpoint of
   /// another model.
-  bool loadCheckpoint(const std::string &path, std::string &error);
+  bool loadCheckpoint(const std::string &path, std::string &error) override;
   /// Writes a checkpoint atomically (temporary file, then rename).
   bool saveCheckpoint(const std::string &path, std::string &error) const;
   /// Same, recording `stepsDone` completed steps (mid-run checkpoints).
   bool saveCheckpoint(const std::string &path, int64_t stepsDone,
-                      std::string &error) const;
+                      std::string &error) const override;
 
   /// Trains `options.steps` steps from the current step. Fails on a
   /// non-finite loss (naming the step) or a runtime error.
-  bool train(const Dataset &data, std::ostream &log, std::string &error);
+  bool train(const Dataset &data, std::ostream &log,
+             std::string &error) override;
   /// Mean loss of @forward over the fixed validation batches.
-  bool evaluate(const Dataset &data, double &loss, std::string &error);
+  bool evaluate(const Dataset &data, double &loss, std::string &error) override;
 
-  /// Trains up to `count` more steps (not past `options.steps`, the
-  /// schedule's length): the C API's step-by-step training.
-  bool trainSteps(const Dataset &data, int64_t count, std::ostream &log,
-                  std::string &error);
   /// The loss of the last step trained.
-  double getLastLoss() const { return lastLoss; }
+  double getLastLoss() const override { return lastLoss; }
   /// The parameters' names and whole shapes, in the program's order.
-  const std::vector<std::string> &parameterNames() const { return names; }
-  const std::vector<int64_t> &parameterShape(size_t i) const {
+  const std::vector<std::string> &parameterNames() const override {
+    return names;
+  }
+  const std::vector<int64_t> &parameterShape(size_t i) const override {
     return layouts[i].shape;
   }
   /// Replaces the parameter `name` by `whole` (the whole tensor, of its
   /// dtype and shape); this rank keeps its block. The optimizer state is
   /// kept.
   bool writeParameter(const std::string &name, const Tensor &whole,
-                      std::string &error);
+                      std::string &error) override;
 
-  int64_t getStep() const { return step; }
+  int64_t getStep() const override { return step; }
   /// Parameters of the whole model (not of this rank's blocks).
-  int64_t numParameters() const;
+  int64_t numParameters() const override;
   /// The whole parameters (gathered from the ranks' blocks when sharded).
-  bool wholeParameters(std::vector<Tensor> &out, std::string &error) const;
+  bool wholeParameters(std::vector<Tensor> &out,
+                       std::string &error) const override;
   int rank() const { return comm ? comm->rank() : 0; }
   /// What runs the steps ("cpu", or the GPU's name).
-  std::string device() const { return backend->describe(); }
+  std::string device() const override { return backend->describe(); }
 
 private:
   Trainer() = default;
+  TrainOptions &runOptions() override { return options; }
 
   TrainOptions options;
   /// What runs the functions (before the runners it creates, so that it

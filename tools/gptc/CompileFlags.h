@@ -1,0 +1,47 @@
+//===- CompileFlags.h - gptc's flags for the compiler driver ----*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_TOOLS_GPTC_COMPILEFLAGS_H
+#define GPTC_TOOLS_GPTC_COMPILEFLAGS_H
+
+#include "gptc/Driver/Driver.h"
+#include "gptc/Frontend/ModelSpec.h"
+
+namespace llvm::cl {
+class OptionCategory;
+} // namespace llvm::cl
+
+namespace mlir::gptc {
+
+/// "gptc options": the category gptc's --help shows first.
+llvm::cl::OptionCategory &gptcOptionCategory();
+/// "gptc train options": gptc train's (and --steps, which --emit=artifact
+/// takes too).
+llvm::cl::OptionCategory &trainOptionCategory();
+/// "gptc pipeline options": the pipeline's schedule and its pictures.
+llvm::cl::OptionCategory &pipelineOptionCategory();
+
+/// The compilation the command line asks for (--device, --cuda-chip,
+/// --bucket-mb, --gemm-epilogues, --zero-reduce, the pipeline's flags);
+/// an error is printed ("gptc: error: ...").
+FailureOr<CompileOptions> getCompileOptions();
+
+/// The mesh and parallel settings the command line gives in place of the
+/// description's (--mesh, --zero-stage, --grad-accum, --sequence-parallel,
+/// --recompute).
+FailureOr<ParallelOverrides> getParallelOverrides();
+/// --mesh auto: gptc plan's first plan.
+bool isMeshAuto();
+/// Whether any parallel or pipeline setting besides --mesh was given.
+bool explicitParallelOptions();
+/// --steps, where given: the schedule's length, compiled into the step.
+std::optional<int64_t> stepsFlag();
+/// Set by --mesh auto when its plan reduce-scatters every microbatch.
+void setPlanReducesEachMicrobatch(bool each);
+
+} // namespace mlir::gptc
+
+#endif // GPTC_TOOLS_GPTC_COMPILEFLAGS_H
