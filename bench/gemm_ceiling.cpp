@@ -40,9 +40,12 @@ static double rate(memory::data_type in, int64_t n, int repeats,
   double best = 0;
   for (int r = 0; r < repeats + 1; ++r) {
     auto start = std::chrono::steady_clock::now();
-    mm.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    mm.execute(
+        s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     s.wait();
-    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (r > 0)
       best = std::max(best, 2.0 * n * n * n / t);
   }

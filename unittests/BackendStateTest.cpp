@@ -84,9 +84,9 @@ TEST(BackendState, AdamWOnASliceIsTheCpuUpdate) {
   for (int64_t i = 0; i < 60; ++i)
     v.data<float>()[i] = std::abs(v.data<float>()[i]);
   std::vector<float> p2(60), m2(60), v2(60);
-  cpu::adamw<float>(p.data<float>() + 40, g.data<float>() + 40,
-                    m.data<float>(), v.data<float>(), 60, 1e-3, 7, 0.5, 0.9,
-                    0.95, 1e-8, 0.1, p2.data(), m2.data(), v2.data());
+  cpu::adamw<float>(p.data<float>() + 40, g.data<float>() + 40, m.data<float>(),
+                    v.data<float>(), 60, 1e-3, 7, 0.5, 0.9, 0.95, 1e-8, 0.1,
+                    p2.data(), m2.data(), v2.data());
   std::vector<float> before(p.data<float>(), p.data<float>() + 40),
       sliceBefore(p.data<float>() + 40, p.data<float>() + 100);
   ASSERT_TRUE(b->stateAdamW({{&p, &g, &m, &v, 40, 60, 0.1}}, 1e-3, 7, 0.5, 0.9,

@@ -102,12 +102,10 @@ __global__ void missingBarrierKernel(float base, float *out) {
 
 TEST(CudaEmulation, MissingBarrierShowsAsWrongResult) {
   std::vector<float> out(32, NAN);
-  emu::launchKernel(dim3(1), dim3(32), missingBarrierKernel, 100.f,
-                    out.data());
+  emu::launchKernel(dim3(1), dim3(32), missingBarrierKernel, 100.f, out.data());
   EXPECT_EQ(out[31], 100.f); // slot 0 was written before thread 31 ran
-  emu::launchKernel(dim3(1), dim3(32), missingBarrierKernel, 200.f,
-                    out.data());
-  EXPECT_EQ(out[0], 101.f);  // the previous launch's slot 1, not 201
+  emu::launchKernel(dim3(1), dim3(32), missingBarrierKernel, 200.f, out.data());
+  EXPECT_EQ(out[0], 101.f); // the previous launch's slot 1, not 201
   EXPECT_EQ(out[31], 200.f);
 }
 
@@ -151,20 +149,20 @@ TEST(CudaEmulation, DeadlocksAreReported) {
               std::string::npos)
         << what;
   }
-  EXPECT_THROW(emu::launchKernel(dim3(1), dim3(2048), divergentBarrierKernel,
-                                 &out),
-               std::runtime_error);
+  EXPECT_THROW(
+      emu::launchKernel(dim3(1), dim3(2048), divergentBarrierKernel, &out),
+      std::runtime_error);
 }
 
 /// A product laid out by hand in PTX's m16n8k16 fragments gives A B.
 __global__ void mmaKernel(const float *a, const float *b, float *d) {
   int lane = threadIdx.x, g = lane / 4, t = lane % 4;
   auto pair = [](float lo, float hi) { return Bf16::pack(lo, hi); };
-  uint32_t af[4] = {pair(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]),
-                    pair(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]),
-                    pair(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]),
-                    pair(a[(g + 8) * 16 + 2 * t + 8],
-                         a[(g + 8) * 16 + 2 * t + 9])};
+  uint32_t af[4] = {
+      pair(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]),
+      pair(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]),
+      pair(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]),
+      pair(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9])};
   // B is 16 x 8, row-major in memory: element (k, n) at b[k * 8 + n].
   uint32_t bf[2] = {pair(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]),
                     pair(b[(2 * t + 8) * 8 + g], b[(2 * t + 9) * 8 + g])};
@@ -182,8 +180,7 @@ TEST(CudaEmulation, TensorCoreFragmentsFollowPtx) {
     a[i] = static_cast<float>((i * 7) % 11 - 5); // exact in bf16
   for (int i = 0; i < 16 * 8; ++i)
     b[i] = static_cast<float>((i * 5) % 9 - 4);
-  emu::launchKernel(dim3(1), dim3(32), mmaKernel, a.data(), b.data(),
-                    d.data());
+  emu::launchKernel(dim3(1), dim3(32), mmaKernel, a.data(), b.data(), d.data());
   for (int m = 0; m < 16; ++m)
     for (int n = 0; n < 8; ++n) {
       float expected = 1.f;
@@ -204,8 +201,7 @@ TEST(CudaEmulation, SixteenBitRounding) {
   EXPECT_EQ(emu::floatToHalf(-0.f), 0x8000);
   EXPECT_EQ(emu::halfToFloat(0x0001), std::ldexp(1.f, -24));
   for (uint32_t h = 0; h < 0x7c00; ++h) // every finite positive half
-    ASSERT_EQ(emu::floatToHalf(emu::halfToFloat(static_cast<uint16_t>(h))),
-              h);
+    ASSERT_EQ(emu::floatToHalf(emu::halfToFloat(static_cast<uint16_t>(h))), h);
   // Halfway between two subnormals rounds to even.
   EXPECT_EQ(emu::floatToHalf(std::ldexp(3.f, -25)), 0x0002);
 }
@@ -222,8 +218,8 @@ struct AttentionReference {
 AttentionReference referenceAttention(const std::vector<double> &q,
                                       const std::vector<double> &k,
                                       const std::vector<double> &v,
-                                      const std::vector<double> &dout,
-                                      int B, int T, int C, int H) {
+                                      const std::vector<double> &dout, int B,
+                                      int T, int C, int H) {
   int D = C / H;
   double scale = 1 / std::sqrt(static_cast<double>(D));
   AttentionReference r;
@@ -302,9 +298,8 @@ TEST_P(Fp32Attention, MatchesFloat64) {
     for (size_t i = 0; i < n; ++i) // the float inputs, exactly
       wide.back()[i] = in.back()[i];
   }
-  AttentionReference ref =
-      referenceAttention(wide[0], wide[1], wide[2], wide[3], c.B, c.T, c.C,
-                         c.H);
+  AttentionReference ref = referenceAttention(wide[0], wide[1], wide[2],
+                                              wide[3], c.B, c.T, c.C, c.H);
   std::vector<float> out(n, NAN), dq(n, NAN), dk(n, NAN), dv(n, NAN),
       stats(static_cast<size_t>(c.B) * c.H * c.T * 2, NAN);
   EmulatedLaunch launch;
@@ -312,8 +307,8 @@ TEST_P(Fp32Attention, MatchesFloat64) {
                                      in[2].data(), out.data(), c.B, c.T, c.C,
                                      c.H));
   ASSERT_TRUE(launchAttentionBackward(
-      launch, in[0].data(), in[1].data(), in[2].data(), in[3].data(),
-      dq.data(), dk.data(), dv.data(), stats.data(), c.B, c.T, c.C, c.H));
+      launch, in[0].data(), in[1].data(), in[2].data(), in[3].data(), dq.data(),
+      dk.data(), dv.data(), stats.data(), c.B, c.T, c.C, c.H));
   EXPECT_LT(relativeError(out, ref.out), 2e-6);
   EXPECT_LT(relativeError(dq, ref.dq), 2e-6);
   EXPECT_LT(relativeError(dk, ref.dk), 2e-6);
@@ -357,9 +352,8 @@ TEST_P(TensorCoreAttention, MatchesFloat64OfTheRoundedOperands) {
       wide.back()[i] = fromBits(in.back()[i]);
     }
   }
-  AttentionReference ref =
-      referenceAttention(wide[0], wide[1], wide[2], wide[3], c.B, c.T, c.C,
-                         c.H);
+  AttentionReference ref = referenceAttention(wide[0], wide[1], wide[2],
+                                              wide[3], c.B, c.T, c.C, c.H);
   uint16_t nanBits = tc.bf16 ? 0x7fc0 : 0x7e00;
   std::vector<uint16_t> out(n, nanBits), dq(n, nanBits), dk(n, nanBits),
       dv(n, nanBits);
@@ -367,9 +361,8 @@ TEST_P(TensorCoreAttention, MatchesFloat64OfTheRoundedOperands) {
   EmulatedLaunch launch;
   auto forward = tc.bf16 ? launchAttentionForwardTc<Bf16, EmulatedLaunch &>
                          : launchAttentionForwardTc<Half, EmulatedLaunch &>;
-  auto backward = tc.bf16
-                      ? launchAttentionBackwardTc<Bf16, EmulatedLaunch &>
-                      : launchAttentionBackwardTc<Half, EmulatedLaunch &>;
+  auto backward = tc.bf16 ? launchAttentionBackwardTc<Bf16, EmulatedLaunch &>
+                          : launchAttentionBackwardTc<Half, EmulatedLaunch &>;
   ASSERT_TRUE(forward(launch, in[0].data(), in[1].data(), in[2].data(),
                       out.data(), c.B, c.T, c.C, c.H));
   ASSERT_TRUE(backward(launch, in[0].data(), in[1].data(), in[2].data(),
@@ -487,7 +480,7 @@ TEST(DeviceKernels, GemmEpiloguesInBf16RoundOnce) {
   std::vector<float> g(n);
   for (int64_t i = 0; i < n; ++i) {
     pre[i] = emu::floatToBf16(-3.f + 6.f * static_cast<float>(i) /
-                                          static_cast<float>(n));
+                                         static_cast<float>(n));
     d[i] = emu::floatToBf16(std::cos(0.21f * static_cast<float>(i)));
     g[i] = emu::bf16ToFloat(d[i]);
   }
@@ -499,10 +492,8 @@ TEST(DeviceKernels, GemmEpiloguesInBf16RoundOnce) {
   for (int64_t i = 0; i < n; ++i) {
     double v = emu::bf16ToFloat(pre[i]);
     double a = geluRef(v), dg = geluGradRef(v, g[i]);
-    EXPECT_NEAR(emu::bf16ToFloat(act[i]), a, std::abs(a) * 0x1p-8 + 1e-30)
-        << i;
-    EXPECT_NEAR(emu::bf16ToFloat(d[i]), dg, std::abs(dg) * 0x1p-8 + 1e-30)
-        << i;
+    EXPECT_NEAR(emu::bf16ToFloat(act[i]), a, std::abs(a) * 0x1p-8 + 1e-30) << i;
+    EXPECT_NEAR(emu::bf16ToFloat(d[i]), dg, std::abs(dg) * 0x1p-8 + 1e-30) << i;
     sums[i % cols] += emu::bf16ToFloat(d[i]);
   }
   for (int64_t c = 0; c < cols; ++c)

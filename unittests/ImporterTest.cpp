@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "gptc/Frontend/Importer.h"
 #include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/ModelStats.h"
-#include "gptc/Frontend/Importer.h"
 #include "gptc/InitAll.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,10 +42,10 @@ std::string describe(const Shape &s) {
 /// The IR's parameters and matmul FLOPs agree with the closed forms for
 /// tied/untied heads, with and without biases.
 TEST(Importer, IrAgreesWithClosedForm) {
-  for (Shape s : {Shape{97, 2, 4, 32, 4, true, true},
-                  Shape{97, 3, 2, 16, 2, false, true},
-                  Shape{50, 1, 1, 8, 3, true, false},
-                  Shape{64, 2, 8, 64, 4, false, false}}) {
+  for (Shape s :
+       {Shape{97, 2, 4, 32, 4, true, true}, Shape{97, 3, 2, 16, 2, false, true},
+        Shape{50, 1, 1, 8, 3, true, false},
+        Shape{64, 2, 8, 64, 4, false, false}}) {
     DialectRegistry registry;
     registerAllDialects(registry);
     MLIRContext ctx(registry);
@@ -68,8 +68,8 @@ TEST(Importer, IrAgreesWithClosedForm) {
     int64_t perLayer = 2 * (4 * C * C + 2 * C * F) +
                        (s.bias ? 4 * C + F + C : 0) + 4 * T * C +
                        5 * s.heads * T + 2 * 8 * C + 8 * F + 2 * C;
-    int64_t perToken = C /*embed add*/ + L * perLayer + 8 * C /*ln_f*/ +
-                       2 * V * C + 5 * V;
+    int64_t perToken =
+        C /*embed add*/ + L * perLayer + 8 * C /*ln_f*/ + 2 * V * C + 5 * V;
     EXPECT_EQ(stats.forwardFlops, 3 * 32 * perToken);
   }
 }

@@ -58,7 +58,8 @@ TEST(KernelProfile, GemmFlopsFollowTheContractedDimension) {
       kernelCost(b.f, b.kernel(program::LINEAR, {x, w, bias}, {y}));
   EXPECT_EQ(linear.cls, KernelCost::Gemm);
   EXPECT_DOUBLE_EQ(linear.flops, 2.0 * 32 * 32 * 16);
-  EXPECT_DOUBLE_EQ(linear.bytes, 2.0 * (4 * 8 * 16 + 32 * 16 + 32 + 4 * 8 * 32));
+  EXPECT_DOUBLE_EQ(linear.bytes,
+                   2.0 * (4 * 8 * 16 + 32 * 16 + 32 + 4 * 8 * 32));
   // A weight gradient: lhs [32 rows, 16] transposed, rhs [32, 8] -> [16, 8];
   // the contraction runs over the lhs's rows.
   int32_t lhs = b.value(program::F32, {32, 16});
@@ -118,9 +119,8 @@ TEST(KernelProfile, ReportsRatesAgainstTheCopy) {
   // Two steps: the GEMM 1 ms a call (33.5 GFLOP/s = 0.0336 TFLOP/s), the
   // large kernel 12 MiB in 0.5 ms a call (25.2 GB/s), against a copy of
   // 50.3 GB/s: 50%.
-  std::vector<KernelTime> times = {{&b.f, 0, 2e-3, 2},
-                                   {&b.f, 1, 1e-3, 2},
-                                   {&b.f, 2, 2e-6, 2}};
+  std::vector<KernelTime> times = {
+      {&b.f, 0, 2e-3, 2}, {&b.f, 1, 1e-3, 2}, {&b.f, 2, 2e-6, 2}};
   std::ostringstream os;
   double copy = 2 * (12.0 * (1 << 20)) / 0.5e-3;
   printKernelProfile(os, "train_step", times, 2, true, 2e-3, copy);

@@ -22,7 +22,8 @@ TEST(Kernels, FastTanhMatchesLibraryTanh) {
   double worst = 0;
   for (int i = -200000; i <= 200000; ++i) {
     float x = i * 1e-4f;
-    worst = std::max(worst, std::abs(double(tanhForGelu(x)) - std::tanh(double(x))));
+    worst = std::max(worst,
+                     std::abs(double(tanhForGelu(x)) - std::tanh(double(x))));
   }
   EXPECT_LT(worst, 4e-7);
   EXPECT_EQ(tanhForGelu(100.0f), tanhForGelu(7.9053111f));
@@ -103,9 +104,9 @@ TEST(Kernels, MultiAdamWEqualsSerialPerTensor) {
     adamw(state[t].p.data(), state[t].g.data(), state[t].m.data(),
           state[t].v.data(), n, 1e-3, 4, 0.7, 0.9, 0.95, 1e-8, decays[t],
           serial[t].p.data(), serial[t].m.data(), serial[t].v.data());
-    tensors.push_back({state[t].p.data(), state[t].g.data(),
-                       state[t].m.data(), state[t].v.data(), multi[t].p.data(),
-                       multi[t].m.data(), multi[t].v.data(), n, decays[t]});
+    tensors.push_back({state[t].p.data(), state[t].g.data(), state[t].m.data(),
+                       state[t].v.data(), multi[t].p.data(), multi[t].m.data(),
+                       multi[t].v.data(), n, decays[t]});
     State &ip = inPlace[t];
     inPlaceTensors.push_back({ip.p.data(), ip.g.data(), ip.m.data(),
                               ip.v.data(), ip.p.data(), ip.m.data(),

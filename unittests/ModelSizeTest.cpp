@@ -98,8 +98,8 @@ TEST(ModelSize, TensorParallelShards) {
   std::optional<ModelSize> s = computeModelSize(m);
   int64_t C = 768, F = 3072, V = 50260; // 50257 padded to a multiple of 4
   EXPECT_EQ(s->paddedVocabSize, V);
-  int64_t block = 4 * C + (3 * C * C + C * C + F * C + C * F) / 4 +
-                  (3 * C + F) / 4 + 2 * C;
+  int64_t block =
+      4 * C + (3 * C * C + C * C + F * C + C * F) / 4 + (3 * C + F) / 4 + 2 * C;
   EXPECT_EQ(s->paramsPerDevice, 12 * block + V / 4 * C + 1024 * C + 2 * C);
 }
 

@@ -75,8 +75,7 @@ TEST(ModelSpec, LocatesFields) {
   MLIRContext ctx;
   Parsed p = parse(ctx, kMinimal);
   ASSERT_TRUE(succeeded(p.desc));
-  auto loc = cast<FileLineColLoc>(
-      p.desc->locate({{"model"}, {"num_heads"}}));
+  auto loc = cast<FileLineColLoc>(p.desc->locate({{"model"}, {"num_heads"}}));
   EXPECT_EQ(loc.getLine(), 5u);
   EXPECT_EQ(loc.getColumn(), 3u);
   // An absent field falls back to its enclosing block.
@@ -96,8 +95,7 @@ TEST(ModelSpec, TabsDoNotShiftColumns) {
   text.replace(text.find("  num_heads"), 2, "\t");
   Parsed p = parse(ctx, text);
   ASSERT_TRUE(succeeded(p.desc));
-  auto loc = cast<FileLineColLoc>(
-      p.desc->locate({{"model"}, {"num_heads"}}));
+  auto loc = cast<FileLineColLoc>(p.desc->locate({{"model"}, {"num_heads"}}));
   EXPECT_EQ(loc.getColumn(), 2u);
 }
 

@@ -27,10 +27,12 @@ protected:
   }
   /// A value of the given type (a constant of zeros).
   Value value(ArrayRef<int64_t> shape, Type element = {}) {
-    auto type = RankedTensorType::get(shape, element ? element : b.getF32Type());
-    Attribute zero = isa<FloatType>(type.getElementType())
-                         ? Attribute(b.getFloatAttr(type.getElementType(), 0))
-                         : Attribute(b.getIntegerAttr(type.getElementType(), 0));
+    auto type =
+        RankedTensorType::get(shape, element ? element : b.getF32Type());
+    Attribute zero =
+        isa<FloatType>(type.getElementType())
+            ? Attribute(b.getFloatAttr(type.getElementType(), 0))
+            : Attribute(b.getIntegerAttr(type.getElementType(), 0));
     return ConstantOp::create(b, b.getUnknownLoc(), type,
                               DenseElementsAttr::get(type, zero));
   }
@@ -43,8 +45,7 @@ protected:
 TEST_F(OpsTest, LinearInfersItsResultAndCountsFlops) {
   Value x = value({4, 8, 16}), w = value({32, 16}), bias = value({32});
   auto op = LinearOp::create(b, b.getUnknownLoc(), x, w, bias);
-  EXPECT_EQ(op.getType(),
-            RankedTensorType::get({4, 8, 32}, b.getF32Type()));
+  EXPECT_EQ(op.getType(), RankedTensorType::get({4, 8, 32}, b.getF32Type()));
   EXPECT_EQ(op.getFlopCount(), 2 * 4 * 8 * 32 * 16 + 4 * 8 * 32);
   EXPECT_TRUE(succeeded(verify(*module)));
 }
@@ -61,8 +62,8 @@ TEST_F(OpsTest, InferenceWithoutLocationFailsQuietly) {
   Value x = value({4, 16}), w = value({32, 15});
   SmallVector<Type> types;
   LinearOp::Adaptor adaptor(ValueRange{x, w}, b.getDictionaryAttr({}));
-  EXPECT_TRUE(failed(LinearOp::inferReturnTypes(&ctx, std::nullopt, adaptor,
-                                                types)));
+  EXPECT_TRUE(
+      failed(LinearOp::inferReturnTypes(&ctx, std::nullopt, adaptor, types)));
   EXPECT_TRUE(types.empty());
 }
 
@@ -80,8 +81,8 @@ TEST_F(OpsTest, EmbeddingAndLoss) {
   auto emb = EmbeddingOp::create(b, b.getUnknownLoc(), ids, table, Value());
   EXPECT_EQ(emb.getType(), RankedTensorType::get({4, 8, 16}, b.getF32Type()));
   Value logits = value({4, 8, 100});
-  auto loss = CrossEntropyOp::create(b, b.getUnknownLoc(), logits, ids,
-                                     Value(), IntegerAttr());
+  auto loss = CrossEntropyOp::create(b, b.getUnknownLoc(), logits, ids, Value(),
+                                     IntegerAttr());
   EXPECT_EQ(loss.getType(), RankedTensorType::get({}, b.getF32Type()));
   EXPECT_TRUE(succeeded(verify(*module)));
 }

@@ -1,4 +1,5 @@
-//===- RuntimeTest.cpp - Runtime contracts: GEMMs, kernels, errors -*- C++ -*-===//
+//===- RuntimeTest.cpp - Runtime contracts: GEMMs, kernels, errors -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -26,8 +27,7 @@ TEST(Gemm, StridedBatchedAgreesWithReference) {
   const int64_t batch = 3, m = 5, n = 7, k = 9;
   std::vector<float> a(batch * k * m), b(batch * k * n), bias(n),
       c(batch * m * n, 1.0f);
-  std::vector<double> ad(a.size()), bd(b.size()), biasd(n),
-      cd(c.size(), 1.0);
+  std::vector<double> ad(a.size()), bd(b.size()), biasd(n), cd(c.size(), 1.0);
   for (size_t i = 0; i < a.size(); ++i)
     ad[i] = a[i] = std::sin(0.37 * i);
   for (size_t i = 0; i < b.size(); ++i)

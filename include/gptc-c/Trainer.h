@@ -74,9 +74,8 @@ static inline GptcTrainerOptions gptcTrainerOptionsGetDefault(void) {
 /// description's seeded initialization, or the ONNX initializers. `options` may
 /// be NULL (the defaults). On failure returns the null handle and, when `error`
 /// is not NULL, sets `*error` to the diagnostics (free it with gptcFreeString).
-GPTC_CAPI_EXPORTED GptcTrainer
-gptcTrainerCreate(const char *modelPath, const GptcTrainerOptions *options,
-                  char **error);
+GPTC_CAPI_EXPORTED GptcTrainer gptcTrainerCreate(
+    const char *modelPath, const GptcTrainerOptions *options, char **error);
 
 /// This process's rank and the number of processes (0 and 1 for one
 /// device).
@@ -131,12 +130,10 @@ GPTC_CAPI_EXPORTED bool gptcTrainerEvaluate(GptcTrainer trainer,
 
 /// Writes a checkpoint directory (as `gptc train --checkpoint`), or loads
 /// one (a directory, a step directory in it, or a single-file checkpoint).
-GPTC_CAPI_EXPORTED bool gptcTrainerSaveCheckpoint(GptcTrainer trainer,
-                                                  const char *path,
-                                                  char **error);
-GPTC_CAPI_EXPORTED bool gptcTrainerLoadCheckpoint(GptcTrainer trainer,
-                                                  const char *path,
-                                                  char **error);
+GPTC_CAPI_EXPORTED bool
+gptcTrainerSaveCheckpoint(GptcTrainer trainer, const char *path, char **error);
+GPTC_CAPI_EXPORTED bool
+gptcTrainerLoadCheckpoint(GptcTrainer trainer, const char *path, char **error);
 
 /// Frees a message returned through an `error` argument.
 GPTC_CAPI_EXPORTED void gptcFreeString(char *string);

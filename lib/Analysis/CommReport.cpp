@@ -251,11 +251,11 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
     std::string what = purpose(c.op);
     if (c.runs > 1)
       what += (what.empty() ? "x" : " x") + std::to_string(c.runs);
-    os << llvm::format(
-        "%4zu  %-15s %-6s %3lld  %-16s %12lld %12.0f  %s\n", i + 1,
-        c.kind.c_str(), axes.c_str(), static_cast<long long>(c.ranks),
-        tensor.c_str(), static_cast<long long>(c.bytes),
-        c.volume * runs, what.c_str());
+    os << llvm::format("%4zu  %-15s %-6s %3lld  %-16s %12lld %12.0f  %s\n",
+                       i + 1, c.kind.c_str(), axes.c_str(),
+                       static_cast<long long>(c.ranks), tensor.c_str(),
+                       static_cast<long long>(c.bytes), c.volume * runs,
+                       what.c_str());
     auto it = llvm::find_if(byKind, [&](auto &e) { return e.first == c.kind; });
     if (it == byKind.end())
       it = byKind.insert(byKind.end(), {c.kind, Total()});
@@ -290,8 +290,8 @@ static std::string parameterName(Value v) {
   auto func = dyn_cast_or_null<func::FuncOp>(arg.getOwner()->getParentOp());
   if (!func || arg.getOwner() != &func.getBody().front())
     return "";
-  auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                kParamAttrName);
+  auto name =
+      func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttrName);
   return name ? name.str() : "";
 }
 
@@ -325,7 +325,8 @@ static std::string purpose(Operation *op) {
       if (std::string w = where(l); !w.empty())
         names.push_back(w);
     if (names.empty())
-      return isa<BucketAllGatherOp>(op) ? "parameter bucket" : "gradient bucket";
+      return isa<BucketAllGatherOp>(op) ? "parameter bucket"
+                                        : "gradient bucket";
     if (names.front() == names.back())
       return names.front();
     return names.front() + " .. " + names.back();

@@ -58,9 +58,8 @@ public:
 static int64_t blockParams(Checked &c, const ModelConfig &m, int64_t t) {
   int64_t C = m.modelDim, F = m.mlpDim;
   int64_t norms = c.mul(4, C);
-  int64_t weights = c.add(c.mul(c.mul(3, C), C), c.mul(C, C), c.mul(F, C),
-                          c.mul(C, F)) /
-                    t;
+  int64_t weights =
+      c.add(c.mul(c.mul(3, C), C), c.mul(C, C), c.mul(F, C), c.mul(C, F)) / t;
   int64_t biases = 0;
   if (m.bias)
     biases = c.add(c.add(c.mul(3, C), F) / t, c.mul(2, C));
@@ -130,9 +129,8 @@ std::optional<ModelSize> mlir::gptc::computeModelSize(const ModelConfig &m) {
   s.headParams = m.tiedEmbeddings ? 0 : c.mul(m.vocabSize, C);
   s.totalParams = c.add(s.embeddingParams, c.mul(m.numLayers, s.layerParams),
                         s.finalNormParams, s.headParams);
-  s.flopsPerToken =
-      c.add(c.mul(6, s.totalParams),
-            c.mul(c.mul(12, m.numLayers), c.mul(m.seqLen, C)));
+  s.flopsPerToken = c.add(c.mul(6, s.totalParams),
+                          c.mul(c.mul(12, m.numLayers), c.mul(m.seqLen, C)));
   s.tokensPerStep = c.mul(m.batchSize, m.seqLen);
 
   // 2. The most loaded device under tensor and pipeline parallelism.

@@ -47,8 +47,7 @@ ModelStats mlir::gptc::computeModelStats(FunctionOpInterface func) {
   func.walk([&](Operation *op) {
     if (auto costed = dyn_cast<CostModelOpInterface>(op))
       stats.forwardFlops = addSat(stats.forwardFlops, costed.getFlopCount());
-    else if (op->getDialect() &&
-             isa<GptcDialect>(op->getDialect()))
+    else if (op->getDialect() && isa<GptcDialect>(op->getDialect()))
       ++stats.uncountedOps;
   });
   return stats;

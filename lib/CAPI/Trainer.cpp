@@ -266,8 +266,8 @@ static bool compile(const std::string &modelPath,
       return os << "cannot start MPI", false;
     if (impl.comm->size() != devices)
       return os << "the mesh has " << devices << " devices but "
-                << impl.comm->size()
-                << " processes run it: use mpirun -np " << devices,
+                << impl.comm->size() << " processes run it: use mpirun -np "
+                << devices,
              false;
   }
   std::unique_ptr<rt::Backend> backend;
@@ -309,8 +309,8 @@ GptcTrainer gptcTrainerCreate(const char *modelPath,
   auto impl = std::make_unique<TrainerImpl>();
   std::string diagnostics;
   if (!compile(modelPath, options ? *options : defaults, *impl, diagnostics)) {
-    setError(error, diagnostics.empty() ? "compiling the model failed"
-                                        : diagnostics);
+    setError(error,
+             diagnostics.empty() ? "compiling the model failed" : diagnostics);
     return {nullptr};
   }
   return {impl.release()};
@@ -401,8 +401,8 @@ bool gptcTrainerReadParameter(GptcTrainer t, const char *name, float *data,
     return setError(error, message);
   const rt::Tensor &p = whole[*i];
   if (p.dtype != ::gptc::program::F32)
-    return setError(error, "parameter '" + std::string(name) +
-                               "' is not float32");
+    return setError(error,
+                    "parameter '" + std::string(name) + "' is not float32");
   std::memcpy(data, p.raw(), static_cast<size_t>(p.byteSize()));
   return true;
 }

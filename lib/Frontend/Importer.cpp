@@ -159,9 +159,8 @@ void Importer::buildBody(func::FuncOp func) {
   Value tok = tokOp;
   Value pos = IotaOp::create(b, at("wpe", modelField("context_length")),
                              idsType, b.getI64IntegerAttr(1));
-  Value posEmb =
-      EmbeddingOp::create(b, at("wpe", modelField("context_length")), pos, wpe,
-                          Value());
+  Value posEmb = EmbeddingOp::create(b, at("wpe", modelField("context_length")),
+                                     pos, wpe, Value());
   Value x = AddOp::create(b, at("embed", modelField("model_dim")), tok, posEmb);
 
   // No layout is written here: with a tensor axis,
@@ -237,11 +236,11 @@ OwningOpRef<ModuleOp> Importer::run() {
     argTypes.push_back(idsType);
     argLocs.push_back(batchLoc);
   }
-  Type resultType = logitsBatch ? Type(f32({batch, m.seqLen, m.vocabSize}))
-                                : Type(f32({}));
-  auto func = func::FuncOp::create(
-      b, desc.locate({{"model"}}), logitsBatch ? "logits" : "forward",
-      b.getFunctionType(argTypes, {resultType}));
+  Type resultType =
+      logitsBatch ? Type(f32({batch, m.seqLen, m.vocabSize})) : Type(f32({}));
+  auto func = func::FuncOp::create(b, desc.locate({{"model"}}),
+                                   logitsBatch ? "logits" : "forward",
+                                   b.getFunctionType(argTypes, {resultType}));
   func.getBody().push_back(new Block);
   func.getBody().front().addArguments(argTypes, argLocs);
 
@@ -278,8 +277,8 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
   b.setInsertionPointToStart(module.getBody());
   GptcDialect::PrecisionAttrHelper(ctx).setAttr(
       module, b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
-                               : m.precision == Precision::BF16 ? "bf16"
-                                                                : "fp16"));
+                              : m.precision == Precision::BF16 ? "bf16"
+                                                               : "fp16"));
 
   if (m.skipNonFinite)
     GptcDialect::NanPolicyAttrHelper(ctx).setAttr(module,
@@ -299,8 +298,7 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
     for (const MeshAxis &axis : axes) {
       shape.push_back(axis.size);
       names.push_back(b.getStringAttr(axis.name));
-      kinds.push_back(b.getStringAttr(axis.kind == MeshAxis::Kind::Data
-                                          ? "data"
+      kinds.push_back(b.getStringAttr(axis.kind == MeshAxis::Kind::Data ? "data"
                                       : axis.kind == MeshAxis::Kind::Tensor
                                           ? "tensor"
                                           : "pipeline"));

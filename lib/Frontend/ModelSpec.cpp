@@ -190,8 +190,7 @@ LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
   return success();
 }
 
-LogicalResult ParallelOverrides::parseMesh(StringRef text,
-                                           std::string &error) {
+LogicalResult ParallelOverrides::parseMesh(StringRef text, std::string &error) {
   std::vector<MeshAxis> axes;
   text = text.trim();
   if (!text.empty() && text != "1") {
@@ -248,9 +247,10 @@ ModelDescription::parse(StringRef text, StringRef fileName,
       auto *axis = spec.mutable_mesh()->add_axis();
       axis->set_name(a.name);
       axis->set_size(a.size);
-      axis->set_kind(a.kind == MeshAxis::Kind::Data     ? ::gptc::spec::Axis::DATA
-                     : a.kind == MeshAxis::Kind::Tensor ? ::gptc::spec::Axis::TENSOR
-                                                        : ::gptc::spec::Axis::PIPELINE);
+      axis->set_kind(a.kind == MeshAxis::Kind::Data ? ::gptc::spec::Axis::DATA
+                     : a.kind == MeshAxis::Kind::Tensor
+                         ? ::gptc::spec::Axis::TENSOR
+                         : ::gptc::spec::Axis::PIPELINE);
     }
     if (overrides.mesh->empty())
       spec.clear_mesh();
@@ -442,7 +442,8 @@ LogicalResult ModelDescription::validate() {
     const auto &t = spec.training();
     m.batchSize = v.positive(t, "training", "batch_size");
     m.seqLen = v.positive(t, "training", "seq_len");
-    m.gradAccumSteps = v.positive(t, "training", "gradient_accumulation_steps", 1);
+    m.gradAccumSteps =
+        v.positive(t, "training", "gradient_accumulation_steps", 1);
     m.steps = v.positive(t, "training", "steps", 1000);
     switch (t.precision()) {
     case Training::FP32:
@@ -466,8 +467,8 @@ LogicalResult ModelDescription::validate() {
       const pb::FieldDescriptor *fd =
           t.GetDescriptor()->FindFieldByName(field.str());
       if (t.GetReflection()->GetInt64(t, fd) < 0)
-        v.error({{"training"}, {field}}) << "'" << field
-                                         << "' must not be negative";
+        v.error({{"training"}, {field}})
+            << "'" << field << "' must not be negative";
     }
     OptimizerConfig &opt = m.optimizer;
     opt.gradClip =
@@ -512,11 +513,12 @@ LogicalResult ModelDescription::validate() {
         v.error({{"training"}, {"lr_schedule"}, {"warmup_steps"}})
             << "'warmup_steps' must not be negative";
       opt.warmupSteps = s.warmup_steps();
-      opt.minLrRatio = v.real(
-          s, {{"training"}, {"lr_schedule"}, {"min_lr_ratio"}}, 0.1, 0, 1, true);
+      opt.minLrRatio =
+          v.real(s, {{"training"}, {"lr_schedule"}, {"min_lr_ratio"}}, 0.1, 0,
+                 1, true);
       opt.decay = s.decay() == ::gptc::spec::LRSchedule::LINEAR     ? "linear"
                   : s.decay() == ::gptc::spec::LRSchedule::CONSTANT ? "constant"
-                                                                   : "cosine";
+                                                                    : "cosine";
     }
   }
 
@@ -531,18 +533,17 @@ LogicalResult ModelDescription::validate() {
     };
     MeshAxis out;
     if (!axis.has_name())
-      v.error({{"mesh"}, {"axis", idx}}) << "mesh axis #" << i
-                                         << " needs a 'name'";
+      v.error({{"mesh"}, {"axis", idx}})
+          << "mesh axis #" << i << " needs a 'name'";
     else if (!isIdentifier(axis.name()))
       v.error(at("name")) << "mesh axis name '" << axis.name()
                           << "' is not an identifier";
     else if (!names.insert(axis.name()).second)
-      v.error(at("name")) << "duplicate mesh axis name '" << axis.name()
-                          << "'";
+      v.error(at("name")) << "duplicate mesh axis name '" << axis.name() << "'";
     out.name = axis.name();
     if (!axis.has_size())
-      v.error({{"mesh"}, {"axis", idx}}) << "mesh axis '" << axis.name()
-                                         << "' needs a 'size'";
+      v.error({{"mesh"}, {"axis", idx}})
+          << "mesh axis '" << axis.name() << "' needs a 'size'";
     else if (axis.size() <= 0)
       v.error(at("size")) << "mesh axis size must be positive, got "
                           << axis.size();
@@ -553,7 +554,8 @@ LogicalResult ModelDescription::validate() {
       devices = 1;
     }
     if (!axis.has_kind() || axis.kind() == Axis::UNSPECIFIED) {
-      v.error(axis.has_kind() ? at("kind") : SmallVector<FieldRef>{{"mesh"}, {"axis", idx}})
+      v.error(axis.has_kind() ? at("kind")
+                              : SmallVector<FieldRef>{{"mesh"}, {"axis", idx}})
           << "mesh axis '" << axis.name()
           << "' needs a 'kind': DATA, TENSOR or PIPELINE";
       continue;
@@ -576,8 +578,8 @@ LogicalResult ModelDescription::validate() {
   auto axisField = [&](MeshAxis::Kind kind) {
     for (auto [i, axis] : llvm::enumerate(axes))
       if (axis.kind == kind)
-        return SmallVector<FieldRef>{{"mesh"}, {"axis", static_cast<int>(i)},
-                                     {"size"}};
+        return SmallVector<FieldRef>{
+            {"mesh"}, {"axis", static_cast<int>(i)}, {"size"}};
     return SmallVector<FieldRef>{{"mesh"}};
   };
   if (spec.has_onnx_model() && m.pipelineParallel > 1)

@@ -56,8 +56,7 @@ void mlir::gptc::registerAllDialects(DialectRegistry &registry) {
   // What the CPU target lowers kernels through.
   registry.insert<linalg::LinalgDialect, math::MathDialect,
                   bufferization::BufferizationDialect, memref::MemRefDialect,
-                  scf::SCFDialect, cf::ControlFlowDialect,
-                  LLVM::LLVMDialect>();
+                  scf::SCFDialect, cf::ControlFlowDialect, LLVM::LLVMDialect>();
   // What the CUDA target lowers kernels through: the gpu and nvvm
   // dialects, each dialect's conversion to LLVM (convert-gpu-to-nvvm
   // collects them), and the NVPTX serialization of a gpu.module.
@@ -105,14 +104,16 @@ void mlir::gptc::registerAllPasses() {
   shard::registerPartition();
 }
 
-void mlir::gptc::hideUnrelatedCommandLineOptions(llvm::cl::OptionCategory *keep) {
+void mlir::gptc::hideUnrelatedCommandLineOptions(
+    llvm::cl::OptionCategory *keep) {
   for (auto &entry : llvm::cl::getRegisteredOptions()) {
     llvm::cl::Option *option = entry.second;
     llvm::StringRef name = entry.first;
     bool gptcCategory = llvm::any_of(option->Categories, [](auto *category) {
       return category->getName().starts_with("gptc");
     });
-    if (gptcCategory || (keep && llvm::is_contained(option->Categories, keep)) ||
+    if (gptcCategory ||
+        (keep && llvm::is_contained(option->Categories, keep)) ||
         name.starts_with("mlir-") || name.starts_with("help") ||
         name == "version" || name == "color")
       continue;

@@ -83,8 +83,8 @@ bool Backend::stateSumOfSquares(const std::vector<StateSpan> &spans,
 }
 
 bool Backend::stateAdamW(const std::vector<StateAdamW> &tensors, double lr,
-                         int64_t step, double scale, double beta1,
-                         double beta2, double eps, std::string &error) {
+                         int64_t step, double scale, double beta1, double beta2,
+                         double eps, std::string &error) {
   std::vector<cpu::AdamWTensor> update;
   for (const StateAdamW &t : tensors) {
     float *p = stateFloats(*t.param, true, error);
@@ -105,8 +105,7 @@ bool Backend::stateAllReduceSum(const Tensor &t, Communicator &comm,
                                 const std::vector<int64_t> &axes,
                                 std::string &error) {
   float *p = stateFloats(t, true, error);
-  return p &&
-         comm.allReduceSum(p, t.numElements(), t.dtype, grid, axes, error);
+  return p && comm.allReduceSum(p, t.numElements(), t.dtype, grid, axes, error);
 }
 
 bool Backend::stateReduceScatterSum(const Tensor &t, const StateSpan &mine,

@@ -148,8 +148,7 @@ void runtime::printDeviceSchedule(const program::Function &function,
        << program::OpKind_Name(k.op());
     if (k.op() == program::COMPILED && !k.compiled().symbol().empty())
       os << " " << kernelName(k);
-    if (k.has_matmul() &&
-        k.matmul().epilogue() != program::MatmulParams::NONE)
+    if (k.has_matmul() && k.matmul().epilogue() != program::MatmulParams::NONE)
       os << " epilogue "
          << program::MatmulParams::Epilogue_Name(k.matmul().epilogue());
     if (comm && k.inputs_size() && k.inputs(0) >= 0 &&

@@ -49,9 +49,9 @@ double Backend::copyBandwidth() {
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < chunks; ++c)
       std::memcpy(dst + c * chunk, src + c * chunk, chunk);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             start)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     if (s > 0)
       best = std::max(best, 2.0 * bytes / s);
   }
@@ -114,8 +114,8 @@ KernelCost gptc::runtime::kernelCost(const program::Function &f,
       break;
     bool transposed = k.op() == program::MATMUL && k.has_matmul() &&
                       k.matmul().transpose_lhs() && lhs.size() >= 2;
-    double depth = static_cast<double>(transposed ? lhs[lhs.size() - 2]
-                                                  : lhs.back());
+    double depth =
+        static_cast<double>(transposed ? lhs[lhs.size() - 2] : lhs.back());
     cost.flops = 2 * elements(value(k.outputs(0))) * depth;
     break;
   }
@@ -162,8 +162,8 @@ KernelCost gptc::runtime::kernelCost(const program::Function &f,
       program::DType t = v.type().dtype();
       if (t != program::I32 && t != program::I64 && k.outputs_size() > 0) {
         cost.bytes -= valueBytes(v);
-        cost.bytes += elements(value(k.outputs(0))) *
-                      static_cast<double>(elementSize(t));
+        cost.bytes +=
+            elements(value(k.outputs(0))) * static_cast<double>(elementSize(t));
       }
     }
     break;
@@ -261,8 +261,8 @@ void gptc::runtime::printKernelProfile(std::ostream &log,
       << (steps == 1 ? "" : "s") << (afterFirst ? " after the first" : "")
       << ": " << sig3(perStep * 1e3) << " ms a step";
   if (stepSeconds > 0)
-    log << " of " << sig3(stepSeconds * 1e3) << " ms ("
-        << std::setprecision(0) << 100 * perStep / stepSeconds << "%)";
+    log << " of " << sig3(stepSeconds * 1e3) << " ms (" << std::setprecision(0)
+        << 100 * perStep / stepSeconds << "%)";
   log << "\n";
   // By kind.
   std::vector<std::pair<int, std::pair<double, int64_t>>> kinds(byKind.begin(),
@@ -286,12 +286,12 @@ void gptc::runtime::printKernelProfile(std::ostream &log,
   } gemm, attention, large, small, collective, other;
   for (const Row &r : all) {
     double calls = static_cast<double>(r.time->calls);
-    Sum &s = r.cost.cls == KernelCost::Gemm        ? gemm
-             : r.cost.cls == KernelCost::Attention ? attention
+    Sum &s = r.cost.cls == KernelCost::Gemm         ? gemm
+             : r.cost.cls == KernelCost::Attention  ? attention
              : r.cost.cls == KernelCost::Collective ? collective
-             : r.cost.cls == KernelCost::Other     ? other
-             : r.cost.bytes >= kSmallKernelBytes   ? large
-                                                   : small;
+             : r.cost.cls == KernelCost::Other      ? other
+             : r.cost.bytes >= kSmallKernelBytes    ? large
+                                                    : small;
     s.seconds += r.time->seconds;
     s.bytes += r.cost.bytes * calls;
     s.flops += r.cost.flops * calls;
@@ -382,13 +382,10 @@ static std::string quoted(const std::string &s) {
   return "\"" + jsonEscape(s) + "\"";
 }
 
-bool gptc::runtime::writeKernelProfile(const std::string &path,
-                                       const std::string &function,
-                                       const std::vector<KernelTime> &kernels,
-                                       int64_t steps, double stepSeconds,
-                                       double copyBandwidth,
-                                       const std::string &device,
-                                       std::string &error) {
+bool gptc::runtime::writeKernelProfile(
+    const std::string &path, const std::string &function,
+    const std::vector<KernelTime> &kernels, int64_t steps, double stepSeconds,
+    double copyBandwidth, const std::string &device, std::string &error) {
   std::ofstream os(path);
   if (!os) {
     error = "cannot write the profile '" + path + "'";
@@ -407,8 +404,9 @@ bool gptc::runtime::writeKernelProfile(const std::string &path,
     os << "[";
     for (int i = 0; i < ids.size(); ++i) {
       const program::Value &v = f.values(ids[i]);
-      os << (i ? ", " : "") << "{\"dtype\": "
-         << quoted(program::DType_Name(v.type().dtype())) << ", \"shape\": [";
+      os << (i ? ", " : "")
+         << "{\"dtype\": " << quoted(program::DType_Name(v.type().dtype()))
+         << ", \"shape\": [";
       for (int d = 0; d < v.type().shape_size(); ++d)
         os << (d ? ", " : "") << v.type().shape(d);
       os << "]}";

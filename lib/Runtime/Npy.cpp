@@ -54,8 +54,7 @@ bool runtime::writeNpy(const std::string &path, const Tensor &tensor,
   out.put(0);
   out.write(reinterpret_cast<const char *>(&length), 2);
   out.write(h.data(), h.size());
-  out.write(reinterpret_cast<const char *>(tensor.raw()),
-            tensor.byteSize());
+  out.write(reinterpret_cast<const char *>(tensor.raw()), tensor.byteSize());
   if (!out) {
     error = "cannot write " + path;
     return false;

@@ -293,8 +293,7 @@ PipelineTrainer::create(const program::Program &program,
     if (!comm->allReduceSum(&zero, 1, program::F64, I.grid, axes, error))
       return nullptr;
   }
-  I.backend =
-      backend ? std::move(backend) : createCpuBackend(program, error);
+  I.backend = backend ? std::move(backend) : createCpuBackend(program, error);
   if (!I.backend)
     return nullptr;
   auto find = [&](const std::string &name) -> const program::Function * {
@@ -651,8 +650,8 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
         break;
       const Tensor &g = I.grads[k];
       if (zero2 && I.sliced(k)) {
-        if (!B.stateReduceScatterSum(g, mine(g, k), *I.comm, grid,
-                                     {I.dpAxis}, error))
+        if (!B.stateReduceScatterSum(g, mine(g, k), *I.comm, grid, {I.dpAxis},
+                                     error))
           return false;
       } else if (!B.stateAllReduceSum(g, *I.comm, grid, {I.dpAxis}, error)) {
         return false;
@@ -711,8 +710,8 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
                       I.plan.eps(), error))
       return false;
     for (size_t k = 0; k < I.own.size(); ++k)
-      if (I.sliced(k) && !B.stateAllGather(mine(I.params[k], k), *I.comm,
-                                           grid, {I.dpAxis}, error))
+      if (I.sliced(k) && !B.stateAllGather(mine(I.params[k], k), *I.comm, grid,
+                                           {I.dpAxis}, error))
         return false;
     if (!std::isfinite(loss)) {
       error = "the loss is " +

@@ -6,7 +6,6 @@
 
 #include "gptc/Runtime/Progress.h"
 
-
 #include <algorithm>
 #include <iomanip>
 #include <sstream>

@@ -1,4 +1,5 @@
-//===- ResidencyCheck.cpp - A device's memory contract on the CPU -*- C++ -*-===//
+//===- ResidencyCheck.cpp - A device's memory contract on the CPU -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -63,9 +64,7 @@ public:
   }
   void enableProfiling() override { inner->enableProfiling(); }
   void setTrace(TraceRecorder *trace) override { inner->setTrace(trace); }
-  std::vector<KernelTime> profile() const override {
-    return inner->profile();
-  }
+  std::vector<KernelTime> profile() const override { return inner->profile(); }
 
 private:
   CheckingBackend &backend;
@@ -82,8 +81,7 @@ public:
   }
   bool hasDeviceMemory() const override { return true; }
   std::unique_ptr<FunctionRunner>
-  createRunner(const program::Function &function,
-               std::string &error) override {
+  createRunner(const program::Function &function, std::string &error) override {
     std::unique_ptr<FunctionRunner> r = inner->createRunner(function, error);
     if (!r)
       return nullptr;

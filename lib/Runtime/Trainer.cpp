@@ -13,15 +13,15 @@
 #include "gptc/Runtime/Trace.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <functional>
-#include <map>
 #include <iomanip>
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <sys/stat.h>
@@ -67,8 +67,8 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
     devices *= d;
   int processes = comm ? comm->size() : 1;
   if (devices != processes) {
-    error = "the program is for " + std::to_string(devices) +
-            " devices but " + std::to_string(processes) +
+    error = "the program is for " + std::to_string(devices) + " devices but " +
+            std::to_string(processes) +
             " processes run it: start it with mpirun -np " +
             std::to_string(devices);
     return nullptr;
@@ -330,17 +330,18 @@ void Trainer::initialize() {
     if (init.rows() > 0 && !layouts[i].shape.empty() && layouts[i].shape[0] > 0)
       drawn = std::min(count, init.rows() * (count / layouts[i].shape[0]));
     for (int64_t j = 0; j < count; ++j) {
-      double x = j >= drawn ? 0.0
+      double x = j >= drawn                                  ? 0.0
                  : init.kind() == program::ParamInit::NORMAL ? normal(rng)
-                 : init.kind() == program::ParamInit::ONES ? 1.0
-                                                           : 0.0;
+                 : init.kind() == program::ParamInit::ONES   ? 1.0
+                                                             : 0.0;
       if (whole.dtype == program::F64)
         whole.data<double>()[j] = x;
       else
         whole.data<float>()[j] = static_cast<float>(x);
     }
-    params[i] = layouts[i].isSplit() ? sliceBlock(whole, layouts[i], grid, rank())
-                                     : std::move(whole);
+    params[i] = layouts[i].isSplit()
+                    ? sliceBlock(whole, layouts[i], grid, rank())
+                    : std::move(whole);
     std::fill(m[i].raw(), m[i].raw() + m[i].byteSize(), std::byte{0});
     std::fill(v[i].raw(), v[i].raw() + v[i].byteSize(), std::byte{0});
   }
@@ -542,7 +543,8 @@ void Trainer::layOutRows(const Tensor &whole,
   std::vector<int64_t> axes(layout.axes().begin(), layout.axes().end());
   int64_t ranks = groupSize(grid, axes);
   int64_t me = groupIndex(grid, axes, rank());
-  int64_t rows = layout.rows(), micro = std::max<int64_t>(layout.microbatches(), 1);
+  int64_t rows = layout.rows(),
+          micro = std::max<int64_t>(layout.microbatches(), 1);
   int64_t T = out.shape[1], slots = out.shape[0] / micro;
   int64_t mine = rows / ranks + (me < rows % ranks);
   int64_t first = me * (rows / ranks) + std::min(me, rows % ranks);
@@ -598,14 +600,15 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
     ::mkdir(options.dumpDir.c_str(), 0755);
     if (writer) {
       for (int64_t i = 0; i < n; ++i)
-        if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy",
-                      whole[i], error))
+        if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy", whole[i],
+                      error))
           return false;
     }
   }
   int64_t tokensPerStep = stepRows * T;
   int64_t first = step, last = options.steps;
-  int64_t stop = options.stopAfter >= 0 ? std::min(options.stopAfter, last) : last;
+  int64_t stop =
+      options.stopAfter >= 0 ? std::min(options.stopAfter, last) : last;
   bool hasLossScale = false;
   for (const ScalarState &s : scalars)
     hasLossScale |= s.role == program::ROLE_LOSS_SCALE;

@@ -766,8 +766,8 @@ LogicalResult FunctionExporter::lower(Operation *op) {
 // Module
 //===----------------------------------------------------------------------===//
 
-OwningOpRef<ModuleOp>
-mlir::gptc::cloneExported(ModuleOp module, ArrayRef<StringRef> functions) {
+OwningOpRef<ModuleOp> mlir::gptc::cloneExported(ModuleOp module,
+                                                ArrayRef<StringRef> functions) {
   OwningOpRef<ModuleOp> exported = module.clone();
   if (!functions.empty())
     for (auto func :

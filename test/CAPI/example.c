@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
   printf("validation loss %.6f\n", val);
 
   /* Read a parameter, halve it, write it back, read it again. */
-  int64_t n = gptcTrainerGetTensorDim(t, 0, 0) * gptcTrainerGetTensorDim(t, 0, 1);
+  int64_t n =
+      gptcTrainerGetTensorDim(t, 0, 0) * gptcTrainerGetTensorDim(t, 0, 1);
   float *w = malloc(sizeof(float) * n), *again = malloc(sizeof(float) * n);
   if (!gptcTrainerReadParameter(t, first, w, n, &error))
     return report("read", error);

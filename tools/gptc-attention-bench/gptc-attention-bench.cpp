@@ -1,4 +1,5 @@
-//===- gptc-attention-bench.cpp - The GPU attention kernels, checked and timed -===//
+//===- gptc-attention-bench.cpp - The GPU attention kernels, checked and timed
+//-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -59,8 +60,8 @@ bool parse(int argc, char **argv, Options &o) {
       o.checkOnly = true;
       continue;
     }
-    if (a != "--batch" && a != "--seq" && a != "--heads" &&
-        a != "--head-dim" && a != "--type" && a != "--iterations") {
+    if (a != "--batch" && a != "--seq" && a != "--heads" && a != "--head-dim" &&
+        a != "--type" && a != "--iterations") {
       std::fprintf(stderr, "gptc-attention-bench: unknown flag '%s'\n",
                    a.c_str());
       return false;
@@ -77,8 +78,10 @@ bool parse(int argc, char **argv, Options &o) {
     char *end = nullptr;
     long long n = std::strtoll(v, &end, 10);
     if (*end || n <= 0 || n > (1 << 30)) {
-      std::fprintf(stderr, "gptc-attention-bench: %s takes a positive "
-                   "integer, not '%s'\n", a.c_str(), v);
+      std::fprintf(stderr,
+                   "gptc-attention-bench: %s takes a positive "
+                   "integer, not '%s'\n",
+                   a.c_str(), v);
       return false;
     }
     if (a == "--batch")
@@ -93,13 +96,17 @@ bool parse(int argc, char **argv, Options &o) {
       o.iterations = static_cast<int>(n);
   }
   if (o.type != "bf16" && o.type != "f16" && o.type != "f32") {
-    std::fprintf(stderr, "gptc-attention-bench: --type is bf16, f16 or "
-                 "f32, not '%s'\n", o.type.c_str());
+    std::fprintf(stderr,
+                 "gptc-attention-bench: --type is bf16, f16 or "
+                 "f32, not '%s'\n",
+                 o.type.c_str());
     return false;
   }
   if (!cuda::attentionSupportsHeadDim(o.headDim)) {
-    std::fprintf(stderr, "gptc-attention-bench: heads are 8, 16, 32, 64 or "
-                 "128 wide, not %lld\n", static_cast<long long>(o.headDim));
+    std::fprintf(stderr,
+                 "gptc-attention-bench: heads are 8, 16, 32, 64 or "
+                 "128 wide, not %lld\n",
+                 static_cast<long long>(o.headDim));
     return false;
   }
   return true;
@@ -159,8 +166,8 @@ double relativeError(const std::vector<float> &x, const std::vector<float> &r) {
 template <typename T>
 std::vector<T> download(const Device &d, size_t n) {
   std::vector<T> h(n);
-  GPTC_CUDA_CHECK(cudaMemcpy(h.data(), d.p, n * sizeof(T),
-                             cudaMemcpyDeviceToHost));
+  GPTC_CUDA_CHECK(
+      cudaMemcpy(h.data(), d.p, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
 }
 
@@ -220,11 +227,11 @@ int main(int argc, char **argv) {
     if (!f32) {
       std::vector<uint16_t> bits = toBits(x, bf16);
       x = fromBits(bits, bf16);
-      GPTC_CUDA_CHECK(cudaMemcpy(in.back()->p, bits.data(), n * 2,
-                                 cudaMemcpyHostToDevice));
+      GPTC_CUDA_CHECK(
+          cudaMemcpy(in.back()->p, bits.data(), n * 2, cudaMemcpyHostToDevice));
     } else {
-      GPTC_CUDA_CHECK(cudaMemcpy(in.back()->p, x.data(), n * 4,
-                                 cudaMemcpyHostToDevice));
+      GPTC_CUDA_CHECK(
+          cudaMemcpy(in.back()->p, x.data(), n * 4, cudaMemcpyHostToDevice));
     }
   }
   for (int i = 0; i < 4; ++i)
@@ -232,10 +239,11 @@ int main(int argc, char **argv) {
   Device stats(static_cast<size_t>(cuda::attentionScratchFloats(B, T, H)) *
                sizeof(float));
   auto forward = [&](cuda::AttentionType t, void *const *ops, void *result) {
-    GPTC_CUDA_CHECK(cuda::attentionForward(t, ops[0], ops[1], ops[2], result,
-                                           B, T, C, H, nullptr));
+    GPTC_CUDA_CHECK(cuda::attentionForward(t, ops[0], ops[1], ops[2], result, B,
+                                           T, C, H, nullptr));
   };
-  auto backward = [&](cuda::AttentionType t, void *const *ops, void *const *res) {
+  auto backward = [&](cuda::AttentionType t, void *const *ops,
+                      void *const *res) {
     GPTC_CUDA_CHECK(cuda::attentionBackward(
         t, ops[0], ops[1], ops[2], ops[3], res[0], res[1], res[2],
         static_cast<float *>(stats.p), B, T, C, H, nullptr));
@@ -265,8 +273,8 @@ int main(int argc, char **argv) {
     std::vector<std::unique_ptr<Device>> fin, fres;
     for (auto &x : wide) {
       fin.push_back(std::make_unique<Device>(n * 4));
-      GPTC_CUDA_CHECK(cudaMemcpy(fin.back()->p, x.data(), n * 4,
-                                 cudaMemcpyHostToDevice));
+      GPTC_CUDA_CHECK(
+          cudaMemcpy(fin.back()->p, x.data(), n * 4, cudaMemcpyHostToDevice));
       fres.push_back(std::make_unique<Device>(n * 4));
     }
     void *fops[4] = {fin[0]->p, fin[1]->p, fin[2]->p, fin[3]->p};
@@ -283,8 +291,8 @@ int main(int argc, char **argv) {
       bool ok = e < tolerance;
       failures += !ok;
       std::printf("%s %s against the fp32 kernel: relative error %.2e "
-                  "(tolerance %.0e)\n", ok ? "PASS" : "FAIL", names[i], e,
-                  tolerance);
+                  "(tolerance %.0e)\n",
+                  ok ? "PASS" : "FAIL", names[i], e, tolerance);
     }
   } else {
     for (int i = 0; i < 4; ++i)
@@ -305,8 +313,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 4; ++i)
     same &= widen(*out[i]) == got[i];
   failures += !same;
-  std::printf("%s a second run gives the same bits\n",
-              same ? "PASS" : "FAIL");
+  std::printf("%s a second run gives the same bits\n", same ? "PASS" : "FAIL");
   if (o.checkOnly) {
     std::printf("attention check: %d failed\n", failures);
     return failures ? 1 : 0;

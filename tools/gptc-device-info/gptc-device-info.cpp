@@ -21,8 +21,8 @@ int main() {
   int nccl = 0;
   ncclGetVersion(&nccl);
   std::printf("CUDA runtime %s, driver %s, NCCL %d.%d.%d\n",
-              runtimeVersion().c_str(), driverVersion().c_str(),
-              nccl / 10000, (nccl % 10000) / 100, nccl % 100);
+              runtimeVersion().c_str(), driverVersion().c_str(), nccl / 10000,
+              (nccl % 10000) / 100, nccl % 100);
   std::string error;
   std::vector<DeviceInfo> devices = queryDevices(error);
   if (devices.empty()) {

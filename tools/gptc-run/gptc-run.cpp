@@ -58,15 +58,17 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
                                       cl::init("-"), cl::cat(category));
 static cl::opt<std::string> functionName("function",
                                          cl::desc("The function to run"),
-                                         cl::init("forward"), cl::cat(category));
+                                         cl::init("forward"),
+                                         cl::cat(category));
 static cl::list<std::string> inputs("input", cl::desc("An input, as .npy"),
                                     cl::cat(category));
 static cl::opt<std::string> outputDir("output-dir",
                                       cl::desc("Where to write <i>.npy"),
                                       cl::init("."), cl::cat(category));
-static cl::opt<std::string> emitProgram(
-    "emit-program", cl::desc("Also write the compiled artifact (binary)"),
-    cl::init(""), cl::cat(category));
+static cl::opt<std::string>
+    emitProgram("emit-program",
+                cl::desc("Also write the compiled artifact (binary)"),
+                cl::init(""), cl::cat(category));
 
 static cl::opt<bool> useMpi(
     "mpi",
@@ -106,7 +108,8 @@ static std::string withRank(std::string path, int rank) {
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   mlir::gptc::hideUnrelatedCommandLineOptions(&category);
-  cl::ParseCommandLineOptions(argc, argv, "gptc-run: run a compiled function\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "gptc-run: run a compiled function\n");
 
   DialectRegistry registry;
   mlir::gptc::registerAllDialects(registry);
@@ -184,8 +187,8 @@ int main(int argc, char **argv) {
     return fail("no function '" + functionName + "'");
   std::unique_ptr<::gptc::runtime::KernelLibrary> kernels;
   if (!program.kernel_library().empty()) {
-    kernels = ::gptc::runtime::KernelLibrary::load(program.kernel_library(),
-                                                   error);
+    kernels =
+        ::gptc::runtime::KernelLibrary::load(program.kernel_library(), error);
     if (!kernels)
       return fail(error);
   }

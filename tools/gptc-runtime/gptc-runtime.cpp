@@ -88,8 +88,8 @@ static int trainPipeline(const pg::Program &program,
     return fail("a pipeline artifact runs under MPI, and MPI did not start");
   std::string error;
   auto failAll = [&](const std::string &message) {
-    std::cerr << "gptc-runtime: error: rank " << comm->rank() << ": "
-              << message << "\n";
+    std::cerr << "gptc-runtime: error: rank " << comm->rank() << ": " << message
+              << "\n";
     if (comm->size() > 1)
       comm->abort(1);
     return 1;
@@ -129,8 +129,7 @@ static int trainPipeline(const pg::Program &program,
               << " processes, stage 0 on " << trainer->device() << ", steps "
               << trainer->getStep() << ".." << opts.steps << "\n";
   }
-  if (!rt::trainAndSave(*trainer, opts, dataset, leader, "gptc-runtime",
-                        error))
+  if (!rt::trainAndSave(*trainer, opts, dataset, leader, "gptc-runtime", error))
     return failAll(error);
   return 0;
 }

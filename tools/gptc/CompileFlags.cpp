@@ -76,11 +76,11 @@ static cl::list<int64_t> layersOpt(
              "description's pipeline_layers, else balanced by FLOPs)"),
     cl::CommaSeparated, cl::cat(pipelineOptionCategory()));
 
-static cl::opt<int64_t> stepsOpt(
-    "steps",
-    cl::desc("Optimizer steps, which the learning-rate schedule spans "
-             "(default: training.steps; gptc train, --emit=artifact)"),
-    cl::init(-1), cl::cat(trainOptionCategory()));
+static cl::opt<int64_t>
+    stepsOpt("steps",
+             cl::desc("Optimizer steps, which the learning-rate schedule spans "
+                      "(default: training.steps; gptc train, --emit=artifact)"),
+             cl::init(-1), cl::cat(trainOptionCategory()));
 
 std::optional<int64_t> mlir::gptc::stepsFlag() {
   if (!stepsOpt.getNumOccurrences())

@@ -313,10 +313,9 @@ static int64_t bucketPackingBytes(Operation *op) {
     bool gather = isa<BucketAllGatherOp>(op);
     int64_t row = 0, ranks = 1;
     for (auto [in, out] : llvm::zip(op->getOperands(), op->getResults())) {
-      auto whole = cast<RankedTensorType>(gather ? out.getType()
-                                                 : in.getType());
-      auto part = cast<RankedTensorType>(gather ? in.getType()
-                                                : out.getType());
+      auto whole =
+          cast<RankedTensorType>(gather ? out.getType() : in.getType());
+      auto part = cast<RankedTensorType>(gather ? in.getType() : out.getType());
       if (part.getDimSize(0) > 0)
         ranks = whole.getDimSize(0) / part.getDimSize(0);
       int64_t block = tensorBytes(part);
@@ -361,12 +360,12 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
 
   os << "model: " << desc.getName() << "\n";
   os << "architecture: " << m.numLayers << " layers, " << m.numHeads
-     << " heads, width " << m.modelDim << ", MLP " << m.mlpDim
-     << ", context " << m.contextLength << ", vocab " << m.vocabSize << ", "
+     << " heads, width " << m.modelDim << ", MLP " << m.mlpDim << ", context "
+     << m.contextLength << ", vocab " << m.vocabSize << ", "
      << (m.tiedEmbeddings ? "tied" : "untied") << " embeddings"
      << (m.bias ? "" : ", no biases") << "\n";
-  os << "parameters: " << size->totalParams << " ("
-     << human(size->totalParams) << ")\n";
+  os << "parameters: " << size->totalParams << " (" << human(size->totalParams)
+     << ")\n";
   os << "  embeddings: " << size->embeddingParams << " (wte + wpe)\n";
   os << "  per block: " << size->layerParams << " x " << m.numLayers << "\n";
   os << "  final norm: " << size->finalNormParams << "\n";
@@ -374,8 +373,8 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << (m.tiedEmbeddings ? std::string("tied to wte")
                           : std::to_string(size->headParams))
      << "\n";
-  os << "parameters in the IR: " << ir.numParams << " in "
-     << ir.numParamTensors << " tensors";
+  os << "parameters in the IR: " << ir.numParams << " in " << ir.numParamTensors
+     << " tensors";
   // Tensor parallelism pads the vocabulary to a multiple of its size.
   int64_t t = std::max<int64_t>(m.tensorParallel, 1);
   int64_t padRows = (m.vocabSize + t - 1) / t * t - m.vocabSize;
@@ -391,8 +390,8 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
        << 3 * (ir.forwardFlops / ir.tokens) << " ("
        << human(3.0 * ir.forwardFlops / ir.tokens, "FLOP")
        << "; 3 x counted forward FLOPs, embedding lookups free)\n";
-  os << "tokens per step: " << size->tokensPerStep << " (batch "
-     << m.batchSize << " x seq " << m.seqLen << ")\n";
+  os << "tokens per step: " << size->tokensPerStep << " (batch " << m.batchSize
+     << " x seq " << m.seqLen << ")\n";
   os << "training FLOPs per step: "
      << human(static_cast<double>(size->flopsPerToken) * size->tokensPerStep,
               "FLOP")
@@ -526,8 +525,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
         os << "training step buffers: " << arena.getInt() << " bytes ("
            << bytes(arena.getInt()) << ") for " << values
            << " bytes of intermediate values, reused by liveness ("
-           << llvm::format("%.1f", double(values) / arena.getInt())
-           << "x)\n";
+           << llvm::format("%.1f", double(values) / arena.getInt()) << "x)\n";
       // The microbatch loop's body has an arena of its own, live next to
       // the step's (the runtime allocates both).
       int64_t loopArena = 0;

@@ -105,16 +105,15 @@ static cl::opt<int64_t> keepCheckpointsOpt(
     cl::desc("Keep the newest N step directories in the checkpoint "
              "directory, 0: all (default: training.keep_checkpoints, 1)"),
     cl::init(-1), cl::cat(trainCategory));
-static cl::opt<bool> resumeOpt("resume",
-                               cl::desc("Continue from --checkpoint"),
+static cl::opt<bool> resumeOpt("resume", cl::desc("Continue from --checkpoint"),
                                cl::init(false), cl::cat(trainCategory));
 static cl::opt<int64_t> evalIntervalOpt(
     "eval-interval",
     cl::desc("Validation loss every N steps (default: the description's)"),
     cl::init(-1), cl::cat(trainCategory));
-static cl::opt<int64_t> logIntervalOpt("log-interval",
-                                       cl::desc("A progress line every N steps"),
-                                       cl::init(10), cl::cat(trainCategory));
+static cl::opt<int64_t>
+    logIntervalOpt("log-interval", cl::desc("A progress line every N steps"),
+                   cl::init(10), cl::cat(trainCategory));
 static cl::opt<std::string> traceOpt(
     "trace",
     cl::desc("Record the run's timeline (steps, kernels, evaluations, "
@@ -177,11 +176,11 @@ static cl::opt<std::string> promptOpt("prompt", cl::desc("Text to continue"),
 static cl::opt<double> temperatureOpt("temperature",
                                       cl::desc("Softmax temperature"),
                                       cl::init(0.8), cl::cat(sampleCategory));
-static cl::opt<int64_t> topKOpt("top-k",
-                                cl::desc("Sample among the K likeliest (0: all)"),
-                                cl::init(40), cl::cat(sampleCategory));
-static cl::opt<uint64_t> seedOpt("seed", cl::desc("Sampling seed"),
-                                 cl::init(0), cl::cat(sampleCategory));
+static cl::opt<int64_t>
+    topKOpt("top-k", cl::desc("Sample among the K likeliest (0: all)"),
+            cl::init(40), cl::cat(sampleCategory));
+static cl::opt<uint64_t> seedOpt("seed", cl::desc("Sampling seed"), cl::init(0),
+                                 cl::cat(sampleCategory));
 
 static int fail(const std::string &message) {
   llvm::errs() << "gptc: error: " << message << "\n";
@@ -516,11 +515,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     return 1;
   };
   if (comm && comm->size() != devices)
-    return failAll(
-        "the mesh has " + std::to_string(devices) + " devices but " +
-            std::to_string(comm->size()) +
-            " processes run it: use mpirun -np " + std::to_string(devices),
-        /*everyRank=*/true);
+    return failAll("the mesh has " + std::to_string(devices) + " devices but " +
+                       std::to_string(comm->size()) +
+                       " processes run it: use mpirun -np " +
+                       std::to_string(devices),
+                   /*everyRank=*/true);
 
   if (comm)
     rt::shareCores(*comm);
@@ -552,8 +551,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
 #ifdef GPTC_HAVE_CUDA
   if (options->cuda()) {
     // One GPU per process: its rank on the node picks it.
-    int gpu = comm ? rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount())
-                   : 0;
+    int gpu =
+        comm ? rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount()) : 0;
     backend = rt::createCudaBackend(program, gpu, error,
                                     devices > 1 ? comm.get() : nullptr);
     if (!backend)
@@ -592,12 +591,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
       llvm::errs() << "gptc: on " << trainer->device() << "\n";
     if (devices > 1 || m.gradAccumSteps > 1)
       llvm::errs() << "gptc: " << devices << " processes: data parallel "
-                   << m.dataParallel << ", tensor parallel "
-                   << m.tensorParallel
+                   << m.dataParallel << ", tensor parallel " << m.tensorParallel
                    << (m.sequenceParallel ? " (sequence parallel)" : "")
-                   << ", ZeRO stage " << m.zeroStage
-                   << ", " << m.gradAccumSteps << " microbatch(es) of "
-                   << m.microBatchSize << " sequences per rank\n";
+                   << ", ZeRO stage " << m.zeroStage << ", " << m.gradAccumSteps
+                   << " microbatch(es) of " << m.microBatchSize
+                   << " sequences per rank\n";
   }
   if (comm && !printProcesses(*comm, error))
     return failAll(error);
@@ -651,7 +649,8 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
       llvm::MemoryBuffer::getMemBufferCopy(ck.description(),
                                            checkpointPath + ":description"),
       llvm::SMLoc());
-  FailureOr<ModelDescription> desc = ModelDescription::parse(sourceMgr, &context);
+  FailureOr<ModelDescription> desc =
+      ModelDescription::parse(sourceMgr, &context);
   if (failed(desc))
     return 1;
   if (!desc->getOnnxModelPath().empty())

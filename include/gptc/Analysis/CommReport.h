@@ -31,11 +31,11 @@ namespace mlir::gptc {
 
 struct Collective {
   Operation *op;
-  std::string kind;             ///< "all_reduce", ...
-  std::vector<int64_t> axes;    ///< grid axes
-  int64_t ranks = 1;            ///< N
-  int64_t bytes = 0;            ///< G
-  double volume = 0;            ///< bytes sent per rank, per run
+  std::string kind;          ///< "all_reduce", ...
+  std::vector<int64_t> axes; ///< grid axes
+  int64_t ranks = 1;         ///< N
+  int64_t bytes = 0;         ///< G
+  double volume = 0;         ///< bytes sent per rank, per run
   /// Runs per step: the product of the enclosing gptc.accumulate ops'
   /// microbatches (1 outside the microbatch loop), summed over the calls
   /// that reach it.

@@ -35,7 +35,8 @@ OwningOpRef<ModuleOp> importLogits(const ModelDescription &description,
 /// does: the precision, NaN policy, recomputation, the mesh as a
 /// `shard.grid` with the axes' roles, and the optimizer's settings. The
 /// ONNX path uses it for an imported graph.
-void setTrainingAttributes(ModuleOp module, const ModelDescription &description);
+void setTrainingAttributes(ModuleOp module,
+                           const ModelDescription &description);
 
 /// Registers the dialects the imported module uses.
 void registerImporterDialects(DialectRegistry &registry);

@@ -121,10 +121,9 @@ importOnnxFileForTraining(llvm::StringRef path, MLIRContext *context,
 /// and accumulation `overrides` ask for, the graph's sequence, gptc's
 /// defaults for the rest (the overrides then replace them as for any
 /// description).
-FailureOr<std::string> onnxTrainingDescription(llvm::StringRef path,
-                                               const OnnxTrainingShape &shape,
-                                               const ParallelOverrides &overrides,
-                                               std::string &error);
+FailureOr<std::string>
+onnxTrainingDescription(llvm::StringRef path, const OnnxTrainingShape &shape,
+                        const ParallelOverrides &overrides, std::string &error);
 
 /// The description's sizes against the graph, which fixes them (its token
 /// input is one rank's micro-batch), and what an imported graph does not

@@ -1,4 +1,5 @@
-//===- CollectiveSchedule.h - When a device's collectives overlap -*- C++ -*-===//
+//===- CollectiveSchedule.h - When a device's collectives overlap -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

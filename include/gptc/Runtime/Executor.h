@@ -36,9 +36,9 @@ public:
   /// values. Returns null with `error` set on a malformed function.
   /// COMPILED kernels are looked up in `kernels` (the program's
   /// kernel_library, loaded), which must outlive the executor.
-  static std::unique_ptr<Executor> create(const program::Function &function,
-                                          std::string &error,
-                                          const KernelLibrary *kernels = nullptr);
+  static std::unique_ptr<Executor>
+  create(const program::Function &function, std::string &error,
+         const KernelLibrary *kernels = nullptr);
 
   /// Runs the function on `inputs` (in the function's input order, with
   /// the declared types) and returns its outputs. On a runtime error (an

@@ -48,8 +48,8 @@ struct AccumulateToSCF final : OpRewritePattern<AccumulateOp> {
         rewriter, loc, lb, ub, one, inits,
         [&](OpBuilder &b, Location l, Value i, ValueRange sums) {
           IRMapping map;
-          for (auto [input, arg] : llvm::zip(op.getInputs(),
-                                             body.getArguments())) {
+          for (auto [input, arg] :
+               llvm::zip(op.getInputs(), body.getArguments())) {
             auto whole = cast<RankedTensorType>(input.getType());
             auto slice = cast<RankedTensorType>(arg.getType());
             int64_t rows = slice.getDimSize(0);
@@ -64,8 +64,7 @@ struct AccumulateToSCF final : OpRewritePattern<AccumulateOp> {
               strides.push_back(b.getIndexAttr(1));
             }
             map.map(arg, tensor::ExtractSliceOp::create(b, l, slice, input,
-                                                        offsets, sizes,
-                                                        strides)
+                                                        offsets, sizes, strides)
                              .getResult());
           }
           for (Operation &inner : body.without_terminator())

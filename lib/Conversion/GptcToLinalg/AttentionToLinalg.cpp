@@ -125,8 +125,7 @@ Value heads(OpBuilder &b, Location loc, Value x, int64_t h) {
 Value merge(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
   auto from = cast<RankedTensorType>(x.getType());
   Value collapsed = tensor::CollapseShapeOp::create(
-      b, loc,
-      RankedTensorType::get(type.getShape(), from.getElementType()), x,
+      b, loc, RankedTensorType::get(type.getShape(), from.getElementType()), x,
       SmallVector<ReassociationIndices>{{0}, {1}, {2, 3}});
   return roundTensor(b, loc, collapsed, type.getElementType());
 }
@@ -139,23 +138,23 @@ struct Forward {
 Forward forward(Loops &L, Value q, Value k) {
   Forward f;
   FloatType acc = L.acc;
-  f.scores = L.generic(
-      "bhijd", {q, k}, {"bihd", "bjhd"}, "bhij", 0.0,
-      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        Value prod = arith::MulFOp::create(nb, l, convertFloat(nb, l, a[0], acc),
-                                           convertFloat(nb, l, a[1], acc));
-        return arith::AddFOp::create(nb, l, a[2], prod);
-      });
-  f.max = L.generic(
-      "bhij", {f.scores}, {"bhij"}, "bhi",
-      -std::numeric_limits<double>::infinity(),
-      [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
-        Value s = arith::MulFOp::create(nb, l, a[0], L.c(nb, l, L.scale));
-        Value masked = arith::SelectOp::create(
-            nb, l, L.visible(nb, l, "bhij"), s,
-            L.c(nb, l, -std::numeric_limits<double>::infinity()));
-        return arith::MaximumFOp::create(nb, l, masked, a[1]);
-      });
+  f.scores = L.generic("bhijd", {q, k}, {"bihd", "bjhd"}, "bhij", 0.0,
+                       [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                         Value prod = arith::MulFOp::create(
+                             nb, l, convertFloat(nb, l, a[0], acc),
+                             convertFloat(nb, l, a[1], acc));
+                         return arith::AddFOp::create(nb, l, a[2], prod);
+                       });
+  f.max = L.generic("bhij", {f.scores}, {"bhij"}, "bhi",
+                    -std::numeric_limits<double>::infinity(),
+                    [&](OpBuilder &nb, Location l, ValueRange a) -> Value {
+                      Value s = arith::MulFOp::create(nb, l, a[0],
+                                                      L.c(nb, l, L.scale));
+                      Value masked = arith::SelectOp::create(
+                          nb, l, L.visible(nb, l, "bhij"), s,
+                          L.c(nb, l, -std::numeric_limits<double>::infinity()));
+                      return arith::MaximumFOp::create(nb, l, masked, a[1]);
+                    });
   f.sum = L.generic(
       "bhij", {f.scores, f.max}, {"bhij", "bhi"}, "bhi", 0.0,
       [&](OpBuilder &nb, Location l, ValueRange a) -> Value {

@@ -137,14 +137,14 @@ struct LinearToLinalg final : OpRewritePattern<LinearOp> {
       AffineMap id = rewriter.getMultiDimIdentityMap(2);
       AffineMap col = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
       Value out = emptyTensor(rewriter, loc, {rows, n}, acc);
-      y = buildGeneric(rewriter, loc, {y, bias}, {id, col}, {out}, {id}, 2, {},
-                       [&](OpBuilder &b, Location nested, ValueRange args) {
-                         Value bv = convertFloat(b, nested, args[1], acc);
-                         linalg::YieldOp::create(
-                             b, nested,
-                             arith::AddFOp::create(b, nested, args[0], bv)
-                                 .getResult());
-                       })
+      y = buildGeneric(
+              rewriter, loc, {y, bias}, {id, col}, {out}, {id}, 2, {},
+              [&](OpBuilder &b, Location nested, ValueRange args) {
+                Value bv = convertFloat(b, nested, args[1], acc);
+                linalg::YieldOp::create(
+                    b, nested,
+                    arith::AddFOp::create(b, nested, args[0], bv).getResult());
+              })
               .getResult(0);
     }
     y = roundTensor(rewriter, loc, y, type.getElementType());

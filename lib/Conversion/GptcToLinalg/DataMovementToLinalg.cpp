@@ -1,4 +1,5 @@
-//===- DataMovementToLinalg.cpp - Layout and reduction ops to linalg -*- C++ -*-===//
+//===- DataMovementToLinalg.cpp - Layout and reduction ops to linalg -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -46,16 +47,15 @@ struct IotaToLinalg final : OpRewritePattern<IotaOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Location loc = op.getLoc();
     int64_t rank = type.getRank();
-    Value init = emptyTensor(rewriter, loc, type.getShape(),
-                             type.getElementType());
+    Value init =
+        emptyTensor(rewriter, loc, type.getShape(), type.getElementType());
     int64_t dim = static_cast<int64_t>(op.getDimension());
     auto generic = buildGeneric(
-        rewriter, loc, {}, {}, {init},
-        {rewriter.getMultiDimIdentityMap(rank)}, rank, {},
-        [&](OpBuilder &b, Location nested, ValueRange) {
+        rewriter, loc, {}, {}, {init}, {rewriter.getMultiDimIdentityMap(rank)},
+        rank, {}, [&](OpBuilder &b, Location nested, ValueRange) {
           Value i = linalg::IndexOp::create(b, nested, dim);
-          Value v = arith::IndexCastOp::create(b, nested,
-                                               type.getElementType(), i);
+          Value v =
+              arith::IndexCastOp::create(b, nested, type.getElementType(), i);
           linalg::YieldOp::create(b, nested, v);
         });
     rewriter.replaceOp(op, generic.getResults());
@@ -71,14 +71,14 @@ struct ReshapeToTensor final : OpRewritePattern<ReshapeOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Location loc = op.getLoc();
     SmallVector<int64_t> dims(type.getShape());
-    auto shapeType = RankedTensorType::get({type.getRank()},
-                                           rewriter.getIndexType());
+    auto shapeType =
+        RankedTensorType::get({type.getRank()}, rewriter.getIndexType());
     Value shape = arith::ConstantOp::create(
         rewriter, loc,
-        DenseIntElementsAttr::get(
-            shapeType, llvm::map_to_vector(dims, [](int64_t d) {
-              return APInt(64, static_cast<uint64_t>(d));
-            })));
+        DenseIntElementsAttr::get(shapeType,
+                                  llvm::map_to_vector(dims, [](int64_t d) {
+                                    return APInt(64, static_cast<uint64_t>(d));
+                                  })));
     rewriter.replaceOpWithNewOp<tensor::ReshapeOp>(op, type, op.getInput(),
                                                    shape);
     return success();
@@ -129,8 +129,7 @@ struct ConcatToTensor final : OpRewritePattern<ConcatOp> {
   LogicalResult matchAndRewrite(ConcatOp op,
                                 PatternRewriter &rewriter) const override {
     rewriter.replaceOpWithNewOp<tensor::ConcatOp>(
-        op, op.getType(), static_cast<uint64_t>(op.getAxis()),
-        op.getInputs());
+        op, op.getType(), static_cast<uint64_t>(op.getAxis()), op.getInputs());
     return success();
   }
 };
@@ -144,9 +143,8 @@ struct BroadcastToLinalg final : OpRewritePattern<BroadcastOp> {
     auto type = cast<RankedTensorType>(op.getType());
     Value init = emptyTensor(rewriter, op.getLoc(), type.getShape(),
                              type.getElementType());
-    auto bc = linalg::BroadcastOp::create(rewriter, op.getLoc(),
-                                          op.getInput(), init,
-                                          op.getDimensions());
+    auto bc = linalg::BroadcastOp::create(rewriter, op.getLoc(), op.getInput(),
+                                          init, op.getDimensions());
     rewriter.replaceOp(op, bc.getResults());
     return success();
   }
@@ -166,14 +164,13 @@ struct ReduceSumToLinalg final : OpRewritePattern<ReduceSumOp> {
     ArrayRef<int64_t> dims = op.getDimensions();
     Value init = filledTensor(rewriter, loc, type.getShape(), acc, 0.0);
     auto sum = buildGeneric(
-        rewriter, loc, {op.getInput()},
-        {rewriter.getMultiDimIdentityMap(rank)}, {init},
-        {dropDims(ctx, rank, dims)}, rank, dims,
+        rewriter, loc, {op.getInput()}, {rewriter.getMultiDimIdentityMap(rank)},
+        {init}, {dropDims(ctx, rank, dims)}, rank, dims,
         [&](OpBuilder &b, Location nested, ValueRange args) {
           Value x = convertFloat(b, nested, args[0], acc);
-          linalg::YieldOp::create(b, nested,
-                                  arith::AddFOp::create(b, nested, x, args[1])
-                                      .getResult());
+          linalg::YieldOp::create(
+              b, nested,
+              arith::AddFOp::create(b, nested, x, args[1]).getResult());
         });
     Value result =
         roundTensor(rewriter, loc, sum.getResult(0), type.getElementType());
@@ -185,7 +182,8 @@ struct ReduceSumToLinalg final : OpRewritePattern<ReduceSumOp> {
 
 void mlir::gptc::populateGptcDataMovementToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<ConstantToArith, IotaToLinalg, ReshapeToTensor,
-               TransposeToLinalg, SplitToTensor, ConcatToTensor,
-               BroadcastToLinalg, ReduceSumToLinalg>(patterns.getContext());
+  patterns
+      .add<ConstantToArith, IotaToLinalg, ReshapeToTensor, TransposeToLinalg,
+           SplitToTensor, ConcatToTensor, BroadcastToLinalg, ReduceSumToLinalg>(
+          patterns.getContext());
 }

@@ -45,9 +45,9 @@ struct Scalar : linalg_lowering::ScalarBuilder {
     x = max(min(x, c(clamp)), c(-clamp));
     Value x2 = mul(x, x);
     Value p = c(-2.76076847742355e-16);
-    for (double k : {2.00018790482477e-13, -8.60467152213735e-11,
-                     5.12229709037114e-08, 1.48572235717979e-05,
-                     6.37261928875436e-04, 4.89352455891786e-03})
+    for (double k :
+         {2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+          1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03})
       p = add(mul(p, x2), c(k));
     p = mul(p, x);
     Value q = c(1.19825839466702e-06);
@@ -176,9 +176,8 @@ lowerElementwise(Operation *op, PatternRewriter &rewriter,
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
-      rewriter, loc, TypeRange{type}, op->getOperands(), ValueRange{init},
-      maps, iterators,
-      [&](OpBuilder &b, Location nested, ValueRange args) {
+      rewriter, loc, TypeRange{type}, op->getOperands(), ValueRange{init}, maps,
+      iterators, [&](OpBuilder &b, Location nested, ValueRange args) {
         auto element = cast<FloatType>(type.getElementType());
         Scalar s{{b, nested, element}};
         Value result = body(s, args.drop_back());
@@ -240,8 +239,7 @@ struct CastToLinalg final : OpRewritePattern<CastOp> {
     auto to = cast<FloatType>(op.getType().getElementType());
     auto type = op.getType();
     Location loc = op.getLoc();
-    Value init =
-        tensor::EmptyOp::create(rewriter, loc, type.getShape(), to);
+    Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(), to);
     int64_t rank = type.getRank();
     SmallVector<AffineMap> maps(2, rewriter.getMultiDimIdentityMap(rank));
     SmallVector<utils::IteratorType> iterators(rank,
@@ -257,7 +255,8 @@ struct CastToLinalg final : OpRewritePattern<CastOp> {
             v = arith::TruncFOp::create(b, nested, to, v);
           else if (from != to)
             v = arith::TruncFOp::create(
-                b, nested, to, arith::ExtFOp::create(b, nested, b.getF32Type(), v));
+                b, nested, to,
+                arith::ExtFOp::create(b, nested, b.getF32Type(), v));
           linalg::YieldOp::create(b, nested, v);
         });
     rewriter.replaceOp(op, generic.getResults());

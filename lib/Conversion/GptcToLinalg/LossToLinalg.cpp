@@ -66,11 +66,11 @@ struct EmbeddingToLinalg final : OpRewritePattern<EmbeddingOp> {
     Value offset;
     if (op.getOffset())
       offset = toI64(rewriter, loc, scalarOf(rewriter, loc, op.getOffset()));
-    Value out = emptyTensor(rewriter, loc, type.getShape(),
-                            type.getElementType());
+    Value out =
+        emptyTensor(rewriter, loc, type.getShape(), type.getElementType());
     auto generic = buildGeneric(
-        rewriter, loc, {op.getIds()}, {dropDims(ctx, rank, {rank - 1})},
-        {out}, {rewriter.getMultiDimIdentityMap(rank)}, rank, {},
+        rewriter, loc, {op.getIds()}, {dropDims(ctx, rank, {rank - 1})}, {out},
+        {rewriter.getMultiDimIdentityMap(rank)}, rank, {},
         [&](OpBuilder &b, Location l, ValueRange args) {
           Value row = toI64(b, l, args[0]);
           Value zero = arith::ConstantOp::create(
@@ -94,12 +94,11 @@ struct EmbeddingToLinalg final : OpRewritePattern<EmbeddingOp> {
           }
           Value r = arith::IndexCastOp::create(b, l, b.getIndexType(), row);
           Value c = linalg::IndexOp::create(b, l, rank - 1);
-          Value v = tensor::ExtractOp::create(b, l, op.getTable(),
-                                              ValueRange{r, c});
-          linalg::YieldOp::create(b, l,
-                                  arith::SelectOp::create(b, l, inBlock, v,
-                                                          zero)
-                                      .getResult());
+          Value v =
+              tensor::ExtractOp::create(b, l, op.getTable(), ValueRange{r, c});
+          linalg::YieldOp::create(
+              b, l,
+              arith::SelectOp::create(b, l, inBlock, v, zero).getResult());
         });
     rewriter.replaceOp(op, generic.getResults());
     return success();
@@ -185,11 +184,11 @@ struct EmbeddingGradToLinalg final : OpRewritePattern<EmbeddingGradOp> {
               Value v = toI64(b, l, linalg::IndexOp::create(b, l, 0));
               if (offset)
                 v = arith::AddIOp::create(b, l, v, offset);
-              Value hit = arith::CmpIOp::create(
-                  b, l, arith::CmpIPredicate::eq, toI64(b, l, args[0]), v);
+              Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                                toI64(b, l, args[0]), v);
               Value g = convertFloat(b, l, args[1], acc);
-              Value zero = arith::ConstantOp::create(
-                  b, l, acc, b.getFloatAttr(acc, 0.0));
+              Value zero = arith::ConstantOp::create(b, l, acc,
+                                                     b.getFloatAttr(acc, 0.0));
               Value add = arith::SelectOp::create(b, l, hit, g, zero);
               linalg::YieldOp::create(
                   b, l, arith::AddFOp::create(b, l, args[2], add).getResult());
@@ -217,24 +216,23 @@ RowStats crossEntropyRows(OpBuilder &b, Location loc, Value logits,
   AffineMap elem = b.getMultiDimIdentityMap(rank);
   AffineMap row = dropDims(ctx, rank, {rank - 1});
   RowStats s;
-  Value maxInit = filledTensor(b, loc, rows, acc,
-                               -std::numeric_limits<double>::infinity());
-  s.max = buildGeneric(b, loc, {logits}, {elem}, {maxInit}, {row}, rank,
-                       {rank - 1},
-                       [&](OpBuilder &nb, Location l, ValueRange args) {
-                         Value x = convertFloat(nb, l, args[0], acc);
-                         linalg::YieldOp::create(
-                             nb, l,
-                             arith::MaximumFOp::create(nb, l, x, args[1])
-                                 .getResult());
-                       })
+  Value maxInit =
+      filledTensor(b, loc, rows, acc, -std::numeric_limits<double>::infinity());
+  s.max = buildGeneric(
+              b, loc, {logits}, {elem}, {maxInit}, {row}, rank, {rank - 1},
+              [&](OpBuilder &nb, Location l, ValueRange args) {
+                Value x = convertFloat(nb, l, args[0], acc);
+                linalg::YieldOp::create(
+                    nb, l,
+                    arith::MaximumFOp::create(nb, l, x, args[1]).getResult());
+              })
               .getResult(0);
   // The sum of shifted exponentials and the label's logit in one pass.
   Value sumInit = filledTensor(b, loc, rows, acc, 0.0);
   Value targetInit = filledTensor(b, loc, rows, acc, 0.0);
   auto pass = buildGeneric(
-      b, loc, {logits, labels, s.max}, {elem, row, row},
-      {sumInit, targetInit}, {row, row}, rank, {rank - 1},
+      b, loc, {logits, labels, s.max}, {elem, row, row}, {sumInit, targetInit},
+      {row, row}, rank, {rank - 1},
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value x = convertFloat(nb, l, args[0], acc);
         Value e = math::ExpOp::create(nb, l,
@@ -242,8 +240,8 @@ RowStats crossEntropyRows(OpBuilder &b, Location loc, Value logits,
         Value v = toI64(nb, l, linalg::IndexOp::create(nb, l, rank - 1));
         Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
                                           toI64(nb, l, args[1]), v);
-        Value zero = arith::ConstantOp::create(nb, l, acc,
-                                               nb.getFloatAttr(acc, 0.0));
+        Value zero =
+            arith::ConstantOp::create(nb, l, acc, nb.getFloatAttr(acc, 0.0));
         Value t = arith::SelectOp::create(nb, l, hit, x, zero);
         linalg::YieldOp::create(
             nb, l,
@@ -340,8 +338,8 @@ struct CrossEntropyToLinalg final : OpRewritePattern<CrossEntropyOp> {
     FloatType acc = accumulatorType(
         cast<RankedTensorType>(op.getLogits().getType()).getElementType());
     std::optional<int64_t> ignore = op.getIgnoreIndex();
-    RowStats s = crossEntropyRows(rewriter, loc, op.getLogits(),
-                                  op.getLabels(), acc);
+    RowStats s =
+        crossEntropyRows(rewriter, loc, op.getLogits(), op.getLabels(), acc);
     rewriter.replaceOp(op, meanLoss(rewriter, loc, op.getLabels(), s.max,
                                     s.sumExp, s.target, op.getNormalizer(),
                                     ignore, acc, type.getElementType()));
@@ -359,33 +357,34 @@ struct CrossEntropyGradToLinalg final : OpRewritePattern<CrossEntropyGradOp> {
     auto type = cast<RankedTensorType>(op.getType());
     FloatType acc = accumulatorType(type.getElementType());
     std::optional<int64_t> ignore = op.getIgnoreIndex();
-    RowStats s = crossEntropyRows(rewriter, loc, op.getLogits(),
-                                  op.getLabels(), acc);
-    Value n = divisor(rewriter, loc, op.getLabels(), op.getNormalizer(),
-                      ignore, acc);
+    RowStats s =
+        crossEntropyRows(rewriter, loc, op.getLogits(), op.getLabels(), acc);
+    Value n =
+        divisor(rewriter, loc, op.getLabels(), op.getNormalizer(), ignore, acc);
     int64_t rank = type.getRank();
     AffineMap elem = rewriter.getMultiDimIdentityMap(rank);
     AffineMap row = dropDims(ctx, rank, {rank - 1});
     AffineMap none = AffineMap::get(rank, 0, {}, ctx);
-    Value out = emptyTensor(rewriter, loc, type.getShape(),
-                            type.getElementType());
+    Value out =
+        emptyTensor(rewriter, loc, type.getShape(), type.getElementType());
     auto d = buildGeneric(
-        rewriter, loc, {op.getLogits(), op.getLabels(), s.max, s.sumExp,
-                        op.getGrad(), n},
+        rewriter, loc,
+        {op.getLogits(), op.getLabels(), s.max, s.sumExp, op.getGrad(), n},
         {elem, row, row, row, none, none}, {out}, {elem}, rank, {},
         [&](OpBuilder &b, Location l, ValueRange args) {
           Value x = convertFloat(b, l, args[0], acc);
           Value p = arith::DivFOp::create(
               b, l,
-              math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x, args[2])),
+              math::ExpOp::create(b, l,
+                                  arith::SubFOp::create(b, l, x, args[2])),
               args[3]);
           Value v = toI64(b, l, linalg::IndexOp::create(b, l, rank - 1));
           Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
                                             toI64(b, l, args[1]), v);
-          Value one = arith::ConstantOp::create(b, l, acc,
-                                                b.getFloatAttr(acc, 1.0));
-          Value zero = arith::ConstantOp::create(b, l, acc,
-                                                 b.getFloatAttr(acc, 0.0));
+          Value one =
+              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 1.0));
+          Value zero =
+              arith::ConstantOp::create(b, l, acc, b.getFloatAttr(acc, 0.0));
           Value diff = arith::SubFOp::create(
               b, l, p, arith::SelectOp::create(b, l, hit, one, zero));
           Value scale = arith::DivFOp::create(

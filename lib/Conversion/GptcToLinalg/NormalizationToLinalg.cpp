@@ -40,25 +40,23 @@ struct RowMaps {
       : rank(type.getRank()),
         element(AffineMap::getMultiDimIdentityMap(rank, ctx)),
         row(dropDims(ctx, rank, {rank - 1})),
-        column(AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, ctx)},
-                              ctx)),
+        column(AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, ctx)}, ctx)),
         rowShape(type.getShape().drop_back()) {}
 };
 
 /// A reduction over the last dimension of `inputs` (read through `maps`)
 /// into one value per row, starting from `initial`.
-Value reduceRows(OpBuilder &b, Location loc, const RowMaps &m, FloatType acc,
-                 double initial, ValueRange inputs, ArrayRef<AffineMap> maps,
-                 function_ref<Value(OpBuilder &, Location, ValueRange, Value)>
-                     combine) {
+Value reduceRows(
+    OpBuilder &b, Location loc, const RowMaps &m, FloatType acc, double initial,
+    ValueRange inputs, ArrayRef<AffineMap> maps,
+    function_ref<Value(OpBuilder &, Location, ValueRange, Value)> combine) {
   Value init = filledTensor(b, loc, m.rowShape, acc, initial);
-  return buildGeneric(b, loc, inputs, maps, {init}, {m.row}, m.rank,
-                      {m.rank - 1},
-                      [&](OpBuilder &nb, Location nested, ValueRange args) {
-                        Value r = combine(nb, nested, args.drop_back(),
-                                          args.back());
-                        linalg::YieldOp::create(nb, nested, r);
-                      })
+  return buildGeneric(
+             b, loc, inputs, maps, {init}, {m.row}, m.rank, {m.rank - 1},
+             [&](OpBuilder &nb, Location nested, ValueRange args) {
+               Value r = combine(nb, nested, args.drop_back(), args.back());
+               linalg::YieldOp::create(nb, nested, r);
+             })
       .getResult(0);
 }
 
@@ -146,8 +144,8 @@ struct SoftmaxToLinalg final : OpRewritePattern<SoftmaxOp> {
         rewriter, loc, m, acc, -std::numeric_limits<double>::infinity(), {x},
         {m.element},
         [&](OpBuilder &b, Location l, ValueRange in, Value s) -> Value {
-          return arith::MaximumFOp::create(b, l,
-                                           convertFloat(b, l, in[0], acc), s);
+          return arith::MaximumFOp::create(b, l, convertFloat(b, l, in[0], acc),
+                                           s);
         });
     auto shifted = [&](OpBuilder &b, Location l, Value xv, Value mv) {
       return math::ExpOp::create(
@@ -163,8 +161,8 @@ struct SoftmaxToLinalg final : OpRewritePattern<SoftmaxOp> {
         rewriter, loc, {x, max, sum}, {m.element, m.row, m.row}, {out},
         {m.element}, m.rank, {},
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Value v = arith::DivFOp::create(
-              b, l, shifted(b, l, args[0], args[1]), args[2]);
+          Value v = arith::DivFOp::create(b, l, shifted(b, l, args[0], args[1]),
+                                          args[2]);
           linalg::YieldOp::create(b, l, convertFloat(b, l, v, element));
         });
     rewriter.replaceOp(op, y.getResults());

@@ -134,9 +134,9 @@ struct ClipScaleToArith final : OpRewritePattern<ClipScaleOp> {
       scale = s.of(op.getLossScale());
     if (scale)
       norm = s.div(norm, scale);
-    Value r = maxNorm <= 0
-                  ? s.c(1.0)
-                  : s.min(s.c(1.0), s.div(s.c(maxNorm), s.add(norm, s.c(1e-6))));
+    Value r = maxNorm <= 0 ? s.c(1.0)
+                           : s.min(s.c(1.0),
+                                   s.div(s.c(maxNorm), s.add(norm, s.c(1e-6))));
     if (scale)
       r = s.div(r, scale);
     rewriter.replaceOp(op, s.tensorOf(r, rewriter.getF32Type()));
@@ -166,7 +166,7 @@ struct LearningRateToArith final : OpRewritePattern<LearningRateOp> {
       coefficient = s.mul(
           s.c(0.5),
           s.add(s.c(1.0), math::CosOp::create(rewriter, op.getLoc(),
-                                               s.mul(s.c(M_PI), progress))));
+                                              s.mul(s.c(M_PI), progress))));
     else if (decay == "linear")
       coefficient = s.sub(s.c(1.0), progress);
     else
@@ -248,9 +248,8 @@ struct LossScaleUpdateToArith final : OpRewritePattern<LossScaleUpdateOp> {
     };
     Value scale = ext(op.getScale()), good = ext(op.getGood()),
           updates = ext(op.getUpdates());
-    Value found = arith::CmpFOp::create(rewriter, loc,
-                                        arith::CmpFPredicate::UNE,
-                                        ext(op.getFound()), f.c(0.0));
+    Value found = arith::CmpFOp::create(
+        rewriter, loc, arith::CmpFPredicate::UNE, ext(op.getFound()), f.c(0.0));
     Value scale64 = convertFloat(rewriter, loc, scale, s.type);
     Value backedOff = convertFloat(
         rewriter, loc, s.mul(scale64, s.c(op.getBackoff().convertToDouble())),
@@ -267,17 +266,17 @@ struct LossScaleUpdateToArith final : OpRewritePattern<LossScaleUpdateOp> {
     Value grow = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::sge,
                                        nextGood, i(op.getInterval()));
     Value goodScale = f.select(grow, grown, scale);
-    Value goodCount = arith::SelectOp::create(rewriter, loc, grow, i(0),
-                                              nextGood);
+    Value goodCount =
+        arith::SelectOp::create(rewriter, loc, grow, i(0), nextGood);
     Value newScale = f.select(found, backedOff, goodScale);
-    Value newGood = arith::SelectOp::create(rewriter, loc, found, i(0),
-                                            goodCount);
+    Value newGood =
+        arith::SelectOp::create(rewriter, loc, found, i(0), goodCount);
     Value newUpdates = arith::SelectOp::create(
         rewriter, loc, found, updates,
         arith::AddIOp::create(rewriter, loc, updates, i(1)));
-    rewriter.replaceOp(op, {f.tensorOf(newScale, f.type),
-                            f.tensorOf(newGood, i32),
-                            f.tensorOf(newUpdates, i32)});
+    rewriter.replaceOp(op,
+                       {f.tensorOf(newScale, f.type), f.tensorOf(newGood, i32),
+                        f.tensorOf(newUpdates, i32)});
     return success();
   }
 };
@@ -296,8 +295,8 @@ AdamWScalars adamwScalars(OpBuilder &b, Location loc, Value lrT, Value stepT,
   r.lr = s.of(lrT);
   r.scale = s.of(scaleT);
   Value t = s.add(s.of(stepT), s.c(1.0));
-  r.stepSize = s.div(
-      r.lr, s.sub(s.c(1.0), math::PowFOp::create(b, loc, s.c(beta1), t)));
+  r.stepSize =
+      s.div(r.lr, s.sub(s.c(1.0), math::PowFOp::create(b, loc, s.c(beta1), t)));
   r.bc2Sqrt = math::SqrtOp::create(
       b, loc, s.sub(s.c(1.0), math::PowFOp::create(b, loc, s.c(beta2), t)));
   if (skipT)
@@ -332,8 +331,8 @@ SmallVector<Value> adamwUpdate(OpBuilder &b, Location loc, Value p, Value g,
         Value mi = s.add(a[2], s.mul(s.c(1.0 - beta1), s.sub(grad, a[2])));
         Value vi = s.add(s.mul(a[3], s.c(beta2)),
                          s.mul(s.mul(s.c(1.0 - beta2), grad), grad));
-        Value denom = s.add(
-            s.div(math::SqrtOp::create(nb, l, vi), bc2Sqrt), s.c(eps));
+        Value denom =
+            s.add(s.div(math::SqrtOp::create(nb, l, vi), bc2Sqrt), s.c(eps));
         Value pi = s.sub(s.mul(a[0], decay), s.div(s.mul(stepSize, mi), denom));
         if (k.skip) {
           pi = s.select(k.skip, a[0], pi);
@@ -355,11 +354,10 @@ struct AdamWToLinalg final : OpRewritePattern<AdamWOp> {
     AdamWScalars k =
         adamwScalars(rewriter, op.getLoc(), op.getLr(), op.getStep(),
                      op.getScale(), op.getSkip(), b1, b2);
-    rewriter.replaceOp(
-        op, adamwUpdate(rewriter, op.getLoc(), op.getParam(), op.getGrad(),
-                        op.getM(), op.getV(), k, b1, b2,
-                        op.getEps().convertToDouble(),
-                        op.getWeightDecay().convertToDouble()));
+    rewriter.replaceOp(op, adamwUpdate(rewriter, op.getLoc(), op.getParam(),
+                                       op.getGrad(), op.getM(), op.getV(), k,
+                                       b1, b2, op.getEps().convertToDouble(),
+                                       op.getWeightDecay().convertToDouble()));
     return success();
   }
 };
@@ -376,10 +374,10 @@ struct MultiAdamWToLinalg final : OpRewritePattern<MultiAdamWOp> {
     unsigned n = op.getNumParams();
     SmallVector<Value> results(3 * n);
     for (unsigned i = 0; i < n; ++i) {
-      SmallVector<Value> r = adamwUpdate(
-          rewriter, op.getLoc(), op.getParams()[i], op.getGrads()[i],
-          op.getM()[i], op.getV()[i], k, b1, b2,
-          op.getEps().convertToDouble(), op.getDecays()[i]);
+      SmallVector<Value> r =
+          adamwUpdate(rewriter, op.getLoc(), op.getParams()[i],
+                      op.getGrads()[i], op.getM()[i], op.getV()[i], k, b1, b2,
+                      op.getEps().convertToDouble(), op.getDecays()[i]);
       for (unsigned j = 0; j < 3; ++j)
         results[j * n + i] = r[j];
     }

@@ -14,8 +14,9 @@
 //
 //   matmul(reshape(x), transpose(W)) [+ broadcast(b)]   -> gptc.linear x, W, b
 //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))    -> gptc.gelu x
-//   softmax(mask(Q K^T / sqrt(D))) V over H heads       -> gptc.causal_attention
-//   (x - mean) / sqrt(var + eps) * gamma + beta         -> gptc.layer_norm
+//   softmax(mask(Q K^T / sqrt(D))) V over H heads       ->
+//   gptc.causal_attention (x - mean) / sqrt(var + eps) * gamma + beta ->
+//   gptc.layer_norm
 //     (ONNX before opset 17 has no LayerNormalization)
 //
 // Each rewrite checks what it relies on: the constants (to 1e-6), the
@@ -231,7 +232,8 @@ Value matchGelu(Value v) {
     auto poly = addOperands(inner[0]);
     if (!poly)
       continue;
-    for (auto [lin, cube] : {*poly, std::make_pair(poly->second, poly->first)}) {
+    for (auto [lin, cube] :
+         {*poly, std::make_pair(poly->second, poly->first)}) {
       if (lin != x)
         continue;
       SmallVector<Value> cf;

@@ -27,9 +27,9 @@
 #include "OnnxInternal.h"
 
 #include "gptc/Analysis/ModelStats.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/ModelSpec.h"
-#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -94,8 +94,7 @@ static void splitFusedProjections(func::FuncOp func, OnnxImport &imported) {
     int64_t k = weight.shape[1], row = 0;
     b.setInsertionPoint(split);
     for (auto [i, piece] : llvm::enumerate(split.getResults())) {
-      int64_t rows =
-          cast<RankedTensorType>(piece.getType()).getShape().back();
+      int64_t rows = cast<RankedTensorType>(piece.getType()).getShape().back();
       auto addParam = [&](const OnnxTensorData &whole, int64_t width,
                           ArrayRef<int64_t> shape) -> Value {
         OnnxTensorData part;
@@ -107,8 +106,8 @@ static void splitFusedProjections(func::FuncOp func, OnnxImport &imported) {
         auto argType = RankedTensorType::get(shape, b.getF32Type());
         (void)func.insertArgument(
             at, argType,
-            b.getDictionaryAttr(b.getNamedAttr(
-                kParamAttrName, b.getStringAttr(part.name))),
+            b.getDictionaryAttr(
+                b.getNamedAttr(kParamAttrName, b.getStringAttr(part.name))),
             func.getArgument(w).getLoc());
         imported.parameters.push_back(std::move(part));
         return body.getArgument(at);
@@ -134,8 +133,8 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Location loc = func.getLoc();
   auto inputName = [&](BlockArgument arg) {
-    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  kInputAttrName);
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttrName);
     return name ? name.getValue().str() : std::string("?");
   };
 
@@ -255,8 +254,8 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
       logits = r.getInput();
     if (logits.getType() != type)
       logits = ReshapeOp::create(b, ce.getLoc(), type, ce.getLogits());
-    auto flat = CrossEntropyOp::create(b, ce.getLoc(), logits, labels,
-                                       Value(), ce.getIgnoreIndexAttr());
+    auto flat = CrossEntropyOp::create(b, ce.getLoc(), logits, labels, Value(),
+                                       ce.getIgnoreIndexAttr());
     ce.getLoss().replaceAllUsesWith(flat.getLoss());
     loss = flat.getLoss();
     ce.erase();
@@ -267,8 +266,8 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   func::ReturnOp::create(b, ret.getLoc(), loss);
   ret.erase();
   onnx_detail::eraseDeadOps(body);
-  func.setFunctionType(b.getFunctionType(body.getArgumentTypes(),
-                                         TypeRange{loss.getType()}));
+  func.setFunctionType(
+      b.getFunctionType(body.getArgumentTypes(), TypeRange{loss.getType()}));
   func.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
 
   // 4. The arguments: the parameters still read, then tokens and labels.
@@ -324,9 +323,8 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   shape.batch = tokType.getDimSize(0);
   shape.seqLen = tokType.getDimSize(1);
   func.walk([&](CrossEntropyOp op) {
-    shape.vocab = cast<RankedTensorType>(op.getLogits().getType())
-                      .getShape()
-                      .back();
+    shape.vocab =
+        cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
   });
   return shape;
 }

@@ -159,12 +159,12 @@ bool Executor::runBlocksBucket(const Kernel &k,
       row += block[i];
       continue;
     }
-    bool ok = gather ? communicator->allGather(xs[i]->raw(), ys[i]->raw(),
-                                               block[i] / size, t, grid, axes,
-                                               why)
-                     : communicator->reduceScatterSum(
-                           xs[i]->raw(), ys[i]->raw(), block[i] / size, t,
-                           grid, axes, why);
+    bool ok = gather
+                  ? communicator->allGather(xs[i]->raw(), ys[i]->raw(),
+                                            block[i] / size, t, grid, axes, why)
+                  : communicator->reduceScatterSum(xs[i]->raw(), ys[i]->raw(),
+                                                   block[i] / size, t, grid,
+                                                   axes, why);
     if (!ok)
       return c.fail(why);
   }

@@ -1013,8 +1013,7 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   }
 
   // A GEMM with an epilogue, for the element type of its operands.
-  if (k.has_matmul() &&
-      k.matmul().epilogue() != program::MatmulParams::NONE) {
+  if (k.has_matmul() && k.matmul().epilogue() != program::MatmulParams::NONE) {
     if (out.dtype == program::F32)
       return runGemmEpilogue<float>(c);
     if (out.dtype == program::F64)

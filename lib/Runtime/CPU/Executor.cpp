@@ -236,7 +236,8 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     return fail("negative arena size");
   if (arenaBytes > 0) {
     size_t rounded = (static_cast<size_t>(arenaBytes) + 63) / 64 * 64;
-    exec->arena.reset(static_cast<std::byte *>(std::aligned_alloc(64, rounded)));
+    exec->arena.reset(
+        static_cast<std::byte *>(std::aligned_alloc(64, rounded)));
     if (!exec->arena)
       return fail("cannot allocate an arena of " + std::to_string(arenaBytes) +
                   " bytes");
@@ -258,8 +259,8 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
       int64_t bytes, end;
       if (__builtin_mul_overflow(
               n, static_cast<int64_t>(elementSize(v.type().dtype())), &bytes) ||
-          __builtin_add_overflow(v.offset(), bytes, &end) ||
-          end > arenaBytes || v.offset() % 64 != 0)
+          __builtin_add_overflow(v.offset(), bytes, &end) || end > arenaBytes ||
+          v.offset() % 64 != 0)
         return fail("value #" + std::to_string(i) +
                     " is planned outside the arena");
       exec->values[i] = Tensor::view(v.type().dtype(), std::move(shape),
@@ -269,8 +270,8 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
       // time) and outputs (usually written into the caller's buffers)
       // get storage only when a run needs it, so that a training step's
       // state is not held twice.
-      exec->values[i] = Tensor::view(v.type().dtype(), std::move(shape),
-                                     nullptr);
+      exec->values[i] =
+          Tensor::view(v.type().dtype(), std::move(shape), nullptr);
     }
   }
   auto validId = [&](int32_t id) { return id >= 0 && id < count; };
@@ -289,8 +290,8 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     MP::Epilogue epilogue = k.has_matmul() ? k.matmul().epilogue() : MP::NONE;
     if (epilogue != MP::NONE) {
       bool linear = k.op() == program::LINEAR;
-      if (linear && epilogue == MP::GELU_AUX &&
-          !k.matmul().transpose_lhs() && !k.matmul().transpose_rhs())
+      if (linear && epilogue == MP::GELU_AUX && !k.matmul().transpose_lhs() &&
+          !k.matmul().transpose_rhs())
         arity = {2, 3, 2};
       else if (!linear && k.op() == program::MATMUL &&
                (epilogue == MP::DGELU || epilogue == MP::DGELU_BGRAD))
@@ -408,8 +409,8 @@ bool Executor::runAccumulate(const Kernel &k, std::string &error) {
       std::vector<int64_t> shape = whole.shape;
       shape[0] /= micro;
       int64_t bytes = whole.byteSize() / micro;
-      slices[i] = Tensor::view(whole.dtype, shape,
-                               const_cast<std::byte *>(whole.raw()) + j * bytes);
+      slices[i] = Tensor::view(
+          whole.dtype, shape, const_cast<std::byte *>(whole.raw()) + j * bytes);
       args[i] = &slices[i];
     }
     // Views of the body's own outputs (viewOutputs), not copies.
@@ -645,8 +646,8 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
       if (inPlace[i]) {
         int32_t id = function.outputs(i);
         saved[i] = std::move(values[id]);
-        values[id] = Tensor::view(outputs[i].dtype, outputs[i].shape,
-                                  outputs[i].raw());
+        values[id] =
+            Tensor::view(outputs[i].dtype, outputs[i].shape, outputs[i].raw());
       }
   }
   auto restore = [&] {
@@ -723,8 +724,8 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
     int32_t id = function.outputs(i);
     const Tensor &t = bound[id] ? *bound[id] : values[id];
     if (viewOutputs)
-      outputs[i] = Tensor::view(t.dtype, t.shape,
-                                const_cast<std::byte *>(t.raw()));
+      outputs[i] =
+          Tensor::view(t.dtype, t.shape, const_cast<std::byte *>(t.raw()));
     else
       outputs[i] = t;
   }

@@ -32,11 +32,10 @@ namespace {
 using Key = std::array<int64_t, 20>;
 
 Key keyOf(const GemmProblem &p) {
-  return {p.batch0,     p.batch1,     p.m,         p.n,          p.k,
-          p.a.batch0,   p.a.batch1,   p.a.row,     p.a.col,      p.b.batch0,
-          p.b.batch1,   p.b.row,      p.b.col,     p.c.batch0,   p.c.batch1,
-          p.c.row,      p.c.col,      p.accumulate, p.bias,
-          p.bf16};
+  return {p.batch0,   p.batch1,   p.m,          p.n,        p.k,
+          p.a.batch0, p.a.batch1, p.a.row,      p.a.col,    p.b.batch0,
+          p.b.batch1, p.b.row,    p.b.col,      p.c.batch0, p.c.batch1,
+          p.c.row,    p.c.col,    p.accumulate, p.bias,     p.bf16};
 }
 
 /// The engine, the stream and the primitives built so far.
@@ -75,8 +74,7 @@ struct Library {
         s.batch1 = span;
       if (b0 == 1)
         s.batch0 = std::max(span, b1 * s.batch1);
-      return md({b0, b1, rows, cols}, type,
-                {s.batch0, s.batch1, s.row, s.col});
+      return md({b0, b1, rows, cols}, type, {s.batch0, s.batch1, s.row, s.col});
     };
     Entry e;
     e.a = view(p.batch0, p.batch1, p.m, p.k, p.a);
@@ -90,9 +88,8 @@ struct Library {
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
-    dnnl::matmul::desc desc = p.bias
-                                  ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c)
-                                  : dnnl::matmul::desc(e.a, e.b, e.c);
+    dnnl::matmul::desc desc = p.bias ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c)
+                                     : dnnl::matmul::desc(e.a, e.b, e.c);
     dnnl::matmul::primitive_desc pd(desc, attr, engine);
     e.implementation = pd.impl_info_str();
     e.primitive = dnnl::matmul(pd);
@@ -114,8 +111,8 @@ static void runPrimitive(const GemmProblem &p, const Element *a,
         for (int64_t j = 0; j < p.batch1; ++j)
           for (int64_t r = 0; r < p.m; ++r)
             for (int64_t q = 0; q < p.n; ++q)
-              c[i * p.c.batch0 + j * p.c.batch1 + r * p.c.row +
-                q * p.c.col] = p.bias ? bias[q] : Element{};
+              c[i * p.c.batch0 + j * p.c.batch1 + r * p.c.row + q * p.c.col] =
+                  p.bias ? bias[q] : Element{};
     return;
   }
   Library &lib = Library::get();
@@ -123,10 +120,9 @@ static void runPrimitive(const GemmProblem &p, const Element *a,
   auto mem = [&](const dnnl::memory::desc &d, const Element *ptr) {
     return dnnl::memory(d, lib.engine, const_cast<Element *>(ptr));
   };
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, mem(e.a, a)},
-      {DNNL_ARG_WEIGHTS, mem(e.b, b)},
-      {DNNL_ARG_DST, mem(e.c, c)}};
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mem(e.a, a)},
+                                                {DNNL_ARG_WEIGHTS, mem(e.b, b)},
+                                                {DNNL_ARG_DST, mem(e.c, c)}};
   if (p.bias)
     args.emplace(DNNL_ARG_BIAS, mem(e.bias, bias));
   e.primitive.execute(lib.stream, args);
@@ -159,7 +155,8 @@ void gemm(const GemmProblem &p, const double *a, const double *b, double *c,
         for (int64_t q = 0; q < p.n; ++q) {
           double sum = p.bias ? bias[q] : 0.0;
           for (int64_t x = 0; x < p.k; ++x)
-            sum += ab[r * p.a.row + x * p.a.col] * bb[x * p.b.row + q * p.b.col];
+            sum +=
+                ab[r * p.a.row + x * p.a.col] * bb[x * p.b.row + q * p.b.col];
           double &out = cb[r * p.c.row + q * p.c.col];
           out = p.accumulate ? out + sum : sum;
         }

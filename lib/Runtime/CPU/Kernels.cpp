@@ -90,8 +90,8 @@ void iota(int32_t *out, const std::vector<int64_t> &shape, int64_t dim) {
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n,
-            int64_t k, T *y) {
+void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n, int64_t k,
+            T *y) {
   // y = x W^T + b: the bias is the GEMM's epilogue, not a separate pass.
   gemm(linearProblem(m, n, k, b != nullptr), x, w, y, b);
 }
@@ -195,7 +195,8 @@ void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <typename T> static constexpr T geluScale() {
+template <typename T>
+static constexpr T geluScale() {
   return T(0.7978845608028654); // sqrt(2 / pi)
 }
 
@@ -258,7 +259,8 @@ static inline double fastExp(double x) { return std::exp(x); }
 
 float expForSoftmax(float x) { return fastExp(x); }
 
-template <typename T> void gelu(const T *xIn, int64_t n, T *yOut) {
+template <typename T>
+void gelu(const T *xIn, int64_t n, T *yOut) {
   const T *__restrict x = xIn;
   T *__restrict y = yOut;
 #pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
@@ -284,7 +286,8 @@ void geluGrad(const T *xIn, const T *dyIn, int64_t n, T *dxOut) {
 }
 
 /// The largest element of `row` (vectorized; -inf for an empty row).
-template <typename T> static T rowMax(const T *row, int64_t n) {
+template <typename T>
+static T rowMax(const T *row, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i)
@@ -321,7 +324,8 @@ void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx) {
   }
 }
 
-template <typename T> void add(const T *a, const T *b, int64_t n, T *y) {
+template <typename T>
+void add(const T *a, const T *b, int64_t n, T *y) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i)
     y[i] = a[i] + b[i];
@@ -646,7 +650,8 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
 //===----------------------------------------------------------------------===//
 
 /// log(sum(exp(row))) computed stably.
-template <typename T> static T logSumExp(const T *row, int64_t n) {
+template <typename T>
+static T logSumExp(const T *row, int64_t n) {
   T m = rowMax(row, n);
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -723,8 +728,8 @@ template <typename T>
 void crossEntropyGrad(const T *logits, const int32_t *labels, T dloss,
                       int64_t rows, int64_t vocab, bool hasIgnore,
                       int64_t ignoreIndex, double normalizer, T *dlogits) {
-  T scale = lossGradScale(
-      dloss, keptRows(labels, rows, hasIgnore, ignoreIndex), normalizer);
+  T scale = lossGradScale(dloss, keptRows(labels, rows, hasIgnore, ignoreIndex),
+                          normalizer);
 #pragma omp parallel for schedule(static) if (rows * vocab >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     T *drow = dlogits + r * vocab;
@@ -809,8 +814,8 @@ template <typename T>
 void vocabLossGrad(const T *sumExp, const int32_t *labels, int64_t rows,
                    bool hasIgnore, int64_t ignoreIndex, double normalizer,
                    T dloss, T *dSumExp, T *dTarget) {
-  T scale = lossGradScale(
-      dloss, keptRows(labels, rows, hasIgnore, ignoreIndex), normalizer);
+  T scale = lossGradScale(dloss, keptRows(labels, rows, hasIgnore, ignoreIndex),
+                          normalizer);
   for (int64_t r = 0; r < rows; ++r) {
     bool kept = !(hasIgnore && labels[r] == ignoreIndex);
     dSumExp[r] = kept ? scale / sumExp[r] : T(0);
@@ -914,8 +919,7 @@ void broadcast(const T *x, const std::vector<int64_t> &outShape,
 }
 
 void transpose(const void *x, const std::vector<int64_t> &shape,
-               const std::vector<int64_t> &perm, int64_t elementSize,
-               void *y) {
+               const std::vector<int64_t> &perm, int64_t elementSize, void *y) {
   size_t rank = shape.size();
   std::vector<int64_t> inStrides = stridesOf(shape), outShape(rank);
   for (size_t i = 0; i < rank; ++i)
@@ -954,11 +958,13 @@ void sliceAlongAxis(const std::vector<const void *> &inputs,
       if (bytes == 0) // an empty piece: nothing to copy, maybe no buffer
         continue;
       if (concat)
-        std::memcpy(static_cast<char *>(outputs[0]) + (o * full + offset) * inner,
+        std::memcpy(static_cast<char *>(outputs[0]) +
+                        (o * full + offset) * inner,
                     static_cast<const char *>(inputs[p]) + o * bytes, bytes);
       else
         std::memcpy(static_cast<char *>(outputs[p]) + o * bytes,
-                    static_cast<const char *>(inputs[0]) + (o * full + offset) * inner,
+                    static_cast<const char *>(inputs[0]) +
+                        (o * full + offset) * inner,
                     bytes);
       offset += sizes[p];
     }
@@ -1032,8 +1038,7 @@ double learningRate(int64_t step, double peak, double min, int64_t warmup,
 template <typename T>
 void adamw(const T *pIn, const T *gIn, const T *mIn, const T *vIn, int64_t n,
            double lr, int64_t step, double scale, double beta1, double beta2,
-           double eps, double weightDecay, T *newPOut, T *newMOut,
-           T *newVOut) {
+           double eps, double weightDecay, T *newPOut, T *newMOut, T *newVOut) {
   // The executor never passes overlapping buffers (outputs are fresh SSA
   // values); saying so lets the loop vectorize.
   const T *__restrict p = pIn, *__restrict g = gIn, *__restrict m = mIn,
@@ -1072,7 +1077,8 @@ void setNumThreads(int threads) {
 
 int numThreads() {
   return threadCount ? threadCount
-                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                     : static_cast<int>(
+                           std::max(1u, std::thread::hardware_concurrency()));
 }
 
 void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,

@@ -765,10 +765,9 @@ bool CudaBackend::stateSumOfSquares(const std::vector<StateSpan> &spans,
   return true;
 }
 
-bool CudaBackend::stateAdamW(const std::vector<StateAdamW> &tensors,
-                             double lr, int64_t step, double scale,
-                             double beta1, double beta2, double eps,
-                             std::string &error) {
+bool CudaBackend::stateAdamW(const std::vector<StateAdamW> &tensors, double lr,
+                             int64_t step, double scale, double beta1,
+                             double beta2, double eps, std::string &error) {
   for (const StateAdamW &t : tensors) {
     float *p = deviceState(*t.param, true, error);
     const float *g = p ? deviceState(*t.grad, false, error) : nullptr;
@@ -837,8 +836,8 @@ bool CudaBackend::stateReduceScatterSum(const Tensor &t, const StateSpan &mine,
     return throughHost(
         p, t.numElements(), p + mine.begin, mine.count,
         [&](std::byte *in, std::byte *out) {
-          return comm.reduceScatterSum(in, out, mine.count, program::F32,
-                                       grid, axes, error);
+          return comm.reduceScatterSum(in, out, mine.count, program::F32, grid,
+                                       axes, error);
         },
         error);
   float *block = stateBlock(mine.count, error);
@@ -873,8 +872,8 @@ bool CudaBackend::stateAllGather(const StateSpan &mine, Communicator &comm,
   GPTC_CUDA_CHECK(api().cudaMemcpyAsync(
       block, p + mine.begin, static_cast<size_t>(mine.count) * sizeof(float),
       cudaMemcpyDeviceToDevice, stream));
-  return collectives->allGather(block, p, mine.count, program::F32, grid,
-                                axes, stream, error);
+  return collectives->allGather(block, p, mine.count, program::F32, grid, axes,
+                                stream, error);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1292,10 +1291,10 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
                : whole != part * c->ranks || ws.empty() ||
                      ws.size() != ps.size() ||
                      !std::equal(ws.begin() + 1, ws.end(), ps.begin() + 1)) {
-      error = reduce ? "operand shapes do not match"
-                     : "operand shapes do not match the group of " +
-                           std::to_string(c->ranks) +
-                           " devices along dimension 0";
+      error = reduce
+                  ? "operand shapes do not match"
+                  : "operand shapes do not match the group of " +
+                        std::to_string(c->ranks) + " devices along dimension 0";
       return false;
     }
   }
@@ -1305,7 +1304,8 @@ bool CudaRunner::prepareBucket(const Kernel &k, size_t index,
     error = "cudaEventCreate failed";
     return false;
   }
-  if (c->ranks > 1 && !backend.collectives->prepareGroup(c->grid, c->axes, error))
+  if (c->ranks > 1 &&
+      !backend.collectives->prepareGroup(c->grid, c->axes, error))
     return false;
   comms[index] = std::move(c);
   return true;
@@ -1319,10 +1319,9 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
   using MP = program::MatmulParams;
   bool linear = k.op() == program::LINEAR;
   g.epilogue = k.has_matmul() ? k.matmul().epilogue() : MP::NONE;
-  int maxIn = linear ? 3 : g.epilogue == MP::DGELU ||
-                                   g.epilogue == MP::DGELU_BGRAD
-                               ? 3
-                               : 2;
+  int maxIn = linear                                                     ? 3
+              : g.epilogue == MP::DGELU || g.epilogue == MP::DGELU_BGRAD ? 3
+                                                                         : 2;
   int minIn = linear ? 2 : maxIn;
   int outs = g.epilogue == MP::NONE || g.epilogue == MP::DGELU ? 1 : 2;
   if (k.inputs_size() < minIn || k.inputs_size() > maxIn ||
@@ -1429,7 +1428,7 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
   case MP::GELU_AUX: // act, pre
     g.auxId = k.outputs(1);
     break;
-  case MP::DGELU: // lhs, rhs, pre -> d
+  case MP::DGELU:       // lhs, rhs, pre -> d
   case MP::DGELU_BGRAD: // -> d, db
     g.auxId = k.inputs(2);
     if (numElements(function.values(g.auxId)) != M * N) {
@@ -1449,9 +1448,8 @@ bool CudaRunner::prepareGemm(const Kernel &k, Gemm &g, std::string &error) {
   default:
     break;
   }
-  if (g.biasGradId >= 0 &&
-      numElements(function.values(g.biasGradId)) !=
-          (g.epilogue == MP::BGRAD ? M : N)) {
+  if (g.biasGradId >= 0 && numElements(function.values(g.biasGradId)) !=
+                               (g.epilogue == MP::BGRAD ? M : N)) {
     error = "the bias gradient is not the product's size";
     return false;
   }
@@ -1616,8 +1614,7 @@ void CudaRunner::runKernel(size_t index) {
     Gemm &g = *gemms[index];
     float one = 1.f, zero = 0.f;
     // The bias vector: the bias read, or (fused) the bias gradient written.
-    int32_t biasVector =
-        g.fused && g.biasGradId >= 0 ? g.biasGradId : g.biasId;
+    int32_t biasVector = g.fused && g.biasGradId >= 0 ? g.biasGradId : g.biasId;
     if (biasVector >= 0) {
       void *bias = ptr[biasVector];
       GPTC_CUBLAS_CHECK(api().cublasLtMatmulDescSetAttribute(
@@ -1647,17 +1644,16 @@ void CudaRunner::runKernel(size_t index) {
       GPTC_CUDA_CHECK(
           cuda::dgeluEpilogue(g.dtype, ptr[g.auxId], ptr[g.cId], n, stream));
       if (g.biasGradId >= 0)
-        GPTC_CUDA_CHECK(cuda::biasGradEpilogue(g.dtype, ptr[g.cId], g.rows,
-                                               g.cols, ptr[g.biasGradId],
-                                               stream));
+        GPTC_CUDA_CHECK(cuda::biasGradEpilogue(
+            g.dtype, ptr[g.cId], g.rows, g.cols, ptr[g.biasGradId], stream));
       break;
     case program::MatmulParams::BGRAD: {
       // db sums dy (the lhs, [K, M]) over its rows.
       const program::Value &dy = function.values(k.inputs(0));
       int64_t m = g.rows;
-      GPTC_CUDA_CHECK(cuda::biasGradEpilogue(
-          g.dtype, ptr[k.inputs(0)], m ? numElements(dy) / m : 0, m,
-          ptr[g.biasGradId], stream));
+      GPTC_CUDA_CHECK(cuda::biasGradEpilogue(g.dtype, ptr[k.inputs(0)],
+                                             m ? numElements(dy) / m : 0, m,
+                                             ptr[g.biasGradId], stream));
       break;
     }
     default:
@@ -1674,8 +1670,8 @@ void CudaRunner::runKernel(size_t index) {
     auto f = [&](int i) { return ptr[k.inputs(i)]; };
     auto o = [&](int i) { return ptr[k.outputs(i)]; };
     if (k.op() == program::CAUSAL_ATTENTION)
-      GPTC_CUDA_CHECK(cuda::attentionForward(type, f(0), f(1), f(2), o(0),
-                                             s[0], s[1], s[2], heads, stream));
+      GPTC_CUDA_CHECK(cuda::attentionForward(type, f(0), f(1), f(2), o(0), s[0],
+                                             s[1], s[2], heads, stream));
     else
       GPTC_CUDA_CHECK(cuda::attentionBackward(
           type, f(0), f(1), f(2), f(3), o(0), o(1), o(2),
@@ -1798,9 +1794,9 @@ void CudaRunner::runCollective(size_t index) {
                                             numElements(yv) * elementSize(t),
                                             cudaMemcpyDeviceToDevice, comm));
   } else if (reduce) {
-    check(backend.collectives->allReduce(
-        x, y, numElements(yv), t, k.op() == program::ALL_REDUCE_MAX, c.grid,
-        c.axes, comm, error));
+    check(backend.collectives->allReduce(x, y, numElements(yv), t,
+                                         k.op() == program::ALL_REDUCE_MAX,
+                                         c.grid, c.axes, comm, error));
   } else if (k.op() == program::ALL_GATHER) {
     if (c.outer == 1) {
       check(backend.collectives->allGather(x, y, numElements(xv), t, c.grid,
@@ -1818,8 +1814,8 @@ void CudaRunner::runCollective(size_t index) {
     }
   } else {
     if (c.outer == 1) {
-      check(backend.collectives->reduceScatter(x, y, numElements(yv), t,
-                                               c.grid, c.axes, comm, error));
+      check(backend.collectives->reduceScatter(x, y, numElements(yv), t, c.grid,
+                                               c.axes, comm, error));
     } else {
       std::byte *packed = static_cast<std::byte *>(backend.packing.ptr);
       for (int64_t r = 0; r < c.ranks; ++r)

@@ -38,7 +38,7 @@ std::string runtimeVersion() {
 std::string driverVersion() {
   int v = 0;
   return cudaDriverGetVersion(&v) == cudaSuccess && v ? formatVersion(v)
-                                                       : "none";
+                                                      : "none";
 }
 
 std::vector<DeviceInfo> queryDevices(std::string &error) {

@@ -1,4 +1,5 @@
-//===- DeviceKernels.cuh - The CUDA runtime's hand-written kernels -*- CUDA -*-===//
+//===- DeviceKernels.cuh - The CUDA runtime's hand-written kernels -*- CUDA
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -87,10 +88,10 @@ __device__ void loadTiles(float (*xs)[D], float (*ys)[D], const float *x,
 /// score, `l` its sum of exponentials. Every thread of the block calls it
 /// (it synchronizes); rows past T compute nothing.
 template <int D>
-__device__ void attendCausal(const float *k, const float *v, size_t base,
-                             int T, int C, int r0, int row, const float *qr,
-                             float *acc, float &mx, float &l,
-                             float (*ks)[D], float (*vs)[D]) {
+__device__ void attendCausal(const float *k, const float *v, size_t base, int T,
+                             int C, int r0, int row, const float *qr,
+                             float *acc, float &mx, float &l, float (*ks)[D],
+                             float (*vs)[D]) {
   constexpr int B = tileRows<D>();
   int keys = min(T, r0 + B);
   for (int k0 = 0; k0 < keys; k0 += B) {
@@ -117,11 +118,10 @@ __device__ void attendCausal(const float *k, const float *v, size_t base,
 }
 
 template <int D>
-__global__ void attentionForwardKernel(const float *__restrict__ q,
-                                       const float *__restrict__ k,
-                                       const float *__restrict__ v,
-                                       float *__restrict__ out, int T, int C,
-                                       int H, float scale) {
+__global__ void
+attentionForwardKernel(const float *__restrict__ q, const float *__restrict__ k,
+                       const float *__restrict__ v, float *__restrict__ out,
+                       int T, int C, int H, float scale) {
   constexpr int B = tileRows<D>();
   __shared__ float ks[B][D], vs[B][D];
   int b = blockIdx.z, h = blockIdx.y;
@@ -148,11 +148,13 @@ __global__ void attentionForwardKernel(const float *__restrict__ q,
 /// Per query row: the row's log-sum-exp and delta = dout . out into
 /// `stats` (two floats per row), and dq.
 template <int D>
-__global__ void attentionBackwardQueryKernel(
-    const float *__restrict__ q, const float *__restrict__ k,
-    const float *__restrict__ v, const float *__restrict__ dout,
-    float *__restrict__ dq, float *__restrict__ stats, int T, int C, int H,
-    float scale) {
+__global__ void attentionBackwardQueryKernel(const float *__restrict__ q,
+                                             const float *__restrict__ k,
+                                             const float *__restrict__ v,
+                                             const float *__restrict__ dout,
+                                             float *__restrict__ dq,
+                                             float *__restrict__ stats, int T,
+                                             int C, int H, float scale) {
   constexpr int B = tileRows<D>();
   __shared__ float ks[B][D], vs[B][D];
   int b = blockIdx.z, h = blockIdx.y;
@@ -275,7 +277,6 @@ __global__ void attentionBackwardKeyKernel(
   }
 }
 
-
 //===----------------------------------------------------------------------===//
 // 16-bit elements and the tensor-core product
 //===----------------------------------------------------------------------===//
@@ -317,7 +318,7 @@ __device__ __forceinline__ float exp2Approx(float x) {
 /// 16-bit operands of PTX type TYPE ("bf16" or "f16").
 #define GPTC_MMA_M16N8K16(TYPE, d, a, b)                                       \
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE          \
-               ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "          \
+               ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "           \
                "{%0, %1, %2, %3};"                                             \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),        \
@@ -372,9 +373,8 @@ struct Sixteen {
     return static_cast<uint32_t>(lo + hi);
 #endif
   }
-  static __device__ __forceinline__ void mma(float (&d)[4],
-                                             const uint32_t (&a)[4],
-                                             const uint32_t (&b)[2]) {
+  static __device__ __forceinline__ void
+  mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
 #if defined(GPTC_CUDA_EMULATION)
     emu::mmaM16N8K16(d, a, b, IsBf16 ? emu::bf16ToFloat : emu::halfToFloat);
 #elif defined(__CUDA_ARCH__)
@@ -522,9 +522,8 @@ __device__ __forceinline__ void loadBRows(uint32_t (&b)[2], const TcTile<D> *y,
 /// The B fragment with B[k][n] = y[k0 + k][n0 + n]: each register pairs
 /// two rows of one column of `y`.
 template <int D>
-__device__ __forceinline__ void loadBColumns(uint32_t (&b)[2],
-                                             const TcTile<D> *y, int k0,
-                                             int n0) {
+__device__ __forceinline__ void
+loadBColumns(uint32_t (&b)[2], const TcTile<D> *y, int k0, int n0) {
   int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   int r = k0 + 2 * t, c = n0 + g;
   b[0] = y[r][c] | static_cast<uint32_t>(y[r + 1][c]) << 16;
@@ -588,12 +587,11 @@ __device__ __forceinline__ float rowMax(float x) {
 /// thread's two rows' maximum scaled score and `l` its sum of
 /// exponentials (base 2). Every thread of the block calls it.
 template <int D, typename E>
-__device__ __forceinline__ void attendTc(
-    const uint32_t (&qa)[tcWidth<D>() / 16][4], const uint16_t *k,
-    const uint16_t *v,
-    size_t base, int row0, int rowsEnd, int T, int C, float scaleLog2,
-    TcTile<D> *ks, TcTile<D> *vs, float (&o)[D / 8][4], float (&mx)[2],
-    float (&l)[2]) {
+__device__ __forceinline__ void
+attendTc(const uint32_t (&qa)[tcWidth<D>() / 16][4], const uint16_t *k,
+         const uint16_t *v, size_t base, int row0, int rowsEnd, int T, int C,
+         float scaleLog2, TcTile<D> *ks, TcTile<D> *vs, float (&o)[D / 8][4],
+         float (&mx)[2], float (&l)[2]) {
   constexpr int N = tcStreamRows<D>();
   int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   int rows[2] = {row0 + g, row0 + g + 8};
@@ -616,8 +614,8 @@ __device__ __forceinline__ void attendTc(
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         int key = k0 + nt * 8 + 2 * t + i % 2;
-        float x = key <= rows[i / 2] && key < T ? s[nt][i] * scaleLog2
-                                                 : -INFINITY;
+        float x =
+            key <= rows[i / 2] && key < T ? s[nt][i] * scaleLog2 : -INFINITY;
         s[nt][i] = x;
         tileMax[i / 2] = fmaxf(tileMax[i / 2], x);
       }
@@ -657,10 +655,9 @@ __device__ __forceinline__ void attendTc(
 /// A warp's 16 x D accumulators, times `scale`, as 16-bit rows of `y`
 /// (rows at or past T are not written).
 template <int D, typename E>
-__device__ __forceinline__ void storeRows(uint16_t *y, size_t base, int row0,
-                                          int T, int C,
-                                          const float (&acc)[D / 8][4],
-                                          float scale) {
+__device__ __forceinline__ void
+storeRows(uint16_t *y, size_t base, int row0, int T, int C,
+          const float (&acc)[D / 8][4], float scale) {
   int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -670,18 +667,17 @@ __device__ __forceinline__ void storeRows(uint16_t *y, size_t base, int row0,
     uint16_t *at = y + base + static_cast<size_t>(row) * C + 2 * t;
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn)
-      store32(at + dn * 8, E::pack(acc[dn][2 * r] * scale,
-                                   acc[dn][2 * r + 1] * scale));
+      store32(at + dn * 8,
+              E::pack(acc[dn][2 * r] * scale, acc[dn][2 * r + 1] * scale));
   }
 }
 
 /// A warp's A fragments of its 16 rows of a block's 64-row tile of `x`,
 /// read through `staging`.
 template <int D>
-__device__ __forceinline__ void loadRowsA(uint32_t (&a)[tcWidth<D>() / 16][4],
-                                          const uint16_t *x, size_t base,
-                                          int first, int T, int C,
-                                          TcTile<D> *staging) {
+__device__ __forceinline__ void
+loadRowsA(uint32_t (&a)[tcWidth<D>() / 16][4], const uint16_t *x, size_t base,
+          int first, int T, int C, TcTile<D> *staging) {
   __syncthreads(); // the staging tile's readers are done
   loadTcTile<D, kTcBlockRows>(staging, x, base, first, T, C);
   __syncthreads();
@@ -708,19 +704,22 @@ __global__ void __launch_bounds__(kTcThreads)
   uint32_t qa[tcWidth<D>() / 16][4];
   loadRowsA<D>(qa, q, base, r0, T, C, xs);
   float o[D / 8][4], mx[2], l[2];
-  attendTc<D, E>(qa, k, v, base, row0, r0 + kTcBlockRows, T, C, scaleLog2,
-                 ks, vs, o, mx, l);
+  attendTc<D, E>(qa, k, v, base, row0, r0 + kTcBlockRows, T, C, scaleLog2, ks,
+                 vs, o, mx, l);
   storeRows<D, E>(out, base, row0, T, C, o, 1.f);
 }
 
 /// Per query block: each row's log-sum-exp (base 2, of the scaled scores)
 /// and delta = dout . out into `stats`, then dq.
 template <int D, typename E>
-__global__ void __launch_bounds__(kTcThreads) attentionBackwardQueryTcKernel(
-    const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
-    const uint16_t *__restrict__ v, const uint16_t *__restrict__ dout,
-    uint16_t *__restrict__ dq, float *__restrict__ stats, int T, int C, int H,
-    float scaleLog2, float scale) {
+__global__ void __launch_bounds__(kTcThreads)
+    attentionBackwardQueryTcKernel(const uint16_t *__restrict__ q,
+                                   const uint16_t *__restrict__ k,
+                                   const uint16_t *__restrict__ v,
+                                   const uint16_t *__restrict__ dout,
+                                   uint16_t *__restrict__ dq,
+                                   float *__restrict__ stats, int T, int C,
+                                   int H, float scaleLog2, float scale) {
   constexpr int N = tcStreamRows<D>();
   GPTC_ALIGN(16) __shared__ TcTile<D> xs[kTcBlockRows];
   GPTC_ALIGN(16) __shared__ TcTile<D> ks[N];
@@ -736,8 +735,8 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardQueryTcKernel(
 
   // Pass 1: the forward's statistics and output; delta from the output.
   float acc[D / 8][4], mx[2], l[2];
-  attendTc<D, E>(qa, k, v, base, row0, r0 + kTcBlockRows, T, C, scaleLog2,
-                 ks, vs, acc, mx, l);
+  attendTc<D, E>(qa, k, v, base, row0, r0 + kTcBlockRows, T, C, scaleLog2, ks,
+                 vs, acc, mx, l);
   float lse[2], delta[2] = {0.f, 0.f};
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) {
@@ -792,12 +791,15 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardQueryTcKernel(
 /// Per key block: dv = P^T dout and dk = dS^T q / sqrt(D) over the queries
 /// at or after each key, with the query kernel's statistics.
 template <int D, typename E>
-__global__ void __launch_bounds__(kTcThreads) attentionBackwardKeyTcKernel(
-    const uint16_t *__restrict__ q, const uint16_t *__restrict__ k,
-    const uint16_t *__restrict__ v, const uint16_t *__restrict__ dout,
-    const float *__restrict__ stats, uint16_t *__restrict__ dk,
-    uint16_t *__restrict__ dv, int T, int C, int H, float scaleLog2,
-    float scale) {
+__global__ void __launch_bounds__(kTcThreads)
+    attentionBackwardKeyTcKernel(const uint16_t *__restrict__ q,
+                                 const uint16_t *__restrict__ k,
+                                 const uint16_t *__restrict__ v,
+                                 const uint16_t *__restrict__ dout,
+                                 const float *__restrict__ stats,
+                                 uint16_t *__restrict__ dk,
+                                 uint16_t *__restrict__ dv, int T, int C, int H,
+                                 float scaleLog2, float scale) {
   constexpr int N = tcStreamRows<D>();
   GPTC_ALIGN(16) __shared__ TcTile<D> xs[kTcBlockRows];
   GPTC_ALIGN(16) __shared__ TcTile<D> qs[N];
@@ -853,9 +855,9 @@ __global__ void __launch_bounds__(kTcThreads) attentionBackwardKeyTcKernel(
 // The embedding's gradient
 //===----------------------------------------------------------------------===//
 
-__global__ void embeddingGradKernel(const int32_t *__restrict__ ids,
-                                    int64_t n, const float *__restrict__ dy,
-                                    int64_t vocab, int64_t width,
+__global__ void embeddingGradKernel(const int32_t *__restrict__ ids, int64_t n,
+                                    const float *__restrict__ dy, int64_t vocab,
+                                    int64_t width,
                                     const int32_t *__restrict__ offset,
                                     float *__restrict__ dtable) {
   int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -867,7 +869,6 @@ __global__ void embeddingGradKernel(const int32_t *__restrict__ ids,
     return;
   atomicAdd(dtable + id * width + c, dy[i]);
 }
-
 
 //===----------------------------------------------------------------------===//
 // Training state (the pipeline's update on the device)
@@ -899,8 +900,7 @@ __global__ void sumSquaresKernel(const float *__restrict__ x, int64_t n,
                                  double *__restrict__ partials) {
   __shared__ double partial[kSumThreads];
   double sum = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kSumThreads) +
-                   threadIdx.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kSumThreads) + threadIdx.x;
        i < n; i += static_cast<int64_t>(gridDim.x) * kSumThreads)
     sum += static_cast<double>(x[i]) * x[i];
   partial[threadIdx.x] = sum;
@@ -1044,19 +1044,18 @@ bool launchAttentionForwardTc(Launch &&launch, const uint16_t *q,
     constexpr int D = decltype(dim)::value;
     dim3 grid(static_cast<unsigned>((T + kTcBlockRows - 1) / kTcBlockRows),
               static_cast<unsigned>(heads), static_cast<unsigned>(batch));
-    launch(grid, dim3(kTcThreads), attentionForwardTcKernel<D, E>, q, k, v,
-           out, static_cast<int>(T), static_cast<int>(C),
-           static_cast<int>(heads), scaleLog2);
+    launch(grid, dim3(kTcThreads), attentionForwardTcKernel<D, E>, q, k, v, out,
+           static_cast<int>(T), static_cast<int>(C), static_cast<int>(heads),
+           scaleLog2);
   });
 }
 
 template <typename E, typename Launch>
 bool launchAttentionBackwardTc(Launch &&launch, const uint16_t *q,
                                const uint16_t *k, const uint16_t *v,
-                               const uint16_t *dout, uint16_t *dq,
-                               uint16_t *dk, uint16_t *dv, float *stats,
-                               int64_t batch, int64_t T, int64_t C,
-                               int64_t heads) {
+                               const uint16_t *dout, uint16_t *dq, uint16_t *dk,
+                               uint16_t *dv, float *stats, int64_t batch,
+                               int64_t T, int64_t C, int64_t heads) {
   int64_t d = C / heads;
   float scale = attentionScale(d), scaleLog2 = scale * kLog2e;
   return withHeadDim(d, [&](auto dim) {
@@ -1067,9 +1066,9 @@ bool launchAttentionBackwardTc(Launch &&launch, const uint16_t *q,
         h = static_cast<int>(heads);
     launch(grid, dim3(kTcThreads), attentionBackwardQueryTcKernel<D, E>, q, k,
            v, dout, dq, stats, t, c, h, scaleLog2, scale);
-    launch(grid, dim3(kTcThreads), attentionBackwardKeyTcKernel<D, E>, q, k,
-           v, dout, static_cast<const float *>(stats), dk, dv, t, c, h,
-           scaleLog2, scale);
+    launch(grid, dim3(kTcThreads), attentionBackwardKeyTcKernel<D, E>, q, k, v,
+           dout, static_cast<const float *>(stats), dk, dv, t, c, h, scaleLog2,
+           scale);
   });
 }
 
@@ -1129,8 +1128,8 @@ void launchEmbeddingGrad(Launch &&launch, const int32_t *ids, int64_t n,
 template <typename Launch>
 void launchScale(Launch &&launch, float *x, int64_t n, float f) {
   if (n > 0)
-    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-           scaleKernel, x, n, f);
+    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), scaleKernel,
+           x, n, f);
 }
 
 /// *total += the sum of x^2 over n elements, in f64; `partials` is scratch
@@ -1151,11 +1150,11 @@ void launchSumOfSquares(Launch &&launch, const float *x, int64_t n,
 
 /// AdamW in place over n elements.
 template <typename Launch>
-void launchAdamW(Launch &&launch, float *p, const float *g, float *m,
-                 float *v, int64_t n, const AdamWConstants &c) {
+void launchAdamW(Launch &&launch, float *p, const float *g, float *m, float *v,
+                 int64_t n, const AdamWConstants &c) {
   if (n > 0)
-    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-           adamWKernel, p, g, m, v, n, c);
+    launch(dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), adamWKernel,
+           p, g, m, v, n, c);
 }
 
 } // namespace gptc::cuda::device

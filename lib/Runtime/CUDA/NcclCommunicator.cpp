@@ -57,15 +57,27 @@ bool ncclOk(ncclResult_t rc, const char *call, const char *file, int line,
 
 bool ncclType(program::DType dtype, ncclDataType_t &type, std::string &error) {
   switch (dtype) {
-  case program::F32: type = ncclFloat32; return true;
-  case program::F64: type = ncclFloat64; return true;
-  case program::BF16: type = ncclBfloat16; return true;
-  case program::F16: type = ncclFloat16; return true;
-  case program::I32: type = ncclInt32; return true;
-  case program::I64: type = ncclInt64; return true;
+  case program::F32:
+    type = ncclFloat32;
+    return true;
+  case program::F64:
+    type = ncclFloat64;
+    return true;
+  case program::BF16:
+    type = ncclBfloat16;
+    return true;
+  case program::F16:
+    type = ncclFloat16;
+    return true;
+  case program::I32:
+    type = ncclInt32;
+    return true;
+  case program::I64:
+    type = ncclInt64;
+    return true;
   default:
-    error = "NCCL collectives of element type " +
-            program::DType_Name(dtype) + " are not supported";
+    error = "NCCL collectives of element type " + program::DType_Name(dtype) +
+            " are not supported";
     return false;
   }
 }
@@ -217,8 +229,8 @@ public:
     return groups.boot.broadcast(data, bytes, grid, axes, error);
   }
 
-  bool allGather(const void *in, void *out, int64_t count,
-                 program::DType dtype, const std::vector<int64_t> &grid,
+  bool allGather(const void *in, void *out, int64_t count, program::DType dtype,
+                 const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes,
                  std::string &error) override {
     ncclComm_t comm;
@@ -323,9 +335,8 @@ public:
     return groups.get(grid, axes, comm, error);
   }
 
-  bool allReduce(const void *in, void *out, int64_t count,
-                 program::DType dtype, bool maximum,
-                 const std::vector<int64_t> &grid,
+  bool allReduce(const void *in, void *out, int64_t count, program::DType dtype,
+                 bool maximum, const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes, void *stream,
                  std::string &error) override {
     ncclComm_t comm;
@@ -345,8 +356,8 @@ public:
     return ncclOk(GPTC_WHERE(api().ncclGroupEnd()), error);
   }
 
-  bool allGather(const void *in, void *out, int64_t count,
-                 program::DType dtype, const std::vector<int64_t> &grid,
+  bool allGather(const void *in, void *out, int64_t count, program::DType dtype,
+                 const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes, void *stream,
                  std::string &error) override {
     ncclComm_t comm;

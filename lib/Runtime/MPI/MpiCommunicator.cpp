@@ -247,8 +247,8 @@ public:
                  "MPI_Bcast", error);
   }
 
-  bool allGather(const void *in, void *out, int64_t count,
-                 program::DType dtype, const std::vector<int64_t> &grid,
+  bool allGather(const void *in, void *out, int64_t count, program::DType dtype,
+                 const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes,
                  std::string &error) override {
     MPI_Comm comm;
@@ -302,8 +302,7 @@ private:
   bool prepare(int64_t count, program::DType dtype,
                const std::vector<int64_t> &grid,
                const std::vector<int64_t> &axes, MPI_Comm &comm,
-               MPI_Datatype &type, std::string &error,
-               bool movesOnly = false) {
+               MPI_Datatype &type, std::string &error, bool movesOnly = false) {
     int64_t total = 1;
     for (int64_t d : grid)
       total *= d;
@@ -584,8 +583,8 @@ bool runtime::describeProcesses(Communicator &comm, std::string &text,
 
 bool runtime::launchedByMpi() {
   // Hydra (MPICH) and the PMI launchers set these; OpenMPI sets its own.
-  for (const char *name : {"PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS",
-                           "OMPI_COMM_WORLD_SIZE"})
+  for (const char *name :
+       {"PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_SIZE"})
     if (std::getenv(name))
       return true;
   return false;

@@ -246,8 +246,10 @@ bool release(Block &b) {
         if (site && std::strcmp(site, f.site) != 0)
           throw std::runtime_error(
               std::string("emulated kernel: the lanes of warp ") +
-              std::to_string(first / kWarp) + " are at different warp-wide "
-              "operations (" + site + ", " + f.site + ")" + describe(b));
+              std::to_string(first / kWarp) +
+              " are at different warp-wide "
+              "operations (" +
+              site + ", " + f.site + ")" + describe(b));
         site = f.site;
       } else {
         allAtWarp = false;
@@ -278,8 +280,8 @@ bool release(Block &b) {
 }
 
 void runBlock(Block &b) {
-  size_t threads = static_cast<size_t>(b.blockDim.x) * b.blockDim.y *
-                   b.blockDim.z;
+  size_t threads =
+      static_cast<size_t>(b.blockDim.x) * b.blockDim.y * b.blockDim.z;
   b.fibers = std::vector<Fiber>(threads);
   b.scratch.assign(threads * 16, 0);
   // The stacks outlive the launch: allocating (and zeroing) 256 KiB a
@@ -488,9 +490,9 @@ float halfToFloat(uint16_t h) {
     std::memcpy(&f, &bits, sizeof(f));
     return f;
   }
-  uint32_t bits = exponent == 31 ? sign | 0x7f800000u | (mantissa << 13)
-                                 : sign | ((exponent - 15 + 127) << 23) |
-                                       (mantissa << 13);
+  uint32_t bits = exponent == 31
+                      ? sign | 0x7f800000u | (mantissa << 13)
+                      : sign | ((exponent - 15 + 127) << 23) | (mantissa << 13);
   std::memcpy(&f, &bits, sizeof(f));
   return f;
 }

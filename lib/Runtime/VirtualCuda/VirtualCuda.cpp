@@ -309,7 +309,7 @@ void installFaultHandler() {
   alt.ss_sp = stack;
   alt.ss_size = sizeof(stack);
   sigaltstack(&alt, nullptr);
-  struct sigaction action {};
+  struct sigaction action{};
   action.sa_sigaction = onFault;
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&action.sa_mask);

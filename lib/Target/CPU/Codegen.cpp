@@ -130,9 +130,9 @@ createTargetMachine(const CpuCodegenOptions &options, std::string &error) {
                : options.optLevel == 2 ? llvm::CodeGenOptLevel::Default
                : options.optLevel == 1 ? llvm::CodeGenOptLevel::Less
                                        : llvm::CodeGenOptLevel::None;
-  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
-      triple, cpu, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
-      level));
+  return std::unique_ptr<llvm::TargetMachine>(
+      target->createTargetMachine(triple, cpu, features, targetOptions,
+                                  llvm::Reloc::PIC_, std::nullopt, level));
 }
 
 /// Translates `kernels` and runs LLVM's optimization pipeline on it.
@@ -164,8 +164,7 @@ std::unique_ptr<llvm::Module> optimize(ModuleOp kernels,
                                   : optLevel == 2 ? llvm::OptimizationLevel::O2
                                   : optLevel == 1 ? llvm::OptimizationLevel::O1
                                                   : llvm::OptimizationLevel::O0;
-  llvm::ModulePassManager passes =
-      builder.buildPerModuleDefaultPipeline(level);
+  llvm::ModulePassManager passes = builder.buildPerModuleDefaultPipeline(level);
   passes.run(*module, mam);
   return module;
 }
@@ -240,8 +239,8 @@ mlir::gptc::compileKernelsToSharedObject(ModuleOp kernels,
     return fail("no C compiler driver (cc) to link the generated kernels "
                 "with: install gcc, or run without generated kernels "
                 "(gptc train --codegen=false)");
-  llvm::SmallVector<llvm::StringRef> args = {
-      *driver, "-shared", "-o", libraryPath, objectPath, "-lm"};
+  llvm::SmallVector<llvm::StringRef> args = {*driver,     "-shared",  "-o",
+                                             libraryPath, objectPath, "-lm"};
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*driver, args, std::nullopt, {}, 0, 0,
                                      &message);

@@ -208,7 +208,8 @@ struct GptcKernelAbiPass final
 
 namespace {
 struct GptcKernelParallelRangePass final
-    : mlir::gptc::impl::GptcKernelParallelRangePassBase<GptcKernelParallelRangePass> {
+    : mlir::gptc::impl::GptcKernelParallelRangePassBase<
+          GptcKernelParallelRangePass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -276,8 +277,8 @@ struct GptcKernelEntryPass final
       ArrayRef<Type> params = type.getParams();
       unsigned n = params.size();
       if (n < 2 || params[n - 1] != i64 || params[n - 2] != i64 ||
-          !llvm::all_of(params.drop_back(2),
-                        [&](Type t) { return t == ptr; })) {
+          !llvm::all_of(
+              params.drop_back(2), [&](Type t) { return t == ptr; })) {
         body.emitOpError("is not a kernel of (ptr..., i64, i64): ") << type;
         return signalPassFailure();
       }
@@ -286,8 +287,8 @@ struct GptcKernelEntryPass final
       body.setLinkage(LLVM::Linkage::Internal);
       // 2. @name(ptr buffers, i64 begin, i64 end): load each buffer.
       OpBuilder b(body);
-      auto entryType = LLVM::LLVMFunctionType::get(
-          LLVM::LLVMVoidType::get(ctx), {ptr, i64, i64});
+      auto entryType = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx),
+                                                   {ptr, i64, i64});
       auto entry = LLVM::LLVMFuncOp::create(b, body.getLoc(), name, entryType);
       Block *block = entry.addEntryBlock(b);
       b.setInsertionPointToStart(block);

@@ -322,8 +322,8 @@ static void printTraffic(const CudaKernels &kernels, raw_ostream &os) {
     return llvm::format("%.1f MB", static_cast<double>(bytes) / 1e6);
   };
   auto ratio = [](int64_t passed, int64_t least) {
-    return llvm::format("%.2fx", least ? static_cast<double>(passed) / least
-                                       : 0.0);
+    return llvm::format("%.2fx",
+                        least ? static_cast<double>(passed) / least : 0.0);
   };
   for (auto &[function, rows] : byFunction) {
     int64_t swept = 0, passed = 0, least = 0;

@@ -140,8 +140,7 @@ struct GptcGpuMapKernelPass final
   /// a thread per element cannot keep enough of to fill the memory's
   /// bandwidth on 16-bit data.
   static void coarsen(OpBuilder &b, scf::ParallelOp loop, Value linear,
-                      ArrayRef<int64_t> extents, int64_t per,
-                      int64_t stride) {
+                      ArrayRef<int64_t> extents, int64_t per, int64_t stride) {
     Location loc = loop.getLoc();
     Block *body = loop.getBody();
     // Ops that use a loaded value, directly or not.

@@ -389,9 +389,9 @@ void splitColumns(const Reduction &r, int64_t chunks) {
     SmallVector<Value> ivs = delinearize(b, loc, column, parallel);
     for (size_t i = 0; i < r.size(); ++i) {
       Value old = memref::LoadOp::create(b, loc, r.output(i), ivs);
-      memref::StoreOp::create(
-          b, loc, combine(b, r, i, old, chunkLoop.getResult(i)), r.output(i),
-          ivs);
+      memref::StoreOp::create(b, loc,
+                              combine(b, r, i, old, chunkLoop.getResult(i)),
+                              r.output(i), ivs);
     }
   }
   op.erase();
@@ -415,8 +415,8 @@ linalg::GenericOp splitScalar(const Reduction &r, int64_t partials) {
   for (size_t i = 0; i < r.size(); ++i) {
     outputs.push_back(r.output(i));
     Type element = cast<MemRefType>(r.output(i).getType()).getElementType();
-    buffers.push_back(memref::AllocOp::create(
-        b, loc, MemRefType::get({partials}, element)));
+    buffers.push_back(
+        memref::AllocOp::create(b, loc, MemRefType::get({partials}, element)));
   }
   // 1. buffers_i[k]: elements k, k + partials, ... combined.
   {
@@ -441,8 +441,7 @@ linalg::GenericOp splitScalar(const Reduction &r, int64_t partials) {
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         SmallVector<Value> results;
         for (size_t i = 0; i < r.size(); ++i)
-          results.push_back(
-              combine(nb, r, i, args[r.size() + i], args[i]));
+          results.push_back(combine(nb, r, i, args[r.size() + i], args[i]));
         linalg::YieldOp::create(nb, nloc, results);
       });
   op.erase();

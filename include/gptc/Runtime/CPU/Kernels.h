@@ -29,7 +29,6 @@ namespace gptc::cpu {
 /// The summary counts the packing buffer with this threshold.
 inline constexpr int64_t kBucketPackBelowBytes = int64_t(1) << 18;
 
-
 /// out[i, :] = table[ids[i], :]. Returns the index of the first id outside
 /// [0, vocab), or -1. With `block` (vocabulary parallelism), the table holds
 /// ids [offset, offset + vocab): others give zero rows.
@@ -76,8 +75,8 @@ void iota(int32_t *out, const std::vector<int64_t> &shape, int64_t dim);
 
 /// y[M, N] = x[M, K] W[N, K]^T (+ b[N]).
 template <typename T>
-void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n,
-            int64_t k, T *y);
+void linear(const T *x, const T *w, const T *b, int64_t m, int64_t n, int64_t k,
+            T *y);
 
 /// c[batch, M, N] = op(a) op(b) per batch; a is [M, K] ([K, M] transposed),
 /// b is [K, N] ([N, K] transposed).
@@ -93,19 +92,22 @@ template <typename T>
 void layerNormGrad(const T *x, const T *gamma, const T *dy, int64_t rows,
                    int64_t cols, double eps, T *dx, T *dgamma, T *dbeta);
 
-template <typename T> void gelu(const T *x, int64_t n, T *y);
+template <typename T>
+void gelu(const T *x, int64_t n, T *y);
 /// The float tanh the GELU kernels use (exposed for its accuracy test).
 float tanhForGelu(float x);
 /// The float exp the softmax and cross-entropy kernels use (likewise).
 float expForSoftmax(float x);
-template <typename T> void geluGrad(const T *x, const T *dy, int64_t n, T *dx);
+template <typename T>
+void geluGrad(const T *x, const T *dy, int64_t n, T *dx);
 
 template <typename T>
 void softmax(const T *x, int64_t rows, int64_t cols, T *y);
 template <typename T>
 void softmaxGrad(const T *y, const T *dy, int64_t rows, int64_t cols, T *dx);
 
-template <typename T> void add(const T *a, const T *b, int64_t n, T *y);
+template <typename T>
+void add(const T *a, const T *b, int64_t n, T *y);
 
 /// The functions of gptc.unary and gptc.binary, parsed from their IR names
 /// (the artifact's ElementwiseParams.fn); nullopt for an unknown name.
@@ -214,9 +216,9 @@ double learningRate(int64_t step, double peak, double min, int64_t warmup,
 
 /// One AdamW step (PyTorch's order of operations); may run in place.
 template <typename T>
-void adamw(const T *p, const T *g, const T *m, const T *v, int64_t n,
-           double lr, int64_t step, double scale, double beta1, double beta2,
-           double eps, double weightDecay, T *newP, T *newM, T *newV);
+void adamw(const T *p, const T *g, const T *m, const T *v, int64_t n, double lr,
+           int64_t step, double scale, double beta1, double beta2, double eps,
+           double weightDecay, T *newP, T *newM, T *newV);
 
 /// One tensor of a multi-tensor AdamW step: its state, where the new state
 /// goes (may be the same buffers) and its weight decay.

@@ -26,8 +26,7 @@ namespace gptc::cuda {
 /// (EX_SOFTWARE), not a crash report.
 [[noreturn]] inline void fail(const char *what, const char *call,
                               const char *file, int line) {
-  std::fprintf(stderr, "%s:%d: error: %s failed: %s\n", file, line, call,
-               what);
+  std::fprintf(stderr, "%s:%d: error: %s failed: %s\n", file, line, call, what);
   std::fflush(stderr);
   std::_Exit(70);
 }

@@ -129,7 +129,7 @@ struct DeviceKernelSet {
   X(cudaError_t, cudaStreamIsCapturing,                                        \
     (cudaStream_t stream, cudaStreamCaptureStatus * status))                   \
   X(cudaError_t, cudaGraphGetNodes,                                            \
-    (cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * count))              \
+    (cudaGraph_t graph, cudaGraphNode_t * nodes, size_t *count))               \
   X(cudaError_t, cudaGraphInstantiate,                                         \
     (cudaGraphExec_t * exec, cudaGraph_t graph, unsigned long long flags))     \
   X(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t exec, cudaStream_t stream)) \

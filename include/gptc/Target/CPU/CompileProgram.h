@@ -17,8 +17,8 @@ namespace mlir::gptc {
 /// The module's kernels (gptc.kernel ops) compiled into one shared object:
 /// gptc-outline-kernels, gptc-kernel-lowering-pipeline, LLVM. Empty when
 /// the module has no kernel.
-FailureOr<std::string> compileModuleKernels(ModuleOp module,
-                                            const CpuCodegenOptions &options = {});
+FailureOr<std::string>
+compileModuleKernels(ModuleOp module, const CpuCodegenOptions &options = {});
 
 /// exportProgram, plus the kernel library of the module's kernels.
 LogicalResult compileProgram(ModuleOp module, ArrayRef<StringRef> functions,

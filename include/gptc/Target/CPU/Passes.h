@@ -59,13 +59,15 @@ struct CpuCodegenOptions {
 /// vectorized for the CPU, an object file, linked with the system's C
 /// compiler driver (`cc -shared`). Returns the shared object's bytes, or
 /// fails with a diagnostic at `kernels`.
-FailureOr<std::string> compileKernelsToSharedObject(
-    ModuleOp kernels, const CpuCodegenOptions &options = {});
+FailureOr<std::string>
+compileKernelsToSharedObject(ModuleOp kernels,
+                             const CpuCodegenOptions &options = {});
 
 /// The LLVM IR of `kernels` (for --emit=llvm and tests), optimized as
 /// compileKernelsToSharedObject would.
-FailureOr<std::string> translateKernelsToLLVMIR(
-    ModuleOp kernels, const CpuCodegenOptions &options = {});
+FailureOr<std::string>
+translateKernelsToLLVMIR(ModuleOp kernels,
+                         const CpuCodegenOptions &options = {});
 
 } // namespace gptc
 } // namespace mlir

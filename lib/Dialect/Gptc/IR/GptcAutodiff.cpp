@@ -92,8 +92,9 @@ LinearOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
     x = reshapeTo(b, loc, x, {1, xType.getDimSize(0)});
   Value x2 = flattenRows(b, loc, x);
   Value dy2 = flattenRows(b, loc, resultGrads[0]);
-  Value dx2 = MatmulOp::create(b, loc, dy2, getWeight(), /*transpose_lhs=*/false,
-                               /*transpose_rhs=*/false);
+  Value dx2 =
+      MatmulOp::create(b, loc, dy2, getWeight(), /*transpose_lhs=*/false,
+                       /*transpose_rhs=*/false);
   Value dx = reshapeTo(b, loc, dx2, getInput().getType().getShape());
   Value dw = MatmulOp::create(b, loc, dy2, x2, /*transpose_lhs=*/true,
                               /*transpose_rhs=*/false);
@@ -155,8 +156,9 @@ SoftmaxOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult AddOp::buildVectorJacobianProduct(OpBuilder &, ValueRange resultGrads,
-                                                SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+AddOp::buildVectorJacobianProduct(OpBuilder &, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
   operandGrads.append({resultGrads[0], resultGrads[0]});
   return success();
 }
@@ -276,7 +278,8 @@ BinaryOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
 //===----------------------------------------------------------------------===//
 
 LogicalResult CausalAttentionOp::buildVectorJacobianProduct(
-    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &operandGrads) {
+    OpBuilder &b, ValueRange resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
   auto grad = CausalAttentionGradOp::create(b, getLoc(), getQuery(), getKey(),
                                             getValue(), resultGrads[0],
                                             getNumHeadsAttr());
@@ -285,13 +288,12 @@ LogicalResult CausalAttentionOp::buildVectorJacobianProduct(
   return success();
 }
 
-LogicalResult
-CrossEntropyOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
-                                           SmallVectorImpl<Value> &operandGrads) {
-  Value dlogits =
-      CrossEntropyGradOp::create(b, getLoc(), getLogits(), getLabels(),
-                                 resultGrads[0], getNormalizer(),
-                                 getIgnoreIndexAttr());
+LogicalResult CrossEntropyOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
+  Value dlogits = CrossEntropyGradOp::create(
+      b, getLoc(), getLogits(), getLabels(), resultGrads[0], getNormalizer(),
+      getIgnoreIndexAttr());
   // The normalizer is a token count: constant for differentiation.
   operandGrads.append({dlogits, Value()});
   if (getNormalizer())
@@ -306,25 +308,24 @@ CrossEntropyOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
 LogicalResult
 ReduceSumOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(BroadcastOp::create(b, getLoc(), getInput().getType(),
-                                             resultGrads[0],
-                                             getDimensionsAttr()));
+  operandGrads.push_back(BroadcastOp::create(
+      b, getLoc(), getInput().getType(), resultGrads[0], getDimensionsAttr()));
   return success();
 }
 
 LogicalResult
 BroadcastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(ReduceSumOp::create(b, getLoc(), resultGrads[0],
-                                             getDimensionsAttr()));
+  operandGrads.push_back(
+      ReduceSumOp::create(b, getLoc(), resultGrads[0], getDimensionsAttr()));
   return success();
 }
 
 LogicalResult
 ReshapeOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                       SmallVectorImpl<Value> &operandGrads) {
-  operandGrads.push_back(ReshapeOp::create(b, getLoc(), getInput().getType(),
-                                           resultGrads[0]));
+  operandGrads.push_back(
+      ReshapeOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
   return success();
 }
 
@@ -360,8 +361,9 @@ ConcatOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
-                                                 SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
+                                   SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
       CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
   return success();
@@ -372,7 +374,8 @@ LogicalResult CastOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange result
 //===----------------------------------------------------------------------===//
 
 LogicalResult VocabParallelPartialsOp::buildVectorJacobianProduct(
-    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &operandGrads) {
+    OpBuilder &b, ValueRange resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
   auto rows = cast<RankedTensorType>(getMax().getType());
   Value dSum = resultGrads[0] ? resultGrads[0] : zeros(b, getLoc(), rows);
   Value dTarget = resultGrads[1] ? resultGrads[1] : zeros(b, getLoc(), rows);
@@ -385,10 +388,8 @@ LogicalResult VocabParallelPartialsOp::buildVectorJacobianProduct(
   return success();
 }
 
-LogicalResult
-VocabParallelLossOp::buildVectorJacobianProduct(OpBuilder &b,
-                                                ValueRange resultGrads,
-                                                SmallVectorImpl<Value> &grads) {
+LogicalResult VocabParallelLossOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   Type rows = getSumExp().getType();
   auto g = VocabParallelLossGradOp::create(
       b, getLoc(), rows, rows, getSumExp(), getLabels(), resultGrads[0],
@@ -403,9 +404,9 @@ VocabParallelLossOp::buildVectorJacobianProduct(OpBuilder &b,
 // Tensor-parallel collectives
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-GradAllReduceOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
-                                            SmallVectorImpl<Value> &operandGrads) {
+LogicalResult GradAllReduceOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(shard::AllReduceOp::create(
       b, getLoc(), resultGrads[0].getType(), getGrid(), getGridAxes(),
       resultGrads[0], shard::ReductionKind::Sum));
@@ -421,9 +422,9 @@ namespace {
 struct AllReduceAutodiff
     : AutodiffOpInterface::ExternalModel<AllReduceAutodiff,
                                          shard::AllReduceOp> {
-  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &,
-                                           ValueRange resultGrads,
-                                           SmallVectorImpl<Value> &grads) const {
+  LogicalResult
+  buildVectorJacobianProduct(Operation *op, OpBuilder &, ValueRange resultGrads,
+                             SmallVectorImpl<Value> &grads) const {
     auto reduce = cast<shard::AllReduceOp>(op);
     if (reduce.getReduction() != shard::ReductionKind::Sum)
       return op->emitOpError("has no gradient rule for this reduction");
@@ -441,9 +442,10 @@ namespace {
 struct AllGatherAutodiff
     : AutodiffOpInterface::ExternalModel<AllGatherAutodiff,
                                          shard::AllGatherOp> {
-  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &b,
-                                           ValueRange resultGrads,
-                                           SmallVectorImpl<Value> &grads) const {
+  LogicalResult
+  buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                             ValueRange resultGrads,
+                             SmallVectorImpl<Value> &grads) const {
     auto gather = cast<shard::AllGatherOp>(op);
     grads.push_back(shard::ReduceScatterOp::create(
         b, op->getLoc(), gather.getInput().getType(), gather.getGrid(),
@@ -459,9 +461,10 @@ struct AllGatherAutodiff
 struct ReduceScatterAutodiff
     : AutodiffOpInterface::ExternalModel<ReduceScatterAutodiff,
                                          shard::ReduceScatterOp> {
-  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &b,
-                                           ValueRange resultGrads,
-                                           SmallVectorImpl<Value> &grads) const {
+  LogicalResult
+  buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                             ValueRange resultGrads,
+                             SmallVectorImpl<Value> &grads) const {
     auto scatter = cast<shard::ReduceScatterOp>(op);
     if (scatter.getReduction() != shard::ReductionKind::Sum)
       return op->emitOpError("has no gradient rule for this reduction");
@@ -475,11 +478,11 @@ struct ReduceScatterAutodiff
 /// A replicated value cut into its shards: every rank holds the whole
 /// value, whose gradient gathers the shards' gradients.
 struct AllSliceAutodiff
-    : AutodiffOpInterface::ExternalModel<AllSliceAutodiff,
-                                         shard::AllSliceOp> {
-  LogicalResult buildVectorJacobianProduct(Operation *op, OpBuilder &b,
-                                           ValueRange resultGrads,
-                                           SmallVectorImpl<Value> &grads) const {
+    : AutodiffOpInterface::ExternalModel<AllSliceAutodiff, shard::AllSliceOp> {
+  LogicalResult
+  buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                             ValueRange resultGrads,
+                             SmallVectorImpl<Value> &grads) const {
     auto slice = cast<shard::AllSliceOp>(op);
     grads.push_back(shard::AllGatherOp::create(
         b, op->getLoc(), slice.getInput().getType(), slice.getGrid(),

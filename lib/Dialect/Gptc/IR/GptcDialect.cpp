@@ -166,9 +166,8 @@ LogicalResult GptcDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
-Operation *GptcDialect::materializeConstant(OpBuilder &builder,
-                                            Attribute value, Type type,
-                                            Location loc) {
+Operation *GptcDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;

@@ -17,10 +17,10 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
 
@@ -104,9 +104,10 @@ int64_t IotaOp::getFlopCount() { return 0; }
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult EmbeddingOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
   RankedTensorType ids = rankedType(adaptor.getIds());
   RankedTensorType table = rankedType(adaptor.getTable());
   if (!ids || !table)
@@ -127,9 +128,10 @@ int64_t EmbeddingOp::getFlopCount() { return 0; }
 // LinearOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
   RankedTensorType input = rankedType(adaptor.getInput());
   RankedTensorType weight = rankedType(adaptor.getWeight());
   RankedTensorType bias = rankedType(adaptor.getBias());
@@ -178,9 +180,10 @@ int64_t LinearOp::getFlopCount() {
 // MatmulOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                           Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
   RankedTensorType lhs = rankedType(adaptor.getLhs());
   RankedTensorType rhs = rankedType(adaptor.getRhs());
   if (!lhs || !rhs)
@@ -221,10 +224,10 @@ int64_t MatmulOp::getFlopCount() {
 // LayerNormOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                              Adaptor adaptor,
-                              SmallVectorImpl<Type> &inferred) {
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
   RankedTensorType input = rankedType(adaptor.getInput());
   RankedTensorType gamma = rankedType(adaptor.getGamma());
   RankedTensorType beta = rankedType(adaptor.getBeta());
@@ -310,13 +313,13 @@ inferAttentionType(std::optional<Location> loc, StringRef opName, Value query,
   return q;
 }
 
-LogicalResult CausalAttentionOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
-  FailureOr<RankedTensorType> type =
-      inferAttentionType(loc, "causal_attention", adaptor.getQuery(),
-                         adaptor.getKey(), adaptor.getValue(),
-                         adaptor.getNumHeads());
+LogicalResult
+CausalAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                    Adaptor adaptor,
+                                    SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> type = inferAttentionType(
+      loc, "causal_attention", adaptor.getQuery(), adaptor.getKey(),
+      adaptor.getValue(), adaptor.getNumHeads());
   if (failed(type))
     return failure();
   inferred.push_back(*type);
@@ -331,7 +334,8 @@ static int64_t attentionFlops(RankedTensorType query, int64_t heads,
   ArrayRef<int64_t> s = query.getShape();
   int64_t b = s[0], t = s[1], c = s[2];
   int64_t matmuls = mulSat(mulSat(mulSat(matmulFactor, b), mulSat(t, t)), c);
-  int64_t scores = mulSat(mulSat(softmaxFactor, b), mulSat(heads, mulSat(t, t)));
+  int64_t scores =
+      mulSat(mulSat(softmaxFactor, b), mulSat(heads, mulSat(t, t)));
   return addSat(matmuls, scores);
 }
 
@@ -344,9 +348,10 @@ int64_t CausalAttentionOp::getFlopCount() {
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
   RankedTensorType logits = rankedType(adaptor.getLogits());
   RankedTensorType labels = rankedType(adaptor.getLabels());
   if (!logits || !labels)
@@ -398,10 +403,10 @@ int64_t ReshapeOp::getFlopCount() { return 0; }
 // TransposeOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                              Adaptor adaptor,
-                              SmallVectorImpl<Type> &inferred) {
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
   RankedTensorType input = rankedType(adaptor.getInput());
   if (!input)
     return shapeError(loc, "transpose", "expects a ranked tensor operand");
@@ -462,9 +467,8 @@ static LogicalResult verifyPieces(Operation *op, RankedTensorType whole,
              << piece << "s of the " << other << "'s rank and element type";
     for (int64_t d = 0; d < rank; ++d)
       if (d != axis && part.getDimSize(d) != whole.getDimSize(d))
-        return op->emitOpError()
-               << piece << " dimension " << d << " differs from the " << other
-               << "'s";
+        return op->emitOpError() << piece << " dimension " << d
+                                 << " differs from the " << other << "'s";
     total = addSat(total, part.getDimSize(axis));
   }
   if (total != whole.getDimSize(axis))
@@ -480,8 +484,8 @@ LogicalResult SplitOp::verify() {
   if (getResults().empty())
     return emitOpError("expects at least one result");
   if (getAxis() >= static_cast<uint64_t>(rank))
-    return emitOpError("axis ") << getAxis() << " is out of range for a rank-"
-                                << rank << " input";
+    return emitOpError("axis ")
+           << getAxis() << " is out of range for a rank-" << rank << " input";
   return verifyPieces(*this, input, getResultTypes(), getAxis(), "result",
                       "input");
 }
@@ -494,7 +498,8 @@ int64_t SplitOp::getFlopCount() { return 0; }
 
 /// The float element type of a tensor value, or null.
 static FloatType floatElement(Value v) {
-  return dyn_cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+  return dyn_cast<FloatType>(
+      cast<RankedTensorType>(v.getType()).getElementType());
 }
 
 /// The value `v` widened exactly, if a cast of a float to a wider float
@@ -536,8 +541,8 @@ static LogicalResult narrowSplitPiece(CastOp op, PatternRewriter &rewriter) {
     pieces.push_back(cast<RankedTensorType>(t).clone(narrowType));
   auto narrowSplit = SplitOp::create(rewriter, split.getLoc(), pieces, narrow,
                                      split.getAxisAttr());
-  rewriter.replaceOp(
-      op, narrowSplit.getResult(cast<OpResult>(op.getInput()).getResultNumber()));
+  rewriter.replaceOp(op, narrowSplit.getResult(
+                             cast<OpResult>(op.getInput()).getResultNumber()));
   return success();
 }
 
@@ -560,10 +565,10 @@ static bool isIncreasingWithin(ArrayRef<int64_t> dims, int64_t rank) {
   return true;
 }
 
-LogicalResult
-ReduceSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                              Adaptor adaptor,
-                              SmallVectorImpl<Type> &inferred) {
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
   RankedTensorType input = rankedType(adaptor.getInput());
   if (!input)
     return shapeError(loc, "reduce_sum", "expects a ranked tensor operand");
@@ -618,10 +623,10 @@ LogicalResult ConcatOp::verify() {
   RankedTensorType result = getType();
   int64_t rank = result.getRank();
   if (getAxis() >= static_cast<uint64_t>(rank))
-    return emitOpError("axis ") << getAxis() << " is out of range for a rank-"
-                                << rank << " result";
-  return verifyPieces(*this, result, getInputs().getTypes(), getAxis(),
-                      "input", "result");
+    return emitOpError("axis ")
+           << getAxis() << " is out of range for a rank-" << rank << " result";
+  return verifyPieces(*this, result, getInputs().getTypes(), getAxis(), "input",
+                      "result");
 }
 
 int64_t ConcatOp::getFlopCount() { return 0; }
@@ -653,9 +658,10 @@ int64_t EmbeddingGradOp::getFlopCount() {
 // LayerNormGradOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult LayerNormGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
   RankedTensorType input = rankedType(adaptor.getInput());
   RankedTensorType gamma = rankedType(adaptor.getGamma());
   RankedTensorType grad = rankedType(adaptor.getGrad());
@@ -703,10 +709,9 @@ int64_t SoftmaxGradOp::getFlopCount() {
 LogicalResult CausalAttentionGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
-  FailureOr<RankedTensorType> type =
-      inferAttentionType(loc, "causal_attention_grad", adaptor.getQuery(),
-                         adaptor.getKey(), adaptor.getValue(),
-                         adaptor.getNumHeads());
+  FailureOr<RankedTensorType> type = inferAttentionType(
+      loc, "causal_attention_grad", adaptor.getQuery(), adaptor.getKey(),
+      adaptor.getValue(), adaptor.getNumHeads());
   if (failed(type))
     return failure();
   if (rankedType(adaptor.getGrad()) != *type)
@@ -726,16 +731,18 @@ int64_t CausalAttentionGradOp::getFlopCount() {
 // CrossEntropyGradOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyGradOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+CrossEntropyGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                     Adaptor adaptor,
+                                     SmallVectorImpl<Type> &inferred) {
   RankedTensorType logits = rankedType(adaptor.getLogits());
   RankedTensorType labels = rankedType(adaptor.getLabels());
   RankedTensorType grad = rankedType(adaptor.getGrad());
   if (!logits || !labels || !grad)
     return shapeError(loc, "cross_entropy_grad",
                       "expects ranked tensor operands");
-  if (logits.getRank() < 1 || labels.getShape() != logits.getShape().drop_back())
+  if (logits.getRank() < 1 ||
+      labels.getShape() != logits.getShape().drop_back())
     return shapeError(loc, "cross_entropy_grad",
                       "expects labels shaped like the logits without their "
                       "last (vocabulary) dimension");
@@ -782,9 +789,8 @@ int64_t ShardOffsetOp::getFlopCount() { return 0; }
 //===----------------------------------------------------------------------===//
 
 LogicalResult BucketAllReduceOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, ValueRange operands,
-    DictionaryAttr, OpaqueProperties, RegionRange,
-    SmallVectorImpl<Type> &inferred) {
+    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
+    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &inferred) {
   for (Value v : operands)
     inferred.push_back(v.getType());
   return success();
@@ -793,8 +799,8 @@ LogicalResult BucketAllReduceOp::inferReturnTypes(
 LogicalResult BucketAllReduceOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one tensor to reduce");
-  Type element = cast<RankedTensorType>(getInputs()[0].getType())
-                     .getElementType();
+  Type element =
+      cast<RankedTensorType>(getInputs()[0].getType()).getElementType();
   for (auto [i, v] : llvm::enumerate(getInputs()))
     if (cast<RankedTensorType>(v.getType()).getElementType() != element)
       return emitOpError("operand #")
@@ -825,9 +831,8 @@ BucketAllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   int64_t rank = grid.getRank();
   for (int16_t axis : getGridAxes())
     if (axis >= rank)
-      return emitOpError("grid axis ")
-             << axis << " is out of range for @" << getGrid() << " of rank "
-             << rank;
+      return emitOpError("grid axis ") << axis << " is out of range for @"
+                                       << getGrid() << " of rank " << rank;
   return success();
 }
 
@@ -841,9 +846,8 @@ static LogicalResult verifyBlocksBucket(Operation *op, ValueRange inputs,
   if (inputs.empty())
     return op->emitOpError("needs at least one tensor");
   if (inputs.size() != results.size())
-    return op->emitOpError("has ")
-           << inputs.size() << " operands but " << results.size()
-           << " results (one each)";
+    return op->emitOpError("has ") << inputs.size() << " operands but "
+                                   << results.size() << " results (one each)";
   Type element = getElementTypeOrSelf(inputs[0].getType());
   for (auto [i, pair] : llvm::enumerate(llvm::zip(inputs, results))) {
     auto in = cast<RankedTensorType>(std::get<0>(pair).getType());
@@ -854,9 +858,8 @@ static LogicalResult verifyBlocksBucket(Operation *op, ValueRange inputs,
              << " (one message has one element type)";
     if (in.getRank() < 1 || in.getRank() != out.getRank() ||
         in.getShape().drop_front() != out.getShape().drop_front())
-      return op->emitOpError("tensor #")
-             << i << ": " << in << " and " << out
-             << " must differ in dimension 0 only";
+      return op->emitOpError("tensor #") << i << ": " << in << " and " << out
+                                         << " must differ in dimension 0 only";
   }
   llvm::SmallBitVector seen;
   for (int16_t axis : gridAxes) {
@@ -895,13 +898,15 @@ static LogicalResult verifyBlocksBucketGrid(Operation *op,
     ranks *= size;
   }
   for (auto [i, pair] : llvm::enumerate(llvm::zip(inputs, results))) {
-    int64_t in = cast<RankedTensorType>(std::get<0>(pair).getType()).getDimSize(0);
+    int64_t in =
+        cast<RankedTensorType>(std::get<0>(pair).getType()).getDimSize(0);
     int64_t out =
         cast<RankedTensorType>(std::get<1>(pair).getType()).getDimSize(0);
     if (gather ? out != in * ranks : in != out * ranks)
       return op->emitOpError("tensor #")
-             << i << ": dimension 0 of " << (gather ? "the result" : "the operand")
-             << " must be " << ranks << " (the group's size) times the "
+             << i << ": dimension 0 of "
+             << (gather ? "the result" : "the operand") << " must be " << ranks
+             << " (the group's size) times the "
              << (gather ? "operand's" : "result's");
   }
   return success();
@@ -992,11 +997,10 @@ LogicalResult VocabParallelPartialsGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   RankedTensorType rows;
-  if (failed(checkRows(loc, "vocab_parallel_partials_grad",
-                       rankedType(adaptor.getLogits()),
-                       {adaptor.getMax(), adaptor.getDSumExp(),
-                        adaptor.getDTarget()},
-                       adaptor.getLabels(), rows)))
+  if (failed(checkRows(
+          loc, "vocab_parallel_partials_grad", rankedType(adaptor.getLogits()),
+          {adaptor.getMax(), adaptor.getDSumExp(), adaptor.getDTarget()},
+          adaptor.getLabels(), rows)))
     return failure();
   inferred.push_back(rankedType(adaptor.getLogits()));
   return success();
@@ -1046,8 +1050,8 @@ LogicalResult AccumulateOp::verify() {
     auto type = cast<RankedTensorType>(input.getType());
     if (type.getRank() < 1 || type.getDimSize(0) % n != 0)
       return emitOpError("expects input ")
-             << i << " to stack " << n
-             << " microbatches on dimension 0, got " << type;
+             << i << " to stack " << n << " microbatches on dimension 0, got "
+             << type;
     SmallVector<int64_t> shape(type.getShape());
     shape[0] /= n;
     if (block.getArgument(i).getType() != type.clone(shape))
@@ -1086,9 +1090,8 @@ SmallVector<Block *> mlir::gptc::getStepBlocks(Operation *root) {
 /// The FLOPs of the ops a region holds.
 static int64_t regionFlops(Region &region) {
   int64_t n = 0;
-  region.walk([&](CostModelOpInterface op) {
-    n = addSat(n, op.getFlopCount());
-  });
+  region.walk(
+      [&](CostModelOpInterface op) { n = addSat(n, op.getFlopCount()); });
   return n;
 }
 
@@ -1126,7 +1129,8 @@ namespace {
 struct BodyCursor {
   Block::iterator it, end;
   explicit BodyCursor(Block &block) : it(block.begin()), end(block.end()) {}
-  template <typename OpTy> OpTy take(Value from = Value()) {
+  template <typename OpTy>
+  OpTy take(Value from = Value()) {
     if (it == end)
       return OpTy();
     auto op = dyn_cast<OpTy>(&*it);
@@ -1165,8 +1169,7 @@ LogicalResult FusedGemmOp::verify() {
   auto yield = cast<YieldOp>(block.getTerminator());
   StringRef kind = getEpilogue();
   auto form = [&](const Twine &what) {
-    return emitOpError("with epilogue '")
-           << kind << "' expects " << what;
+    return emitOpError("with epilogue '") << kind << "' expects " << what;
   };
   BodyCursor cursor(block);
   auto args = block.getArguments();
@@ -1219,9 +1222,8 @@ LogicalResult FusedGemmOp::verify() {
       if (!sum || rowsType.getRank() < 2 ||
           rowsType.getShape().back() != preType.getShape().back() ||
           sum.getType().getRank() != 1 ||
-          sum.getDimensions() !=
-              ArrayRef(llvm::to_vector(
-                  llvm::seq<int64_t>(0, rowsType.getRank() - 1))))
+          sum.getDimensions() != ArrayRef(llvm::to_vector(llvm::seq<int64_t>(
+                                     0, rowsType.getRank() - 1))))
         return form("the gradient summed over every dimension but the last");
       yields.push_back(sum.getResult());
     }
@@ -1383,8 +1385,7 @@ Value mlir::gptc::getCastSource(Operation *op) {
   if (auto cast = dyn_cast<CastOp>(op))
     return cast.getInput();
   auto kernel = dyn_cast<KernelOp>(op);
-  if (!kernel || kernel->getNumOperands() != 1 ||
-      kernel->getNumResults() != 1)
+  if (!kernel || kernel->getNumOperands() != 1 || kernel->getNumResults() != 1)
     return nullptr;
   Block &body = kernel.getBody().front();
   if (!llvm::hasSingleElement(body.without_terminator()) ||

@@ -109,8 +109,8 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
       return op->emitOpError("failed to build its vector-Jacobian product");
     if (operandGrads.size() != op->getNumOperands())
       return op->emitOpError("vector-Jacobian rule returned ")
-             << operandGrads.size() << " gradients for "
-             << op->getNumOperands() << " operands";
+             << operandGrads.size() << " gradients for " << op->getNumOperands()
+             << " operands";
     // 3. A value used several times sums the gradients of its uses.
     for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
       if (!grad)
@@ -129,8 +129,8 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
   SmallVector<Value> results{loss};
   SmallVector<StringAttr> names;
   for (BlockArgument arg : body.getArguments()) {
-    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  kParamAttrName);
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttrName);
     if (!name)
       continue;
     Value grad = grads.lookup(arg);
@@ -143,8 +143,8 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
   SmallVector<Type> resultTypes;
   for (Value v : results)
     resultTypes.push_back(v.getType());
-  func.setFunctionType(
-      FunctionType::get(func.getContext(), body.getArgumentTypes(), resultTypes));
+  func.setFunctionType(FunctionType::get(func.getContext(),
+                                         body.getArgumentTypes(), resultTypes));
   // The forward function's result attributes describe its one result.
   func.removeResAttrsAttr();
   func.setResultAttr(0, kOutputAttrName, b.getStringAttr("loss"));

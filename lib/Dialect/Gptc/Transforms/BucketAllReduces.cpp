@@ -56,8 +56,8 @@ static Kind kindOf(Operation *op) {
                ? Kind::AllReduce
                : Kind::None;
   if (auto g = dyn_cast<shard::AllGatherOp>(op))
-    return g.getGatherAxis().getSExtValue() == 0 &&
-                   floatTensor(g.getInput()) && floatTensor(g.getResult())
+    return g.getGatherAxis().getSExtValue() == 0 && floatTensor(g.getInput()) &&
+                   floatTensor(g.getResult())
                ? Kind::AllGather
                : Kind::None;
   if (auto r = dyn_cast<shard::ReduceScatterOp>(op))
@@ -94,8 +94,7 @@ struct Bucket {
 };
 
 struct GptcBucketAllReducesPass final
-    : mlir::gptc::impl::GptcBucketAllReducesPassBase<
-          GptcBucketAllReducesPass> {
+    : mlir::gptc::impl::GptcBucketAllReducesPassBase<GptcBucketAllReducesPass> {
   using Base::Base;
 
   /// Replaces a bucket of two or more by one gptc.bucket_all_reduce,
@@ -190,9 +189,8 @@ struct GptcBucketAllReducesPass final
       }
       if (first < 0)
         continue;
-      gathers.push_back({op, producer,
-                         producer ? producer->getOperand(0) : in, first,
-                         last});
+      gathers.push_back(
+          {op, producer, producer ? producer->getOperand(0) : in, first, last});
       candidates.insert(op);
       if (producer)
         candidates.insert(producer);
@@ -244,8 +242,8 @@ struct GptcBucketAllReducesPass final
       // first reader. The place only moves forward along a key's buckets,
       // so they keep their order. Gathers themselves move, so the place
       // is the next op that is not one.
-      int64_t at = std::max(firstUse[previous[j] < 0 ? j : previous[j]],
-                            notBefore[j]);
+      int64_t at =
+          std::max(firstUse[previous[j] < 0 ? j : previous[j]], notBefore[j]);
       at = std::min(at, firstUse[j]);
       while (candidates.contains(ops[at]))
         ++at;

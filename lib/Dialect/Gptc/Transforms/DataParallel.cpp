@@ -1,4 +1,5 @@
-//===- DataParallel.cpp - Data parallelism and ZeRO for @train_step -*- C++ -*-===//
+//===- DataParallel.cpp - Data parallelism and ZeRO for @train_step -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -63,10 +64,10 @@ private:
   /// tensor-parallel block) with dimension 0 further split over the data
   /// axis.
   DictionaryAttr zeroSharding(BlockArgument param, RankedTensorType local) {
-    BlockSharding s = BlockSharding::get(
-        step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(),
-                                              kShardingAttrName),
-        local);
+    BlockSharding s =
+        BlockSharding::get(step.getArgAttrOfType<DictionaryAttr>(
+                               param.getArgNumber(), kShardingAttrName),
+                           local);
     s.axes[0].push_back(data.axis);
     return s.toAttr(b);
   }
@@ -82,13 +83,13 @@ private:
   ArrayRef<shard::GridAxis> axes() { return ArrayRef(data.axis); }
 
   Value allReduce(Location loc, Value v) {
-    return shard::AllReduceOp::create(b, loc, v.getType(), data.grid, axes(),
-                                      v, shard::ReductionKind::Sum);
+    return shard::AllReduceOp::create(b, loc, v.getType(), data.grid, axes(), v,
+                                      shard::ReductionKind::Sum);
   }
   Value allSlice(Location loc, Value v) {
     auto t = cast<RankedTensorType>(v.getType());
-    return shard::AllSliceOp::create(b, loc, sliceType(t), data.grid, axes(),
-                                     v, APInt(64, 0));
+    return shard::AllSliceOp::create(b, loc, sliceType(t), data.grid, axes(), v,
+                                     APInt(64, 0));
   }
   Value allGather(Location loc, Value v, RankedTensorType full) {
     return shard::AllGatherOp::create(b, loc, full, data.grid, axes(), v,
@@ -286,9 +287,9 @@ LogicalResult DataParallelRewriter::weightByTokens() {
       return ce->emitOpError("must take its labels from an input of "
                              "@train_step to be data parallel");
     b.setInsertionPointToStart(&body);
-    count = CountTokensOp::create(
-        b, ce->getLoc(), RankedTensorType::get({}, b.getF32Type()),
-        lossLabels(ce), lossIgnoreIndex(ce));
+    count = CountTokensOp::create(b, ce->getLoc(),
+                                  RankedTensorType::get({}, b.getF32Type()),
+                                  lossLabels(ce), lossIgnoreIndex(ce));
     setLossNormalizers(step.getBody(), count);
   }
   b.setInsertionPointAfter(count);
@@ -348,10 +349,10 @@ LogicalResult DataParallelRewriter::synchronize() {
       return update.emitOpError("must update arguments of @train_step");
     auto fullType = cast<RankedTensorType>(param.getType());
     bool slice = stage >= 1 && sliceable(fullType);
-    BlockSharding base = BlockSharding::get(
-        step.getArgAttrOfType<DictionaryAttr>(param.getArgNumber(),
-                                              kShardingAttrName),
-        fullType);
+    BlockSharding base =
+        BlockSharding::get(step.getArgAttrOfType<DictionaryAttr>(
+                               param.getArgNumber(), kShardingAttrName),
+                           fullType);
     DictionaryAttr zattr = slice ? zeroSharding(param, fullType) : nullptr;
     if (stage >= 1 && !slice)
       update.emitRemark("parameter of shape ")
@@ -416,8 +417,8 @@ LogicalResult DataParallelRewriter::synchronize() {
     Value newParam = sliced.getNewParam();
     if (stage < 3)
       newParam = allGather(update.getLoc(), newParam, fullType);
-    for (OpOperand &use : llvm::make_early_inc_range(
-             update.getNewParam().getUses())) {
+    for (OpOperand &use :
+         llvm::make_early_inc_range(update.getNewParam().getUses())) {
       use.set(newParam);
       if (use.getOwner() == ret && stage >= 3)
         step.setResultAttr(use.getOperandNumber(), kShardingAttrName, zattr);

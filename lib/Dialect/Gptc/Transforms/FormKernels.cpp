@@ -114,10 +114,10 @@ static void buildKernel(ArrayRef<Operation *> group, StringRef name) {
   }
   // 2. The kernel and its region, a copy of the group.
   OpBuilder b(last);
-  Location loc = b.getFusedLoc(llvm::map_to_vector(
-      group, [](Operation *op) { return op->getLoc(); }));
-  auto kernel = KernelOp::create(
-      b, loc, TypeRange(ValueRange(outputs)), inputs.getArrayRef(), name);
+  Location loc = b.getFusedLoc(
+      llvm::map_to_vector(group, [](Operation *op) { return op->getLoc(); }));
+  auto kernel = KernelOp::create(b, loc, TypeRange(ValueRange(outputs)),
+                                 inputs.getArrayRef(), name);
   Block *body = new Block();
   kernel.getBody().push_back(body);
   IRMapping map;
@@ -126,15 +126,13 @@ static void buildKernel(ArrayRef<Operation *> group, StringRef name) {
   OpBuilder inner = OpBuilder::atBlockEnd(body);
   for (Operation *op : group)
     inner.clone(*op, map);
-  YieldOp::create(inner, loc,
-                  llvm::map_to_vector(outputs, [&](Value v) {
+  YieldOp::create(inner, loc, llvm::map_to_vector(outputs, [&](Value v) {
                     return map.lookup(v);
                   }));
   // 3. Outside uses read the kernel's results; the group goes.
   for (auto [value, result] : llvm::zip(outputs, kernel.getResults()))
     value.replaceUsesWithIf(result, [&](OpOperand &use) {
-      return use.getOwner() != kernel &&
-             !members.contains(use.getOwner());
+      return use.getOwner() != kernel && !members.contains(use.getOwner());
     });
   for (Operation *op : llvm::reverse(group))
     op->erase();

@@ -95,9 +95,8 @@ static void fuse(const Chain &chain) {
     Value(value).replaceAllUsesWith(result);
   // Outer ops in reverse order, each once nothing reads it.
   SmallVector<Operation *> order(chain.body.begin(), chain.body.end());
-  llvm::sort(order, [](Operation *a, Operation *b) {
-    return b->isBeforeInBlock(a);
-  });
+  llvm::sort(order,
+             [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
   for (Operation *op : order)
     if (op->use_empty())
       op->erase();
@@ -253,8 +252,8 @@ static bool matchBgrad(MatmulOp matmul, Chain &chain) {
     }
   if (!sum)
     return false;
-  Operation *first = matmul->isBeforeInBlock(sum) ? matmul.getOperation()
-                                                  : sum.getOperation();
+  Operation *first =
+      matmul->isBeforeInBlock(sum) ? matmul.getOperation() : sum.getOperation();
   // The other operand must be defined where the fused op goes.
   Operation *rhsDef = matmul.getRhs().getDefiningOp();
   if (first == sum && rhsDef && rhsDef->getBlock() == block &&

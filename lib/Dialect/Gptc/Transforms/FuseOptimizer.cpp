@@ -1,4 +1,5 @@
-//===- FuseOptimizer.cpp - One kernel for the step's AdamW updates -*- C++ -*-===//
+//===- FuseOptimizer.cpp - One kernel for the step's AdamW updates -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -27,13 +28,12 @@ using namespace mlir::gptc;
 
 namespace {
 /// What the updates of one multi_adamw must share.
-using GroupKey = std::tuple<Value, Value, Value, Value, Attribute, Attribute,
-                            Attribute>;
+using GroupKey =
+    std::tuple<Value, Value, Value, Value, Attribute, Attribute, Attribute>;
 
 GroupKey keyOf(AdamWOp op) {
-  return {op.getLr(),          op.getStep(),       op.getScale(),
-          op.getSkip(),        op.getBeta1Attr(), op.getBeta2Attr(),
-          op.getEpsAttr()};
+  return {op.getLr(),        op.getStep(),      op.getScale(),  op.getSkip(),
+          op.getBeta1Attr(), op.getBeta2Attr(), op.getEpsAttr()};
 }
 
 /// Whether every use of `op`'s results comes after `last` (in its block,
@@ -63,9 +63,9 @@ void fuse(ArrayRef<AdamWOp> updates) {
     locs.push_back(op.getLoc());
   }
   auto fused = MultiAdamWOp::create(
-      b, b.getFusedLoc(locs), params, grads, m, v, last.getLr(),
-      last.getStep(), last.getScale(), last.getSkip(), last.getBeta1Attr(),
-      last.getBeta2Attr(), last.getEpsAttr(), b.getDenseF64ArrayAttr(decays));
+      b, b.getFusedLoc(locs), params, grads, m, v, last.getLr(), last.getStep(),
+      last.getScale(), last.getSkip(), last.getBeta1Attr(), last.getBeta2Attr(),
+      last.getEpsAttr(), b.getDenseF64ArrayAttr(decays));
   for (unsigned k = 0; k < updates.size(); ++k) {
     AdamWOp op = updates[k];
     op.getNewParam().replaceAllUsesWith(fused.getNewParam(k));

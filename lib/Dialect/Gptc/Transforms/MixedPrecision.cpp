@@ -81,9 +81,9 @@ struct GptcMixedPrecisionPass final
                                            attention.getNumHeads());
       } else {
         auto matmul = cast<MatmulOp>(op);
-        result = MatmulOp::create(b, loc, low[0], low[1],
-                                  matmul.getTransposeLhs(),
-                                  matmul.getTransposeRhs());
+        result =
+            MatmulOp::create(b, loc, low[0], low[1], matmul.getTransposeLhs(),
+                             matmul.getTransposeRhs());
       }
       // Attributes the op carried (tensor-parallel annotations) stay.
       result.getDefiningOp()->setDiscardableAttrs(

@@ -164,8 +164,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   //    outputs say what they hold.
   size_t n = params.size();
   for (auto [i, p] : llvm::enumerate(params)) {
-    StringAttr name = fb.getArgAttrOfType<StringAttr>(p.getArgNumber(),
-                                                      kParamAttrName);
+    StringAttr name =
+        fb.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttrName);
     if (DictionaryAttr attrs = fb.getArgAttrDict(p.getArgNumber()))
       step.setArgAttrs(i, attrs);
     step.setArgAttr(n + i, kStateAttrName, b.getStringAttr("m:" + name.str()));
@@ -259,8 +259,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     SmallVector<Type> sums;
     for (Value v : ret.getOperands())
       sums.push_back(v.getType());
-    auto acc = AccumulateOp::create(b, loc, sums, stacked,
-                                    b.getI64IntegerAttr(A));
+    auto acc =
+        AccumulateOp::create(b, loc, sums, stacked, b.getI64IntegerAttr(A));
     Block *micro = new Block();
     acc.getBody().push_back(micro);
     for (BlockArgument d : data)
@@ -284,11 +284,10 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   SmallVector<std::pair<Value, SmallVector<int16_t>>> normParts;
   for (auto [i, p] : llvm::enumerate(params))
     normParts.push_back(
-        {grads[i],
-         BlockSharding::get(fb.getArgAttrOfType<DictionaryAttr>(
-                                p.getArgNumber(), kShardingAttrName),
-                            cast<RankedTensorType>(p.getType()))
-             .splitAxes()});
+        {grads[i], BlockSharding::get(fb.getArgAttrOfType<DictionaryAttr>(
+                                          p.getArgNumber(), kShardingAttrName),
+                                      cast<RankedTensorType>(p.getType()))
+                       .splitAxes()});
   Value norm = buildGradNorm(b, loc, gridName, normParts);
   // fp16: the gradients are the loss scale's multiples. Whether they
   // overflowed is one flag, the maximum over every rank of the grid, so

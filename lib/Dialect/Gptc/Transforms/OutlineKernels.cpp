@@ -60,10 +60,10 @@ struct GptcOutlineKernelsPass final
         continue;
       // Same arguments, same body, gptc.yield becomes func.return.
       Block &body = kernel.getBody().front();
-      auto type = b.getFunctionType(body.getArgumentTypes(),
-                                    kernel.getResultTypes());
-      auto func = func::FuncOp::create(b, kernel.getLoc(), kernel.getName(),
-                                       type);
+      auto type =
+          b.getFunctionType(body.getArgumentTypes(), kernel.getResultTypes());
+      auto func =
+          func::FuncOp::create(b, kernel.getLoc(), kernel.getName(), type);
       IRMapping map;
       kernel.getBody().cloneInto(&func.getBody(), map);
       Block &entry = func.getBody().front();

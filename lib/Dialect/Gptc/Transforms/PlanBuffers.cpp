@@ -98,9 +98,8 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
   // caller stores.
   auto inPlace = [&](ValueRange inputs, ValueRange results) {
     for (Value v : inputs)
-      if (!v.getDefiningOp() || v.getParentBlock() != &body ||
-          !v.hasOneUse() || rootOf.count(v) || !intervalOf.count(v) ||
-          offsetInGroup.count(v))
+      if (!v.getDefiningOp() || v.getParentBlock() != &body || !v.hasOneUse() ||
+          rootOf.count(v) || !intervalOf.count(v) || offsetInGroup.count(v))
         return false;
     for (Value r : results)
       if (callerOwnsResults && llvm::is_contained(terminator->getOperands(), r))
@@ -167,9 +166,8 @@ static FailureOr<int64_t> planBlock(Block &body, int64_t alignment,
   for (auto [index, i] : llvm::enumerate(intervals))
     if (!absorbed.contains(index))
       order.push_back(&i);
-  llvm::stable_sort(order, [](Interval *a, Interval *b) {
-    return a->bytes > b->bytes;
-  });
+  llvm::stable_sort(
+      order, [](Interval *a, Interval *b) { return a->bytes > b->bytes; });
   SmallVector<Interval *> placed;
   int64_t arena = 0;
   for (Interval *cur : order) {

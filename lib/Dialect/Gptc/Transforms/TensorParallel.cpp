@@ -121,8 +121,8 @@ LogicalResult TensorParallelRewriter::column(LinearOp op) {
     return failure();
   Value in = enter(op.getInput(), op.getLoc());
   b.setInsertionPoint(op);
-  auto local = LinearOp::create(b, op.getLoc(), in, op.getWeight(),
-                                op.getBias());
+  auto local =
+      LinearOp::create(b, op.getLoc(), in, op.getWeight(), op.getBias());
   local->setAttrs(op->getAttrDictionary());
   op.getResult().replaceAllUsesWith(local.getResult());
   op.erase();
@@ -138,8 +138,8 @@ LogicalResult TensorParallelRewriter::row(LinearOp op) {
     return failure();
   b.setInsertionPoint(op);
   Location loc = op.getLoc();
-  auto partial = LinearOp::create(b, loc, op.getInput(), op.getWeight(),
-                                  Value());
+  auto partial =
+      LinearOp::create(b, loc, op.getInput(), op.getWeight(), Value());
   partial->setAttrs(op->getAttrDictionary());
   // "g": the ranks' partial products summed; the bias once, after the sum.
   Value sum = leave(partial, loc);
@@ -150,8 +150,8 @@ LogicalResult TensorParallelRewriter::row(LinearOp op) {
       dims.push_back(d);
     if (sequenceParallel)
       bias = partialGrad(bias, loc);
-    Value wide = BroadcastOp::create(b, loc, type, bias,
-                                     b.getDenseI64ArrayAttr(dims));
+    Value wide =
+        BroadcastOp::create(b, loc, type, bias, b.getDenseI64ArrayAttr(dims));
     sum = AddOp::create(b, loc, sum, wide);
     if (sequenceParallel)
       seqSharded.insert(sum);
@@ -165,9 +165,9 @@ Value TensorParallelRewriter::vocabOffset(int64_t block) {
   if (!offset) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&func.getBody().front());
-    offset = ShardOffsetOp::create(
-        b, func.getLoc(), RankedTensorType::get({}, b.getI32Type()), grid,
-        ArrayRef<int16_t>{axis}, block);
+    offset = ShardOffsetOp::create(b, func.getLoc(),
+                                   RankedTensorType::get({}, b.getI32Type()),
+                                   grid, ArrayRef<int16_t>{axis}, block);
     offsetBlock = block;
   }
   return offset;
@@ -189,8 +189,8 @@ LogicalResult TensorParallelRewriter::vocabEmbedding(EmbeddingOp op) {
   if (offsetBlock != vocab / size)
     return op.emitOpError("splits a vocabulary of another size");
   b.setInsertionPoint(op);
-  auto part = EmbeddingOp::create(b, op.getLoc(), op.getIds(), op.getTable(),
-                                  first);
+  auto part =
+      EmbeddingOp::create(b, op.getLoc(), op.getIds(), op.getTable(), first);
   Value rows = leave(part, op.getLoc());
   op.getResult().replaceAllUsesWith(rows);
   op.erase();
@@ -206,11 +206,10 @@ LogicalResult TensorParallelRewriter::vocabHead(LinearOp op) {
     return failure();
   // The whole vocabulary (the table may be the embedding's, already split).
   auto arg = cast<BlockArgument>(op.getWeight());
-  int64_t vocab =
-      BlockSharding::get(func.getArgAttrOfType<DictionaryAttr>(
-                             arg.getArgNumber(), kShardingAttrName),
-                         cast<RankedTensorType>(arg.getType()))
-          .shape[0];
+  int64_t vocab = BlockSharding::get(func.getArgAttrOfType<DictionaryAttr>(
+                                         arg.getArgNumber(), kShardingAttrName),
+                                     cast<RankedTensorType>(arg.getType()))
+                      .shape[0];
   (void)vocabOffset(vocab / size);
   if (offsetBlock != vocab / size)
     return op.emitOpError("splits a vocabulary of another size");
@@ -232,22 +231,21 @@ LogicalResult TensorParallelRewriter::vocabLoss(CrossEntropyOp op) {
   b.setInsertionPoint(op);
   ArrayRef<int16_t> i16(axis); // refers to the member
   Value localMax = RowMaxOp::create(b, loc, op.getLogits());
-  Value max = shard::AllReduceOp::create(b, loc, localMax.getType(), grid,
-                                         i16, localMax,
-                                         shard::ReductionKind::Max);
+  Value max = shard::AllReduceOp::create(b, loc, localMax.getType(), grid, i16,
+                                         localMax, shard::ReductionKind::Max);
   // A padded vocabulary (the importer's gptc.vocab_size on the head): the
   // padding ids' logits count in no sum.
   IntegerAttr real;
   if (Operation *head = op.getLogits().getDefiningOp())
     real = head->getAttrOfType<IntegerAttr>(kVocabSizeAttrName);
-  auto parts = VocabParallelPartialsOp::create(
-      b, loc, op.getLogits(), max, op.getLabels(), offset, real);
-  Value sum = shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
-                                         parts.getSumExp(),
-                                         shard::ReductionKind::Sum);
-  Value target = shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
-                                            parts.getTarget(),
-                                            shard::ReductionKind::Sum);
+  auto parts = VocabParallelPartialsOp::create(b, loc, op.getLogits(), max,
+                                               op.getLabels(), offset, real);
+  Value sum =
+      shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
+                                 parts.getSumExp(), shard::ReductionKind::Sum);
+  Value target =
+      shard::AllReduceOp::create(b, loc, max.getType(), grid, i16,
+                                 parts.getTarget(), shard::ReductionKind::Sum);
   auto loss = VocabParallelLossOp::create(
       b, loc, op.getLoss().getType(), max, sum, target, op.getLabels(),
       op.getNormalizer(), op.getIgnoreIndexAttr());
@@ -294,8 +292,8 @@ Value TensorParallelRewriter::partialGrad(Value param, Location loc) {
   if (!wrapped) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfterValue(param);
-    wrapped = GradAllReduceOp::create(b, loc, param, grid,
-                                      ArrayRef<int16_t>{axis});
+    wrapped =
+        GradAllReduceOp::create(b, loc, param, grid, ArrayRef<int16_t>{axis});
   }
   return wrapped;
 }
@@ -315,8 +313,7 @@ LogicalResult TensorParallelRewriter::sequenceOp(Operation &op) {
         SmallVector<int64_t> shape(type.getShape());
         shape[1] /= size;
         v = shard::AllSliceOp::create(b, loc, type.clone(shape), grid,
-                                      ArrayRef<int16_t>{axis}, v,
-                                      APInt(64, 1));
+                                      ArrayRef<int16_t>{axis}, v, APInt(64, 1));
       }
       operands.push_back(v);
     }
@@ -367,8 +364,7 @@ LogicalResult TensorParallelRewriter::run() {
       }
     }
     if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
-      auto role =
-          embedding->getAttrOfType<StringAttr>(kTensorParallelAttrName);
+      auto role = embedding->getAttrOfType<StringAttr>(kTensorParallelAttrName);
       if (role && role.getValue() == "vocab") {
         if (failed(vocabEmbedding(embedding)))
           return failure();
@@ -392,9 +388,8 @@ LogicalResult TensorParallelRewriter::run() {
         return failure();
       continue;
     }
-    bool split = llvm::any_of(op.getOperands(), [&](Value v) {
-      return sharded.contains(v);
-    });
+    bool split = llvm::any_of(op.getOperands(),
+                              [&](Value v) { return sharded.contains(v); });
     if (!split)
       continue;
     // Between a column- and a row-parallel layer: each rank's heads or

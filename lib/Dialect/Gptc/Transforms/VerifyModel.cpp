@@ -65,8 +65,8 @@ static LogicalResult verifyForward(func::FuncOp func) {
       }
       continue;
     }
-    if (input && (input.getValue() == "tokens" ||
-                  input.getValue() == "labels")) {
+    if (input &&
+        (input.getValue() == "tokens" || input.getValue() == "labels")) {
       bool &seen = input.getValue() == "tokens" ? seenTokens : seenLabels;
       if (seen) {
         ok = false;
