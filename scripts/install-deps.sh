@@ -12,7 +12,7 @@ packages=(
   libdnnl-dev
   libonnx-dev libonnx-testdata
   mpich libmpich-dev
-  clang-22 libclang-rt-22-dev
+  clang-22 libclang-rt-22-dev clang-format-22
   python3-numpy python3-torch
 )
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need, builds gptc and runs every test: the lit
+# Installs what the tests need, checks the sources' formatting
+# (scripts/check-format.sh), builds gptc and runs every test: the lit
 # suite (check-gptc: every op, pass, tool and diagnostic) and the
 # GoogleTest units, through ctest; the ONNX node tests' count; then the
 # same suite again on the ASan + UBSan build (clang-22), which also runs
@@ -12,9 +13,12 @@ asan_dir="${ASAN_BUILD_DIR:-build-asan}"
 if [ "${1:-}" = "--clean" ]; then rm -rf "$build_dir" "$asan_dir"; fi
 
 scripts/install-deps.sh
+status=0
+# The sources as clang-format 22 writes them (a failure is reported, and
+# the tests still run).
+scripts/check-format.sh || status=$?
 BUILD_DIR="$build_dir" scripts/build.sh
 
-status=0
 (cd "$build_dir" && ctest --output-on-failure --timeout 1800 -j "$(nproc)") || status=$?
 # ONNX's own node tests through gptc (also checked, with exact counts, by
 # test/Onnx/node-tests.test): the pass/fail count.
