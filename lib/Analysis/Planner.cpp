@@ -15,18 +15,6 @@
 
 using namespace mlir::gptc;
 
-const char *mlir::gptc::recomputeName(Recompute r) {
-  switch (r) {
-  case Recompute::None:
-    return "none";
-  case Recompute::Selective:
-    return "selective";
-  case Recompute::Full:
-    return "full";
-  }
-  return "?";
-}
-
 std::string ParallelPlan::meshString() const {
   std::string s;
   auto add = [&](const char *name, int64_t n) {

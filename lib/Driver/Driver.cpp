@@ -332,10 +332,7 @@ static LogicalResult fillPipelinePlan(
   sched.set_min(opt.getMinLr().convertToDouble());
   sched.set_warmup(opt.getWarmupSteps());
   sched.set_total(opt.getTotalSteps());
-  StringRef d = opt.getDecay();
-  sched.set_decay(d == "cosine"   ? pg::ScheduleParams::COSINE
-                  : d == "linear" ? pg::ScheduleParams::LINEAR
-                                  : pg::ScheduleParams::CONSTANT);
+  sched.set_decay(scheduleDecay(opt.getDecay()));
   return success();
 }
 

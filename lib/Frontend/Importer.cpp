@@ -276,38 +276,38 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
   OpBuilder b(ctx);
   b.setInsertionPointToStart(module.getBody());
   GptcDialect::PrecisionAttrHelper(ctx).setAttr(
-      module, b.getStringAttr(m.precision == Precision::FP32   ? "fp32"
-                              : m.precision == Precision::BF16 ? "bf16"
-                                                               : "fp16"));
+      module, PrecisionAttr::get(ctx, m.precision));
 
   if (m.skipNonFinite)
-    GptcDialect::NanPolicyAttrHelper(ctx).setAttr(module,
-                                                  b.getStringAttr("skip"));
+    GptcDialect::NanPolicyAttrHelper(ctx).setAttr(
+        module, NanPolicyAttr::get(ctx, NanPolicy::Skip));
   if (!desc.getPlanNote().empty())
     GptcDialect::PlanAttrHelper(ctx).setAttr(
         module, b.getStringAttr(desc.getPlanNote()));
-  if (m.recompute != "none" && m.pipelineParallel == 1)
-    GptcDialect::RecomputeAttrHelper(ctx).setAttr(module,
-                                                  b.getStringAttr(m.recompute));
+  std::optional<Recompute> recompute = symbolizeRecompute(m.recompute);
+  assert(recompute && "the description's recompute was validated");
+  if (*recompute != Recompute::None && m.pipelineParallel == 1)
+    GptcDialect::RecomputeAttrHelper(ctx).setAttr(
+        module, RecomputeAttr::get(ctx, *recompute));
 
   // 1. The device mesh becomes a grid; the axis roles stay beside it.
   ArrayRef<MeshAxis> axes = desc.getMeshAxes();
   if (!axes.empty()) {
     SmallVector<int64_t> shape;
-    SmallVector<Attribute> names, kinds;
+    SmallVector<Attribute> names;
+    SmallVector<MeshAxisKind> kinds;
     for (const MeshAxis &axis : axes) {
       shape.push_back(axis.size);
       names.push_back(b.getStringAttr(axis.name));
-      kinds.push_back(b.getStringAttr(axis.kind == MeshAxis::Kind::Data ? "data"
-                                      : axis.kind == MeshAxis::Kind::Tensor
-                                          ? "tensor"
-                                          : "pipeline"));
+      kinds.push_back(axis.kind == MeshAxis::Kind::Data ? MeshAxisKind::Data
+                      : axis.kind == MeshAxis::Kind::Tensor
+                          ? MeshAxisKind::Tensor
+                          : MeshAxisKind::Pipeline);
     }
     shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
     GptcDialect::ParallelAttrHelper(ctx).setAttr(
-        module,
-        ParallelAttr::get(ctx, b.getArrayAttr(names), b.getArrayAttr(kinds),
-                          m.zeroStage, m.sequenceParallel));
+        module, ParallelAttr::get(ctx, b.getArrayAttr(names), kinds,
+                                  m.zeroStage, m.sequenceParallel));
   }
 
   // The training settings the optimizer pass turns into ops (fp16's loss

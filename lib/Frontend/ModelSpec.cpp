@@ -185,7 +185,7 @@ LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
     pipelineSchedule = pipelineScheduleName(plan.schedule);
     virtualStages = plan.virtualStages;
   } else {
-    recompute = recomputeName(plan.recompute);
+    recompute = stringifyRecompute(plan.recompute).str();
   }
   return success();
 }
@@ -516,9 +516,10 @@ LogicalResult ModelDescription::validate() {
       opt.minLrRatio =
           v.real(s, {{"training"}, {"lr_schedule"}, {"min_lr_ratio"}}, 0.1, 0,
                  1, true);
-      opt.decay = s.decay() == ::gptc::spec::LRSchedule::LINEAR     ? "linear"
-                  : s.decay() == ::gptc::spec::LRSchedule::CONSTANT ? "constant"
-                                                                    : "cosine";
+      opt.decay =
+          s.decay() == ::gptc::spec::LRSchedule::LINEAR     ? LrDecay::Linear
+          : s.decay() == ::gptc::spec::LRSchedule::CONSTANT ? LrDecay::Constant
+                                                            : LrDecay::Cosine;
     }
   }
 

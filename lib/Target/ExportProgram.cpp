@@ -521,11 +521,7 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             schedule->set_min(o.getMin().convertToDouble());
             schedule->set_warmup(o.getWarmup());
             schedule->set_total(o.getTotal());
-            StringRef decay = o.getDecay();
-            schedule->set_decay(decay == "cosine" ? pg::ScheduleParams::COSINE
-                                : decay == "linear"
-                                    ? pg::ScheduleParams::LINEAR
-                                    : pg::ScheduleParams::CONSTANT);
+            schedule->set_decay(scheduleDecay(o.getDecay()));
             return success();
           })
           .Case([&](AdamWOp o) {
@@ -775,6 +771,18 @@ OwningOpRef<ModuleOp> mlir::gptc::cloneExported(ModuleOp module,
       if (!llvm::is_contained(functions, func.getName()))
         func.erase();
   return exported;
+}
+
+pg::ScheduleParams::Decay mlir::gptc::scheduleDecay(LrDecay decay) {
+  switch (decay) {
+  case LrDecay::Cosine:
+    return pg::ScheduleParams::COSINE;
+  case LrDecay::Linear:
+    return pg::ScheduleParams::LINEAR;
+  case LrDecay::Constant:
+    return pg::ScheduleParams::CONSTANT;
+  }
+  llvm_unreachable("unknown learning-rate decay");
 }
 
 LogicalResult mlir::gptc::exportProgram(ModuleOp module,

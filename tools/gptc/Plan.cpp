@@ -169,7 +169,8 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
       << (plan.reducesEachMicrobatch() ? " (reduce-scattered each)" : "")
       << (plan.pp > 1 ? std::string(", ") + pipelineScheduleName(plan.schedule)
           : plan.recompute != Recompute::None
-              ? std::string(", recompute ") + recomputeName(plan.recompute)
+              ? std::string(", recompute ") +
+                    stringifyRecompute(plan.recompute).str()
               : std::string())
       << ": predicted step " << seconds(cost.stepSeconds) << ", MFU "
       << percent(cost.mfu) << ", " << gib(double(cost.memoryBytes))
@@ -266,14 +267,14 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     std::string micro = std::to_string(plan.microbatches) + " x " +
                         std::to_string(plan.microBatch);
     std::string sched =
-        plan.pp == 1
-            ? (plan.recompute == Recompute::None
-                   ? std::string("-")
-                   : std::string("recompute ") + recomputeName(plan.recompute))
-            : std::string(pipelineScheduleName(plan.schedule)) +
-                  (plan.virtualStages > 1
-                       ? " v" + std::to_string(plan.virtualStages)
-                       : "");
+        plan.pp == 1 ? (plan.recompute == Recompute::None
+                            ? std::string("-")
+                            : std::string("recompute ") +
+                                  stringifyRecompute(plan.recompute).str())
+                     : std::string(pipelineScheduleName(plan.schedule)) +
+                           (plan.virtualStages > 1
+                                ? " v" + std::to_string(plan.virtualStages)
+                                : "");
     os << llvm::format("%3d  %-20s %4d %3s %11s %-18s %10s %5.1f%% %11s "
                        "%8.1f GB\n",
                        shown, plan.meshString().c_str(), plan.zeroStage,
@@ -296,7 +297,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     os << ", " << pipelineScheduleName(plan.schedule)
        << ", each stage recomputing its chunks' forwards";
   else if (plan.recompute != Recompute::None)
-    os << ", recompute " << recomputeName(plan.recompute);
+    os << ", recompute " << stringifyRecompute(plan.recompute).str();
   os << "\n";
   os << "  step " << seconds(cost.stepSeconds) << " = compute "
      << seconds(cost.computeSeconds) << " + memory-bound "
@@ -347,7 +348,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   if (plan.pp > 1)
     os << " --pipeline-schedule=" << pipelineScheduleName(plan.schedule);
   else if (plan.recompute != Recompute::None)
-    os << " --recompute=" << recomputeName(plan.recompute);
+    os << " --recompute=" << stringifyRecompute(plan.recompute).str();
   os << "\n";
   return 0;
 }

@@ -475,14 +475,16 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
             : func::FuncOp();
     if (fb) {
       os << "activations kept for the backward, one microbatch:";
-      for (StringRef mode : {"none", "selective", "full"}) {
+      for (Recompute mode :
+           {Recompute::None, Recompute::Selective, Recompute::Full}) {
         auto copy = cast<func::FuncOp>(fb->clone());
         int64_t kept = succeeded(recomputeActivations(copy, mode))
                            ? savedActivationBytes(copy)
                            : -1;
         copy->erase();
-        os << (mode == "none" ? " " : ", ") << bytes(kept) << " ("
-           << (mode == "none" ? "recompute none" : mode) << ")";
+        bool none = mode == Recompute::None;
+        os << (none ? " " : ", ") << bytes(kept) << " ("
+           << (none ? "recompute none" : stringifyRecompute(mode)) << ")";
       }
       os << "; this run: " << m.recompute << "\n";
     }

@@ -14,14 +14,16 @@
 #ifndef GPTC_ANALYSIS_MODELSIZE_H
 #define GPTC_ANALYSIS_MODELSIZE_H
 
+// Precision and LrDecay: the dialect's enums (GptcAttrs.td), one
+// vocabulary from the description to the IR.
+#include "gptc/Dialect/Gptc/IR/GptcDialect.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace mlir::gptc {
-
-enum class Precision { FP32, BF16, FP16 };
 
 /// AdamW, clipping and the learning-rate schedule, defaults applied.
 struct OptimizerConfig {
@@ -30,8 +32,8 @@ struct OptimizerConfig {
   double gradClip = 1.0;
   int64_t warmupSteps = 0;
   double minLrRatio = 0.1;
-  /// "cosine", "linear" or "constant".
-  const char *decay = "cosine";
+  /// The decay after warm-up (the dialect's LrDecay, as #gptc.optimizer).
+  LrDecay decay = LrDecay::Cosine;
 };
 
 /// A model description with every default applied and every derived size

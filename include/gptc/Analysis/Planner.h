@@ -52,9 +52,6 @@ struct HardwareSpec {
   bool hasInterNode = false;
 };
 
-enum class Recompute { None, Selective, Full };
-const char *recomputeName(Recompute r);
-
 /// One way to train the model on the devices.
 struct ParallelPlan {
   int64_t dp = 1, tp = 1, pp = 1;

@@ -14,6 +14,7 @@
 #ifndef GPTC_TARGET_EXPORTPROGRAM_H
 #define GPTC_TARGET_EXPORTPROGRAM_H
 
+#include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 #include "gptc/Runtime/program.pb.h"
 
 #include "gptc/Runtime/ProgramFormat.h"
@@ -31,6 +32,9 @@ inline constexpr int kProgramFormatVersion =
 /// that its functions are the ones exportProgram's symbols name.
 OwningOpRef<ModuleOp> cloneExported(ModuleOp module,
                                     ArrayRef<StringRef> functions);
+
+/// The artifact's learning-rate decay for the IR's.
+::gptc::program::ScheduleParams::Decay scheduleDecay(LrDecay decay);
 
 /// Lowers the functions of `module` (all of them when `functions` is empty)
 /// into `program`, reporting ops without a kernel as errors at the op.

@@ -160,14 +160,14 @@ struct LearningRateToArith final : OpRewritePattern<LearningRateOp> {
     Value progress =
         span > 0 ? s.div(s.sub(step, s.c(warmup)), s.c(span)) : s.c(1.0);
     progress = s.max(s.c(0.0), s.min(progress, s.c(1.0)));
-    StringRef decay = op.getDecay();
+    LrDecay decay = op.getDecay();
     Value coefficient;
-    if (decay == "cosine")
+    if (decay == LrDecay::Cosine)
       coefficient = s.mul(
           s.c(0.5),
           s.add(s.c(1.0), math::CosOp::create(rewriter, op.getLoc(),
                                               s.mul(s.c(M_PI), progress))));
-    else if (decay == "linear")
+    else if (decay == LrDecay::Linear)
       coefficient = s.sub(s.c(1.0), progress);
     else
       coefficient = s.c(1.0);

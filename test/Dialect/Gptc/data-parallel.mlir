@@ -105,7 +105,7 @@
 // ONE-NOT: shard.
 // ONE-NOT: gptc.count_tokens
 // ONE: return
-module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = "cosine", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, batch_size = 4>,
+module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = cosine, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, batch_size = 4>,
                    gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = STAGE, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},

@@ -586,8 +586,8 @@ func.func @global_norm_no_inputs() {
 // -----
 
 func.func @learning_rate_decay(%s: tensor<i32>) {
-  // expected-error@+1 {{decay must be cosine, linear or constant, got 'step'}}
-  %0 = gptc.learning_rate %s peak 1.0 min 0.1 warmup 0 total 10 "step"
+  // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'decay' [cosine, linear, constant]}}
+  %0 = gptc.learning_rate %s peak 1.0 min 0.1 warmup 0 total 10 step
   return
 }
 
@@ -595,7 +595,7 @@ func.func @learning_rate_decay(%s: tensor<i32>) {
 
 func.func @learning_rate_negative_warmup(%s: tensor<i32>) {
   // expected-error@+1 {{warmup and total must not be negative}}
-  %0 = gptc.learning_rate %s peak 1.0 min 0.1 warmup -1 total 10 "cosine"
+  %0 = gptc.learning_rate %s peak 1.0 min 0.1 warmup -1 total 10 cosine
   return
 }
 

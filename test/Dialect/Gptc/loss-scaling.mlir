@@ -44,8 +44,8 @@
 //         DP: gptc.adamw {{.*}} skip %[[ANY]] {{.*}} : tensor<4x4xf32>
 //         DP: gptc.loss_scale_update {{.*}}, %[[ANY]] growth
 //         DP: return {{.*}}, %[[ANY]] :
-module attributes {gptc.precision = "fp16",
-                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, initial_loss_scale = 1024.0, loss_scale_growth_interval = 100>,
+module attributes {gptc.precision = #gptc.precision<fp16>,
+                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, initial_loss_scale = 1024.0, loss_scale_growth_interval = 100>,
                    gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = 2, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
@@ -66,8 +66,8 @@ module attributes {gptc.precision = "fp16",
 //   STEP-NOT: loss_scale
 //   STEP-NOT: found_inf
 //       STEP: return
-module attributes {gptc.precision = "bf16",
-                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>} {
+module attributes {gptc.precision = #gptc.precision<bf16>,
+                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>} {
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
@@ -88,8 +88,8 @@ module attributes {gptc.precision = "bf16",
 //       STEP: %[[FOUND:.*]] = shard.all_reduce %[[LOCAL]] on @mesh grid_axes = [0] reduction = max
 //       STEP: gptc.adamw {{.*}} skip %[[FOUND]]
 //       STEP: return {{.*}}, %[[NORM]], %{{.*}}, %[[FOUND]] :
-module attributes {gptc.precision = "fp32", gptc.nan_policy = "skip",
-                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>,
+module attributes {gptc.precision = #gptc.precision<fp32>, gptc.nan_policy = #gptc.nan_policy<skip>,
+                   gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>,
                    gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = 0, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {

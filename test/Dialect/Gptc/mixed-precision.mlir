@@ -22,7 +22,7 @@
 //   GRAD-DAG: %[[DW:.*]] = gptc.cast %[[DWH]] : tensor<8x4xbf16> -> tensor<8x4xf32>
 //   GRAD-DAG: %[[DB:.*]] = gptc.cast %[[DBH]] : tensor<8xbf16> -> tensor<8xf32>
 //       GRAD: return %{{.*}}, %[[DW]], %[[DB]] : tensor<f32>, tensor<8x4xf32>, tensor<8xf32>
-module attributes {gptc.precision = "bf16"} {
+module attributes {gptc.precision = #gptc.precision<bf16>} {
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %b: tensor<8xf32> {gptc.param = "b"},
                      %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
     %y = gptc.linear %x, %w, %b : tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32> -> tensor<2x8xf32>
@@ -44,7 +44,7 @@ module attributes {gptc.precision = "bf16"} {
 //   GRAD-DAG: %[[DWH:.*]] = gptc.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<2x8xf16>, tensor<2x4xf16> -> tensor<8x4xf16>
 //   GRAD-DAG: %[[DW:.*]] = gptc.cast %[[DWH]] : tensor<8x4xf16> -> tensor<8x4xf32>
 //       GRAD: return %{{.*}}, %[[DW]] : tensor<f32>, tensor<8x4xf32>
-module attributes {gptc.precision = "fp16"} {
+module attributes {gptc.precision = #gptc.precision<fp16>} {
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
@@ -69,7 +69,7 @@ module attributes {gptc.precision = "fp16"} {
 //       GRAD: %[[DA:.*]] = gptc.cross_entropy_grad
 //       GRAD: %[[DAH:.*]] = gptc.cast %[[DA]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
 //       GRAD: gptc.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[DAH]] heads 2 : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16> -> tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>
-module attributes {gptc.precision = "bf16"} {
+module attributes {gptc.precision = #gptc.precision<bf16>} {
   func.func @forward(%w: tensor<8x8xf32> {gptc.param = "w"}, %x: tensor<2x4x8xf32>, %l: tensor<2x4xi32>) -> tensor<f32> {
     %q = gptc.linear %x, %w : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
     %a = gptc.causal_attention %q, %q, %q heads 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
@@ -85,7 +85,7 @@ module attributes {gptc.precision = "bf16"} {
 // CHECK-LABEL: func.func @forward
 //   CHECK-NOT: gptc.cast
 //       CHECK: gptc.linear %{{.*}} : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
-module attributes {gptc.precision = "fp32"} {
+module attributes {gptc.precision = #gptc.precision<fp32>} {
   func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32>, %l: tensor<2xi32>) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>

@@ -142,8 +142,8 @@ func.func @optimizer_ops(%p: tensor<4x3xf32>, %g: tensor<4x3xf32>, %b: tensor<3x
   %n = gptc.global_norm %g, %b : tensor<4x3xf32>, tensor<3xf32>
   // CHECK: %[[S:.*]] = gptc.clip_scale %[[N]] max 1.000000e+00
   %s = gptc.clip_scale %n max 1.0
-  // CHECK: %[[LR:.*]] = gptc.learning_rate %{{.*}} peak 6.000000e-04 min 6.000000e-05 warmup 10 total 100 "cosine"
-  %lr = gptc.learning_rate %step peak 6.0e-4 min 6.0e-5 warmup 10 total 100 "cosine"
+  // CHECK: %[[LR:.*]] = gptc.learning_rate %{{.*}} peak 6.000000e-04 min 6.000000e-05 warmup 10 total 100 cosine
+  %lr = gptc.learning_rate %step peak 6.0e-4 min 6.0e-5 warmup 10 total 100 cosine
   // CHECK: gptc.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr %[[LR]] step %{{.*}} scale %[[S]] beta1 9.000000e-01 beta2 0.94999999999999996 eps 1.000000e-08 decay 1.000000e-01 : tensor<4x3xf32>
   %p1, %m1, %v1 = gptc.adamw %p, %g, %p, %g lr %lr step %step scale %s beta1 0.9 beta2 0.95 eps 1.0e-8 decay 0.1 : tensor<4x3xf32>
   return %p1, %m1, %v1 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>

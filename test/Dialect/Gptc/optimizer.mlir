@@ -15,12 +15,12 @@
 // CHECK: %[[DE:.*]] = gptc.embedding_grad
 // CHECK: %[[NORM:.*]] = gptc.global_norm %{{.*}}, %{{.*}}, %{{.*}} : tensor<10x4xf32>, tensor<3x4xf32>, tensor<3xf32>
 // CHECK: %[[SCALE:.*]] = gptc.clip_scale %[[NORM]] max 5.000000e-01
-// CHECK: %[[LR:.*]] = gptc.learning_rate %[[STEP]] peak 1.000000e-02 min 1.000000e-03 warmup 2 total 10 "linear"
+// CHECK: %[[LR:.*]] = gptc.learning_rate %[[STEP]] peak 1.000000e-02 min 1.000000e-03 warmup 2 total 10 linear
 // CHECK: %[[P0:.*]], %[[M0:.*]], %[[V0:.*]] = gptc.adamw %[[E]], %{{.*}}, %[[ME]], %[[VE]] lr %[[LR]] step %[[STEP]] scale %[[SCALE]] beta1 8.000000e-01 beta2 9.000000e-01 eps 9.9999999999999995E-7 decay 0.000000e+00 : tensor<10x4xf32>
 // CHECK: %[[P1:.*]], %[[M1:.*]], %[[V1:.*]] = gptc.adamw %[[W]], {{.*}} decay 2.500000e-01 : tensor<3x4xf32>
 // CHECK: %[[P2:.*]], %[[M2:.*]], %[[V2:.*]] = gptc.adamw %[[B]], {{.*}} decay 0.000000e+00 : tensor<3xf32>
 // CHECK: return %[[P0]], %[[P1]], %[[P2]], %[[M0]], %[[M1]], %[[M2]], %[[V0]], %[[V1]], %[[V2]], %[[LOSS]], %[[NORM]], %[[LR]]
-module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = "linear", beta1 = 0.8, beta2 = 0.9, eps = 1.0e-6, weight_decay = 0.25, decay_embeddings = false, grad_clip = 0.5>} {
+module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.8, beta2 = 0.9, eps = 1.0e-6, weight_decay = 0.25, decay_embeddings = false, grad_clip = 0.5>} {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<3x4xf32> {gptc.param = "w"}, %b: tensor<3xf32> {gptc.param = "b"},
                      %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
@@ -37,7 +37,7 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
 // With decay_embeddings, the embedding table decays too.
 // CHECK-LABEL: func.func @train_step
 // CHECK: gptc.adamw {{.*}} decay 1.000000e-01 : tensor<10x4xf32>
-module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = "cosine", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = true, grad_clip = 1.0>} {
+module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = cosine, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = true, grad_clip = 1.0>} {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
                      %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
@@ -70,7 +70,7 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
 // CHECK-NEXT: %{{.*}} = gptc.global_norm %[[SUMS]]#1, %[[SUMS]]#2
 // CHECK-COUNT-2: gptc.adamw
 // CHECK: return {{.*}}, %[[SUMS]]#0,
-module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = "cosine", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, accumulation_steps = 3, batch_size = 5>} {
+module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = cosine, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, accumulation_steps = 3, batch_size = 5>} {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<3x4xf32> {gptc.param = "w"},
                      %tokens: tensor<2x5xi32> {gptc.input = "tokens"},

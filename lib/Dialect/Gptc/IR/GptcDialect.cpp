@@ -58,7 +58,7 @@ FailureOr<bool> mlir::gptc::parseBoolParameter(AsmParser &parser) {
 
 LogicalResult OptimizerAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, APFloat lrF, APFloat minLrF,
-    int64_t warmupSteps, int64_t totalSteps, StringRef decay, APFloat beta1F,
+    int64_t warmupSteps, int64_t totalSteps, LrDecay decay, APFloat beta1F,
     APFloat beta2F, APFloat epsF, APFloat weightDecayF, bool decayEmbeddings,
     APFloat gradClipF, int64_t accumulationSteps, int64_t batchSize,
     APFloat initialLossScaleF, int64_t lossScaleGrowthInterval) {
@@ -73,10 +73,6 @@ LogicalResult OptimizerAttr::verify(
                        << ", min_lr = " << minLr;
   if (warmupSteps < 0 || totalSteps < 0)
     return emitError() << "step counts must be non-negative";
-  if (decay != "cosine" && decay != "linear" && decay != "constant")
-    return emitError() << "decay must be \"cosine\", \"linear\" or "
-                          "\"constant\", got \""
-                       << decay << "\"";
   if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
     return emitError() << "beta1 and beta2 must lie in [0, 1), got " << beta1
                        << " and " << beta2;
@@ -97,8 +93,38 @@ LogicalResult OptimizerAttr::verify(
   return success();
 }
 
+FailureOr<SmallVector<MeshAxisKind>>
+mlir::gptc::parseAxisKinds(AsmParser &parser) {
+  SmallVector<MeshAxisKind> kinds;
+  auto parseOne = [&]() -> ParseResult {
+    llvm::SMLoc loc = parser.getCurrentLocation();
+    std::string name;
+    if (parser.parseString(&name))
+      return failure();
+    std::optional<MeshAxisKind> kind = symbolizeMeshAxisKind(name);
+    if (!kind)
+      return parser.emitError(loc, "axis kinds must be \"data\", \"tensor\" "
+                                   "or \"pipeline\", got \"")
+             << name << "\"";
+    kinds.push_back(*kind);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseOne))
+    return failure();
+  return kinds;
+}
+
+void mlir::gptc::printAxisKinds(AsmPrinter &printer,
+                                ArrayRef<MeshAxisKind> kinds) {
+  printer << "[";
+  llvm::interleaveComma(kinds, printer, [&](MeshAxisKind kind) {
+    printer << "\"" << stringifyMeshAxisKind(kind) << "\"";
+  });
+  printer << "]";
+}
+
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   ArrayAttr axes, ArrayAttr kinds,
+                                   ArrayAttr axes, ArrayRef<MeshAxisKind> kinds,
                                    int64_t zeroStage, bool sequenceParallel) {
   if (axes.size() != kinds.size())
     return emitError() << "needs one kind per axis, got " << axes.size()
@@ -106,21 +132,14 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (Attribute a : axes)
     if (!isa<StringAttr>(a))
       return emitError() << "axis names must be strings";
-  for (Attribute k : kinds) {
-    auto kind = dyn_cast<StringAttr>(k);
-    if (!kind || (kind.getValue() != "data" && kind.getValue() != "tensor" &&
-                  kind.getValue() != "pipeline"))
-      return emitError()
-             << "axis kinds must be \"data\", \"tensor\" or \"pipeline\"";
-  }
   if (zeroStage < 0 || zeroStage > 3)
     return emitError() << "zero_stage must be 0, 1, 2 or 3, got " << zeroStage;
   return success();
 }
 
-std::optional<unsigned> ParallelAttr::findAxis(StringRef kind) const {
+std::optional<unsigned> ParallelAttr::findAxis(MeshAxisKind kind) const {
   for (auto [i, k] : llvm::enumerate(getKinds()))
-    if (cast<StringAttr>(k).getValue() == kind)
+    if (k == kind)
       return static_cast<unsigned>(i);
   return std::nullopt;
 }
@@ -131,6 +150,12 @@ OptimizerAttr mlir::gptc::getOptimizerConfig(Operation *module) {
 
 ParallelAttr mlir::gptc::getParallelConfig(Operation *module) {
   return GptcDialect::ParallelAttrHelper(module->getContext()).getAttr(module);
+}
+
+Precision mlir::gptc::getPrecision(Operation *module) {
+  PrecisionAttr attr =
+      GptcDialect::PrecisionAttrHelper(module->getContext()).getAttr(module);
+  return attr ? attr.getValue() : Precision::FP32;
 }
 
 /// The module configuration must have its declared type: a dictionary where
@@ -150,19 +175,16 @@ LogicalResult GptcDialect::verifyOperationAttribute(Operation *op,
   if (name == ParallelAttrHelper::getNameStr())
     return expect(isa<ParallelAttr>(attr.getValue()) && isa<ModuleOp>(op),
                   "a #gptc.parallel<...> attribute on the module");
-  if (name == RecomputeAttrHelper::getNameStr()) {
-    auto s = dyn_cast<StringAttr>(attr.getValue());
-    return expect(s && isa<ModuleOp>(op) &&
-                      (s.getValue() == "none" || s.getValue() == "selective" ||
-                       s.getValue() == "full"),
-                  "\"none\", \"selective\" or \"full\" on the module");
-  }
-  if (name == PrecisionAttrHelper::getNameStr()) {
-    auto s = dyn_cast<StringAttr>(attr.getValue());
-    return expect(s && (s.getValue() == "fp32" || s.getValue() == "bf16" ||
-                        s.getValue() == "fp16"),
-                  "\"fp32\", \"bf16\" or \"fp16\"");
-  }
+  if (name == RecomputeAttrHelper::getNameStr())
+    return expect(isa<RecomputeAttr>(attr.getValue()) && isa<ModuleOp>(op),
+                  "a #gptc.recompute<none|selective|full> attribute on the "
+                  "module");
+  if (name == PrecisionAttrHelper::getNameStr())
+    return expect(isa<PrecisionAttr>(attr.getValue()) && isa<ModuleOp>(op),
+                  "a #gptc.precision<fp32|bf16|fp16> attribute on the module");
+  if (name == NanPolicyAttrHelper::getNameStr())
+    return expect(isa<NanPolicyAttr>(attr.getValue()) && isa<ModuleOp>(op),
+                  "a #gptc.nan_policy<stop|skip> attribute on the module");
   return success();
 }
 

@@ -1288,10 +1288,6 @@ LogicalResult LossScaleUpdateOp::verify() {
 int64_t LossScaleUpdateOp::getFlopCount() { return 2; }
 
 LogicalResult LearningRateOp::verify() {
-  StringRef decay = getDecay();
-  if (decay != "cosine" && decay != "linear" && decay != "constant")
-    return emitOpError("decay must be cosine, linear or constant, got '")
-           << decay << "'";
   if (getWarmupAttr().getInt() < 0 || getTotalAttr().getInt() < 0)
     return emitOpError("warmup and total must not be negative");
   return success();

@@ -183,8 +183,7 @@ struct GptcAutodiffPass final
     symbols.insert(clone, std::next(Block::iterator(forward)));
     // fp16 scales the loss (dynamic loss scaling): the backward is seeded
     // with the scale, an argument the training step feeds from its state.
-    auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
-    bool scaled = precision && precision.getValue() == "fp16";
+    bool scaled = getPrecision(module) == Precision::FP16;
     if (failed(differentiate(clone, scaled)))
       return signalPassFailure();
   }

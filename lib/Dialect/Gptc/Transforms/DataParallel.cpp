@@ -492,7 +492,7 @@ struct GptcDataParallelPass final
     data.zeroStage = static_cast<int>(parallel.getZeroStage());
     data.tokenWeighting = tokenWeighting;
     data.reduceEachMicrobatch = reduceEachMicrobatch;
-    std::optional<unsigned> axis = parallel.findAxis("data");
+    std::optional<unsigned> axis = parallel.findAxis(MeshAxisKind::Data);
     bool found = axis.has_value();
     if (found) {
       data.axis = static_cast<shard::GridAxis>(*axis);

@@ -44,14 +44,13 @@ struct GptcMixedPrecisionPass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttrName);
-    if (!precision ||
-        (precision.getValue() != "bf16" && precision.getValue() != "fp16"))
+    Precision precision = getPrecision(module);
+    if (precision == Precision::FP32)
       return;
     auto func = module.lookupSymbol<func::FuncOp>(function);
     if (!func)
       return;
-    Type low16 = precision.getValue() == "bf16"
+    Type low16 = precision == Precision::BF16
                      ? Type(BFloat16Type::get(&getContext()))
                      : Type(Float16Type::get(&getContext()));
     Type f32 = Float32Type::get(&getContext());

@@ -35,7 +35,7 @@ namespace {
 struct Settings {
   double lr, minLr, beta1, beta2, eps, weightDecay, gradClip;
   int64_t warmup, total;
-  std::string decay;
+  LrDecay decay;
   bool decayEmbeddings;
   /// Microbatches per step, and the step's batch in sequences (0: the
   /// forward function's batch times the microbatches).
@@ -68,20 +68,14 @@ static FailureOr<Settings> readSettings(ModuleOp module) {
   s.gradClip = opt.getGradClip().convertToDouble();
   s.warmup = opt.getWarmupSteps();
   s.total = opt.getTotalSteps();
-  s.decay = opt.getDecay().str();
+  s.decay = opt.getDecay();
   s.decayEmbeddings = opt.getDecayEmbeddings();
   s.accumulation = opt.getAccumulationSteps();
   s.batchRows = opt.getBatchSize();
-  StringAttr precision =
-      GptcDialect::PrecisionAttrHelper(module.getContext()).getAttr(module);
-  s.lossScaling = precision && precision.getValue() == "fp16";
-  StringAttr policy =
+  s.lossScaling = getPrecision(module) == Precision::FP16;
+  NanPolicyAttr policy =
       GptcDialect::NanPolicyAttrHelper(module.getContext()).getAttr(module);
-  if (policy && policy.getValue() != "skip" && policy.getValue() != "stop")
-    return module.emitError("'gptc.nan_policy' must be \"skip\" or \"stop\", "
-                            "got \"")
-           << policy.getValue() << "\"";
-  s.skipNonFinite = policy && policy.getValue() == "skip";
+  s.skipNonFinite = policy && policy.getValue() == NanPolicy::Skip;
   s.initialLossScale = opt.getInitialLossScale().convertToDouble();
   s.growthInterval = opt.getLossScaleGrowthInterval();
   return s;
@@ -315,7 +309,7 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   Value lr = LearningRateOp::create(
       b, loc, scalarF32, stepArg, b.getF64FloatAttr(s.lr),
       b.getF64FloatAttr(s.minLr), b.getI64IntegerAttr(s.warmup),
-      b.getI64IntegerAttr(s.total), b.getStringAttr(s.decay));
+      b.getI64IntegerAttr(s.total), LrDecayAttr::get(ctx, s.decay));
   SmallVector<Value> newParams, newM, newV;
   for (auto [i, p] : llvm::enumerate(params)) {
     auto type = cast<RankedTensorType>(p.getType());

@@ -57,10 +57,9 @@ static FailureOr<PipelineGrid> findPipelineGrid(ModuleOp module) {
     return module.emitError("a pipeline needs the mesh (shard.grid @mesh and "
                             "gptc.parallel)");
   for (auto [i, kind] : llvm::enumerate(parallel.getKinds())) {
-    StringRef k = cast<StringAttr>(kind).getValue();
-    if (k == "pipeline")
+    if (kind == MeshAxisKind::Pipeline)
       g.pipelineAxis = static_cast<int64_t>(i);
-    else if (k == "data")
+    else if (kind == MeshAxisKind::Data)
       g.dataAxis = static_cast<int64_t>(i);
   }
   if (g.pipelineAxis < 0)

@@ -95,9 +95,9 @@ static bool usedByBackward(Value v, const Halves &h) {
 }
 
 /// The forward ops to recompute under `mode`.
-static DenseSet<Operation *> chooseRecomputed(const Halves &h, StringRef mode) {
+static DenseSet<Operation *> chooseRecomputed(const Halves &h, Recompute mode) {
   DenseSet<Operation *> chosen;
-  if (mode == "full") {
+  if (mode == Recompute::Full) {
     // The last layer's backward comes right after its forward: recomputing
     // it would lower no peak, so its activations are kept.
     int64_t lastLayer = -1;
@@ -154,13 +154,9 @@ static DenseSet<Operation *> chooseRecomputed(const Halves &h, StringRef mode) {
 }
 
 LogicalResult mlir::gptc::recomputeActivations(func::FuncOp func,
-                                               StringRef mode) {
-  if (mode == "none")
+                                               Recompute mode) {
+  if (mode == Recompute::None)
     return success();
-  if (mode != "selective" && mode != "full")
-    return func.emitOpError("recompute mode must be none, selective or "
-                            "full, got '")
-           << mode << "'";
   FailureOr<Halves> h = splitHalves(func);
   if (failed(h))
     return failure();
@@ -231,12 +227,24 @@ struct GptcRecomputePass final
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::string chosen = mode;
-    if (chosen.empty()) {
-      auto attr = module->getAttrOfType<StringAttr>(kRecomputeAttrName);
-      chosen = attr ? attr.getValue().str() : "none";
+    // The option, else the module's gptc.recompute, else none.
+    Recompute chosen = Recompute::None;
+    if (!mode.empty()) {
+      std::optional<Recompute> parsed = symbolizeRecompute(mode);
+      if (!parsed) {
+        auto func = SymbolTable(module).lookup<func::FuncOp>(function);
+        (func ? func.emitOpError() : module.emitError())
+            << "recompute mode must be none, selective or full, got '" << mode
+            << "'";
+        return signalPassFailure();
+      }
+      chosen = *parsed;
+    } else if (RecomputeAttr attr =
+                   GptcDialect::RecomputeAttrHelper(&getContext())
+                       .getAttr(module)) {
+      chosen = attr.getValue();
     }
-    if (chosen == "none")
+    if (chosen == Recompute::None)
       return;
     auto func = SymbolTable(module).lookup<func::FuncOp>(function);
     if (!func) {

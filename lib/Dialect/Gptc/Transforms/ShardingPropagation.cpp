@@ -411,7 +411,7 @@ struct GptcShardingPropagationPass final
         grid = g;
     });
     if (parallel && grid)
-      axis = parallel.findAxis("tensor");
+      axis = parallel.findAxis(MeshAxisKind::Tensor);
     bool tensorAxis = forward && axis && grid.getShape()[*axis] > 1;
     // Seeds elsewhere, or with no tensor axis to split over, name nothing
     // gptc partitions.

@@ -448,7 +448,7 @@ struct GptcTensorParallelPass final
                        "per axis kind");
       return signalPassFailure();
     }
-    std::optional<unsigned> axis = parallel.findAxis("tensor");
+    std::optional<unsigned> axis = parallel.findAxis(MeshAxisKind::Tensor);
     if (!axis)
       return;
     int64_t size = grid.getShape()[*axis];

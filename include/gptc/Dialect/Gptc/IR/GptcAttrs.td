@@ -39,6 +39,89 @@ def Gptc_BinaryFn : I32EnumAttr<"BinaryFn", "an elementwise function of two tens
   let cppNamespace = "::mlir::gptc";
 }
 
+//===----------------------------------------------------------------------===//
+// The module's configuration
+//===----------------------------------------------------------------------===//
+
+def Gptc_MeshAxisKind : I32EnumAttr<"MeshAxisKind", "the role of a mesh axis", [
+    I32EnumAttrCase<"Data", 0, "data">, I32EnumAttrCase<"Tensor", 1, "tensor">,
+    I32EnumAttrCase<"Pipeline", 2, "pipeline">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+/// The mesh axes' kinds, written as a list of strings (`["data",
+/// "tensor"]`) and held as MeshAxisKind values: a kind that is none of
+/// them does not parse.
+def Gptc_AxisKindsParameter
+    : ArrayRefParameter<"::mlir::gptc::MeshAxisKind", "the axes' kinds"> {
+  let parser = [{ ::mlir::gptc::parseAxisKinds($_parser) }];
+  let printer = [{ ::mlir::gptc::printAxisKinds($_printer, $_self) }];
+}
+
+def Gptc_LrDecay : I32EnumAttr<"LrDecay",
+    "the learning rate's decay after its warm-up", [
+    I32EnumAttrCase<"Cosine", 0, "cosine">,
+    I32EnumAttrCase<"Linear", 1, "linear">,
+    I32EnumAttrCase<"Constant", 2, "constant">]> {
+  let cppNamespace = "::mlir::gptc";
+}
+
+def Gptc_Precision : I32EnumAttr<"Precision",
+    "the arithmetic of the step's products and activations", [
+    I32EnumAttrCase<"FP32", 0, "fp32">, I32EnumAttrCase<"BF16", 1, "bf16">,
+    I32EnumAttrCase<"FP16", 2, "fp16">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_PrecisionAttr : EnumAttr<Gptc_Dialect, Gptc_Precision, "precision"> {
+  let summary = "The training step's precision (`gptc.precision`)";
+  let description = [{
+    fp32, or mixed precision with fp32 master weights: bf16 or fp16 (with
+    dynamic loss scaling) products and activations
+    (`gptc-mixed-precision`, `gptc-autodiff`, `gptc-optimizer`):
+    `gptc.precision = #gptc.precision<bf16>`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Gptc_Recompute : I32EnumAttr<"Recompute",
+    "the activations the backward recomputes", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Selective", 1, "selective">,
+    I32EnumAttrCase<"Full", 2, "full">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_RecomputeAttr : EnumAttr<Gptc_Dialect, Gptc_Recompute, "recompute"> {
+  let summary = "Activation recomputation (`gptc.recompute`)";
+  let description = [{
+    none, selective (norms and GELUs) or full (each layer's forward again
+    in its backward), for `gptc-recompute`:
+    `gptc.recompute = #gptc.recompute<full>`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Gptc_NanPolicy : I32EnumAttr<"NanPolicy",
+    "what a step with non-finite gradients does", [
+    I32EnumAttrCase<"Stop", 0, "stop">, I32EnumAttrCase<"Skip", 1, "skip">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_NanPolicyAttr : EnumAttr<Gptc_Dialect, Gptc_NanPolicy, "nan_policy"> {
+  let summary = "The non-finite step policy (`gptc.nan_policy`)";
+  let description = [{
+    stop (the runtime names the step and ends) or skip (the step carries a
+    flag and leaves the state as it was; `gptc-optimizer`):
+    `gptc.nan_policy = #gptc.nan_policy<skip>`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 /// A 64-bit float, printed so that it reads back exactly; optional when
 /// `default` is given.
 class Gptc_F64Parameter<string default = ""> :
@@ -75,7 +158,7 @@ def Gptc_OptimizerAttr : Gptc_Attr<"Optimizer", "optimizer"> {
     ```mlir
     module attributes {gptc.optimizer = #gptc.optimizer<lr = 6.0e-4,
         min_lr = 6.0e-5, warmup_steps = 10, total_steps = 100,
-        decay = "cosine", beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8,
+        decay = cosine, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8,
         weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>}
     ```
 
@@ -90,7 +173,7 @@ def Gptc_OptimizerAttr : Gptc_Attr<"Optimizer", "optimizer"> {
     Gptc_F64Parameter<>:$min_lr,
     "int64_t":$warmup_steps,
     "int64_t":$total_steps,
-    StringRefParameter<"cosine, linear or constant">:$decay,
+    EnumParameter<Gptc_LrDecay>:$decay,
     Gptc_F64Parameter<>:$beta1,
     Gptc_F64Parameter<>:$beta2,
     Gptc_F64Parameter<>:$eps,
@@ -119,13 +202,13 @@ def Gptc_ParallelAttr : Gptc_Attr<"Parallel", "parallel"> {
   }];
   let parameters = (ins
     "::mlir::ArrayAttr":$axes,
-    "::mlir::ArrayAttr":$kinds,
+    Gptc_AxisKindsParameter:$kinds,
     DefaultValuedParameter<"int64_t", "0">:$zero_stage,
     Gptc_BoolParameter<"false">:$sequence_parallel
   );
   let extraClassDeclaration = [{
     /// The grid dimension whose kind is `kind`, if any.
-    std::optional<unsigned> findAxis(::llvm::StringRef kind) const;
+    std::optional<unsigned> findAxis(::mlir::gptc::MeshAxisKind kind) const;
   }];
 }
 

@@ -56,12 +56,12 @@ def Gptc_Dialect : Dialect {
     "::mlir::DictionaryAttr":$batch,
     "::mlir::DictionaryAttr":$sharding,
     // The module's configuration.
-    "::mlir::StringAttr":$precision,
+    "::mlir::gptc::PrecisionAttr":$precision,
     "::mlir::gptc::OptimizerAttr":$optimizer,
     "::mlir::gptc::ParallelAttr":$parallel,
-    "::mlir::StringAttr":$recompute,
-    // "skip": a step whose gradients are not finite is not applied.
-    "::mlir::StringAttr":$nan_policy,
+    "::mlir::gptc::RecomputeAttr":$recompute,
+    // skip: a step whose gradients are not finite is not applied.
+    "::mlir::gptc::NanPolicyAttr":$nan_policy,
     "::mlir::StringAttr":$plan,
     // Op annotations.
     "::mlir::StringAttr":$tensor_parallel,

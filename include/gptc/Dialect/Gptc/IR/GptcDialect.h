@@ -27,6 +27,16 @@ FailureOr<bool> parseBoolParameter(AsmParser &parser);
 
 #include "gptc/Dialect/Gptc/IR/GptcEnums.h.inc"
 
+namespace mlir {
+class AsmPrinter;
+} // namespace mlir
+
+namespace mlir::gptc {
+/// `["data", "tensor", ...]`: #gptc.parallel's axis kinds.
+FailureOr<SmallVector<MeshAxisKind>> parseAxisKinds(AsmParser &parser);
+void printAxisKinds(AsmPrinter &printer, ArrayRef<MeshAxisKind> kinds);
+} // namespace mlir::gptc
+
 #define GET_ATTRDEF_CLASSES
 #include "gptc/Dialect/Gptc/IR/GptcAttrs.h.inc"
 
@@ -74,8 +84,8 @@ inline constexpr llvm::StringLiteral kOptimizerAttrName =
 /// Module attribute: the mesh axes' roles (`#gptc.parallel<...>`).
 inline constexpr llvm::StringLiteral kParallelAttrName =
     GptcDialect::ParallelAttrHelper::getNameStr();
-/// Module attribute: the activation recomputation gptc-recompute applies,
-/// "none", "selective" or "full".
+/// Module attribute: the activation recomputation gptc-recompute applies
+/// (`#gptc.recompute<...>`).
 inline constexpr llvm::StringLiteral kRecomputeAttrName =
     GptcDialect::RecomputeAttrHelper::getNameStr();
 /// Attribute of a `gptc.linear` or `gptc.embedding`: "column", "row" or
@@ -127,6 +137,8 @@ OptimizerAttr getOptimizerConfig(Operation *module);
 /// The roles of the module's mesh axes (`gptc.parallel`), or null when the
 /// module runs on one device.
 ParallelAttr getParallelConfig(Operation *module);
+/// The module's precision (`gptc.precision`); fp32 without one.
+Precision getPrecision(Operation *module);
 
 } // namespace mlir::gptc
 

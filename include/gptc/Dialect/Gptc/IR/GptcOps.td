@@ -1097,12 +1097,12 @@ def Gptc_LearningRateOp : Gptc_Op<"learning_rate", [Pure]> {
     `(1 + cos(pi p)) / 2` (`cosine`), `1 - p` (`linear`) or 1 (`constant`).
 
     ```mlir
-    %lr = gptc.learning_rate %step peak 6.0e-04 min 6.0e-05 warmup 700 total 19073 "cosine"
+    %lr = gptc.learning_rate %step peak 6.0e-04 min 6.0e-05 warmup 700 total 19073 cosine
     ```
   }];
   let arguments = (ins Gptc_I32Scalar:$step, F64Attr:$peak, F64Attr:$min,
                        I64Attr:$warmup, I64Attr:$total,
-                       StrAttr:$decay);
+                       Gptc_LrDecay:$decay);
   let results = (outs Gptc_F32Scalar:$result);
   let assemblyFormat = [{
     $step `peak` $peak `min` $min `warmup` $warmup `total` $total $decay

@@ -38,9 +38,8 @@ FailureOr<OwningOpRef<ModuleOp>> outlineKernelModule(ModuleOp module);
 int64_t layerOf(Location loc);
 
 /// gptc-recompute's rewrite of `func` (a function gptc-autodiff wrote: its
-/// forward up to the loss, then its backward) for `mode` ("none",
-/// "selective" or "full").
-LogicalResult recomputeActivations(func::FuncOp func, llvm::StringRef mode);
+/// forward up to the loss, then its backward) for `mode`.
+LogicalResult recomputeActivations(func::FuncOp func, Recompute mode);
 
 /// The bytes of the forward values `func`'s backward reads: what one
 /// microbatch holds from its forward to its backward (0 when `func` has no

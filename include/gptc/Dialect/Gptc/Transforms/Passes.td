@@ -66,8 +66,8 @@ def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
     the step keeps. A parameter that does not reach the loss gets a zero
     gradient. The forward function is left unchanged, for evaluation.
 
-    Under `gptc.precision = "fp16"` (dynamic loss scaling) the seed is a
-    new last argument `{gptc.input = "loss_scale"}`: the gradients are
+    Under `gptc.precision = #gptc.precision<fp16>` (dynamic loss scaling)
+    the seed is a new last argument `{gptc.input = "loss_scale"}`: the gradients are
     those of the loss times the scale, so that small fp16 gradients do not
     flush to zero. The loss returned is the unscaled one.
   }];
@@ -119,8 +119,8 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
     `gptc.loss_scale_update` gives the next state, returned after `lr`
     with the flag (`gptc.output = "overflow"`).
 
-    `gptc.nan_policy = "skip"` on the module (the description's
-    `nan_policy: SKIP`): without a loss scaler too, `gptc.found_inf` of the
+    `gptc.nan_policy = #gptc.nan_policy<skip>` on the module (the
+    description's `nan_policy: SKIP`): without a loss scaler too, `gptc.found_inf` of the
     gradient norm, all-reduced with `max` over the grid, makes every
     `gptc.adamw` skip, and the flag is returned after `lr`
     (`gptc.output = "overflow"`); the runtime reports the skipped step.
