@@ -245,19 +245,16 @@ static bool compile(const std::string &modelPath,
                              ProgramCode::Compiled, impl.program)))
     return false;
 
+  // The artifact's settings, as gptc train and gptc-runtime start from;
+  // the caller drives the steps, evaluations and checkpoints, so none of
+  // them runs on its own, and progress lines are the caller's to print.
+  setTrainSettings(*desc, description, impl.program);
   rt::TrainOptions &opts = impl.options;
+  opts = rt::TrainOptions::fromProgram(impl.program);
   opts.model = desc->getName().str();
-  opts.description = description;
-  opts.batch = m.microBatchSize;
-  opts.seqLen = m.seqLen;
-  opts.vocab = m.vocabSize;
-  opts.steps = m.steps;
-  opts.initSeed = m.initSeed;
-  opts.dataSeed = m.dataSeed;
-  opts.skipNonFinite = m.skipNonFinite;
-  opts.keepCheckpoints = static_cast<int>(m.keepCheckpoints);
   opts.logInterval = 0;
   opts.evalInterval = 0;
+  opts.checkpointInterval = 0;
   opts.collectiveTimeout = 0;
   impl.batchSize = m.batchSize;
   if (devices > 1 || pipeline || rt::launchedByMpi()) {
