@@ -112,11 +112,11 @@ static llvm::MapVector<StringRef, LibraryKind> libraryKernels(func::FuncOp f) {
     // run inside it.
     auto fused = dyn_cast<FusedGemmOp>(op);
     StringRef name =
-        fused
-            ? StringAttr::get(op->getContext(),
-                              "gptc.fused_gemm \"" + fused.getEpilogue() + "\"")
-                  .getValue()
-            : op->getName().getStringRef();
+        fused ? StringAttr::get(op->getContext(),
+                                "gptc.fused_gemm " +
+                                    stringifyGemmEpilogue(fused.getEpilogue()))
+                    .getValue()
+              : op->getName().getStringRef();
     LibraryKind &k = kinds[name];
     ++k.kernels;
     if (auto cost = dyn_cast<CostModelOpInterface>(op))

@@ -40,8 +40,8 @@ ModelStats mlir::gptc::computeModelStats(FunctionOpInterface func) {
       ++stats.numParamTensors;
       stats.numParams = addSat(stats.numParams, elementCount(type));
     }
-    auto input = func.getArgAttrOfType<StringAttr>(i, kInputAttrName);
-    if (input && input.getValue() == "tokens")
+    auto input = func.getArgAttrOfType<InputAttr>(i, kInputAttrName);
+    if (input && input.getKind() == InputKind::Tokens)
       stats.tokens = elementCount(type);
   }
   func.walk([&](Operation *op) {

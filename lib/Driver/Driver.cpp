@@ -70,7 +70,7 @@ LogicalResult CompileOptions::verify(std::string &error) const {
 
 void CompileOptions::fillTrainPipeline(TrainPipelineOptions &out) const {
   out.kernels = codegen;
-  out.kernelTarget = cuda() ? "cuda" : "cpu";
+  out.kernelTarget = cuda() ? KernelTarget::Cuda : KernelTarget::Cpu;
   out.bucketBytes = bucketBytes;
   out.zeroReduceEachMicrobatch = zeroReduceEachMicrobatch;
   out.gemmEpilogues = epilogues();
@@ -379,7 +379,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
       func.addPass(createGptcFuseGemmEpiloguesPass());
     if (options.codegen) {
       GptcFormKernelsPassOptions form;
-      form.target = options.cuda() ? "cuda" : "cpu";
+      form.target = options.cuda() ? KernelTarget::Cuda : KernelTarget::Cpu;
       func.addPass(createGptcFormKernelsPass(form));
     }
     func.addPass(createGptcPlanBuffersPass());

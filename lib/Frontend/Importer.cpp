@@ -247,22 +247,22 @@ OwningOpRef<ModuleOp> Importer::run() {
   // 3. Argument attributes: names and initializers.
   for (auto [i, p] : llvm::enumerate(params)) {
     func.setArgAttr(i, kParamAttrName, b.getStringAttr(p.name));
-    SmallVector<NamedAttribute> init{b.getNamedAttr(
-        "kind", b.getStringAttr(p.init == Param::Init::Normal  ? "normal"
-                                : p.init == Param::Init::Zeros ? "zeros"
-                                                               : "ones"))};
-    if (p.init == Param::Init::Normal)
-      init.push_back(b.getNamedAttr("std", b.getF64FloatAttr(p.std)));
-    if (p.initRows > 0)
-      init.push_back(b.getNamedAttr("rows", b.getI64IntegerAttr(p.initRows)));
-    func.setArgAttr(i, kInitAttrName, b.getDictionaryAttr(init));
+    InitKind kind = p.init == Param::Init::Normal  ? InitKind::Normal
+                    : p.init == Param::Init::Zeros ? InitKind::Zeros
+                                                   : InitKind::Ones;
+    func.setArgAttr(
+        i, kInitAttrName,
+        InitAttr::get(b.getContext(), kind,
+                      APFloat(kind == InitKind::Normal ? p.std : 0.0),
+                      APFloat(0.0), std::max<int64_t>(p.initRows, 0)));
     if (p.name == "wte" || p.name == "wpe")
       func.setArgAttr(i, kEmbeddingTableAttrName, b.getUnitAttr());
   }
-  func.setArgAttr(params.size(), kInputAttrName, b.getStringAttr("tokens"));
+  func.setArgAttr(params.size(), kInputAttrName,
+                  InputAttr::get(b.getContext(), InputKind::Tokens));
   if (!logitsBatch)
     func.setArgAttr(params.size() + 1, kInputAttrName,
-                    b.getStringAttr("labels"));
+                    InputAttr::get(b.getContext(), InputKind::Labels));
 
   buildBody(func);
   return module;
@@ -284,11 +284,9 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
   if (!desc.getPlanNote().empty())
     GptcDialect::PlanAttrHelper(ctx).setAttr(
         module, b.getStringAttr(desc.getPlanNote()));
-  std::optional<Recompute> recompute = symbolizeRecompute(m.recompute);
-  assert(recompute && "the description's recompute was validated");
-  if (*recompute != Recompute::None && m.pipelineParallel == 1)
+  if (m.recompute != Recompute::None && m.pipelineParallel == 1)
     GptcDialect::RecomputeAttrHelper(ctx).setAttr(
-        module, RecomputeAttr::get(ctx, *recompute));
+        module, RecomputeAttr::get(ctx, m.recompute));
 
   // 1. The device mesh becomes a grid; the axis roles stay beside it.
   ArrayRef<MeshAxis> axes = desc.getMeshAxes();

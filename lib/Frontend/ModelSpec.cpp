@@ -108,7 +108,8 @@ overrideFlags(const ParallelOverrides &overrides) {
   if (overrides.sequenceParallel)
     flag({"parallel", "sequence_parallel"}, "--sequence-parallel");
   if (overrides.recompute)
-    flag({"parallel", "recompute"}, "--recompute=" + *overrides.recompute);
+    flag({"parallel", "recompute"},
+         ("--recompute=" + stringifyRecompute(*overrides.recompute)).str());
   if (overrides.accumulation)
     flag({"training", "gradient_accumulation_steps"},
          "--grad-accum " + std::to_string(*overrides.accumulation));
@@ -168,7 +169,7 @@ ParallelOverrides ParallelOverrides::unplanned() {
   o.mesh = std::vector<MeshAxis>();
   o.zeroStage = 0;
   o.sequenceParallel = false;
-  o.recompute = "none";
+  o.recompute = Recompute::None;
   o.accumulation = 1;
   o.dropPipelineSettings = true;
   return o;
@@ -185,7 +186,7 @@ LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
     pipelineSchedule = pipelineScheduleName(plan.schedule);
     virtualStages = plan.virtualStages;
   } else {
-    recompute = stringifyRecompute(plan.recompute).str();
+    recompute = plan.recompute;
   }
   return success();
 }
@@ -261,9 +262,9 @@ ModelDescription::parse(StringRef text, StringRef fileName,
     spec.mutable_parallel()->set_sequence_parallel(*overrides.sequenceParallel);
   if (overrides.recompute)
     spec.mutable_parallel()->set_recompute(
-        *overrides.recompute == "full"        ? Parallelism::FULL
-        : *overrides.recompute == "selective" ? Parallelism::SELECTIVE
-                                              : Parallelism::NONE);
+        *overrides.recompute == Recompute::Full        ? Parallelism::FULL
+        : *overrides.recompute == Recompute::Selective ? Parallelism::SELECTIVE
+                                                       : Parallelism::NONE);
   if (overrides.dropPipelineSettings && spec.has_parallel()) {
     spec.mutable_parallel()->clear_pipeline_schedule();
     spec.mutable_parallel()->clear_virtual_stages();
@@ -665,15 +666,16 @@ LogicalResult ModelDescription::validate() {
     }
     bool pipelineFields = p.has_pipeline_schedule() || p.has_virtual_stages() ||
                           p.pipeline_layers_size();
-    m.recompute = p.recompute() == Parallelism::FULL        ? "full"
-                  : p.recompute() == Parallelism::SELECTIVE ? "selective"
-                                                            : "none";
+    m.recompute = p.recompute() == Parallelism::FULL ? Recompute::Full
+                  : p.recompute() == Parallelism::SELECTIVE
+                      ? Recompute::Selective
+                      : Recompute::None;
     if (seenKind[Axis::PIPELINE] && p.has_recompute() &&
         p.recompute() != Parallelism::FULL)
       v.error({{"parallel"}, {"recompute"}})
           << "pipeline stages recompute each chunk's forward in its "
              "backward (FULL); "
-          << (m.recompute == "none" ? "NONE" : "SELECTIVE")
+          << (m.recompute == Recompute::None ? "NONE" : "SELECTIVE")
           << " is for meshes without a PIPELINE axis";
     if (pipelineFields && !seenKind[Axis::PIPELINE])
       v.error({{"parallel"},

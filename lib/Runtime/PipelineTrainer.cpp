@@ -163,13 +163,13 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
     const program::Value &v = f.values(id);
     const std::string &name = v.name();
     Binding b{Binding::Param, 0};
-    if (name.rfind("pipeline.in.", 0) == 0) {
-      b = {Binding::In, std::stoi(name.substr(12))};
+    if (v.role() == program::ROLE_BOUNDARY) {
+      b = {Binding::In, v.index()};
       if (static_cast<int>(out.inTypes.size()) <= b.index)
         out.inTypes.resize(b.index + 1);
       out.inTypes[b.index] = {v.type().dtype(), shapeOf(v)};
-    } else if (name.rfind("pipeline.cot.", 0) == 0) {
-      b = {Binding::Cot, std::stoi(name.substr(13))};
+    } else if (v.role() == program::ROLE_COTANGENT) {
+      b = {Binding::Cot, v.index()};
       if (static_cast<int>(out.cotTypes.size()) <= b.index)
         out.cotTypes.resize(b.index + 1);
       out.cotTypes[b.index] = {v.type().dtype(), shapeOf(v)};
@@ -196,8 +196,8 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
     Binding b{Binding::Out, i};
     if (backwardFn && i == 0) {
       b = {Binding::Loss, 0};
-    } else if (backwardFn && name.rfind("pipeline.in.", 0) == 0) {
-      b = {Binding::InGrad, std::stoi(name.substr(12))};
+    } else if (backwardFn && v.role() == program::ROLE_BOUNDARY_GRADIENT) {
+      b = {Binding::InGrad, v.index()};
     } else if (backwardFn) {
       auto it = ownIndex.find(name);
       if (it == ownIndex.end())

@@ -158,39 +158,85 @@ FailureOr<int32_t> FunctionExporter::declare(Value value, StringRef name,
   return id;
 }
 
-/// The role of an argument or result, from its attributes.
-static pg::Role roleOf(DictionaryAttr attrs) {
+namespace {
+/// What a function's argument or result holds for the runtime.
+struct ValueRole {
+  pg::Role role = pg::ROLE_NONE;
+  int64_t index = 0;
+};
+} // namespace
+
+/// The role of an argument or result, from its attributes. `boundary` maps
+/// the names of a pipeline chunk's received values (arguments with
+/// gptc.pipeline_in, differentiated like parameters) to their index, so
+/// their gradients are told from the parameters'.
+static ValueRole roleOf(DictionaryAttr attrs,
+                        const llvm::StringMap<int64_t> &boundary) {
   if (!attrs)
-    return pg::ROLE_NONE;
+    return {};
+  if (auto in = attrs.getAs<IntegerAttr>(kPipelineInAttrName))
+    return {pg::ROLE_BOUNDARY, in.getInt()};
   if (attrs.get(kParamAttrName))
-    return pg::ROLE_PARAMETER;
-  if (attrs.get(kGradAttrName))
-    return pg::ROLE_GRADIENT;
-  auto named = [&](StringRef key) {
-    auto s = attrs.getAs<StringAttr>(key);
-    return s ? s.getValue() : StringRef();
-  };
-  StringRef state = named(kStateAttrName), input = named(kInputAttrName),
-            output = named(kOutputAttrName);
-  if (state.starts_with("m:"))
-    return pg::ROLE_MOMENT_M;
-  if (state.starts_with("v:"))
-    return pg::ROLE_MOMENT_V;
-  if (state == kLossScaleName || input == kLossScaleName)
-    return pg::ROLE_LOSS_SCALE;
-  if (state == kGoodStepsName)
-    return pg::ROLE_LOSS_SCALE_GOOD_STEPS;
-  if (state == kUpdatesName)
-    return pg::ROLE_OPTIMIZER_UPDATES;
-  return llvm::StringSwitch<pg::Role>(input.empty() ? output : input)
-      .Case("step", pg::ROLE_STEP)
-      .Case("tokens", pg::ROLE_TOKENS)
-      .Case("labels", pg::ROLE_LABELS)
-      .Case("loss", pg::ROLE_LOSS)
-      .Case("grad_norm", pg::ROLE_GRAD_NORM)
-      .Case("lr", pg::ROLE_LEARNING_RATE)
-      .Case("overflow", pg::ROLE_OVERFLOW)
-      .Default(pg::ROLE_NONE);
+    return {pg::ROLE_PARAMETER};
+  if (auto grad = attrs.getAs<StringAttr>(kGradAttrName)) {
+    auto it = boundary.find(grad.getValue());
+    if (it != boundary.end())
+      return {pg::ROLE_BOUNDARY_GRADIENT, it->second};
+    return {pg::ROLE_GRADIENT};
+  }
+  if (auto state = attrs.getAs<StateAttr>(kStateAttrName)) {
+    switch (state.getKind()) {
+    case StateKind::MomentM:
+      return {pg::ROLE_MOMENT_M};
+    case StateKind::MomentV:
+      return {pg::ROLE_MOMENT_V};
+    case StateKind::LossScale:
+      return {pg::ROLE_LOSS_SCALE};
+    case StateKind::LossScaleGoodSteps:
+      return {pg::ROLE_LOSS_SCALE_GOOD_STEPS};
+    case StateKind::OptimizerUpdates:
+      return {pg::ROLE_OPTIMIZER_UPDATES};
+    }
+  }
+  if (auto input = attrs.getAs<InputAttr>(kInputAttrName)) {
+    switch (input.getKind()) {
+    case InputKind::Tokens:
+      return {pg::ROLE_TOKENS};
+    case InputKind::Labels:
+      return {pg::ROLE_LABELS};
+    case InputKind::Step:
+      return {pg::ROLE_STEP};
+    case InputKind::LossScale:
+      return {pg::ROLE_LOSS_SCALE};
+    case InputKind::Cotangent:
+      return {pg::ROLE_COTANGENT, input.getIndex()};
+    case InputKind::Graph:
+      return {};
+    }
+  }
+  if (auto output = attrs.getAs<OutputAttr>(kOutputAttrName)) {
+    switch (output.getKind()) {
+    case OutputKind::Loss:
+      return {pg::ROLE_LOSS};
+    case OutputKind::GradNorm:
+      return {pg::ROLE_GRAD_NORM};
+    case OutputKind::LearningRate:
+      return {pg::ROLE_LEARNING_RATE};
+    case OutputKind::Overflow:
+      return {pg::ROLE_OVERFLOW};
+    case OutputKind::Boundary:
+      return {pg::ROLE_BOUNDARY, output.getIndex()};
+    case OutputKind::Graph:
+      return {};
+    }
+  }
+  return {};
+}
+
+static void setRole(pg::Value &value, ValueRole role) {
+  value.set_role(role.role);
+  if (role.index)
+    value.set_index(static_cast<int32_t>(role.index));
 }
 
 /// `gptc.sharding = {shape, axes}` and `gptc.batch = {rows, microbatches,
@@ -241,43 +287,56 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
   Block &body = func.getBody().front();
 
   // 1. Inputs, named after their parameter or input role.
+  llvm::StringMap<int64_t> boundary;
+  for (BlockArgument arg : body.getArguments())
+    if (auto in = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     kPipelineInAttrName))
+      if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     kParamAttrName))
+        boundary[p.getValue()] = in.getInt();
   for (BlockArgument arg : body.getArguments()) {
-    StringRef name;
+    std::string name;
     if (auto p = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                    kParamAttrName))
-      name = p.getValue();
-    else if (auto in = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         kInputAttrName))
-      name = in.getValue();
-    else if (auto state = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                            kStateAttrName))
-      name = state.getValue();
+      name = p.getValue().str();
+    else if (auto in = func.getArgAttrOfType<InputAttr>(arg.getArgNumber(),
+                                                        kInputAttrName))
+      name = in.str();
+    else if (auto state = func.getArgAttrOfType<StateAttr>(arg.getArgNumber(),
+                                                           kStateAttrName))
+      name = state.str();
     FailureOr<int32_t> id = declare(arg, name, func);
     if (failed(id))
       return failure();
     out.add_inputs(*id);
-    out.mutable_values(*id)->set_role(
-        roleOf(func.getArgAttrDict(arg.getArgNumber())));
+    setRole(*out.mutable_values(*id),
+            roleOf(func.getArgAttrDict(arg.getArgNumber()), boundary));
     // 1b. Slices and batch layouts.
     if (failed(exportLayout(func.getArgAttrDict(arg.getArgNumber()),
                             *out.mutable_values(*id), func)))
       return failure();
     // 1c. How the runtime initializes a parameter.
-    if (auto init = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
-                                                          kInitAttrName)) {
+    if (auto init = func.getArgAttrOfType<InitAttr>(arg.getArgNumber(),
+                                                    kInitAttrName)) {
       pg::ParamInit *pi = out.mutable_values(*id)->mutable_init();
-      StringAttr kind = init.getAs<StringAttr>("kind");
-      pi->set_kind(!kind                           ? pg::ParamInit::NONE
-                   : kind.getValue() == "normal"   ? pg::ParamInit::NORMAL
-                   : kind.getValue() == "ones"     ? pg::ParamInit::ONES
-                   : kind.getValue() == "constant" ? pg::ParamInit::CONSTANT
-                                                   : pg::ParamInit::ZEROS);
-      if (auto std = init.getAs<FloatAttr>("std"))
-        pi->set_std(std.getValueAsDouble());
-      if (auto value = init.getAs<FloatAttr>("value"))
-        pi->set_value(value.getValueAsDouble());
-      if (auto rows = init.getAs<IntegerAttr>("rows"))
-        pi->set_rows(rows.getInt());
+      switch (init.getKind()) {
+      case InitKind::Zeros:
+        pi->set_kind(pg::ParamInit::ZEROS);
+        break;
+      case InitKind::Ones:
+        pi->set_kind(pg::ParamInit::ONES);
+        break;
+      case InitKind::Normal:
+        pi->set_kind(pg::ParamInit::NORMAL);
+        pi->set_std(init.getStd().convertToDouble());
+        break;
+      case InitKind::Constant:
+        pi->set_kind(pg::ParamInit::CONSTANT);
+        pi->set_value(init.getValue().convertToDouble());
+        break;
+      }
+      if (init.getRows())
+        pi->set_rows(init.getRows());
     }
   }
 
@@ -295,21 +354,20 @@ LogicalResult FunctionExporter::run(func::FuncOp func) {
     int32_t id = ids.lookup(operand);
     out.add_outputs(id);
     pg::Value *v = out.mutable_values(id);
-    if (pg::Role role = roleOf(func.getResultAttrDict(i)))
-      v->set_role(role);
+    if (ValueRole role = roleOf(func.getResultAttrDict(i), boundary); role.role)
+      setRole(*v, role);
     if (failed(exportLayout(func.getResultAttrDict(i), *v, func)))
       return failure();
     if (v->name().empty()) {
       if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttrName))
         v->set_name(("grad:" + g.getValue()).str());
       else if (auto o =
-                   func.getResultAttrOfType<StringAttr>(i, kOutputAttrName))
-        v->set_name(o.getValue().str());
+                   func.getResultAttrOfType<OutputAttr>(i, kOutputAttrName))
+        v->set_name(o.str());
       else if (auto p = func.getResultAttrOfType<StringAttr>(i, kParamAttrName))
         v->set_name(("new:" + p.getValue()).str());
-      else if (auto st =
-                   func.getResultAttrOfType<StringAttr>(i, kStateAttrName))
-        v->set_name(("new:" + st.getValue()).str());
+      else if (auto st = func.getResultAttrOfType<StateAttr>(i, kStateAttrName))
+        v->set_name("new:" + st.str());
     }
   }
   return success();
@@ -675,15 +733,20 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             // One library call; the region says what it computes.
             using MP = pg::MatmulParams;
             pg::MatmulParams *params = kernel.mutable_matmul();
-            auto form = llvm::StringSwitch<MP::Epilogue>(o.getEpilogue())
-                            .Case("gelu_aux", MP::GELU_AUX)
-                            .Case("dgelu", MP::DGELU)
-                            .Case("dgelu_bgrad", MP::DGELU_BGRAD)
-                            .Case("bgrad", MP::BGRAD)
-                            .Default(MP::NONE);
-            if (form == MP::NONE)
-              return o.emitOpError("has no GEMM epilogue in the runtime");
-            params->set_epilogue(form);
+            switch (o.getEpilogue()) {
+            case GemmEpilogue::GeluAux:
+              params->set_epilogue(MP::GELU_AUX);
+              break;
+            case GemmEpilogue::DGelu:
+              params->set_epilogue(MP::DGELU);
+              break;
+            case GemmEpilogue::DGeluBGrad:
+              params->set_epilogue(MP::DGELU_BGRAD);
+              break;
+            case GemmEpilogue::BGrad:
+              params->set_epilogue(MP::BGRAD);
+              break;
+            }
             if (auto matmul = dyn_cast<MatmulOp>(o.getGemm())) {
               kernel.set_op(pg::MATMUL);
               params->set_transpose_lhs(matmul.getTransposeLhs());

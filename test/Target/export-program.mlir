@@ -151,8 +151,8 @@
 
 module @m {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte"},
-                     %tokens: tensor<2x3xi32> {gptc.input = "tokens"},
-                     %labels: tensor<2x3xi32> {gptc.input = "labels"}) -> (tensor<f32> {gptc.output = "loss"}) {
+                     %tokens: tensor<2x3xi32> {gptc.input = #gptc.input<tokens>},
+                     %labels: tensor<2x3xi32> {gptc.input = #gptc.input<labels>}) -> (tensor<f32> {gptc.output = #gptc.output<loss>}) {
     %e = gptc.embedding %tokens, %wte : tensor<2x3xi32>, tensor<10x4xf32> -> tensor<2x3x4xf32> loc("wte"("model.pbtxt":3:5))
     %half = gptc.constant dense<0.5> : tensor<4xf32>
     %n = gptc.layer_norm %e, %half, %half eps 1.0e-05 : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<2x3x4xf32>
@@ -161,14 +161,14 @@ module @m {
     return %loss : tensor<f32>
   }
 
-  func.func @params(%a: tensor<2x4x6xf32> {gptc.input = "a"},
-                    %q: tensor<2x4x6xf32> {gptc.input = "q"},
-                    %labels: tensor<2x4xi32> {gptc.input = "labels"},
+  func.func @params(%a: tensor<2x4x6xf32> {gptc.input = #gptc.input<graph "a">},
+                    %q: tensor<2x4x6xf32> {gptc.input = #gptc.input<graph "q">},
+                    %labels: tensor<2x4xi32> {gptc.input = #gptc.input<labels>},
                     %p: tensor<4x6xf32> {gptc.param = "p"},
-                    %step: tensor<i32> {gptc.input = "step"})
-      -> (tensor<2x4x4xf32> {gptc.output = "mm"}, tensor<2x4x6xf32> {gptc.output = "att"},
-          tensor<2x6x4xf32> {gptc.output = "t"}, tensor<6xf32> {gptc.output = "sum"},
-          tensor<f32> {gptc.output = "loss"}, tensor<4x6xf32> {gptc.output = "p1"}) {
+                    %step: tensor<i32> {gptc.input = #gptc.input<step>})
+      -> (tensor<2x4x4xf32> {gptc.output = #gptc.output<graph "mm">}, tensor<2x4x6xf32> {gptc.output = #gptc.output<graph "att">},
+          tensor<2x6x4xf32> {gptc.output = #gptc.output<graph "t">}, tensor<6xf32> {gptc.output = #gptc.output<graph "sum">},
+          tensor<f32> {gptc.output = #gptc.output<loss>}, tensor<4x6xf32> {gptc.output = #gptc.output<graph "p1">}) {
     %mm = gptc.matmul %a, %a transpose_rhs : tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x4xf32>
     %att = gptc.causal_attention %q, %q, %q heads 2 : tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x6xf32>
     %t = gptc.transpose %a [0, 2, 1] : tensor<2x4x6xf32> -> tensor<2x6x4xf32>

@@ -34,6 +34,8 @@
 // HELP-NEXT: --bucket-bytes
 // HELP-NEXT: --gemm-epilogues
 // HELP-NEXT: --kernel-target
+// HELP-NEXT: =cpu
+// HELP-NEXT: =cuda
 // HELP-NEXT: --kernels
 
 // Only the curated upstream passes are registered.

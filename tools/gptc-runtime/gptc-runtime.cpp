@@ -254,7 +254,8 @@ int main(int argc, char **argv) {
                 "' holds CPU code: compile it with --emit=artifact "
                 "--device=" +
                 device);
-  bool virtualImage = program.cuda().format() == "host";
+  bool virtualImage =
+      program.cuda().format() == ::gptc::program::CUDA_IMAGE_HOST;
   if (device == "cpu" && program.has_cuda())
     return fail("'" + artifact + "' holds GPU code: run it with --device " +
                 (virtualImage ? "virtual-cuda" : "cuda"));

@@ -183,14 +183,14 @@ FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
   if (sequenceParallelOpt.getNumOccurrences())
     o.sequenceParallel = sequenceParallelOpt;
   if (recomputeOpt.getNumOccurrences()) {
-    if (recomputeOpt != "none" && recomputeOpt != "selective" &&
-        recomputeOpt != "full") {
+    std::optional<Recompute> recompute = symbolizeRecompute(recomputeOpt);
+    if (!recompute) {
       llvm::errs() << "gptc: error: --recompute takes none, selective or "
                       "full, got '"
                    << recomputeOpt << "'\n";
       return failure();
     }
-    o.recompute = recomputeOpt;
+    o.recompute = *recompute;
   }
   return o;
 }

@@ -486,7 +486,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
         os << (none ? " " : ", ") << bytes(kept) << " ("
            << (none ? "recompute none" : stringifyRecompute(mode)) << ")";
       }
-      os << "; this run: " << m.recompute << "\n";
+      os << "; this run: " << stringifyRecompute(m.recompute) << "\n";
     }
   }
 

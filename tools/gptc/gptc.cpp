@@ -131,8 +131,9 @@ static LogicalResult printModule(EmitInput &in, raw_ostream &os) {
 /// (--emit=cubin writes them).
 static void summarizeImage(::gptc::program::Program &program) {
   size_t bytes = program.cuda().image().size();
-  program.mutable_cuda()->set_image("<" + std::to_string(bytes) + " bytes of " +
-                                    program.cuda().format() + ">");
+  program.mutable_cuda()->set_image(
+      "<" + std::to_string(bytes) + " bytes of " +
+      ::gptc::program::CudaImageFormat_Name(program.cuda().format()) + ">");
 }
 
 static LogicalResult printProgramText(EmitInput &in, raw_ostream &os) {

@@ -73,9 +73,9 @@ struct ModelConfig {
   std::string pipelineSchedule = "1f1b";
   int64_t virtualStages = 0;
   std::vector<int64_t> pipelineLayers;
-  /// Activation recomputation: "none", "selective" or "full" (pipeline
-  /// stages always recompute each chunk: "full").
-  std::string recompute = "none";
+  /// Activation recomputation (pipeline stages always recompute each
+  /// chunk: full).
+  mlir::gptc::Recompute recompute = mlir::gptc::Recompute::None;
 };
 
 /// Figures derived from a ModelConfig.

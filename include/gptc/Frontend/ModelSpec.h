@@ -62,7 +62,7 @@ struct ParallelOverrides {
   std::optional<int64_t> virtualStages;
   std::optional<bool> sequenceParallel;
   /// "none", "selective" or "full".
-  std::optional<std::string> recompute;
+  std::optional<mlir::gptc::Recompute> recompute;
 
   /// One device, no ZeRO, sequence parallelism, recomputation or
   /// accumulation, no pipeline settings: what a planner starts from (gptc

@@ -14,6 +14,7 @@
 #ifndef GPTC_PIPELINES_PIPELINES_H
 #define GPTC_PIPELINES_PIPELINES_H
 
+#include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
@@ -44,11 +45,15 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                      "regions (gptc-form-kernels); off, every op runs as "
                      "its reference kernel in the runtime"),
       llvm::cl::init(true)};
-  PassOptions::Option<std::string> kernelTarget{
+  PassOptions::Option<KernelTarget> kernelTarget{
       *this, "kernel-target",
-      llvm::cl::desc("The code generation the kernels are formed for: cpu "
-                     "or cuda (gptc-form-kernels{target=...})"),
-      llvm::cl::init("cpu")};
+      llvm::cl::desc("The code generation the kernels are formed for "
+                     "(gptc-form-kernels{target=...})"),
+      llvm::cl::init(KernelTarget::Cpu),
+      llvm::cl::values(
+          clEnumValN(KernelTarget::Cpu, "cpu", "elementwise chains"),
+          clEnumValN(KernelTarget::Cuda, "cuda",
+                     "every op the GPU target maps"))};
   PassOptions::Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Largest gradient bucket in bytes "

@@ -2430,9 +2430,13 @@ FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
   for (unsigned k = 0; k < numParams; ++k)
     func.setArgAttr(k, kParamAttrName, b.getStringAttr(params[k]->name));
   for (auto [k, name] : llvm::enumerate(inputNames))
-    func.setArgAttr(numParams + k, kInputAttrName, b.getStringAttr(name));
+    func.setArgAttr(numParams + k, kInputAttrName,
+                    InputAttr::get(b.getContext(), InputKind::Graph,
+                                   b.getStringAttr(name), -1));
   for (auto [k, out] : llvm::enumerate(graph.output()))
-    func.setResultAttr(k, kOutputAttrName, b.getStringAttr(out.name()));
+    func.setResultAttr(k, kOutputAttrName,
+                       OutputAttr::get(b.getContext(), OutputKind::Graph,
+                                       b.getStringAttr(out.name()), -1));
   for (const OnnxTensorData *p : params)
     result.parameters.push_back(*p);
   if (failed(mlir::verify(*result.module)))

@@ -134,8 +134,8 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   Location loc = func.getLoc();
   auto inputName = [&](BlockArgument arg) {
     auto name =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttrName);
-    return name ? name.getValue().str() : std::string("?");
+        func.getArgAttrOfType<InputAttr>(arg.getArgNumber(), kInputAttrName);
+    return name ? name.str() : std::string("?");
   };
 
   // 0. The exported layers as gptc's ops (OnnxRaise.cpp), and fused
@@ -304,12 +304,14 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
     labels = body.getArgument(t);
     tokens = body.getArgument(t - 1);
   }
-  func.setArgAttrs(tokens.getArgNumber(),
-                   b.getDictionaryAttr(b.getNamedAttr(
-                       kInputAttrName, b.getStringAttr("tokens"))));
-  func.setArgAttrs(labels.getArgNumber(),
-                   b.getDictionaryAttr(b.getNamedAttr(
-                       kInputAttrName, b.getStringAttr("labels"))));
+  func.setArgAttrs(
+      tokens.getArgNumber(),
+      b.getDictionaryAttr(b.getNamedAttr(
+          kInputAttrName, InputAttr::get(b.getContext(), InputKind::Tokens))));
+  func.setArgAttrs(
+      labels.getArgNumber(),
+      b.getDictionaryAttr(b.getNamedAttr(
+          kInputAttrName, InputAttr::get(b.getContext(), InputKind::Labels))));
 
   // 5. Embedding tables.
   func.walk([&](EmbeddingOp op) {

@@ -459,7 +459,18 @@ CudaBackend::create(const program::Program &program, int device,
             "', not an sm_XY architecture";
     return nullptr;
   }
-  bool ptx = b->module.format() == "isa";
+  switch (b->module.format()) {
+  case program::CUDA_IMAGE_ASSEMBLY:
+  case program::CUDA_IMAGE_BINARY:
+  case program::CUDA_IMAGE_FATBIN:
+  case program::CUDA_IMAGE_HOST:
+    break;
+  default:
+    error = "the program's CUDA image has no format (an artifact from "
+            "before formats were typed?): compile it again";
+    return nullptr;
+  }
+  bool ptx = b->module.format() == program::CUDA_IMAGE_ASSEMBLY;
   if (ptx ? have < want : have / 10 != want / 10 || have < want) {
     error = "the program's CUDA image is for " + chip + " but device " +
             std::to_string(device) + " (" + prop.name + ") is sm_" +
@@ -488,7 +499,8 @@ CudaBackend::create(const program::Program &program, int device,
         api().cudaLibraryLoadData(&b->library, b->module.image().c_str(),
                                   nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (status != cudaSuccess) {
-      error = "the program's CUDA image (" + b->module.format() + " for " +
+      error = "the program's CUDA image (" +
+              program::CudaImageFormat_Name(b->module.format()) + " for " +
               chip + ") does not load: " + api().cudaGetErrorString(status);
       return nullptr;
     }

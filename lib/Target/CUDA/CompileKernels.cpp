@@ -23,6 +23,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
@@ -88,6 +89,29 @@ static LaunchPasses countLaunchPasses(ModuleOp module) {
   return result;
 }
 
+StringRef mlir::gptc::stringifyCudaImageFormat(CudaImageFormat format) {
+  switch (format) {
+  case CudaImageFormat::Assembly:
+    return "assembly";
+  case CudaImageFormat::Binary:
+    return "bin";
+  case CudaImageFormat::Fatbin:
+    return "fatbin";
+  case CudaImageFormat::Host:
+    return "host";
+  }
+  llvm_unreachable("a CUDA image format");
+}
+
+std::optional<CudaImageFormat> mlir::gptc::cudaImageFormatOf(StringRef option) {
+  return llvm::StringSwitch<std::optional<CudaImageFormat>>(option)
+      .Case("isa", CudaImageFormat::Assembly)
+      .Case("bin", CudaImageFormat::Binary)
+      .Case("fatbin", CudaImageFormat::Fatbin)
+      .Case("host", CudaImageFormat::Host)
+      .Default(std::nullopt);
+}
+
 FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
   CudaKernels result;
   for (auto binary : lowered.getOps<gpu::BinaryOp>()) {
@@ -95,7 +119,20 @@ FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
       return binary.emitOpError("expected one object for one GPU");
     auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
     result.image = object.getObject().getValue().str();
-    result.format = gpu::stringifyCompilationTarget(object.getFormat()).str();
+    switch (object.getFormat()) {
+    case gpu::CompilationTarget::Assembly:
+      result.format = CudaImageFormat::Assembly;
+      break;
+    case gpu::CompilationTarget::Binary:
+      result.format = CudaImageFormat::Binary;
+      break;
+    case gpu::CompilationTarget::Fatbin:
+      result.format = CudaImageFormat::Fatbin;
+      break;
+    case gpu::CompilationTarget::Offload:
+      return binary.emitOpError("holds LLVM IR for offloading, not an image "
+                                "the CUDA runtime loads");
+    }
   }
   for (auto func : lowered.getOps<func::FuncOp>()) {
     CudaKernelPlan plan;
@@ -154,7 +191,12 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
   // The virtual device's image: the same kernels up to NVVM, then as host
   // code under the emulation (gptc-gpu-emulate-on-host{export-kernels}),
   // in a shared object for this CPU.
-  bool host = requested.format == "host";
+  std::optional<CudaImageFormat> format = cudaImageFormatOf(requested.format);
+  if (!format)
+    return emitError(module.getLoc())
+           << "unknown CUDA image format '" << requested.format
+           << "' (isa, bin, fatbin or host)";
+  bool host = *format == CudaImageFormat::Host;
   GpuKernelLoweringPipelineOptions options;
   options.copyOptionValuesFrom(requested);
   if (host)
@@ -175,7 +217,7 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     return failure();
   OwningOpRef<ModuleOp> kernels = std::move(*outlined);
   if (kernels->getBody()->empty())
-    return CudaKernels{requested.format, "", {}};
+    return CudaKernels{*format, "", {}};
   llvm::StringMap<std::pair<int64_t, int64_t>> counts;
   llvm::StringMap<std::vector<int64_t>> sizes;
   for (auto func : kernels->getOps<func::FuncOp>()) {
@@ -218,7 +260,7 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
         compileKernelsToSharedObject(*kernels, CpuCodegenOptions());
     if (failed(library))
       return failure();
-    result->format = "host";
+    result->format = CudaImageFormat::Host;
     result->image = std::move(*library);
   }
   llvm::StringMap<std::vector<std::string>> users;
@@ -368,7 +410,8 @@ void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
     plans += static_cast<int64_t>(plan.launches.size());
   }
   os << kernelCount << " kernels, " << launches << " launches, one "
-     << kernels.format << " image of " << kernels.image.size()
+     << stringifyCudaImageFormat(kernels.format) << " image of "
+     << kernels.image.size()
      << " bytes; compiled once each: " << kernels.kernels.size()
      << " distinct kernels, " << plans << " GPU functions\n";
   for (const CudaKernelPlan &plan : kernels.kernels) {
@@ -419,7 +462,20 @@ LogicalResult mlir::gptc::compileProgramForCuda(
     return failure();
   ::gptc::program::CudaModule &cuda = *program.mutable_cuda();
   cuda.set_chip(options.chip);
-  cuda.set_format(kernels->format);
+  switch (kernels->format) {
+  case CudaImageFormat::Assembly:
+    cuda.set_format(::gptc::program::CUDA_IMAGE_ASSEMBLY);
+    break;
+  case CudaImageFormat::Binary:
+    cuda.set_format(::gptc::program::CUDA_IMAGE_BINARY);
+    break;
+  case CudaImageFormat::Fatbin:
+    cuda.set_format(::gptc::program::CUDA_IMAGE_FATBIN);
+    break;
+  case CudaImageFormat::Host:
+    cuda.set_format(::gptc::program::CUDA_IMAGE_HOST);
+    break;
+  }
   cuda.set_image(std::move(kernels->image));
   for (const CudaKernelPlan &plan : kernels->kernels) {
     ::gptc::program::CudaKernel &k = *cuda.add_kernels();

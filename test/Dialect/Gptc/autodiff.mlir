@@ -6,7 +6,7 @@
 
 // CHECK-LABEL: func.func @forward_backward
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32> {gptc.param = "x"}, %[[W:.*]]: tensor<5x4xf32> {gptc.param = "w"}, %[[B:.*]]: tensor<5xf32> {gptc.param = "b"})
-// CHECK-SAME: -> (tensor<f32> {gptc.output = "loss"}, tensor<2x3x4xf32> {gptc.grad = "x"}, tensor<5x4xf32> {gptc.grad = "w"}, tensor<5xf32> {gptc.grad = "b"})
+// CHECK-SAME: -> (tensor<f32> {gptc.output = #gptc.output<loss>}, tensor<2x3x4xf32> {gptc.grad = "x"}, tensor<5x4xf32> {gptc.grad = "w"}, tensor<5xf32> {gptc.grad = "b"})
 // CHECK: %[[Y:.*]] = gptc.linear %[[X]], %[[W]], %[[B]]
 // CHECK: %[[LOSS:.*]] = gptc.reduce_sum %[[Y]] [0, 1, 2]
 // CHECK: %[[ONE:.*]] = gptc.constant dense<1.000000e+00> : tensor<f32>
@@ -150,7 +150,7 @@ func.func @forward(%x: tensor<2x6xf32> {gptc.param = "x"}) -> tensor<f32> {
 // A parameter the loss does not depend on gets a zero gradient; a
 // non-parameter argument gets none.
 // CHECK-LABEL: func.func @forward_backward
-// CHECK-SAME: -> (tensor<f32> {gptc.output = "loss"}, tensor<4xf32> {gptc.grad = "used"}, tensor<3xf32> {gptc.grad = "unused"})
+// CHECK-SAME: -> (tensor<f32> {gptc.output = #gptc.output<loss>}, tensor<4xf32> {gptc.grad = "used"}, tensor<3xf32> {gptc.grad = "unused"})
 // CHECK: %[[Z:.*]] = gptc.constant dense<0.000000e+00> : tensor<3xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %[[Z]]
 func.func @forward(%u: tensor<4xf32> {gptc.param = "used"}, %n: tensor<3xf32> {gptc.param = "unused"},

@@ -37,8 +37,8 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
   shard.grid @mesh(shape = 2)
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<4x4xf32> {gptc.param = "w"},
-                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
-                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+                     %tokens: tensor<2x5xi32> {gptc.input = #gptc.input<tokens>},
+                     %labels: tensor<2x5xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
     %ec = gptc.cast %e : tensor<2x5x4xf32> -> tensor<2x5x4xbf16>
     %wc = gptc.cast %w : tensor<4x4xf32> -> tensor<4x4xbf16>

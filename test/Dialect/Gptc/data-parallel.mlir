@@ -21,10 +21,10 @@
 // (forward and backward), and the loss is summed over the axis.
 // COMMON-LABEL: func.func @train_step
 // Stages 1 and 2 hold the moments of wte as slices; stage 3 wte as well.
-// S1-SAME: %arg2: tensor<5x4xf32> {gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}, gptc.state = "m:wte"}
-// S2-SAME: %arg2: tensor<5x4xf32> {gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}, gptc.state = "m:wte"}
+// S1-SAME: %arg2: tensor<5x4xf32> {gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}, gptc.state = #gptc.state<m "wte">}
+// S2-SAME: %arg2: tensor<5x4xf32> {gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}, gptc.state = #gptc.state<m "wte">}
 // S3-SAME: %arg0: tensor<5x4xf32> {gptc.embedding_table, gptc.param = "wte", gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}}
-// COMMON-SAME: %[[T:[a-z0-9]+]]: tensor<2x5xi32> {gptc.batch = {axes = array<i64: 0>, microbatches = 1 : i64, rows = 4 : i64}, gptc.input = "tokens"}
+// COMMON-SAME: %[[T:[a-z0-9]+]]: tensor<2x5xi32> {gptc.batch = {axes = array<i64: 0>, microbatches = 1 : i64, rows = 4 : i64}, gptc.input = #gptc.input<tokens>}
 // S3-SAME: -> (tensor<5x4xf32> {gptc.param = "wte", gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 10, 4>}}
 // COMMON: %[[COUNT:.*]] = gptc.count_tokens %[[L:.*]] ignore -1 : tensor<2x5xi32>
 // COMMON-NEXT: %[[N:.*]] = shard.all_reduce %[[COUNT]] on @mesh grid_axes = [0] : tensor<f32> -> tensor<f32>
@@ -110,8 +110,8 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
   shard.grid @mesh(shape = 2)
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<3x4xf32> {gptc.param = "w"},
-                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
-                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+                     %tokens: tensor<2x5xi32> {gptc.input = #gptc.input<tokens>},
+                     %labels: tensor<2x5xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
     %h = gptc.linear %e, %w : tensor<2x5x4xf32>, tensor<3x4xf32> -> tensor<2x5x3xf32>
     %loss = gptc.cross_entropy %h, %labels ignore -1 : tensor<2x5x3xf32>, tensor<2x5xi32> -> tensor<f32>

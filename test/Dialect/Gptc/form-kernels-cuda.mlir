@@ -17,7 +17,7 @@
 //       CPU: gptc.layer_norm
 //       CPU: gptc.linear
 //       CPU: gptc.kernel "block_k1_gelu"
-// BAD: error: 'func.func' op gptc-form-kernels: unknown target 'tpu' (cpu or cuda)
+// BAD: for the --target option: Cannot find option named 'tpu'!
 func.func @block(%x: tensor<8x64xf32>, %r: tensor<8x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>, %w: tensor<64x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
   %s = gptc.add %x, %r : tensor<8x64xf32>
   %n = gptc.layer_norm %s, %g, %b eps 1.0e-05 : tensor<8x64xf32>, tensor<64xf32>, tensor<64xf32> -> tensor<8x64xf32>

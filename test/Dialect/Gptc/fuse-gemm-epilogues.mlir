@@ -11,15 +11,15 @@
 // down-projection's weight gradient takes its bias gradient (bgrad).
 // CHECK-LABEL: func.func @mlp_f32
 //  CHECK-SAME: (%[[X:[^:]*]]: tensor<8x4x16xf32>, %[[W1:[^:]*]]: tensor<64x16xf32>, %[[B1:[^:]*]]: tensor<64xf32>, %[[W2:[^:]*]]: tensor<16x64xf32>, %[[DY:[^:]*]]: tensor<32x16xf32>
-//       CHECK: %[[UP:.*]]:2 = gptc.fused_gemm "gelu_aux"(%[[X]], %[[W1]], %[[B1]])
+//       CHECK: %[[UP:.*]]:2 = gptc.fused_gemm gelu_aux(%[[X]], %[[W1]], %[[B1]])
 //       CHECK:   %[[H:.*]] = gptc.linear
 //       CHECK:   %[[A:.*]] = gptc.gelu %[[H]]
 //       CHECK:   gptc.yield %[[A]], %[[H]]
 //       CHECK: %[[A2:.*]] = gptc.reshape %[[UP]]#0
-//       CHECK: %[[DW2:.*]]:2 = gptc.fused_gemm "bgrad"(%[[DY]], %[[A2]])
+//       CHECK: %[[DW2:.*]]:2 = gptc.fused_gemm bgrad(%[[DY]], %[[A2]])
 //       CHECK:   gptc.matmul %{{.*}}, %{{.*}} transpose_lhs
 //       CHECK:   gptc.reduce_sum %{{.*}} [0]
-//       CHECK: %[[DH:.*]]:2 = gptc.fused_gemm "dgelu_bgrad"(%[[DY]], %[[W2]], %[[UP]]#1)
+//       CHECK: %[[DH:.*]]:2 = gptc.fused_gemm dgelu_bgrad(%[[DY]], %[[W2]], %[[UP]]#1)
 //       CHECK:   %[[G:.*]] = gptc.matmul
 //       CHECK:   %[[G3:.*]] = gptc.reshape %[[G]]
 //       CHECK:   %[[D:.*]] = gptc.gelu_grad %{{.*}}, %[[G3]]
@@ -53,14 +53,14 @@ func.func @mlp_f32(%x: tensor<8x4x16xf32>, %w1: tensor<64x16xf32>, %b1: tensor<6
 // is the product's bf16 result (the unfused program kept an f32 copy).
 // The widening of it that the backward pass read is gone with it.
 // CHECK-LABEL: func.func @mlp_bf16
-//       CHECK: %[[UP:.*]]:2 = gptc.fused_gemm "gelu_aux"
+//       CHECK: %[[UP:.*]]:2 = gptc.fused_gemm gelu_aux
 //  CHECK-SAME: -> (tensor<32x64xbf16>, tensor<32x64xbf16>)
 //       CHECK:   %[[H:.*]] = gptc.linear
 //       CHECK:   %[[HW:.*]] = gptc.cast %[[H]] : tensor<32x64xbf16> -> tensor<32x64xf32>
 //       CHECK:   %[[A:.*]] = gptc.gelu %[[HW]]
 //       CHECK:   %[[AN:.*]] = gptc.cast %[[A]] : tensor<32x64xf32> -> tensor<32x64xbf16>
 //       CHECK:   gptc.yield %[[AN]], %[[H]]
-//       CHECK: %[[DH:.*]] = gptc.fused_gemm "dgelu"(%{{.*}}, %{{.*}}, %[[UP]]#1)
+//       CHECK: %[[DH:.*]] = gptc.fused_gemm dgelu(%{{.*}}, %{{.*}}, %[[UP]]#1)
 //       CHECK:   %[[G:.*]] = gptc.matmul
 //       CHECK:   %[[PW:.*]] = gptc.cast %{{.*}} : tensor<32x64xbf16> -> tensor<32x64xf32>
 //       CHECK:   %[[GW:.*]] = gptc.cast %[[G]] : tensor<32x64xbf16> -> tensor<32x64xf32>

@@ -7,7 +7,7 @@
 // The backward is seeded with the loss scale, a new last argument; the
 // loss returned is the unscaled one.
 // SEED-LABEL: func.func @forward_backward
-//  SEED-SAME: %[[L:[^:]*]]: tensor<2xi32> {gptc.input = "labels"}, %[[S:[^:]*]]: tensor<f32> {gptc.input = "loss_scale"})
+//  SEED-SAME: %[[L:[^:]*]]: tensor<2xi32> {gptc.input = #gptc.input<labels>}, %[[S:[^:]*]]: tensor<f32> {gptc.input = #gptc.input<loss_scale>})
 //       SEED: %[[LOSS:.*]] = gptc.cross_entropy %[[Y:.*]], %[[L]]
 //       SEED: gptc.cross_entropy_grad %[[Y]], %[[L]], %[[S]]
 //       SEED: return %[[LOSS]],
@@ -18,12 +18,12 @@
 // unscales them; AdamW counts the updates applied, not the steps, and
 // skips on overflow, the flag's maximum over the grid's ranks.
 // STEP-LABEL: func.func @train_step
-//  STEP-SAME: %[[STEP:[^:]*]]: tensor<i32> {gptc.input = "step"},
-//  STEP-SAME: %[[S:[^:]*]]: tensor<f32> {gptc.init = {kind = "constant", value = 1.024000e+03 : f64}, gptc.state = "loss_scale"},
-//  STEP-SAME: %[[G:[^:]*]]: tensor<i32> {gptc.state = "loss_scale_good_steps"},
-//  STEP-SAME: %[[U:[^:]*]]: tensor<i32> {gptc.state = "optimizer_updates"},
-//  STEP-SAME: tensor<f32> {gptc.output = "loss"}, tensor<f32> {gptc.output = "grad_norm"}, tensor<f32> {gptc.output = "lr"},
-//  STEP-SAME: tensor<f32> {gptc.state = "loss_scale"}, tensor<i32> {gptc.state = "loss_scale_good_steps"}, tensor<i32> {gptc.state = "optimizer_updates"}, tensor<f32> {gptc.output = "overflow"})
+//  STEP-SAME: %[[STEP:[^:]*]]: tensor<i32> {gptc.input = #gptc.input<step>},
+//  STEP-SAME: %[[S:[^:]*]]: tensor<f32> {gptc.init = #gptc.init<kind = constant, value = 1.024000e+03>, gptc.state = #gptc.state<loss_scale>},
+//  STEP-SAME: %[[G:[^:]*]]: tensor<i32> {gptc.state = #gptc.state<loss_scale_good_steps>},
+//  STEP-SAME: %[[U:[^:]*]]: tensor<i32> {gptc.state = #gptc.state<optimizer_updates>},
+//  STEP-SAME: tensor<f32> {gptc.output = #gptc.output<loss>}, tensor<f32> {gptc.output = #gptc.output<grad_norm>}, tensor<f32> {gptc.output = #gptc.output<lr>},
+//  STEP-SAME: tensor<f32> {gptc.state = #gptc.state<loss_scale>}, tensor<i32> {gptc.state = #gptc.state<loss_scale_good_steps>}, tensor<i32> {gptc.state = #gptc.state<optimizer_updates>}, tensor<f32> {gptc.output = #gptc.output<overflow>})
 //       STEP: gptc.cross_entropy_grad %{{.*}}, %{{.*}}, %[[S]]
 //       STEP: %[[NORM:.*]] = gptc.global_norm
 //       STEP: %[[CLIP:.*]] = gptc.clip_scale %[[NORM]] max 1.000000e+00 loss_scale %[[S]]
@@ -48,7 +48,7 @@ module attributes {gptc.precision = #gptc.precision<fp16>,
                    gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, initial_loss_scale = 1024.0, loss_scale_growth_interval = 100>,
                    gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = 2, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
-  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = #gptc.input<tokens>}, %l: tensor<2xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
     return %loss : tensor<f32>
@@ -59,7 +59,7 @@ module attributes {gptc.precision = #gptc.precision<fp16>,
 
 // Without fp16 the seed is the constant 1 and the step has no scaler.
 // SEED-LABEL: func.func @forward_backward
-//  SEED-SAME: tensor<2xi32> {gptc.input = "labels"}) ->
+//  SEED-SAME: tensor<2xi32> {gptc.input = #gptc.input<labels>}) ->
 //       SEED: %[[ONE:.*]] = gptc.constant dense<1.000000e+00> : tensor<f32>
 //       SEED: gptc.cross_entropy_grad %{{.*}}, %{{.*}}, %[[ONE]]
 // STEP-LABEL: func.func @train_step
@@ -68,7 +68,7 @@ module attributes {gptc.precision = #gptc.precision<fp16>,
 //       STEP: return
 module attributes {gptc.precision = #gptc.precision<bf16>,
                    gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>} {
-  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = #gptc.input<tokens>}, %l: tensor<2xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
     return %loss : tensor<f32>
@@ -81,7 +81,7 @@ module attributes {gptc.precision = #gptc.precision<bf16>,
 // norm, all-reduced over the grid, skips every AdamW; no scaler state; the
 // flag is the step's last result. The norm reported is the norm itself.
 // STEP-LABEL: func.func @train_step
-//  STEP-SAME: tensor<f32> {gptc.output = "loss"}, tensor<f32> {gptc.output = "grad_norm"}, tensor<f32> {gptc.output = "lr"}, tensor<f32> {gptc.output = "overflow"})
+//  STEP-SAME: tensor<f32> {gptc.output = #gptc.output<loss>}, tensor<f32> {gptc.output = #gptc.output<grad_norm>}, tensor<f32> {gptc.output = #gptc.output<lr>}, tensor<f32> {gptc.output = #gptc.output<overflow>})
 //   STEP-NOT: loss_scale
 //       STEP: %[[NORM:.*]] = gptc.global_norm
 //       STEP: %[[LOCAL:.*]] = gptc.found_inf %[[NORM]] : tensor<f32>
@@ -92,7 +92,7 @@ module attributes {gptc.precision = #gptc.precision<fp32>, gptc.nan_policy = #gp
                    gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0>,
                    gptc.parallel = #gptc.parallel<axes = ["dp"], kinds = ["data"], zero_stage = 0, sequence_parallel = false>} {
   shard.grid @mesh(shape = 2)
-  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = "tokens"}, %l: tensor<2xi32> {gptc.input = "labels"}) -> tensor<f32> {
+  func.func @forward(%w: tensor<8x4xf32> {gptc.param = "w"}, %x: tensor<2x4xf32> {gptc.input = #gptc.input<tokens>}, %l: tensor<2xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %y = gptc.linear %x, %w : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
     %loss = gptc.cross_entropy %y, %l : tensor<2x8xf32>, tensor<2xi32> -> tensor<f32>
     return %loss : tensor<f32>

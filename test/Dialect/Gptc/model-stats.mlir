@@ -24,7 +24,7 @@ func.func @forward(
     %wo: tensor<8x8xf32> {gptc.param = "o.weight"}, %bo: tensor<8xf32> {gptc.param = "o.bias"},
     %wf: tensor<16x8xf32> {gptc.param = "fc.weight"}, %bf: tensor<16xf32> {gptc.param = "fc.bias"},
     %wp: tensor<8x16xf32> {gptc.param = "proj.weight"}, %bp: tensor<8xf32> {gptc.param = "proj.bias"},
-    %tokens: tensor<2x4xi32> {gptc.input = "tokens"}, %labels: tensor<2x4xi32> {gptc.input = "labels"})
+    %tokens: tensor<2x4xi32> {gptc.input = #gptc.input<tokens>}, %labels: tensor<2x4xi32> {gptc.input = #gptc.input<labels>})
     -> tensor<f32> {
   %e = gptc.embedding %tokens, %wte : tensor<2x4xi32>, tensor<10x8xf32> -> tensor<2x4x8xf32>
   %p = gptc.iota dim 1 : tensor<2x4xi32>

@@ -5,11 +5,11 @@
 
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[E:.*]]: tensor<10x4xf32> {gptc.embedding_table, gptc.param = "wte"}, %[[W:.*]]: tensor<3x4xf32> {gptc.param = "w"}, %[[B:.*]]: tensor<3xf32> {gptc.param = "b"},
-// CHECK-SAME: %[[ME:.*]]: tensor<10x4xf32> {gptc.state = "m:wte"}, %[[MW:.*]]: tensor<3x4xf32> {gptc.state = "m:w"}, %[[MB:.*]]: tensor<3xf32> {gptc.state = "m:b"},
-// CHECK-SAME: %[[VE:.*]]: tensor<10x4xf32> {gptc.state = "v:wte"}, %[[VW:.*]]: tensor<3x4xf32> {gptc.state = "v:w"}, %[[VB:.*]]: tensor<3xf32> {gptc.state = "v:b"},
-// CHECK-SAME: %[[STEP:.*]]: tensor<i32> {gptc.input = "step"}, %[[T:.*]]: tensor<2x5xi32> {gptc.batch = {microbatches = 1 : i64, rows = 2 : i64}, gptc.input = "tokens"}, %[[L:.*]]: tensor<2x5xi32> {gptc.batch = {microbatches = 1 : i64, rows = 2 : i64}, gptc.input = "labels"})
+// CHECK-SAME: %[[ME:.*]]: tensor<10x4xf32> {gptc.state = #gptc.state<m "wte">}, %[[MW:.*]]: tensor<3x4xf32> {gptc.state = #gptc.state<m "w">}, %[[MB:.*]]: tensor<3xf32> {gptc.state = #gptc.state<m "b">},
+// CHECK-SAME: %[[VE:.*]]: tensor<10x4xf32> {gptc.state = #gptc.state<v "wte">}, %[[VW:.*]]: tensor<3x4xf32> {gptc.state = #gptc.state<v "w">}, %[[VB:.*]]: tensor<3xf32> {gptc.state = #gptc.state<v "b">},
+// CHECK-SAME: %[[STEP:.*]]: tensor<i32> {gptc.input = #gptc.input<step>}, %[[T:.*]]: tensor<2x5xi32> {gptc.batch = {microbatches = 1 : i64, rows = 2 : i64}, gptc.input = #gptc.input<tokens>}, %[[L:.*]]: tensor<2x5xi32> {gptc.batch = {microbatches = 1 : i64, rows = 2 : i64}, gptc.input = #gptc.input<labels>})
 // CHECK-SAME: -> (tensor<10x4xf32> {gptc.param = "wte"}, tensor<3x4xf32> {gptc.param = "w"}, tensor<3xf32> {gptc.param = "b"},
-// CHECK-SAME: tensor<f32> {gptc.output = "loss"}, tensor<f32> {gptc.output = "grad_norm"}, tensor<f32> {gptc.output = "lr"})
+// CHECK-SAME: tensor<f32> {gptc.output = #gptc.output<loss>}, tensor<f32> {gptc.output = #gptc.output<grad_norm>}, tensor<f32> {gptc.output = #gptc.output<lr>})
 // The forward-backward computation is inlined:
 // CHECK: %[[LOSS:.*]] = gptc.cross_entropy
 // CHECK: %[[DE:.*]] = gptc.embedding_grad
@@ -23,8 +23,8 @@
 module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 2, total_steps = 10, decay = linear, beta1 = 0.8, beta2 = 0.9, eps = 1.0e-6, weight_decay = 0.25, decay_embeddings = false, grad_clip = 0.5>} {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<3x4xf32> {gptc.param = "w"}, %b: tensor<3xf32> {gptc.param = "b"},
-                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
-                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+                     %tokens: tensor<2x5xi32> {gptc.input = #gptc.input<tokens>},
+                     %labels: tensor<2x5xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
     %h = gptc.linear %e, %w, %b : tensor<2x5x4xf32>, tensor<3x4xf32>, tensor<3xf32> -> tensor<2x5x3xf32>
     %loss = gptc.cross_entropy %h, %labels : tensor<2x5x3xf32>, tensor<2x5xi32> -> tensor<f32>
@@ -39,8 +39,8 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
 // CHECK: gptc.adamw {{.*}} decay 1.000000e-01 : tensor<10x4xf32>
 module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = cosine, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = true, grad_clip = 1.0>} {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
-                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
-                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+                     %tokens: tensor<2x5xi32> {gptc.input = #gptc.input<tokens>},
+                     %labels: tensor<2x5xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
     %h = gptc.linear %e, %wte : tensor<2x5x4xf32>, tensor<10x4xf32> -> tensor<2x5x10xf32>
     %loss = gptc.cross_entropy %h, %labels : tensor<2x5x10xf32>, tensor<2x5xi32> -> tensor<f32>
@@ -57,8 +57,8 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
 // the forward-backward computation per microbatch (not unrolled) and sums
 // the loss and gradients, which the norm and the update then use once.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<6x5xi32> {gptc.batch = {microbatches = 3 : i64, rows = 5 : i64}, gptc.input = "tokens"}
-// CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<6x5xi32> {gptc.batch = {microbatches = 3 : i64, rows = 5 : i64}, gptc.input = "labels"}
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<6x5xi32> {gptc.batch = {microbatches = 3 : i64, rows = 5 : i64}, gptc.input = #gptc.input<tokens>}
+// CHECK-SAME: %[[L:[a-z0-9]+]]: tensor<6x5xi32> {gptc.batch = {microbatches = 3 : i64, rows = 5 : i64}, gptc.input = #gptc.input<labels>}
 // CHECK: %[[N:.*]] = gptc.count_tokens %[[L]] ignore -1 : tensor<6x5xi32>
 // CHECK: %[[SUMS:.*]]:3 = gptc.accumulate %[[T]], %[[L]] microbatches 3 : (tensor<6x5xi32>, tensor<6x5xi32>) -> (tensor<f32>, tensor<10x4xf32>, tensor<3x4xf32>) {
 // CHECK-NEXT: ^bb0(%[[MT:.*]]: tensor<2x5xi32>, %[[ML:.*]]: tensor<2x5xi32>):
@@ -73,8 +73,8 @@ module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3
 module attributes {gptc.optimizer = #gptc.optimizer<lr = 1.0e-2, min_lr = 1.0e-3, warmup_steps = 0, total_steps = 10, decay = cosine, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1, decay_embeddings = false, grad_clip = 1.0, accumulation_steps = 3, batch_size = 5>} {
   func.func @forward(%wte: tensor<10x4xf32> {gptc.param = "wte", gptc.embedding_table},
                      %w: tensor<3x4xf32> {gptc.param = "w"},
-                     %tokens: tensor<2x5xi32> {gptc.input = "tokens"},
-                     %labels: tensor<2x5xi32> {gptc.input = "labels"}) -> tensor<f32> {
+                     %tokens: tensor<2x5xi32> {gptc.input = #gptc.input<tokens>},
+                     %labels: tensor<2x5xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f32> {
     %e = gptc.embedding %tokens, %wte : tensor<2x5xi32>, tensor<10x4xf32> -> tensor<2x5x4xf32>
     %h = gptc.linear %e, %w : tensor<2x5x4xf32>, tensor<3x4xf32> -> tensor<2x5x3xf32>
     %loss = gptc.cross_entropy %h, %labels ignore -1 : tensor<2x5x3xf32>, tensor<2x5xi32> -> tensor<f32>

@@ -21,15 +21,15 @@
 // CHECK-NEXT: %[[X:.*]] = gptc.add %[[ES]], %[[PS]] : tensor<8x8x32xf32>
 // CHECK-NEXT: %[[N:.*]] = gptc.layer_norm %[[X]], %[[G1]], %[[B1]] {{.*}} -> tensor<8x8x32xf32>
 // CHECK-NEXT: %[[A:.*]] = shard.all_gather %[[N]] on @mesh grid_axes = [0] gather_axis = 1 : tensor<8x8x32xf32> -> tensor<8x16x32xf32>
-// CHECK-NEXT: gptc.linear %[[A]], {{.*}} {gptc.tensor_parallel = "column"}
-// CHECK: %[[P:.*]] = gptc.linear {{.*}} {gptc.tensor_parallel = "row"}
+// CHECK-NEXT: gptc.linear %[[A]], {{.*}} {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
+// CHECK: %[[P:.*]] = gptc.linear {{.*}} {gptc.tensor_parallel = #gptc.tensor_parallel<row>}
 // CHECK-NEXT: %[[S:.*]] = shard.reduce_scatter %[[P]] on @mesh grid_axes = [0] scatter_axis = 1 : tensor<8x16x32xf32> -> tensor<8x8x32xf32>
 // CHECK-NEXT: %[[BB:.*]] = gptc.broadcast %{{.*}} [0, 1] : tensor<32xf32> -> tensor<8x8x32xf32>
 // CHECK-NEXT: gptc.add %[[S]], %[[BB]] : tensor<8x8x32xf32>
 // No all-reduce of activations remains; the loss's three stay.
 // CHECK-NOT: shard.all_reduce %{{.*}} : tensor<8x16x32xf32>
 // The head reads the gathered sequence.
-// CHECK: gptc.linear %{{all_gather[_0-9]*}}, %arg0 {gptc.tensor_parallel = "vocab"}
+// CHECK: gptc.linear %{{all_gather[_0-9]*}}, %arg0 {gptc.tensor_parallel = #gptc.tensor_parallel<vocab>}
 
 // Backward: each all-gather becomes a reduce-scatter and each
 // reduce-scatter an all-gather (5 each, as many as forward), the slice of

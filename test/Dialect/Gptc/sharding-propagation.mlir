@@ -15,14 +15,14 @@
 // CHECK-NOT: shard.shard
 // CHECK-NOT: shard.sharding
 // CHECK: %[[LN:.*]] = gptc.layer_norm
-// CHECK-NEXT: %[[Q:.*]] = gptc.linear %[[LN]], %arg3, %arg4 {gptc.tensor_parallel = "column"}
-// CHECK-NEXT: %[[K:.*]] = gptc.linear %[[LN]], %arg5, %arg6 {gptc.tensor_parallel = "column"}
-// CHECK-NEXT: %[[V:.*]] = gptc.linear %[[LN]], %arg7, %arg8 {gptc.tensor_parallel = "column"}
+// CHECK-NEXT: %[[Q:.*]] = gptc.linear %[[LN]], %arg3, %arg4 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
+// CHECK-NEXT: %[[K:.*]] = gptc.linear %[[LN]], %arg5, %arg6 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
+// CHECK-NEXT: %[[V:.*]] = gptc.linear %[[LN]], %arg7, %arg8 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
 // CHECK-NEXT: %[[A:.*]] = gptc.causal_attention %[[Q]], %[[K]], %[[V]] heads 4
-// CHECK-NEXT: gptc.linear %[[A]], %arg9, %arg10 {gptc.tensor_parallel = "row"}
-// CHECK: gptc.linear {{.*}}, %arg13, %arg14 {gptc.tensor_parallel = "column"}
+// CHECK-NEXT: gptc.linear %[[A]], %arg9, %arg10 {gptc.tensor_parallel = #gptc.tensor_parallel<row>}
+// CHECK: gptc.linear {{.*}}, %arg13, %arg14 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
 // CHECK-NEXT: gptc.gelu
-// CHECK-NEXT: gptc.linear {{.*}}, %arg15, %arg16 {gptc.tensor_parallel = "row"}
+// CHECK-NEXT: gptc.linear {{.*}}, %arg15, %arg16 {gptc.tensor_parallel = #gptc.tensor_parallel<row>}
 // CHECK-NOT: gptc.tensor_parallel
 // CHECK: return
 
@@ -53,7 +53,7 @@
 
 // default-seeds=false changes nothing where there are seeds.
 // NOSEED-LABEL: func.func @forward
-// NOSEED: gptc.tensor_parallel = "column"
+// NOSEED: gptc.tensor_parallel = #gptc.tensor_parallel<column>
 
 module attributes {gptc.parallel = #gptc.parallel<axes = ["tp"], kinds = ["tensor"]>} {
   shard.grid @mesh(shape = 2)
@@ -93,18 +93,18 @@ module attributes {gptc.parallel = #gptc.parallel<axes = ["tp"], kinds = ["tenso
 // rules run backward, through attention to its query, key and value and
 // their weights (column).
 // CHECK-LABEL: func.func @forward
-// CHECK: gptc.linear %{{.*}}, %arg1, %arg2 {gptc.tensor_parallel = "column"}
-// CHECK-NEXT: gptc.linear %{{.*}}, %arg3, %arg4 {gptc.tensor_parallel = "column"}
-// CHECK-NEXT: gptc.linear %{{.*}}, %arg5, %arg6 {gptc.tensor_parallel = "column"}
+// CHECK: gptc.linear %{{.*}}, %arg1, %arg2 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
+// CHECK-NEXT: gptc.linear %{{.*}}, %arg3, %arg4 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
+// CHECK-NEXT: gptc.linear %{{.*}}, %arg5, %arg6 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
 // CHECK-NEXT: gptc.causal_attention
-// CHECK-NEXT: gptc.linear %{{.*}}, %arg7, %arg8 {gptc.tensor_parallel = "row"}
+// CHECK-NEXT: gptc.linear %{{.*}}, %arg7, %arg8 {gptc.tensor_parallel = #gptc.tensor_parallel<row>}
 // TP-LABEL: func.func @forward
 // TP-SAME: %arg5: tensor<16x32xf32> {{{.*}}gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 32, 32>}}
 // TP: gptc.causal_attention {{.*}} heads 2
 // TP-NEXT: gptc.linear
 // TP-NEXT: shard.all_reduce
 // NOSEED-LABEL: func.func @forward
-// NOSEED: gptc.tensor_parallel = "row"
+// NOSEED: gptc.tensor_parallel = #gptc.tensor_parallel<row>
 module attributes {gptc.parallel = #gptc.parallel<axes = ["tp"], kinds = ["tensor"]>} {
   shard.grid @mesh(shape = 2)
   func.func @forward(
@@ -133,12 +133,12 @@ module attributes {gptc.parallel = #gptc.parallel<axes = ["tp"], kinds = ["tenso
 // vocabulary-parallel embedding, head and loss, a column/row MLP. The
 // position-like lookup of computed ids keeps its table whole.
 // CHECK-LABEL: func.func @forward
-// CHECK: gptc.embedding %arg0, %arg2 {gptc.tensor_parallel = "vocab"}
+// CHECK: gptc.embedding %arg0, %arg2 {gptc.tensor_parallel = #gptc.tensor_parallel<vocab>}
 // CHECK: gptc.embedding %{{.*}}, %arg3 :
-// CHECK: gptc.linear %{{.*}}, %arg4, %arg5 {gptc.tensor_parallel = "column"}
+// CHECK: gptc.linear %{{.*}}, %arg4, %arg5 {gptc.tensor_parallel = #gptc.tensor_parallel<column>}
 // CHECK-NEXT: gptc.gelu
-// CHECK-NEXT: gptc.linear %{{.*}}, %arg6, %arg7 {gptc.tensor_parallel = "row"}
-// CHECK: gptc.linear %{{.*}}, %arg2 {gptc.tensor_parallel = "vocab"}
+// CHECK-NEXT: gptc.linear %{{.*}}, %arg6, %arg7 {gptc.tensor_parallel = #gptc.tensor_parallel<row>}
+// CHECK: gptc.linear %{{.*}}, %arg2 {gptc.tensor_parallel = #gptc.tensor_parallel<vocab>}
 // CHECK-NEXT: gptc.cross_entropy
 // TP-LABEL: func.func @forward
 // TP-SAME: %arg2: tensor<32x16xf32> {{{.*}}gptc.sharding = {axes = [array<i64: 0>, array<i64>], shape = array<i64: 64, 16>}}

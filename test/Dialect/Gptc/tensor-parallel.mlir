@@ -30,27 +30,27 @@
 // CHECK-NEXT: %{{.*}} = shard.all_reduce %[[PART]] on @mesh grid_axes = [0] : tensor<8x16x32xf32> -> tensor<8x16x32xf32>
 // CHECK: %[[LN:.*]] = gptc.layer_norm
 // CHECK-NEXT: %[[F:.*]] = gptc.grad_all_reduce %[[LN]] on @mesh grid_axes = [0] : tensor<8x16x32xf32>
-// CHECK-NEXT: %[[Q:.*]] = gptc.linear %[[F]], %[[WQ]], %{{.*}} {gptc.tensor_parallel = "column"} : {{.*}} -> tensor<8x16x16xf32>
+// CHECK-NEXT: %[[Q:.*]] = gptc.linear %[[F]], %[[WQ]], %{{.*}} {gptc.tensor_parallel = #gptc.tensor_parallel<column>} : {{.*}} -> tensor<8x16x16xf32>
 // CHECK-NEXT: %[[K:.*]] = gptc.linear %[[F]], {{.*}} -> tensor<8x16x16xf32>
 // CHECK-NEXT: %[[V:.*]] = gptc.linear %[[F]], {{.*}} -> tensor<8x16x16xf32>
 // This rank's 2 of the 4 heads.
 // CHECK-NEXT: %[[Y:.*]] = gptc.causal_attention %[[Q]], %[[K]], %[[V]] heads 2
-// CHECK-NEXT: %[[P:.*]] = gptc.linear %[[Y]], %[[WO]] {gptc.tensor_parallel = "row"} : tensor<8x16x16xf32>, tensor<32x16xf32> -> tensor<8x16x32xf32>
+// CHECK-NEXT: %[[P:.*]] = gptc.linear %[[Y]], %[[WO]] {gptc.tensor_parallel = #gptc.tensor_parallel<row>} : tensor<8x16x16xf32>, tensor<32x16xf32> -> tensor<8x16x32xf32>
 // CHECK-NEXT: %[[S:.*]] = shard.all_reduce %[[P]] on @mesh grid_axes = [0] : tensor<8x16x32xf32> -> tensor<8x16x32xf32>
 // CHECK-NEXT: %[[B:.*]] = gptc.broadcast %[[BO]] [0, 1]
 // CHECK-NEXT: gptc.add %[[S]], %[[B]]
 // The MLP: column (64 of 128 units), GELU, row.
 // CHECK: gptc.grad_all_reduce
-// CHECK-NEXT: %[[H:.*]] = gptc.linear {{.*}} {gptc.tensor_parallel = "column"} : {{.*}} -> tensor<8x16x64xf32>
+// CHECK-NEXT: %[[H:.*]] = gptc.linear {{.*}} {gptc.tensor_parallel = #gptc.tensor_parallel<column>} : {{.*}} -> tensor<8x16x64xf32>
 // CHECK-NEXT: %[[G:.*]] = gptc.gelu %[[H]] : tensor<8x16x64xf32>
-// CHECK-NEXT: gptc.linear %[[G]], {{.*}} {gptc.tensor_parallel = "row"}
+// CHECK-NEXT: gptc.linear %[[G]], {{.*}} {gptc.tensor_parallel = #gptc.tensor_parallel<row>}
 // CHECK-NEXT: shard.all_reduce
 // CHECK-COUNT-2: shard.all_reduce
 // Vocabulary-parallel head and loss: this rank's 128 logits, the maxima
 // (max all-reduce), sums of exponentials and target logits (sum
 // all-reduces), then the loss.
 // CHECK: %[[F2:.*]] = gptc.grad_all_reduce
-// CHECK-NEXT: %[[LOGITS:.*]] = gptc.linear %[[F2]], %[[WTE]] {gptc.tensor_parallel = "vocab"} : tensor<8x16x32xf32>, tensor<128x32xf32> -> tensor<8x16x128xf32>
+// CHECK-NEXT: %[[LOGITS:.*]] = gptc.linear %[[F2]], %[[WTE]] {gptc.tensor_parallel = #gptc.tensor_parallel<vocab>} : tensor<8x16x32xf32>, tensor<128x32xf32> -> tensor<8x16x128xf32>
 // CHECK-NEXT: %[[M:.*]] = gptc.row_max %[[LOGITS]]
 // CHECK-NEXT: %[[MAX:.*]] = shard.all_reduce %[[M]] on @mesh grid_axes = [0] reduction = max
 // CHECK-NEXT: %[[SE:.*]], %[[T:.*]] = gptc.vocab_parallel_partials %[[LOGITS]], %[[MAX]], %[[LAB:[a-z0-9]+]] offset %[[OFF]]

@@ -17,6 +17,19 @@ import sys
 import numpy as np
 
 
+def role_name(attrs):
+    """An argument's name by its role: a parameter's own, "m:<name>" and
+    "v:<name>" for its moments, "tokens", "labels", "step"."""
+    param = re.search(r'gptc\.param = "([^"]*)"', attrs)
+    if param:
+        return param.group(1)
+    state = re.search(r'gptc\.state = #gptc\.state<(\w+)(?: "([^"]*)")?>', attrs)
+    if state:
+        return state.group(1) + ":" + state.group(2) if state.group(2) else state.group(1)
+    data = re.search(r'gptc\.input = #gptc\.input<(\w+)>', attrs)
+    return data.group(1) if data else ""
+
+
 def signature(path):
     """(dtype, shape, role) of each @train_step argument."""
     text = open(path).read()
@@ -28,8 +41,7 @@ def signature(path):
         dims = m.group(1).split("x")
         dtype = {"f32": np.float32, "i32": np.int32}[dims[-1]]
         shape = tuple(int(d) for d in dims[:-1])
-        role = re.search(r'gptc\.(param|state|input) = "([^"]*)"', m.group(2))
-        args.append((dtype, shape, role.group(2) if role else ""))
+        args.append((dtype, shape, role_name(m.group(2))))
     return args
 
 

@@ -4,8 +4,8 @@
 // alignment), one of the function's arguments (never in place: packed
 // around the call).
 shard.grid @mesh(shape = 2)
-func.func @forward(%x: tensor<5xf32> {gptc.input = "x"},
-                   %y: tensor<3x2xf32> {gptc.input = "y"})
+func.func @forward(%x: tensor<5xf32> {gptc.input = #gptc.input<graph "x">},
+                   %y: tensor<3x2xf32> {gptc.input = #gptc.input<graph "y">})
     -> (tensor<5xf32>, tensor<3x2xf32>, tensor<5xf32>, tensor<3x2xf32>) {
   %a = gptc.add %x, %x : tensor<5xf32>
   %b = gptc.add %y, %y : tensor<3x2xf32>

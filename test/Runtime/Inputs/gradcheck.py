@@ -48,7 +48,7 @@ def case(name, signature, body, result, width):
     """Wraps `body` (ending in %y of type `result`) into a loss:
     sum(linear(%y, %r)) with %r : tensor<1xWIDTHxf64>."""
     CASES[name] = f"""
-func.func @forward({signature}, %r: tensor<1x{width}xf64> {{gptc.input = "r"}}) -> tensor<f64> {{
+func.func @forward({signature}, %r: tensor<1x{width}xf64> {{gptc.input = #gptc.input<graph "r">}}) -> tensor<f64> {{
 {body}
   %proj = gptc.linear %y, %r : {result}, tensor<1x{width}xf64> -> {re.sub(r'x' + str(width) + 'xf64>$', 'x1xf64>', result)}
   %loss = gptc.reduce_sum %proj [{', '.join(str(i) for i in range(result.count('x')))}] : {re.sub(r'x' + str(width) + 'xf64>$', 'x1xf64>', result)} -> tensor<f64>
@@ -69,7 +69,7 @@ case("matmul", '%a: tensor<2x3x4xf64> {gptc.param = "a"}, %b: tensor<2x4x5xf64> 
   %s1 = gptc.add %c2, %c3 : tensor<2x3x5xf64>
   %s2 = gptc.gelu %s1 : tensor<2x3x5xf64>
   %y = gptc.add %s0, %s2 : tensor<2x3x5xf64>""", "tensor<2x3x5xf64>", 5)
-case("embedding", '%t: tensor<7x4xf64> {gptc.param = "table"}, %ids: tensor<2x3xi32> {gptc.input = "tokens"}',
+case("embedding", '%t: tensor<7x4xf64> {gptc.param = "table"}, %ids: tensor<2x3xi32> {gptc.input = #gptc.input<tokens>}',
      "  %y = gptc.embedding %ids, %t : tensor<2x3xi32>, tensor<7x4xf64> -> tensor<2x3x4xf64>", T2, 4)
 case("layer_norm", f'%x: {T2} {{gptc.param = "x"}}, %g: tensor<4xf64> {{gptc.param = "g"}}, %b: tensor<4xf64> {{gptc.param = "b"}}',
      f"  %y = gptc.layer_norm %x, %g, %b eps 1.0e-05 : {T2}, tensor<4xf64>, tensor<4xf64> -> {T2}", T2, 4)
@@ -135,12 +135,12 @@ CASE_STEP = {"cast": (1e-2, 1e-3)}
 
 # Cross-entropy is a loss itself: no projection.
 CASES["cross_entropy"] = """
-func.func @forward(%l: tensor<2x3x7xf64> {gptc.param = "logits"}, %y: tensor<2x3xi32> {gptc.input = "labels"}) -> tensor<f64> {
+func.func @forward(%l: tensor<2x3x7xf64> {gptc.param = "logits"}, %y: tensor<2x3xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f64> {
   %loss = gptc.cross_entropy %l, %y : tensor<2x3x7xf64>, tensor<2x3xi32> -> tensor<f64>
   return %loss : tensor<f64>
 }"""
 CASES["cross_entropy_ignore"] = """
-func.func @forward(%l: tensor<2x3x7xf64> {gptc.param = "logits"}, %y: tensor<2x3xi32> {gptc.input = "labels"}) -> tensor<f64> {
+func.func @forward(%l: tensor<2x3x7xf64> {gptc.param = "logits"}, %y: tensor<2x3xi32> {gptc.input = #gptc.input<labels>}) -> tensor<f64> {
   %loss = gptc.cross_entropy %l, %y ignore 3 : tensor<2x3x7xf64>, tensor<2x3xi32> -> tensor<f64>
   return %loss : tensor<f64>
 }"""
@@ -162,7 +162,7 @@ def signature(module_text):
         dtype, shape = dims[-1], [int(d) for d in dims[:-1]]
         attrs = a.group(2) or ""
         pm = re.search(r'gptc.param = "([^"]+)"', attrs)
-        im = re.search(r'gptc.input = "([^"]+)"', attrs)
+        im = re.search(r'gptc.input = #gptc.input<graph "([^">]+)"', attrs)
         args.append((pm.group(1) if pm else (im.group(1) if im else "?"), shape,
                      dtype, bool(pm), im.group(1) if im else None))
     return args

@@ -58,10 +58,18 @@ struct CudaKernelPlan {
   std::vector<std::string> users;
 };
 
+/// What a module's GPU image is: PTX text (assembly), a cubin (binary), a
+/// fatbin, or the virtual device's shared object for this CPU (host).
+enum class CudaImageFormat { Assembly, Binary, Fatbin, Host };
+/// "assembly", "bin", "fatbin" or "host".
+StringRef stringifyCudaImageFormat(CudaImageFormat format);
+/// The image a `GpuKernelLoweringPipelineOptions::format` asks for ("isa",
+/// "bin", "fatbin" or "host"), if any.
+std::optional<CudaImageFormat> cudaImageFormatOf(StringRef option);
+
 /// Every kernel of a module, for one GPU architecture.
 struct CudaKernels {
-  /// "isa" (PTX text), "bin" (cubin) or "fatbin".
-  std::string format;
+  CudaImageFormat format = CudaImageFormat::Assembly;
   /// The binary of all GPU functions; empty when the module has none.
   std::string image;
   std::vector<CudaKernelPlan> kernels;

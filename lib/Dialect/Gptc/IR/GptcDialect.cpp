@@ -144,6 +144,179 @@ std::optional<unsigned> ParallelAttr::findAxis(MeshAxisKind kind) const {
   return std::nullopt;
 }
 
+//===----------------------------------------------------------------------===//
+// Roles: gptc.input, gptc.output, gptc.state
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What a role kind carries besides itself.
+enum class RoleOperand { None, Name, Index };
+
+RoleOperand operandOf(InputKind kind) {
+  return kind == InputKind::Graph       ? RoleOperand::Name
+         : kind == InputKind::Cotangent ? RoleOperand::Index
+                                        : RoleOperand::None;
+}
+RoleOperand operandOf(OutputKind kind) {
+  return kind == OutputKind::Graph      ? RoleOperand::Name
+         : kind == OutputKind::Boundary ? RoleOperand::Index
+                                        : RoleOperand::None;
+}
+RoleOperand operandOf(StateKind kind) {
+  return kind == StateKind::MomentM || kind == StateKind::MomentV
+             ? RoleOperand::Name
+             : RoleOperand::None;
+}
+
+/// `<kind>`, `<kind "name">` or `<kind index>`.
+template <typename AttrT, typename KindT>
+Attribute parseRole(AsmParser &parser,
+                    std::optional<KindT> (*symbolize)(StringRef)) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef word;
+  if (parser.parseLess() || parser.parseKeyword(&word))
+    return {};
+  std::optional<KindT> kind = symbolize(word);
+  if (!kind) {
+    parser.emitError(loc, "unknown ")
+        << AttrT::getMnemonic() << " kind '" << word << "'";
+    return {};
+  }
+  StringAttr name;
+  int64_t index = -1;
+  switch (operandOf(*kind)) {
+  case RoleOperand::Name: {
+    std::string text;
+    if (parser.parseString(&text))
+      return {};
+    name = parser.getBuilder().getStringAttr(text);
+    break;
+  }
+  case RoleOperand::Index:
+    if (parser.parseInteger(index))
+      return {};
+    break;
+  case RoleOperand::None:
+    break;
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<AttrT>(loc, parser.getContext(), *kind, name, index);
+}
+
+template <typename KindT>
+void printRole(AsmPrinter &printer, KindT kind, StringAttr name,
+               int64_t index) {
+  printer << "<" << stringifyEnum(kind);
+  switch (operandOf(kind)) {
+  case RoleOperand::Name:
+    printer << " ";
+    printer.printString(name.getValue());
+    break;
+  case RoleOperand::Index:
+    printer << " " << index;
+    break;
+  case RoleOperand::None:
+    break;
+  }
+  printer << ">";
+}
+
+template <typename KindT>
+LogicalResult verifyRole(function_ref<InFlightDiagnostic()> emitError,
+                         StringRef what, KindT kind, StringAttr name,
+                         int64_t index) {
+  RoleOperand operand = operandOf(kind);
+  if ((operand == RoleOperand::Name) != bool(name))
+    return emitError() << what << " '" << stringifyEnum(kind) << "' "
+                       << (name ? "takes no name" : "needs a name");
+  if (operand == RoleOperand::Name && name.getValue().empty())
+    return emitError() << what << " '" << stringifyEnum(kind)
+                       << "' needs a non-empty name";
+  if ((operand == RoleOperand::Index) != (index >= 0))
+    return emitError() << what << " '" << stringifyEnum(kind) << "' "
+                       << (index >= 0 ? "takes no index"
+                                      : "needs an index of at least 0");
+  return success();
+}
+} // namespace
+
+Attribute InputAttr::parse(AsmParser &parser, Type) {
+  return parseRole<InputAttr, InputKind>(parser, symbolizeInputKind);
+}
+void InputAttr::print(AsmPrinter &printer) const {
+  printRole(printer, getKind(), getName(), getIndex());
+}
+LogicalResult InputAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                InputKind kind, StringAttr name,
+                                int64_t index) {
+  return verifyRole(emitError, "input", kind, name, index);
+}
+std::string InputAttr::str() const {
+  switch (getKind()) {
+  case InputKind::Cotangent:
+    return "pipeline.cot." + std::to_string(getIndex());
+  case InputKind::Graph:
+    return getName().str();
+  default:
+    return stringifyEnum(getKind()).str();
+  }
+}
+
+Attribute OutputAttr::parse(AsmParser &parser, Type) {
+  return parseRole<OutputAttr, OutputKind>(parser, symbolizeOutputKind);
+}
+void OutputAttr::print(AsmPrinter &printer) const {
+  printRole(printer, getKind(), getName(), getIndex());
+}
+LogicalResult OutputAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 OutputKind kind, StringAttr name,
+                                 int64_t index) {
+  return verifyRole(emitError, "output", kind, name, index);
+}
+std::string OutputAttr::str() const {
+  switch (getKind()) {
+  case OutputKind::Boundary:
+    return "pipeline.out." + std::to_string(getIndex());
+  case OutputKind::Graph:
+    return getName().str();
+  default:
+    return stringifyEnum(getKind()).str();
+  }
+}
+
+Attribute StateAttr::parse(AsmParser &parser, Type) {
+  return parseRole<StateAttr, StateKind>(parser, symbolizeStateKind);
+}
+void StateAttr::print(AsmPrinter &printer) const {
+  printRole(printer, getKind(), getName(), getIndex());
+}
+LogicalResult StateAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StateKind kind, StringAttr name,
+                                int64_t index) {
+  return verifyRole(emitError, "state", kind, name, index);
+}
+std::string StateAttr::str() const {
+  switch (getKind()) {
+  case StateKind::MomentM:
+    return "m:" + getName().str();
+  case StateKind::MomentV:
+    return "v:" + getName().str();
+  default:
+    return stringifyEnum(getKind()).str();
+  }
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               InitKind kind, APFloat std, APFloat value,
+                               int64_t rows) {
+  if (kind == InitKind::Normal && !(std.convertToDouble() > 0))
+    return emitError() << "a normal initializer needs std > 0";
+  if (rows < 0)
+    return emitError() << "rows must be at least 0, got " << rows;
+  return success();
+}
+
 OptimizerAttr mlir::gptc::getOptimizerConfig(Operation *module) {
   return GptcDialect::OptimizerAttrHelper(module->getContext()).getAttr(module);
 }
@@ -185,7 +358,47 @@ LogicalResult GptcDialect::verifyOperationAttribute(Operation *op,
   if (name == NanPolicyAttrHelper::getNameStr())
     return expect(isa<NanPolicyAttr>(attr.getValue()) && isa<ModuleOp>(op),
                   "a #gptc.nan_policy<stop|skip> attribute on the module");
+  if (name == TensorParallelAttrHelper::getNameStr())
+    return expect(isa<TensorParallelAttr>(attr.getValue()),
+                  "a #gptc.tensor_parallel<column|row|vocab> attribute");
   return success();
+}
+
+/// The role attributes of arguments and results must have their types: a
+/// string where `#gptc.input<...>` belongs is an error here, not a value
+/// the exporter silently gives no role.
+static LogicalResult verifyValueAttribute(Operation *op, NamedAttribute attr,
+                                          StringRef where) {
+  StringRef name = attr.getName().getValue();
+  auto expect = [&](bool ok, StringRef what) -> LogicalResult {
+    if (ok)
+      return success();
+    return op->emitError() << "'" << name << "' on " << where << " must be "
+                           << what << ", got " << attr.getValue();
+  };
+  Attribute value = attr.getValue();
+  if (name == GptcDialect::InputAttrHelper::getNameStr())
+    return expect(isa<InputAttr>(value), "a #gptc.input<...> attribute");
+  if (name == GptcDialect::OutputAttrHelper::getNameStr())
+    return expect(isa<OutputAttr>(value), "a #gptc.output<...> attribute");
+  if (name == GptcDialect::StateAttrHelper::getNameStr())
+    return expect(isa<StateAttr>(value), "a #gptc.state<...> attribute");
+  if (name == GptcDialect::InitAttrHelper::getNameStr())
+    return expect(isa<InitAttr>(value), "a #gptc.init<...> attribute");
+  return success();
+}
+
+LogicalResult GptcDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  return verifyValueAttribute(op, attr, "argument " + std::to_string(argIndex));
+}
+
+LogicalResult GptcDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  return verifyValueAttribute(op, attr,
+                              "result " + std::to_string(resultIndex));
 }
 
 Operation *GptcDialect::materializeConstant(OpBuilder &builder, Attribute value,

@@ -1167,14 +1167,15 @@ LogicalResult FusedGemmOp::verify() {
   if (failed(verifyRegionSignature(*this, block)))
     return failure();
   auto yield = cast<YieldOp>(block.getTerminator());
-  StringRef kind = getEpilogue();
+  GemmEpilogue kind = getEpilogue();
   auto form = [&](const Twine &what) {
-    return emitOpError("with epilogue '") << kind << "' expects " << what;
+    return emitOpError("with epilogue '")
+           << stringifyGemmEpilogue(kind) << "' expects " << what;
   };
   BodyCursor cursor(block);
   auto args = block.getArguments();
   SmallVector<Value> yields;
-  if (kind == "gelu_aux") {
+  if (kind == GemmEpilogue::GeluAux) {
     auto linear = cursor.take<LinearOp>();
     if (!linear || (args.size() != 2 && args.size() != 3) ||
         ValueRange(linear->getOperands()) != ValueRange(args))
@@ -1188,7 +1189,7 @@ LogicalResult FusedGemmOp::verify() {
       return form("gelu of the product (between exact casts to f32 and "
                   "back for 16-bit types)");
     yields = {act, pre};
-  } else if (kind == "dgelu" || kind == "dgelu_bgrad") {
+  } else if (kind == GemmEpilogue::DGelu || kind == GemmEpilogue::DGeluBGrad) {
     auto matmul = cursor.take<MatmulOp>();
     if (!matmul || args.size() != 3 ||
         ValueRange(matmul->getOperands()) != args.take_front(2) ||
@@ -1213,7 +1214,7 @@ LogicalResult FusedGemmOp::verify() {
       return form("gelu_grad of the third operand and the product (between "
                   "exact casts to f32 and back for 16-bit types)");
     yields = {d};
-    if (kind == "dgelu_bgrad") {
+    if (kind == GemmEpilogue::DGeluBGrad) {
       Value rows = d;
       if (auto view = cursor.take<ReshapeOp>(d))
         rows = view.getResult();
@@ -1227,7 +1228,8 @@ LogicalResult FusedGemmOp::verify() {
         return form("the gradient summed over every dimension but the last");
       yields.push_back(sum.getResult());
     }
-  } else if (kind == "bgrad") {
+  } else {
+    assert(kind == GemmEpilogue::BGrad && "a new epilogue needs its form");
     auto matmul = cursor.take<MatmulOp>();
     if (!matmul || args.size() != 2 ||
         ValueRange(matmul->getOperands()) != ValueRange(args) ||
@@ -1239,9 +1241,6 @@ LogicalResult FusedGemmOp::verify() {
     if (!sum || sum.getDimensions() != ArrayRef<int64_t>{0})
       return form("the first operand summed over dimension 0");
     yields = {matmul.getResult(), sum.getResult()};
-  } else {
-    return emitOpError("has an unknown epilogue '")
-           << kind << "' (gelu_aux, dgelu, dgelu_bgrad or bgrad)";
   }
   if (!cursor.done() || ValueRange(yield.getValues()) != ValueRange(yields))
     return form("the region to yield " + Twine(yields.size()) +

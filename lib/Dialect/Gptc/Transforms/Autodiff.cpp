@@ -76,7 +76,8 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
     if (failed(func.insertArgument(
             func.getNumArguments(), loss.getType(),
             b.getDictionaryAttr(b.getNamedAttr(
-                kInputAttrName, b.getStringAttr(kLossScaleName))),
+                kInputAttrName,
+                InputAttr::get(b.getContext(), InputKind::LossScale))),
             loss.getLoc())))
       return func.emitOpError("cannot take the loss scale as an argument");
     grads[loss] = body.getArguments().back();
@@ -147,7 +148,8 @@ static LogicalResult differentiate(func::FuncOp func, bool scaledSeed) {
                                          body.getArgumentTypes(), resultTypes));
   // The forward function's result attributes describe its one result.
   func.removeResAttrsAttr();
-  func.setResultAttr(0, kOutputAttrName, b.getStringAttr("loss"));
+  func.setResultAttr(0, kOutputAttrName,
+                     OutputAttr::get(b.getContext(), OutputKind::Loss));
   for (auto [i, name] : llvm::enumerate(names))
     func.setResultAttr(i + 1, kGradAttrName, name);
   return success();

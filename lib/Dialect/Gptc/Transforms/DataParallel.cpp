@@ -312,8 +312,8 @@ LogicalResult DataParallelRewriter::weightByTokens() {
   // 3. The loss: the sum of the ranks' weighted parts.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    auto role = step.getResultAttrOfType<StringAttr>(i, kOutputAttrName);
-    if (!role || role.getValue() != "loss")
+    auto role = step.getResultAttrOfType<OutputAttr>(i, kOutputAttrName);
+    if (!role || role.getKind() != OutputKind::Loss)
       continue;
     Value loss = ret.getOperand(i);
     b.setInsertionPoint(ret);

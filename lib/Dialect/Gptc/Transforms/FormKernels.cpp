@@ -238,14 +238,10 @@ struct GptcFormKernelsPass final
     // Never the blocks of kernels already formed or of GEMM calls with
     // their epilogues.
     SmallVector<Block *> blocks = getStepBlocks(func);
-    if (target != "cpu" && target != "cuda") {
-      func.emitOpError("gptc-form-kernels: unknown target '")
-          << target << "' (cpu or cuda)";
-      return signalPassFailure();
-    }
     int64_t counter = 0;
     for (Block *block : blocks)
-      formKernels(*block, func.getName(), counter, target == "cuda");
+      formKernels(*block, func.getName(), counter,
+                  target == KernelTarget::Cuda);
   }
 };
 } // namespace

@@ -62,7 +62,7 @@ namespace {
 /// operands (block arguments in order), what the region yields, and the
 /// outer ops to erase once unused.
 struct Chain {
-  StringRef epilogue;
+  GemmEpilogue epilogue = GemmEpilogue::GeluAux;
   SmallVector<Operation *> body;
   SmallVector<Value> inputs, yields;
   Operation *insertBefore = nullptr;
@@ -135,7 +135,7 @@ static bool matchGeluAux(LinearOp linear, Chain &chain) {
     body.push_back(narrow);
     act = narrow.getResult();
   }
-  chain.epilogue = "gelu_aux";
+  chain.epilogue = GemmEpilogue::GeluAux;
   chain.body = std::move(body);
   chain.inputs.assign(linear->operand_begin(), linear->operand_end());
   chain.yields = {act, pre};
@@ -228,7 +228,7 @@ static bool matchDgelu(GeluGradOp grad, Chain &chain) {
     body.push_back(sum);
     chain.yields.push_back(sum.getResult());
   }
-  chain.epilogue = sum ? "dgelu_bgrad" : "dgelu";
+  chain.epilogue = sum ? GemmEpilogue::DGeluBGrad : GemmEpilogue::DGelu;
   chain.body = std::move(body);
   chain.inputs = {matmul.getLhs(), matmul.getRhs(), pre};
   chain.insertBefore = last;
@@ -259,7 +259,7 @@ static bool matchBgrad(MatmulOp matmul, Chain &chain) {
   if (first == sum && rhsDef && rhsDef->getBlock() == block &&
       !rhsDef->isBeforeInBlock(sum))
     return false;
-  chain.epilogue = "bgrad";
+  chain.epilogue = GemmEpilogue::BGrad;
   chain.body = {matmul, sum};
   chain.inputs = {matmul.getLhs(), matmul.getRhs()};
   chain.yields = {matmul.getResult(), sum.getResult()};

@@ -95,8 +95,8 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
   BlockArgument seed;
   for (BlockArgument arg : source.getArguments()) {
     auto input =
-        fb.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttrName);
-    if (input && input.getValue() == kLossScaleName)
+        fb.getArgAttrOfType<InputAttr>(arg.getArgNumber(), kInputAttrName);
+    if (input && input.getKind() == InputKind::LossScale)
       seed = arg;
     else
       (fb.getArgAttr(arg.getArgNumber(), kParamAttrName) ? params : data)
@@ -162,14 +162,13 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
         fb.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttrName);
     if (DictionaryAttr attrs = fb.getArgAttrDict(p.getArgNumber()))
       step.setArgAttrs(i, attrs);
-    step.setArgAttr(n + i, kStateAttrName, b.getStringAttr("m:" + name.str()));
-    step.setArgAttr(2 * n + i, kStateAttrName,
-                    b.getStringAttr("v:" + name.str()));
+    auto m = StateAttr::get(ctx, StateKind::MomentM, name, -1);
+    auto v = StateAttr::get(ctx, StateKind::MomentV, name, -1);
+    step.setArgAttr(n + i, kStateAttrName, m);
+    step.setArgAttr(2 * n + i, kStateAttrName, v);
     step.setResultAttr(i, kParamAttrName, name);
-    step.setResultAttr(n + i, kStateAttrName,
-                       b.getStringAttr("m:" + name.str()));
-    step.setResultAttr(2 * n + i, kStateAttrName,
-                       b.getStringAttr("v:" + name.str()));
+    step.setResultAttr(n + i, kStateAttrName, m);
+    step.setResultAttr(2 * n + i, kStateAttrName, v);
     // A split parameter (tensor parallelism) has moments split alike.
     if (Attribute sharding = fb.getArgAttr(p.getArgNumber(), kShardingAttrName))
       for (unsigned at : {n + i, 2 * n + i}) {
@@ -178,24 +177,24 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
         step.setResultAttr(at, kShardingAttrName, sharding);
       }
   }
-  step.setArgAttr(3 * n, kInputAttrName, b.getStringAttr("step"));
+  step.setArgAttr(3 * n, kInputAttrName, InputAttr::get(ctx, InputKind::Step));
+  auto overflow = OutputAttr::get(ctx, OutputKind::Overflow);
   if (scaler) {
     // The scaler's state starts at the initial scale and zero counts.
-    StringRef names[] = {kLossScaleName, kGoodStepsName, kUpdatesName};
+    StateKind kinds[] = {StateKind::LossScale, StateKind::LossScaleGoodSteps,
+                         StateKind::OptimizerUpdates};
     for (unsigned k = 0; k < 3; ++k) {
-      step.setArgAttr(3 * n + 1 + k, kStateAttrName, b.getStringAttr(names[k]));
-      step.setResultAttr(3 * n + 3 + k, kStateAttrName,
-                         b.getStringAttr(names[k]));
+      auto state = StateAttr::get(ctx, kinds[k]);
+      step.setArgAttr(3 * n + 1 + k, kStateAttrName, state);
+      step.setResultAttr(3 * n + 3 + k, kStateAttrName, state);
     }
-    step.setArgAttr(
-        3 * n + 1, kInitAttrName,
-        b.getDictionaryAttr(
-            {b.getNamedAttr("kind", b.getStringAttr("constant")),
-             b.getNamedAttr("value", b.getF64FloatAttr(s.initialLossScale))}));
-    step.setResultAttr(3 * n + 6, kOutputAttrName, b.getStringAttr("overflow"));
+    step.setArgAttr(3 * n + 1, kInitAttrName,
+                    InitAttr::get(ctx, InitKind::Constant, APFloat(0.0),
+                                  APFloat(s.initialLossScale), 0));
+    step.setResultAttr(3 * n + 6, kOutputAttrName, overflow);
   }
   if (skipFlag)
-    step.setResultAttr(3 * n + 3, kOutputAttrName, b.getStringAttr("overflow"));
+    step.setResultAttr(3 * n + 3, kOutputAttrName, overflow);
   for (auto [i, d] : llvm::enumerate(data)) {
     if (DictionaryAttr attrs = fb.getArgAttrDict(d.getArgNumber()))
       step.setArgAttrs(firstData + i, attrs);
@@ -208,9 +207,12 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
                  "rows", b.getI64IntegerAttr(s.batchRows ? s.batchRows : rows)),
              b.getNamedAttr("microbatches", b.getI64IntegerAttr(A))}));
   }
-  step.setResultAttr(3 * n, kOutputAttrName, b.getStringAttr("loss"));
-  step.setResultAttr(3 * n + 1, kOutputAttrName, b.getStringAttr("grad_norm"));
-  step.setResultAttr(3 * n + 2, kOutputAttrName, b.getStringAttr("lr"));
+  step.setResultAttr(3 * n, kOutputAttrName,
+                     OutputAttr::get(ctx, OutputKind::Loss));
+  step.setResultAttr(3 * n + 1, kOutputAttrName,
+                     OutputAttr::get(ctx, OutputKind::GradNorm));
+  step.setResultAttr(3 * n + 2, kOutputAttrName,
+                     OutputAttr::get(ctx, OutputKind::LearningRate));
 
   // 4. The forward-backward computation: cloned as it is for one
   //    microbatch, or into a gptc.accumulate that runs it per microbatch

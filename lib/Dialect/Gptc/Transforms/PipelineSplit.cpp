@@ -209,7 +209,8 @@ void GptcPipelineSplitPass::runOnOperation() {
       Value total;
       for (auto [k, y] : llvm::enumerate(results)) {
         func.setArgAttr(i, kInputAttrName,
-                        builder.getStringAttr("pipeline.cot." + Twine(k)));
+                        InputAttr::get(builder.getContext(),
+                                       InputKind::Cotangent, StringAttr(), k));
         Value cot = entry->getArgument(i++);
         auto type = cast<RankedTensorType>(y.getType());
         auto row = RankedTensorType::get({1, type.getNumElements()},
@@ -229,8 +230,10 @@ void GptcPipelineSplitPass::runOnOperation() {
       for (unsigned k = 0; k < results.size(); ++k)
         func.setResultAttr(
             k, kOutputAttrName,
-            builder.getStringAttr(c + 1 < n ? "pipeline.out." + Twine(k)
-                                            : Twine("loss")));
+            c + 1 < n
+                ? OutputAttr::get(builder.getContext(), OutputKind::Boundary,
+                                  StringAttr(), k)
+                : OutputAttr::get(builder.getContext(), OutputKind::Loss));
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     symbols.insert(func);

@@ -24,6 +24,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 #include <set>
@@ -229,19 +230,33 @@ struct GptcPipelineVerifyPass
 };
 } // namespace
 
-/// What a chunk function's argument is.
-static std::pair<StringRef, StringRef> roleOf(func::FuncOp f, unsigned i) {
-  if (auto in = f.getArgAttrOfType<IntegerAttr>(i, kPipelineInAttrName))
-    return {"in", ""};
-  if (auto p = f.getArgAttrOfType<StringAttr>(i, kParamAttrName))
-    return {"param", p.getValue()};
-  if (auto d = f.getArgAttrOfType<StringAttr>(i, kInputAttrName)) {
-    StringRef name = d.getValue();
-    if (name.starts_with("pipeline.cot."))
-      return {"cot", name};
-    return {"data", name};
+namespace {
+/// What a chunk function's argument is: a parameter (by name), a data
+/// input (by its role), or a boundary value from the previous chunk (`In`)
+/// or the next one's gradient (`Cot`), by index.
+struct ChunkArg {
+  enum Kind { None, Param, Data, In, Cot } kind = None;
+  StringRef param;
+  InputAttr data;
+  int64_t index = -1;
+};
+} // namespace
+
+static ChunkArg roleOf(func::FuncOp f, unsigned i) {
+  ChunkArg arg;
+  if (auto in = f.getArgAttrOfType<IntegerAttr>(i, kPipelineInAttrName)) {
+    arg.kind = ChunkArg::In;
+    arg.index = in.getInt();
+  } else if (auto p = f.getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
+    arg.kind = ChunkArg::Param;
+    arg.param = p.getValue();
+  } else if (auto d = f.getArgAttrOfType<InputAttr>(i, kInputAttrName)) {
+    arg.kind =
+        d.getKind() == InputKind::Cotangent ? ChunkArg::Cot : ChunkArg::Data;
+    arg.data = d;
+    arg.index = d.getIndex();
   }
-  return {"", ""};
+  return arg;
 }
 
 void GptcPipelineSchedulePass::runOnOperation() {
@@ -289,9 +304,9 @@ void GptcPipelineSchedulePass::runOnOperation() {
   std::map<std::string, RankedTensorType> paramType;
   for (int64_t c = 0; c < n; ++c)
     for (unsigned i = 0; i < backward[c].getNumArguments(); ++i)
-      if (auto [role, name] = roleOf(backward[c], i); role == "param") {
-        holders[name.str()].insert(c % p);
-        paramType[name.str()] =
+      if (ChunkArg arg = roleOf(backward[c], i); arg.kind == ChunkArg::Param) {
+        holders[arg.param.str()].insert(c % p);
+        paramType[arg.param.str()] =
             cast<RankedTensorType>(backward[c].getArgument(i).getType());
       }
 
@@ -305,17 +320,18 @@ void GptcPipelineSchedulePass::runOnOperation() {
     // The arguments: the stage's parameters (first use), then each data
     // input of each microbatch.
     llvm::MapVector<StringRef, std::pair<Type, DictionaryAttr>> params;
-    llvm::SetVector<StringRef> dataNames;
-    std::map<StringRef, Type> dataType;
+    llvm::SetVector<InputAttr> dataNames;
+    llvm::DenseMap<InputAttr, Type> dataType;
     for (int64_t c = s; c < n; c += p)
       for (func::FuncOp f : {forward[c], backward[c]})
         for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-          auto [role, name] = roleOf(f, i);
-          if (role == "param" && !params.count(name))
-            params[name] = {f.getArgument(i).getType(), f.getArgAttrDict(i)};
-          if (role == "data") {
-            dataNames.insert(name);
-            dataType[name] = f.getArgument(i).getType();
+          ChunkArg arg = roleOf(f, i);
+          if (arg.kind == ChunkArg::Param && !params.count(arg.param))
+            params[arg.param] = {f.getArgument(i).getType(),
+                                 f.getArgAttrDict(i)};
+          if (arg.kind == ChunkArg::Data) {
+            dataNames.insert(arg.data);
+            dataType[arg.data] = f.getArgument(i).getType();
           }
         }
     SmallVector<Type> argTypes;
@@ -325,10 +341,10 @@ void GptcPipelineSchedulePass::runOnOperation() {
       argAttrs.push_back(typeAndAttrs.second);
     }
     for (int64_t i = 0; i < microbatches; ++i)
-      for (StringRef name : dataNames) {
+      for (InputAttr name : dataNames) {
         argTypes.push_back(dataType[name]);
         argAttrs.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr(kInputAttrName, b.getStringAttr(name)),
+            {b.getNamedAttr(kInputAttrName, name),
              b.getNamedAttr(kMicrobatchAttrName, b.getI64IntegerAttr(i))}));
       }
     auto func = func::FuncOp::create(b, loc, "stage" + std::to_string(s),
@@ -341,7 +357,7 @@ void GptcPipelineSchedulePass::runOnOperation() {
     std::map<StringRef, Value> paramValue;
     for (auto [k, entry] : llvm::enumerate(params))
       paramValue[entry.first] = body->getArgument(k);
-    auto dataValue = [&](int64_t i, StringRef name) {
+    auto dataValue = [&](int64_t i, InputAttr name) {
       auto k = static_cast<unsigned>(llvm::find(dataNames, name) -
                                      dataNames.begin());
       return body->getArgument(params.size() + i * dataNames.size() + k);
@@ -363,20 +379,15 @@ void GptcPipelineSchedulePass::runOnOperation() {
     auto operandsOf = [&](func::FuncOp f, int64_t i, int64_t c,
                           SmallVectorImpl<Value> &out) -> LogicalResult {
       for (unsigned a = 0; a < f.getNumArguments(); ++a) {
-        auto [role, name] = roleOf(f, a);
-        if (role == "param") {
-          out.push_back(paramValue.at(name));
-        } else if (role == "data") {
-          out.push_back(dataValue(i, name));
-        } else if (role == "in" || role == "cot") {
-          auto &from = role == "in" ? acts : cots;
-          int64_t k = -1;
-          if (role == "in")
-            k = f.getArgAttrOfType<IntegerAttr>(a, kPipelineInAttrName)
-                    .getInt();
-          else if (name.drop_front(strlen("pipeline.cot.")).getAsInteger(10, k))
-            return f.emitOpError("argument ")
-                   << a << " names a cotangent without an index: " << name;
+        ChunkArg arg = roleOf(f, a);
+        if (arg.kind == ChunkArg::Param) {
+          out.push_back(paramValue.at(arg.param));
+        } else if (arg.kind == ChunkArg::Data) {
+          out.push_back(dataValue(i, arg.data));
+        } else if (arg.kind == ChunkArg::In || arg.kind == ChunkArg::Cot) {
+          auto &from = arg.kind == ChunkArg::In ? acts : cots;
+          StringRef role = arg.kind == ChunkArg::In ? "in" : "cot";
+          int64_t k = arg.index;
           auto it = from.find({i, c});
           if (it == from.end() || k < 0 ||
               k >= static_cast<int64_t>(it->second.size()))
@@ -453,11 +464,19 @@ void GptcPipelineSchedulePass::runOnOperation() {
         auto call = func::CallOp::create(ib, loc, backward[c], operands);
         tag(call, i, std::nullopt, false);
         SmallVector<Value> inGrads;
+        // The received values are differentiated as parameters are; their
+        // gradients go back to the previous chunk.
+        llvm::StringSet<> received;
+        for (unsigned a = 0; a < backward[c].getNumArguments(); ++a)
+          if (ChunkArg arg = roleOf(backward[c], a); arg.kind == ChunkArg::In)
+            if (auto p =
+                    backward[c].getArgAttrOfType<StringAttr>(a, kParamAttrName))
+              received.insert(p.getValue());
         for (unsigned r = 0; r < backward[c].getNumResults(); ++r) {
           Value result = call.getResult(r);
-          if (auto out = backward[c].getResultAttrOfType<StringAttr>(
+          if (auto out = backward[c].getResultAttrOfType<OutputAttr>(
                   r, kOutputAttrName);
-              out && out.getValue() == "loss") {
+              out && out.getKind() == OutputKind::Loss) {
             if (c + 1 == n) {
               loss = loss ? AddOp::create(ib, loc, loss, result).getResult()
                           : result;
@@ -469,7 +488,7 @@ void GptcPipelineSchedulePass::runOnOperation() {
           if (!g)
             continue;
           StringRef name = g.getValue();
-          if (name.starts_with("pipeline.in.")) {
+          if (received.contains(name)) {
             inGrads.push_back(result);
           } else {
             Value &acc = grads[name];
@@ -544,8 +563,8 @@ void GptcPipelineSchedulePass::runOnOperation() {
     }
     if (loss) {
       results.push_back(loss);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(kOutputAttrName, b.getStringAttr("loss"))));
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+          kOutputAttrName, OutputAttr::get(ctx, OutputKind::Loss))));
     }
     func::ReturnOp::create(ib, loc, results);
     SmallVector<Type> resultTypes;

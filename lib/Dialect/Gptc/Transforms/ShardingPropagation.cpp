@@ -343,24 +343,25 @@ LogicalResult Propagation::defaultSeeds() {
 void Propagation::writeRoles() {
   Builder b(func.getContext());
   for (Operation &op : func.getBody().front()) {
-    StringRef role;
+    std::optional<TensorParallel> role;
     if (auto linear = dyn_cast<LinearOp>(op)) {
       Layout w = *get(linear.getWeight());
       if (w == Layout::split(1))
-        role = "row";
+        role = TensorParallel::Row;
       else if (w == Layout::split(0))
         role = llvm::all_of(linear.getResult().getUsers(),
                             [](Operation *u) { return isa<CrossEntropyOp>(u); })
-                   ? "vocab"
-                   : "column";
+                   ? TensorParallel::Vocab
+                   : TensorParallel::Column;
     } else if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
       if (get(embedding.getTable())->isSplit())
-        role = "vocab";
+        role = TensorParallel::Vocab;
     }
-    if (role.empty())
+    if (!role)
       op.removeAttr(kTensorParallelAttrName);
     else
-      op.setAttr(kTensorParallelAttrName, b.getStringAttr(role));
+      op.setAttr(kTensorParallelAttrName,
+                 TensorParallelAttr::get(b.getContext(), *role));
   }
 }
 

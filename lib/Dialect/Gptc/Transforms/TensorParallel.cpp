@@ -346,26 +346,29 @@ LogicalResult TensorParallelRewriter::run() {
   Block &body = func.getBody().front();
   for (Operation &op : llvm::make_early_inc_range(body)) {
     if (auto linear = dyn_cast<LinearOp>(op)) {
-      auto role = linear->getAttrOfType<StringAttr>(kTensorParallelAttrName);
-      if (role && role.getValue() == "column") {
-        if (failed(column(linear)))
-          return failure();
-        continue;
-      }
-      if (role && role.getValue() == "row") {
-        if (failed(row(linear)))
-          return failure();
-        continue;
-      }
-      if (role && role.getValue() == "vocab") {
-        if (failed(vocabHead(linear)))
+      if (auto role = linear->getAttrOfType<TensorParallelAttr>(
+              kTensorParallelAttrName)) {
+        LogicalResult done = success();
+        switch (role.getValue()) {
+        case TensorParallel::Column:
+          done = column(linear);
+          break;
+        case TensorParallel::Row:
+          done = row(linear);
+          break;
+        case TensorParallel::Vocab:
+          done = vocabHead(linear);
+          break;
+        }
+        if (failed(done))
           return failure();
         continue;
       }
     }
     if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
-      auto role = embedding->getAttrOfType<StringAttr>(kTensorParallelAttrName);
-      if (role && role.getValue() == "vocab") {
+      auto role =
+          embedding->getAttrOfType<TensorParallelAttr>(kTensorParallelAttrName);
+      if (role && role.getValue() == TensorParallel::Vocab) {
         if (failed(vocabEmbedding(embedding)))
           return failure();
         continue;

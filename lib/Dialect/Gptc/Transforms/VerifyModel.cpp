@@ -7,8 +7,9 @@
 // States, in one place, the convention every later pass relies on:
 //
 //   func.func @forward(<params: float tensors, gptc.param = "name">...,
-//                      %tokens {gptc.input = "tokens"},
-//                      %labels {gptc.input = "labels"}) -> tensor<f32>
+//                      %tokens {gptc.input = #gptc.input<tokens>},
+//                      %labels {gptc.input = #gptc.input<labels>}) ->
+//                      tensor<f32>
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +37,7 @@ static LogicalResult verifyForward(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto param = func.getArgAttrOfType<StringAttr>(i, kParamAttrName);
-    auto input = func.getArgAttrOfType<StringAttr>(i, kInputAttrName);
+    auto input = func.getArgAttrOfType<InputAttr>(i, kInputAttrName);
     Location loc = arg.getLoc();
     if (param && input) {
       ok = false;
@@ -65,18 +66,19 @@ static LogicalResult verifyForward(func::FuncOp func) {
       }
       continue;
     }
-    if (input &&
-        (input.getValue() == "tokens" || input.getValue() == "labels")) {
-      bool &seen = input.getValue() == "tokens" ? seenTokens : seenLabels;
+    if (input && (input.getKind() == InputKind::Tokens ||
+                  input.getKind() == InputKind::Labels)) {
+      bool &seen =
+          input.getKind() == InputKind::Tokens ? seenTokens : seenLabels;
       if (seen) {
         ok = false;
-        emitError(loc) << "more than one '" << input.getValue() << "' input";
+        emitError(loc) << "more than one '" << input.str() << "' input";
       }
       seen = true;
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!type || !type.getElementType().isSignlessInteger()) {
         ok = false;
-        emitError(loc) << "input '" << input.getValue()
+        emitError(loc) << "input '" << input.str()
                        << "' must be an integer tensor";
       }
       continue;

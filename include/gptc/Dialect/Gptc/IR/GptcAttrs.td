@@ -212,4 +212,160 @@ def Gptc_ParallelAttr : Gptc_Attr<"Parallel", "parallel"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// What a function's arguments and results hold
+//===----------------------------------------------------------------------===//
+
+def Gptc_InputKind : I32EnumAttr<"InputKind", "a data input of a step", [
+    I32EnumAttrCase<"Tokens", 0, "tokens">,
+    I32EnumAttrCase<"Labels", 1, "labels">,
+    I32EnumAttrCase<"Step", 2, "step">,
+    I32EnumAttrCase<"LossScale", 3, "loss_scale">,
+    I32EnumAttrCase<"Cotangent", 4, "cotangent">,
+    I32EnumAttrCase<"Graph", 5, "graph">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_OutputKind : I32EnumAttr<"OutputKind", "a result of a step", [
+    I32EnumAttrCase<"Loss", 0, "loss">,
+    I32EnumAttrCase<"GradNorm", 1, "grad_norm">,
+    I32EnumAttrCase<"LearningRate", 2, "lr">,
+    I32EnumAttrCase<"Overflow", 3, "overflow">,
+    I32EnumAttrCase<"Boundary", 4, "boundary">,
+    I32EnumAttrCase<"Graph", 5, "graph">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_StateKind : I32EnumAttr<"StateKind",
+    "optimizer state a training step carries", [
+    I32EnumAttrCase<"MomentM", 0, "m">,
+    I32EnumAttrCase<"MomentV", 1, "v">,
+    I32EnumAttrCase<"LossScale", 2, "loss_scale">,
+    I32EnumAttrCase<"LossScaleGoodSteps", 3, "loss_scale_good_steps">,
+    I32EnumAttrCase<"OptimizerUpdates", 4, "optimizer_updates">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+/// The role attributes `gptc.input`, `gptc.output` and `gptc.state`: a kind,
+/// and for some kinds the parameter or graph value's name or an index,
+/// written `<kind>`, `<kind "name">` or `<kind index>`.
+class Gptc_RoleAttr<string name, string attrMnemonic, EnumAttrInfo kindEnum>
+    : AttrDef<Gptc_Dialect, name> {
+  let mnemonic = attrMnemonic;
+  let parameters = (ins
+    EnumParameter<kindEnum>:$kind,
+    DefaultValuedParameter<"::mlir::StringAttr", "::mlir::StringAttr()">:$name,
+    DefaultValuedParameter<"int64_t", "-1">:$index
+  );
+  let builders = [
+    AttrBuilder<(ins !strconcat("::mlir::gptc::", kindEnum.className):$kind), [{
+      return $_get($_ctxt, kind, ::mlir::StringAttr(), -1);
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The value's name in the artifact and in messages (`tokens`,
+    /// `m:wte`, `pipeline.cot.0`, a graph value's own name).
+    std::string str() const;
+  }];
+}
+
+def Gptc_InputAttr : Gptc_RoleAttr<"Input", "input", Gptc_InputKind> {
+  let summary = "A data input of a step (`gptc.input`)";
+  let description = [{
+    `#gptc.input<tokens>`, `<labels>`, `<step>` (the optimizer's step
+    number), `<loss_scale>` (fp16's scale seeding the backward),
+    `<cotangent k>` (a pipeline chunk's backward: the gradient of its k-th
+    boundary output) or `<graph "name">` (an imported graph's input before
+    it is recognized).
+  }];
+}
+
+def Gptc_OutputAttr : Gptc_RoleAttr<"Output", "output", Gptc_OutputKind> {
+  let summary = "A result of a step (`gptc.output`)";
+  let description = [{
+    `#gptc.output<loss>`, `<grad_norm>`, `<lr>`, `<overflow>`,
+    `<boundary k>` (a pipeline chunk's k-th value for the next chunk) or
+    `<graph "name">` (an imported graph's output).
+  }];
+}
+
+def Gptc_StateAttr : Gptc_RoleAttr<"State", "state", Gptc_StateKind> {
+  let summary = "Optimizer state of @train_step (`gptc.state`)";
+  let description = [{
+    `#gptc.state<m "wte">` and `<v "wte">` (AdamW's moments of a
+    parameter), `<loss_scale>`, `<loss_scale_good_steps>` and
+    `<optimizer_updates>` (fp16's dynamic loss scaling).
+  }];
+}
+
+def Gptc_InitKind : I32EnumAttr<"InitKind", "how a parameter starts", [
+    I32EnumAttrCase<"Zeros", 0, "zeros">, I32EnumAttrCase<"Ones", 1, "ones">,
+    I32EnumAttrCase<"Normal", 2, "normal">,
+    I32EnumAttrCase<"Constant", 3, "constant">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_InitAttr : Gptc_Attr<"Init", "init"> {
+  let summary = "A parameter's initializer (`gptc.init`)";
+  let description = [{
+    `#gptc.init<kind = normal, std = 0.02>`, `<kind = zeros>`,
+    `<kind = ones>` or `<kind = constant, value = 1024.0>`; `rows` (when
+    not 0) initializes only the first rows (a padded vocabulary's real
+    tokens) and leaves the rest zero.
+  }];
+  let parameters = (ins
+    EnumParameter<Gptc_InitKind>:$kind,
+    Gptc_F64Parameter<"0.0">:$std,
+    Gptc_F64Parameter<"0.0">:$value,
+    DefaultValuedParameter<"int64_t", "0">:$rows
+  );
+}
+
+//===----------------------------------------------------------------------===//
+// Op annotations
+//===----------------------------------------------------------------------===//
+
+def Gptc_TensorParallel : I32EnumAttr<"TensorParallel",
+    "how tensor parallelism splits a layer", [
+    I32EnumAttrCase<"Column", 0, "column">, I32EnumAttrCase<"Row", 1, "row">,
+    I32EnumAttrCase<"Vocab", 2, "vocab">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_TensorParallelAttr
+    : EnumAttr<Gptc_Dialect, Gptc_TensorParallel, "tensor_parallel"> {
+  let summary = "A layer's tensor-parallel split (`gptc.tensor_parallel`)";
+  let description = [{
+    On a `gptc.linear`: `column` (output features split) or `row` (input
+    features split, partial sums); on a `gptc.embedding` or the head:
+    `vocab`. Written by `gptc-sharding-propagation`, read by
+    `gptc-tensor-parallel`: `gptc.tensor_parallel =
+    #gptc.tensor_parallel<column>`.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Gptc_KernelTarget : I32EnumAttr<"KernelTarget",
+    "the code generation gptc.kernel regions are formed for", [
+    I32EnumAttrCase<"Cpu", 0, "cpu">, I32EnumAttrCase<"Cuda", 1, "cuda">]> {
+  let cppNamespace = "::mlir::gptc";
+  let genSpecializedAttr = 0;
+}
+
+def Gptc_GemmEpilogue : I32EnumAttr<"GemmEpilogue",
+    "the GEMM library form a gptc.fused_gemm is", [
+    I32EnumAttrCase<"GeluAux", 0, "gelu_aux">,
+    I32EnumAttrCase<"DGelu", 1, "dgelu">,
+    I32EnumAttrCase<"DGeluBGrad", 2, "dgelu_bgrad">,
+    I32EnumAttrCase<"BGrad", 3, "bgrad">]> {
+  let cppNamespace = "::mlir::gptc";
+}
+
 #endif // GPTC_DIALECT_GPTC_IR_GPTCATTRS_TD

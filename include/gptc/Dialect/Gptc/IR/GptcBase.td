@@ -40,6 +40,8 @@ def Gptc_Dialect : Dialect {
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 
   // The attributes gptc's passes put on ops, functions and their arguments
   // and results: one name for each (`gptc.<name>`), read and written
@@ -47,11 +49,11 @@ def Gptc_Dialect : Dialect {
   let discardableAttrs = (ins
     // Function arguments and results: what each holds for the caller.
     "::mlir::StringAttr":$param,
-    "::mlir::StringAttr":$input,
-    "::mlir::StringAttr":$output,
-    "::mlir::StringAttr":$state,
+    "::mlir::gptc::InputAttr":$input,
+    "::mlir::gptc::OutputAttr":$output,
+    "::mlir::gptc::StateAttr":$state,
     "::mlir::StringAttr":$grad,
-    "::mlir::DictionaryAttr":$init,
+    "::mlir::gptc::InitAttr":$init,
     "::mlir::UnitAttr":$embedding_table,
     "::mlir::DictionaryAttr":$batch,
     "::mlir::DictionaryAttr":$sharding,
@@ -64,7 +66,7 @@ def Gptc_Dialect : Dialect {
     "::mlir::gptc::NanPolicyAttr":$nan_policy,
     "::mlir::StringAttr":$plan,
     // Op annotations.
-    "::mlir::StringAttr":$tensor_parallel,
+    "::mlir::gptc::TensorParallelAttr":$tensor_parallel,
     "::mlir::IntegerAttr":$vocab_size,
     "::mlir::UnitAttr":$rematerialize,
     "::mlir::DenseI64ArrayAttr":$offsets,

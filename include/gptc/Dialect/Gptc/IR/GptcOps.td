@@ -644,21 +644,21 @@ def Gptc_FusedGemmOp : Gptc_Op<"fused_gemm", [
     block arguments (and the bias, for a linear). The forms, as
     `gptc-fuse-gemm-epilogues` builds them:
 
-    - `"gelu_aux"`: `pre = linear(x, w [, b])`, `act = gelu(pre)` (in
+    - `gelu_aux`: `pre = linear(x, w [, b])`, `act = gelu(pre)` (in
       f32 when `pre` is 16-bit, between exact casts, as the unfused
       program computes it); yields `act, pre`: the activation and the GELU
       input that the backward pass keeps (cuBLASLt `GELU_AUX[_BIAS]`).
-    - `"dgelu"` / `"dgelu_bgrad"`: operands `lhs, rhs, pre`; `g =
+    - `dgelu` / `dgelu_bgrad`: operands `lhs, rhs, pre`; `g =
       matmul(lhs, rhs)` viewed in `pre`'s shape, `d = gelu_grad(pre, g)`
       (in f32 for 16-bit values); yields `d` and, with `_bgrad`, its sum
       over every dimension but the last: the bias gradient of the layer
       whose output `pre` is (cuBLASLt `DGELU[_BGRAD]`).
-    - `"bgrad"`: `dw = matmul(dy, x) transpose_lhs`, `db = reduce_sum(dy,
+    - `bgrad`: `dw = matmul(dy, x) transpose_lhs`, `db = reduce_sum(dy,
       [0])`: a weight gradient and the bias gradient read from the same
       operand (cuBLASLt `BGRADB`).
 
     ```mlir
-    %a, %h = gptc.fused_gemm "gelu_aux" (%x, %w, %b)
+    %a, %h = gptc.fused_gemm gelu_aux (%x, %w, %b)
         : (tensor<1024x64xf32>, tensor<256x64xf32>, tensor<256xf32>)
         -> (tensor<1024x256xf32>, tensor<1024x256xf32>) {
     ^bb0(%x0: tensor<1024x64xf32>, %w0: tensor<256x64xf32>, %b0: tensor<256xf32>):
@@ -668,7 +668,7 @@ def Gptc_FusedGemmOp : Gptc_Op<"fused_gemm", [
     }
     ```
   }];
-  let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs, StrAttr:$epilogue);
+  let arguments = (ins Variadic<Gptc_AnyTensor>:$inputs, Gptc_GemmEpilogue:$epilogue);
   let results = (outs Variadic<Gptc_AnyTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

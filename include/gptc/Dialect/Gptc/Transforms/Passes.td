@@ -16,7 +16,7 @@ def GptcModelStatsPass
     Counts, for every function whose arguments carry `gptc.param`, the
     parameters (the elements of those arguments), the forward FLOPs (the sum
     of `CostModelOpInterface::getFlopCount` over its ops) and the tokens of
-    one batch (the elements of the argument marked `gptc.input = "tokens"`),
+    one batch (the elements of the argument marked `gptc.input = #gptc.input<tokens>`),
     and reports them as a remark on the function:
 
     ```
@@ -56,7 +56,7 @@ def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
 
     ```mlir
     func.func @forward_backward(%w: tensor<8x4xf32> {gptc.param = "w"}, ...)
-        -> (tensor<f32> {gptc.output = "loss"},
+        -> (tensor<f32> {gptc.output = #gptc.output<loss>},
             tensor<8x4xf32> {gptc.grad = "w"})
     ```
     The backward ops follow the forward ones in reverse order, seeded with
@@ -67,7 +67,7 @@ def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
     gradient. The forward function is left unchanged, for evaluation.
 
     Under `gptc.precision = #gptc.precision<fp16>` (dynamic loss scaling)
-    the seed is a new last argument `{gptc.input = "loss_scale"}`: the gradients are
+    the seed is a new last argument `{gptc.input = #gptc.input<loss_scale>}`: the gradients are
     those of the loss times the scale, so that small fp16 gradients do not
     flush to zero. The loss returned is the unscaled one.
   }];
@@ -97,7 +97,8 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
     Weight decay applies to parameters of rank >= 2, except the embedding
     tables (`gptc.embedding_table`) unless `decay_embeddings` is set; each
     `gptc.adamw` shows the decay it uses. Moments are named
-    `gptc.state = "m:<param>"` / `"v:<param>"`.
+    `gptc.state = #gptc.state<m "<param>">` / `#gptc.state<v "<param>">`
+    (in the artifact, `m:<param>` and `v:<param>`).
 
     Gradient accumulation (`accumulation_steps` = A > 1 in the settings):
     the data inputs hold A microbatches stacked on dimension 0; the step
@@ -117,13 +118,13 @@ def GptcOptimizerPass : Pass<"gptc-optimizer", "mlir::ModuleOp"> {
     with `max` over the grid, is the overflow flag that makes every
     `gptc.adamw` skip; `gptc.clip_scale ... loss_scale` unscales;
     `gptc.loss_scale_update` gives the next state, returned after `lr`
-    with the flag (`gptc.output = "overflow"`).
+    with the flag (`gptc.output = #gptc.output<overflow>`).
 
     `gptc.nan_policy = #gptc.nan_policy<skip>` on the module (the
     description's `nan_policy: SKIP`): without a loss scaler too, `gptc.found_inf` of the
     gradient norm, all-reduced with `max` over the grid, makes every
     `gptc.adamw` skip, and the flag is returned after `lr`
-    (`gptc.output = "overflow"`); the runtime reports the skipped step.
+    (`gptc.output = #gptc.output<overflow>`); the runtime reports the skipped step.
   }];
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect",
                            "::mlir::shard::ShardDialect"];
@@ -146,9 +147,10 @@ def GptcPipelineSplitPass : Pass<"gptc-pipeline-split", "mlir::ModuleOp"> {
     cross its incoming boundary (`gptc.pipeline_in = k`, also marked as
     `gptc.param = "pipeline.in.<k>"` so that autodiff differentiates with
     respect to them), and returning the values that cross its outgoing
-    boundary (the last chunk: the loss). For every chunk but the last,
+    boundary (`gptc.output = #gptc.output<boundary k>`; the last chunk:
+    the loss). For every chunk but the last,
     `@chunk<c>_objective` takes a cotangent per output
-    (`gptc.input = "pipeline.cot.<k>"`) and returns the sum of the
+    (`gptc.input = #gptc.input<cotangent k>`) and returns the sum of the
     outputs' dot products with them, a scalar whose gradient is the
     chunk's vector-Jacobian product: gptc-autodiff on it (or on the last
     chunk) gives the backward a pipeline stage runs. A tied parameter
@@ -278,7 +280,8 @@ def GptcShardingPropagationPass
     larger than 1, decides how every value of `@forward` sits on it (whole,
     or split into equal blocks along one dimension) and writes the
     decision for each layer gptc-tensor-parallel partitions:
-    `gptc.tensor_parallel = "column"`, `"row"` or `"vocab"`.
+    `gptc.tensor_parallel = #gptc.tensor_parallel<column>`, `<row>` or
+    `<vocab>`.
 
     **Seeds** are upstream annotations on values of `@forward` (usually
     parameters), over the tensor axis only:
@@ -656,7 +659,7 @@ def GptcFuseGemmEpiloguesPass
     %h = gptc.linear %x, %w, %b : ... -> tensor<1024x256xf32>
     %a = gptc.gelu %h : tensor<1024x256xf32>
     // becomes
-    %a, %h = gptc.fused_gemm "gelu_aux" (%x, %w, %b) : (...) -> (...) {
+    %a, %h = gptc.fused_gemm gelu_aux (%x, %w, %b) : (...) -> (...) {
       ...
     }
     ```
@@ -701,9 +704,14 @@ def GptcFormKernelsPass
     ```
   }];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "The target whose code generation the kernels are for: cpu "
-           "(elementwise chains) or cuda (every op the GPU target maps)">
+    Option<"target", "target", "::mlir::gptc::KernelTarget",
+           /*default=*/"::mlir::gptc::KernelTarget::Cpu",
+           "The target whose code generation the kernels are for",
+           [{::llvm::cl::values(
+               clEnumValN(::mlir::gptc::KernelTarget::Cpu, "cpu",
+                          "elementwise chains"),
+               clEnumValN(::mlir::gptc::KernelTarget::Cuda, "cuda",
+                          "every op the GPU target maps"))}]>
   ];
 }
 
