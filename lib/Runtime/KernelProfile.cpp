@@ -448,3 +448,38 @@ bool gptc::runtime::writeKernelProfile(
   }
   return true;
 }
+
+void KernelTimes::reset(const program::Function &f) {
+  function = &f;
+  seconds.assign(f.kernels_size(), 0.0);
+  calls.assign(f.kernels_size(), 0);
+  bodies.clear();
+}
+
+void KernelTimes::add(int index, double s) {
+  if (!function)
+    return;
+  seconds[index] += s;
+  ++calls[index];
+}
+
+double KernelTimes::totalSeconds() const {
+  double sum = 0;
+  for (double s : seconds)
+    sum += s;
+  for (const KernelTimes *body : bodies)
+    sum += body->totalSeconds();
+  return sum;
+}
+
+std::vector<KernelTime> KernelTimes::kernels() const {
+  std::vector<KernelTime> out;
+  for (size_t i = 0; i < seconds.size(); ++i)
+    if (calls[i])
+      out.push_back({function, static_cast<int>(i), seconds[i], calls[i]});
+  for (const KernelTimes *body : bodies) {
+    std::vector<KernelTime> inner = body->kernels();
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}

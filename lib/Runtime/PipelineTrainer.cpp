@@ -119,6 +119,8 @@ struct PipelineTrainer::Impl {
 
   bool bind(const program::Function &f, ChunkFunction &out, bool backwardFn,
             std::string &error);
+  /// The timeline of the current train call (null: none).
+  TraceRecorder *trace = nullptr;
   /// The parameters and moments are new host tensors (initialized or
   /// loaded): a device backend keeps them, and the gradients, in its
   /// memory from now on. The chunks read the parameters there and write
@@ -422,14 +424,37 @@ std::string PipelineTrainer::device() const {
   return impl->backend->describe();
 }
 
-bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
-                            std::string &error) {
+int64_t PipelineTrainer::batchRows() const {
+  return impl->options.batch * impl->micro * impl->replicas;
+}
+
+Communicator *PipelineTrainer::communicator() const { return impl->comm; }
+
+bool PipelineTrainer::beginSteps(int64_t, int64_t, TraceRecorder *trace,
+                                 std::string &) {
+  Impl &I = *impl;
+  I.trace = trace;
+  for (auto *fns : {&I.forward, &I.backward})
+    for (auto &[c, f] : *fns)
+      f.runner->setTrace(trace);
+  return true;
+}
+
+void PipelineTrainer::endSteps() {
+  Impl &I = *impl;
+  for (auto *fns : {&I.forward, &I.backward})
+    for (auto &[c, f] : *fns)
+      f.runner->setTrace(nullptr);
+  I.trace = nullptr;
+}
+
+bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
+                              StepResult &result, std::string &error) {
   Impl &I = *impl;
   const TrainOptions &o = I.options;
-  // The step's batch: this replica's rows (contiguous), in microbatches.
-  int64_t T = o.seqLen, mb = o.batch, rows = mb * I.micro,
-          batch = rows * I.replicas;
-  Tensor tokens(program::I32, {batch, T}), labels(program::I32, {batch, T});
+  TraceRecorder *trace = I.trace;
+  // This replica's rows of the step's batch (contiguous), in microbatches.
+  int64_t T = o.seqLen, mb = o.batch, rows = mb * I.micro;
   auto microView = [&](Tensor &whole, int64_t i) {
     return Tensor::view(program::I32, {mb, T},
                         whole.raw() +
@@ -439,25 +464,6 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
   std::vector<int64_t> stageAxes{I.ppAxis}, normAxes = I.normAxes(), allAxes;
   for (int64_t a = 0; a < static_cast<int64_t>(grid.size()); ++a)
     allAxes.push_back(a);
-  bool writer = I.comm->rank() == 0;
-  int64_t first = step, last = o.steps;
-  int64_t stop = o.stopAfter >= 0 ? std::min(o.stopAfter, last) : last;
-  Progress progress(log, writer, first, stop, last, batch * T, o.logInterval,
-                    o.liveProgress, false);
-  if (!o.dumpDir.empty()) {
-    ::mkdir(o.dumpDir.c_str(), 0755);
-    if (!progress.openTable(o.dumpDir + "/steps.tsv", error))
-      return false;
-  }
-  // The timeline (--trace): steps, each chunk's forward and backward and
-  // each wait for a message, and the kernels.
-  std::unique_ptr<TraceRecorder> trace;
-  if (!o.tracePath.empty()) {
-    trace = std::make_unique<TraceRecorder>(I.comm->rank());
-    for (auto *fns : {&I.forward, &I.backward})
-      for (auto &[c, f] : *fns)
-        f.runner->setTrace(trace.get());
-  }
   bool chunkNames = I.plan.virtual_stages() > 1;
   auto label = [&](const char *what, int64_t i, int64_t c) {
     return what + std::to_string(i) +
@@ -466,295 +472,245 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
   using Key = std::pair<int64_t, int64_t>; // microbatch, chunk
   int lastStage = static_cast<int>((I.chunks - 1) % I.stages);
   const program::PipelineStageProgram &prog = I.plan.programs(I.stage);
-  // The watchdog: ten minutes in the first step (warm-up), then five times
-  // the slowest step, at least --collective-timeout.
-  double slowest = 0;
-  auto armWatchdog = [&] {
-    if (o.collectiveTimeout > 0)
-      I.comm->setWatchdog(slowest > 0
-                              ? std::max(o.collectiveTimeout, 5 * slowest)
-                              : std::max(o.collectiveTimeout, 600.0));
+  // Whether the step's gradient sum of each own parameter has begun.
+  std::vector<char> begun(I.own.size(), 0);
+  std::map<Key, std::vector<Tensor>> acts, cots, outbox;
+  // Each MPI send's data until it completes (in send order).
+  std::vector<Tensor> sent;
+  std::vector<size_t> done;
+  double lossSum = 0;
+  auto run = [&](ChunkFunction &f, int64_t i, int64_t c,
+                 std::vector<Tensor> &out) {
+    Tensor tok = microView(tokens, i), lab = microView(labels, i);
+    std::vector<const Tensor *> in;
+    for (const Binding &b : f.inputs)
+      in.push_back(b.kind == Binding::Param    ? &I.params[b.index]
+                   : b.kind == Binding::Tokens ? &tok
+                   : b.kind == Binding::Labels ? &lab
+                   : b.kind == Binding::In     ? &acts[{i, c}].at(b.index)
+                                               : &cots[{i, c}].at(b.index));
+    return f.runner->run(in, out, error);
   };
-  armWatchdog();
-  for (; step < stop; ++step) {
-    std::mt19937_64 rng(o.dataSeed * 1000003 + step);
-    data.sampleTrain(rng, batch, T, tokens.data<int32_t>(),
-                     labels.data<int32_t>());
-    // Whether the step's gradient sum of each own parameter has begun.
-    std::vector<char> begun(I.own.size(), 0);
-    std::map<Key, std::vector<Tensor>> acts, cots, outbox;
-    // Each MPI send's data until it completes (in send order).
-    std::vector<Tensor> sent;
-    std::vector<size_t> done;
-    double lossSum = 0;
-    auto run = [&](ChunkFunction &f, int64_t i, int64_t c,
-                   std::vector<Tensor> &out) {
-      Tensor tok = microView(tokens, i), lab = microView(labels, i);
-      std::vector<const Tensor *> in;
-      for (const Binding &b : f.inputs)
-        in.push_back(b.kind == Binding::Param    ? &I.params[b.index]
-                     : b.kind == Binding::Tokens ? &tok
-                     : b.kind == Binding::Labels ? &lab
-                     : b.kind == Binding::In     ? &acts[{i, c}].at(b.index)
-                                                 : &cots[{i, c}].at(b.index));
-      return f.runner->run(in, out, error);
-    };
-    double stepStart = TraceRecorder::now();
-    for (const program::PipelineStep &s : prog.steps()) {
-      int64_t i = s.microbatch(), c = s.chunk();
-      double opStart = TraceRecorder::now();
-      // Messages are kept only until their send completes.
-      if (!sent.empty()) {
-        if (!I.comm->testSends(done, error))
-          return false;
-        for (size_t j : done)
-          sent.at(j) = Tensor();
-      }
-      switch (s.kind()) {
-      case program::PipelineStep::FORWARD: {
-        if (c + 1 == I.chunks)
-          break; // the last chunk: its backward recomputes it
-        auto it = I.forward.find(c);
-        if (it == I.forward.end()) {
-          error = "the pipeline program has no chunk" + std::to_string(c);
-          return false;
-        }
-        std::vector<Tensor> out;
-        if (!run(it->second, i, c, out))
-          return false;
-        outbox[{i, c + 1}] = std::move(out);
-        if (trace)
-          trace->slice(label("F", i, c), "forward", opStart,
-                       TraceRecorder::now(), 2);
-        break;
-      }
-      case program::PipelineStep::BACKWARD: {
-        ChunkFunction &f = I.backward.at(c);
-        // Parameter gradients are written where the state lives (on a
-        // GPU, its memory): into the step's sum the first time, else
-        // (gradTarget) where they are added from.
-        std::vector<Tensor> out(f.outputs.size());
-        for (size_t j = 0; j < f.outputs.size(); ++j)
-          if (f.outputs[j].kind == Binding::Grad)
-            out[j] =
-                I.gradTarget(f.outputs[j].index, begun[f.outputs[j].index]);
-        if (!run(f, i, c, out))
-          return false;
-        std::vector<Tensor> inGrads(f.inTypes.size());
-        for (size_t j = 0; j < f.outputs.size(); ++j) {
-          const Binding &b = f.outputs[j];
-          if (b.kind == Binding::Loss && c + 1 == I.chunks) {
-            lossSum += out[j].data<float>()[0];
-          } else if (b.kind == Binding::Grad) {
-            if (begun[b.index] &&
-                !I.backend->stateAdd(I.grads[b.index], out[j], error))
-              return false;
-            begun[b.index] = 1;
-          } else if (b.kind == Binding::InGrad) {
-            inGrads.at(b.index) = std::move(out[j]);
-          }
-        }
-        if (c > 0)
-          outbox[{i, c - 1}] = std::move(inGrads);
-        acts.erase({i, c});
-        cots.erase({i, c});
-        if (trace)
-          trace->slice(label("B", i, c), "backward", opStart,
-                       TraceRecorder::now(), 2);
-        break;
-      }
-      case program::PipelineStep::SEND: {
-        auto it = outbox.find({i, c});
-        if (it == outbox.end()) {
-          error = "pipeline stage " + std::to_string(I.stage) +
-                  " sends a message it has not computed";
-          return false;
-        }
-        for (size_t k = 0; k < it->second.size(); ++k) {
-          const Tensor &t = it->second[k];
-          if (!I.comm->send(
-                  t.raw(), t.byteSize(), I.rankOf(s.peer()),
-                  tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
-                  error))
-            return false;
-        }
-        for (Tensor &t : it->second)
-          sent.push_back(std::move(t));
-        outbox.erase(it);
-        break;
-      }
-      case program::PipelineStep::RECV: {
-        // The types: the receiving chunk's boundary inputs (activations) or
-        // cotangents (gradients).
-        const ChunkFunction &f = I.backward.at(c);
-        const auto &types = s.gradient() ? f.cotTypes : f.inTypes;
-        std::vector<Tensor> got;
-        for (size_t k = 0; k < types.size(); ++k) {
-          got.emplace_back(types[k].first, types[k].second);
-          if (!I.comm->recv(
-                  got.back().raw(), got.back().byteSize(), I.rankOf(s.peer()),
-                  tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
-                  error))
-            return false;
-        }
-        (s.gradient() ? cots : acts)[{i, c}] = std::move(got);
-        if (trace)
-          trace->slice(std::string("wait ") +
-                           (s.gradient() ? "grad " : "act ") +
-                           std::to_string(i),
-                       "wait", opStart, TraceRecorder::now(), 2);
-        break;
-      }
-      default:
-        error = "unknown pipeline step";
+  for (const program::PipelineStep &s : prog.steps()) {
+    int64_t i = s.microbatch(), c = s.chunk();
+    double opStart = TraceRecorder::now();
+    // Messages are kept only until their send completes.
+    if (!sent.empty()) {
+      if (!I.comm->testSends(done, error))
         return false;
-      }
+      for (size_t j : done)
+        sent.at(j) = Tensor();
     }
-    if (!I.comm->waitSends(error))
-      return false;
-    // A gradient no backward wrote this step is zero.
-    for (size_t k = 0; k < I.own.size(); ++k)
-      if (!begun[k] && !I.backend->stateZero(I.grads[k], error))
-        return false;
-    // The step's gradients (as the stage functions' ends say): a tied
-    // parameter's summed over the stages that hold it, then each summed
-    // over the replicas (ZeRO-2: each replica gets the sum of its slice
-    // only), then the mean over the microbatches and the replicas. All of
-    // it, and the update, runs where the state lives (Backend's state
-    // operations: the device's kernels and NCCL on a GPU); only the norm's
-    // and the loss's scalars cross to the host.
-    Backend &B = *I.backend;
-    for (int i = 0; i < I.plan.params_size(); ++i) {
-      if (I.holders[i].size() < 2)
-        continue;
-      auto it = I.ownIndex.find(I.plan.params(i).name());
-      const Tensor *g = nullptr;
-      if (it != I.ownIndex.end()) {
-        g = &I.grads[it->second];
-      } else {
-        g = &I.tiedZeros.at(i);
-        if (!B.stateZero(*g, error))
-          return false;
-      }
-      if (!B.stateAllReduceSum(*g, *I.comm, grid, stageAxes, error))
-        return false;
-    }
-    bool zero2 = I.plan.zero_stage() >= 2;
-    // This replica's part of parameter k's state: its ZeRO slice, or the
-    // whole tensor.
-    auto mine = [&](const Tensor &t, size_t k) {
-      return StateSpan{&t, I.sliceBegin[k], I.sliceSize[k]};
-    };
-    for (size_t k = 0; k < I.own.size(); ++k) {
-      if (I.replicas < 2)
-        break;
-      const Tensor &g = I.grads[k];
-      if (zero2 && I.sliced(k)) {
-        if (!B.stateReduceScatterSum(g, mine(g, k), *I.comm, grid, {I.dpAxis},
-                                     error))
-          return false;
-      } else if (!B.stateAllReduceSum(g, *I.comm, grid, {I.dpAxis}, error)) {
+    switch (s.kind()) {
+    case program::PipelineStep::FORWARD: {
+      if (c + 1 == I.chunks)
+        break; // the last chunk: its backward recomputes it
+      auto it = I.forward.find(c);
+      if (it == I.forward.end()) {
+        error = "the pipeline program has no chunk" + std::to_string(c);
         return false;
       }
-    }
-    // ZeRO-2: only the slice holds the reduced gradient.
-    auto reduced = [&](size_t k) {
-      const Tensor &g = I.grads[k];
-      return zero2 && I.sliced(k) ? mine(g, k)
-                                  : StateSpan{&g, 0, g.numElements()};
-    };
-    float inv = 1.0f / static_cast<float>(I.micro * I.replicas);
-    for (size_t k = 0; k < I.own.size(); ++k)
-      if (!B.stateScale(reduced(k), inv, error))
+      std::vector<Tensor> out;
+      if (!run(it->second, i, c, out))
         return false;
-    // The gradient norm of the whole model (each parameter counted once,
-    // by its first holder), the loss from the last stage.
-    // (With tensor parallelism a block counts on its rank, a replicated
-    // parameter on the first tensor rank only.)
-    double sums[2] = {0, 0};
-    std::vector<StateSpan> counted;
-    for (size_t k = 0; k < I.own.size(); ++k) {
-      if (*I.holders[I.own[k]].begin() != I.stage)
-        continue;
-      if (!layoutOf(I.plan.params(I.own[k])).isSplit() && I.tpRank != 0)
-        continue;
-      // ZeRO-2: each replica counts its slice (a whole gradient, on the
-      // first replica only).
-      if (zero2 && !I.sliced(k) && I.replica != 0)
-        continue;
-      counted.push_back(reduced(k));
-    }
-    if (!B.stateSumOfSquares(counted, sums[0], error))
-      return false;
-    if (I.stage == lastStage && I.tpRank == 0)
-      sums[1] = lossSum / static_cast<double>(I.micro * I.replicas);
-    if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, normAxes,
-                              error) ||
-        !I.comm->allReduceSum(&sums[1], 1, program::F64, grid, allAxes, error))
-      return false;
-    float norm = static_cast<float>(std::sqrt(sums[0]));
-    double loss = static_cast<float>(sums[1]);
-    const program::ScheduleParams &sp = I.plan.schedule_params();
-    float lr = static_cast<float>(
-        cpu::learningRate(step, sp.peak(), sp.min(), sp.warmup(), sp.total(),
-                          static_cast<int>(sp.decay())));
-    float scale = static_cast<float>(cpu::clipScale(norm, I.plan.max_norm()));
-    // AdamW on this replica's slice of each parameter (ZeRO-1; the whole
-    // parameter otherwise), then the slices all-gathered.
-    std::vector<StateAdamW> update;
-    for (size_t k = 0; k < I.own.size(); ++k)
-      update.push_back({&I.params[k], &I.grads[k], &I.m[k], &I.v[k],
-                        I.sliceBegin[k], I.sliceSize[k],
-                        I.plan.weight_decays(I.own[k])});
-    if (!B.stateAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
-                      I.plan.eps(), error))
-      return false;
-    for (size_t k = 0; k < I.own.size(); ++k)
-      if (I.sliced(k) && !B.stateAllGather(mine(I.params[k], k), *I.comm, grid,
-                                           {I.dpAxis}, error))
-        return false;
-    if (!std::isfinite(loss)) {
-      error = "the loss is " +
-              std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
-              std::to_string(step + 1);
-      return false;
-    }
-    if (trace)
-      trace->slice("step " + std::to_string(step + 1), "step", stepStart,
-                   TraceRecorder::now(), 0);
-    slowest = std::max(slowest, (TraceRecorder::now() - stepStart) * 1e-6);
-    armWatchdog();
-    progress.step({step, loss, norm, lr, false, std::nullopt});
-    lastLoss = loss;
-    bool final = step + 1 == stop;
-    if (o.evalInterval > 0 && ((step + 1) % o.evalInterval == 0 || final)) {
-      double start = TraceRecorder::now(), val;
-      if (!evaluate(data, val, error))
-        return false;
+      outbox[{i, c + 1}] = std::move(out);
       if (trace)
-        trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
-      progress.validation(step, val);
+        trace->slice(label("F", i, c), "forward", opStart, TraceRecorder::now(),
+                     2);
+      break;
     }
-    if (o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0 &&
-        step + 1 < stop && !o.checkpointPath.empty() &&
-        !saveCheckpoint(o.checkpointPath, step + 1, error))
+    case program::PipelineStep::BACKWARD: {
+      ChunkFunction &f = I.backward.at(c);
+      // Parameter gradients are written where the state lives (on a
+      // GPU, its memory): into the step's sum the first time, else
+      // (gradTarget) where they are added from.
+      std::vector<Tensor> out(f.outputs.size());
+      for (size_t j = 0; j < f.outputs.size(); ++j)
+        if (f.outputs[j].kind == Binding::Grad)
+          out[j] = I.gradTarget(f.outputs[j].index, begun[f.outputs[j].index]);
+      if (!run(f, i, c, out))
+        return false;
+      std::vector<Tensor> inGrads(f.inTypes.size());
+      for (size_t j = 0; j < f.outputs.size(); ++j) {
+        const Binding &b = f.outputs[j];
+        if (b.kind == Binding::Loss && c + 1 == I.chunks) {
+          lossSum += out[j].data<float>()[0];
+        } else if (b.kind == Binding::Grad) {
+          if (begun[b.index] &&
+              !I.backend->stateAdd(I.grads[b.index], out[j], error))
+            return false;
+          begun[b.index] = 1;
+        } else if (b.kind == Binding::InGrad) {
+          inGrads.at(b.index) = std::move(out[j]);
+        }
+      }
+      if (c > 0)
+        outbox[{i, c - 1}] = std::move(inGrads);
+      acts.erase({i, c});
+      cots.erase({i, c});
+      if (trace)
+        trace->slice(label("B", i, c), "backward", opStart,
+                     TraceRecorder::now(), 2);
+      break;
+    }
+    case program::PipelineStep::SEND: {
+      auto it = outbox.find({i, c});
+      if (it == outbox.end()) {
+        error = "pipeline stage " + std::to_string(I.stage) +
+                " sends a message it has not computed";
+        return false;
+      }
+      for (size_t k = 0; k < it->second.size(); ++k) {
+        const Tensor &t = it->second[k];
+        if (!I.comm->send(
+                t.raw(), t.byteSize(), I.rankOf(s.peer()),
+                tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
+                error))
+          return false;
+      }
+      for (Tensor &t : it->second)
+        sent.push_back(std::move(t));
+      outbox.erase(it);
+      break;
+    }
+    case program::PipelineStep::RECV: {
+      // The types: the receiving chunk's boundary inputs (activations) or
+      // cotangents (gradients).
+      const ChunkFunction &f = I.backward.at(c);
+      const auto &types = s.gradient() ? f.cotTypes : f.inTypes;
+      std::vector<Tensor> got;
+      for (size_t k = 0; k < types.size(); ++k) {
+        got.emplace_back(types[k].first, types[k].second);
+        if (!I.comm->recv(
+                got.back().raw(), got.back().byteSize(), I.rankOf(s.peer()),
+                tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
+                error))
+          return false;
+      }
+      (s.gradient() ? cots : acts)[{i, c}] = std::move(got);
+      if (trace)
+        trace->slice(std::string("wait ") + (s.gradient() ? "grad " : "act ") +
+                         std::to_string(i),
+                     "wait", opStart, TraceRecorder::now(), 2);
+      break;
+    }
+    default:
+      error = "unknown pipeline step";
+      return false;
+    }
+  }
+  if (!I.comm->waitSends(error))
+    return false;
+  // A gradient no backward wrote this step is zero.
+  for (size_t k = 0; k < I.own.size(); ++k)
+    if (!begun[k] && !I.backend->stateZero(I.grads[k], error))
+      return false;
+  // The step's gradients (as the stage functions' ends say): a tied
+  // parameter's summed over the stages that hold it, then each summed
+  // over the replicas (ZeRO-2: each replica gets the sum of its slice
+  // only), then the mean over the microbatches and the replicas. All of
+  // it, and the update, runs where the state lives (Backend's state
+  // operations: the device's kernels and NCCL on a GPU); only the norm's
+  // and the loss's scalars cross to the host.
+  Backend &B = *I.backend;
+  for (int i = 0; i < I.plan.params_size(); ++i) {
+    if (I.holders[i].size() < 2)
+      continue;
+    auto it = I.ownIndex.find(I.plan.params(i).name());
+    const Tensor *g = nullptr;
+    if (it != I.ownIndex.end()) {
+      g = &I.grads[it->second];
+    } else {
+      g = &I.tiedZeros.at(i);
+      if (!B.stateZero(*g, error))
+        return false;
+    }
+    if (!B.stateAllReduceSum(*g, *I.comm, grid, stageAxes, error))
       return false;
   }
-  progress.finish();
-  if (trace) {
-    for (auto *fns : {&I.forward, &I.backward})
-      for (auto &[c, f] : *fns)
-        f.runner->setTrace(nullptr);
-    std::string path = o.tracePath;
-    size_t dot = path.rfind('.'), slash = path.rfind('/');
-    std::string tag = ".rank" + std::to_string(I.stage);
-    if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
-      path += tag;
-    else
-      path.insert(dot, tag);
-    if (!trace->write(path, error))
+  bool zero2 = I.plan.zero_stage() >= 2;
+  // This replica's part of parameter k's state: its ZeRO slice, or the
+  // whole tensor.
+  auto mine = [&](const Tensor &t, size_t k) {
+    return StateSpan{&t, I.sliceBegin[k], I.sliceSize[k]};
+  };
+  for (size_t k = 0; k < I.own.size(); ++k) {
+    if (I.replicas < 2)
+      break;
+    const Tensor &g = I.grads[k];
+    if (zero2 && I.sliced(k)) {
+      if (!B.stateReduceScatterSum(g, mine(g, k), *I.comm, grid, {I.dpAxis},
+                                   error))
+        return false;
+    } else if (!B.stateAllReduceSum(g, *I.comm, grid, {I.dpAxis}, error)) {
       return false;
+    }
   }
+  // ZeRO-2: only the slice holds the reduced gradient.
+  auto reduced = [&](size_t k) {
+    const Tensor &g = I.grads[k];
+    return zero2 && I.sliced(k) ? mine(g, k)
+                                : StateSpan{&g, 0, g.numElements()};
+  };
+  float inv = 1.0f / static_cast<float>(I.micro * I.replicas);
+  for (size_t k = 0; k < I.own.size(); ++k)
+    if (!B.stateScale(reduced(k), inv, error))
+      return false;
+  // The gradient norm of the whole model (each parameter counted once,
+  // by its first holder), the loss from the last stage.
+  // (With tensor parallelism a block counts on its rank, a replicated
+  // parameter on the first tensor rank only.)
+  double sums[2] = {0, 0};
+  std::vector<StateSpan> counted;
+  for (size_t k = 0; k < I.own.size(); ++k) {
+    if (*I.holders[I.own[k]].begin() != I.stage)
+      continue;
+    if (!layoutOf(I.plan.params(I.own[k])).isSplit() && I.tpRank != 0)
+      continue;
+    // ZeRO-2: each replica counts its slice (a whole gradient, on the
+    // first replica only).
+    if (zero2 && !I.sliced(k) && I.replica != 0)
+      continue;
+    counted.push_back(reduced(k));
+  }
+  if (!B.stateSumOfSquares(counted, sums[0], error))
+    return false;
+  if (I.stage == lastStage && I.tpRank == 0)
+    sums[1] = lossSum / static_cast<double>(I.micro * I.replicas);
+  if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, normAxes, error) ||
+      !I.comm->allReduceSum(&sums[1], 1, program::F64, grid, allAxes, error))
+    return false;
+  float norm = static_cast<float>(std::sqrt(sums[0]));
+  double loss = static_cast<float>(sums[1]);
+  const program::ScheduleParams &sp = I.plan.schedule_params();
+  float lr = static_cast<float>(
+      cpu::learningRate(step, sp.peak(), sp.min(), sp.warmup(), sp.total(),
+                        static_cast<int>(sp.decay())));
+  float scale = static_cast<float>(cpu::clipScale(norm, I.plan.max_norm()));
+  // AdamW on this replica's slice of each parameter (ZeRO-1; the whole
+  // parameter otherwise), then the slices all-gathered.
+  std::vector<StateAdamW> update;
+  for (size_t k = 0; k < I.own.size(); ++k)
+    update.push_back({&I.params[k], &I.grads[k], &I.m[k], &I.v[k],
+                      I.sliceBegin[k], I.sliceSize[k],
+                      I.plan.weight_decays(I.own[k])});
+  if (!B.stateAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
+                    I.plan.eps(), error))
+    return false;
+  for (size_t k = 0; k < I.own.size(); ++k)
+    if (I.sliced(k) && !B.stateAllGather(mine(I.params[k], k), *I.comm, grid,
+                                         {I.dpAxis}, error))
+      return false;
+  result.loss = loss;
+  result.norm = norm;
+  result.lr = lr;
+  return true;
+}
+
+bool PipelineTrainer::finishSteps(std::ostream &, const Progress &,
+                                  std::string &error) {
+  Impl &I = *impl;
+  const TrainOptions &o = I.options;
   // The final parameters, from where the state lives.
   if (!o.dumpDir.empty() && !I.backend->syncToHost(error))
     return false;
@@ -776,7 +732,6 @@ bool PipelineTrainer::train(const Dataset &data, std::ostream &log,
           !writeNpy(o.dumpDir + "/final." + pv.name() + ".npy", *t, error))
         return false;
     }
-  progress.summary();
   return true;
 }
 
@@ -830,8 +785,11 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   header.set_val_loss(NAN);
   for (int64_t d : I.grid)
     header.add_grid(d);
-  return writeCheckpointDirectory(path, header, blocks,
-                                  I.options.keepCheckpoints, I.comm, error);
+  if (!writeCheckpointDirectory(path, header, blocks, I.options.keepCheckpoints,
+                                I.comm, error))
+    return false;
+  checkpointStep = stepsDone;
+  return true;
 }
 
 bool PipelineTrainer::loadCheckpoint(const std::string &path,
@@ -864,6 +822,7 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
   }
   I.keepStateResident();
   step = reader->manifest().step();
+  checkpointStep = step;
   lastLoss = reader->manifest().train_loss();
   return true;
 }

@@ -579,69 +579,67 @@ bool Trainer::dumpFinal(std::string &error) const {
   return true;
 }
 
-bool Trainer::train(const Dataset &data, std::ostream &log,
-                    std::string &error) {
-  int64_t n = static_cast<int64_t>(params.size());
-  Tensor stepT(program::I32, {});
-  // The step's whole batch, and this rank's rows of it per data input.
-  int64_t T = options.seqLen;
-  Tensor tokens(program::I32, {stepRows, T});
-  Tensor labels(program::I32, {stepRows, T});
+/// The buffers of @train_step's runs in one train call. A state tensor
+/// (parameter, moment) the step may update in place
+/// (Executor::canOverwriteInput: its old value is read only before the
+/// update) is written into its own buffer: `out` holds a view of it. The
+/// others are double-buffered: `out` holds the state of two steps ago,
+/// whose buffers receive this step's (no copies). The double buffers live
+/// in the backend too; when the steps end, the ones that are not state
+/// then are forgotten.
+struct Trainer::StepBuffers {
+  Backend &backend;
+  std::vector<Tensor> out;
+  std::vector<bool> inPlace;
+  std::vector<int> buffers;
+  /// This rank's rows of the step's batch, per data input.
   std::vector<Tensor> local;
-  for (const DataInput &d : dataInputs)
-    local.emplace_back(program::I32, d.shape);
-  // Batches depend on the data seed and the step only, so that a resumed
-  // run sees the batches an uninterrupted one would.
-  bool writer = rank() == 0;
+  Tensor stepT{program::I32, {}};
+  std::vector<const Tensor *> in;
+  int64_t first = 0, stop = 0;
+  explicit StepBuffers(Backend &backend) : backend(backend) {}
+  ~StepBuffers() {
+    for (int j : buffers)
+      backend.release(out[j]);
+  }
+};
+
+Trainer::Trainer() = default;
+Trainer::~Trainer() = default;
+
+bool Trainer::hasLossScale() const {
+  for (const ScalarState &s : scalars)
+    if (s.role == program::ROLE_LOSS_SCALE)
+      return true;
+  return false;
+}
+
+bool Trainer::beginSteps(int64_t first, int64_t stop, TraceRecorder *trace,
+                         std::string &error) {
+  int64_t n = static_cast<int64_t>(params.size());
   if (!options.dumpDir.empty()) {
     std::vector<Tensor> whole;
     if (!wholeParameters(whole, error))
       return false;
-    ::mkdir(options.dumpDir.c_str(), 0755);
-    if (writer) {
+    if (rank() == 0)
       for (int64_t i = 0; i < n; ++i)
         if (!writeNpy(options.dumpDir + "/param." + names[i] + ".npy", whole[i],
                       error))
           return false;
-    }
   }
-  int64_t tokensPerStep = stepRows * T;
-  int64_t first = step, last = options.steps;
-  int64_t stop =
-      options.stopAfter >= 0 ? std::min(options.stopAfter, last) : last;
-  bool hasLossScale = false;
-  for (const ScalarState &s : scalars)
-    hasLossScale |= s.role == program::ROLE_LOSS_SCALE;
-  Progress progress(log, writer, first, stop, last, tokensPerStep,
-                    options.logInterval, options.liveProgress, hasLossScale);
-  if (!options.dumpDir.empty() &&
-      !progress.openTable(options.dumpDir + "/steps.tsv", error))
-    return false;
+  run = std::make_unique<StepBuffers>(*backend);
+  StepBuffers &r = *run;
+  r.first = first;
+  r.stop = stop;
+  for (const DataInput &d : dataInputs)
+    r.local.emplace_back(program::I32, d.shape);
   if (options.profile)
     trainStep->enableProfiling();
-  // The timeline (--trace): the steps on track 0, their kernels on 1.
-  std::unique_ptr<TraceRecorder> trace;
-  if (!options.tracePath.empty()) {
-    trace = std::make_unique<TraceRecorder>(rank());
-    trainStep->setTrace(trace.get());
-    forward->setTrace(trace.get());
-  }
-  struct StopTracing {
-    FunctionRunner &a, &b;
-    ~StopTracing() {
-      a.setTrace(nullptr);
-      b.setTrace(nullptr);
-    }
-  } stopTracing{*trainStep, *forward};
-  std::vector<const Tensor *> in;
-  // The outputs' buffers. A state tensor (parameter, moment) the step may
-  // update in place (Executor::canOverwriteInput: its old value is read
-  // only before the update) is written into its own buffer: `out` holds a
-  // view of it. The others are double-buffered: `out` holds the state of
-  // two steps ago, whose buffers receive this step's (no copies).
+  trainStep->setTrace(trace);
+  forward->setTrace(trace);
   const program::Function &stepFn = trainStep->getFunction();
-  std::vector<Tensor> out(stepFn.outputs_size());
-  std::vector<bool> inPlace(3 * n, false);
+  r.out.resize(stepFn.outputs_size());
+  r.inPlace.assign(3 * n, false);
   auto stateTensor = [&](int64_t k) -> Tensor & {
     return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
   };
@@ -662,203 +660,101 @@ bool Trainer::train(const Dataset &data, std::ostream &log,
     typeOf(j, dtype, shape);
     if (trainStep->canOverwriteInput(j, stateIn[k]) && state.dtype == dtype &&
         state.shape == shape) {
-      inPlace[k] = true;
-      out[j] = Tensor::view(state.dtype, state.shape, state.raw());
+      r.inPlace[k] = true;
+      r.out[j] = Tensor::view(state.dtype, state.shape, state.raw());
     }
   }
   for (int64_t j = 0; j < stepFn.outputs_size(); ++j) {
-    if (out[j].raw())
+    if (r.out[j].raw())
       continue;
     program::DType dtype;
     std::vector<int64_t> shape;
     typeOf(j, dtype, shape);
-    out[j] = Tensor(dtype, shape);
+    r.out[j] = Tensor(dtype, shape);
   }
-  // The double buffers of state live in the backend too; when training
-  // ends, the ones that are not state then are forgotten.
-  std::vector<int> buffers;
   for (int64_t k = 0; k < 3 * n; ++k)
-    if (!inPlace[k])
-      buffers.push_back(stateOut[k]);
-  for (int j : buffers)
-    backend->keepResident(out[j]);
-  struct Forget {
-    Backend &backend;
-    std::vector<Tensor> &out;
-    std::vector<int> &buffers;
-    ~Forget() {
-      for (int j : buffers)
-        backend.release(out[j]);
-    }
-  } forget{*backend, out, buffers};
-  // The watchdog: ten minutes in the first step (warm-up), then five times
-  // the slowest step, at least --collective-timeout.
-  double slowest = 0;
-  auto armWatchdog = [&] {
-    if (comm && options.collectiveTimeout > 0)
-      comm->setWatchdog(slowest > 0
-                            ? std::max(options.collectiveTimeout, 5 * slowest)
-                            : std::max(options.collectiveTimeout, 600.0));
-  };
-  armWatchdog();
-  for (; step < stop; ++step) {
-    std::mt19937_64 rng(options.dataSeed * 1000003 + step);
-    data.sampleTrain(rng, stepRows, T, tokens.data<int32_t>(),
-                     labels.data<int32_t>());
-    stepT.data<int32_t>()[0] = static_cast<int32_t>(step);
-    if (writer && !options.dumpDir.empty()) {
-      std::string prefix = options.dumpDir + "/batch." + std::to_string(step);
-      if (!writeNpy(prefix + ".tokens.npy", tokens, error) ||
-          !writeNpy(prefix + ".labels.npy", labels, error))
-        return false;
-    }
-    for (size_t i = 0; i < dataInputs.size(); ++i) {
-      bool isLabels = dataInputs[i].labels;
-      layOutRows(isLabels ? labels : tokens, dataInputs[i].layout,
-                 isLabels ? -1 : 0, local[i]);
-    }
-    in.clear();
-    for (const Slot &slot : inputSlots)
-      in.push_back(slot.kind == Slot::Step     ? &stepT
-                   : slot.kind == Slot::Scalar ? &scalars[slot.index].value
-                   : slot.kind == Slot::Data   ? &local[slot.index]
-                                               : nullptr);
-    for (int64_t k = 0; k < 3 * n; ++k)
-      in[stateIn[k]] = &stateTensor(k);
-    if (step == options.injectOverflowStep &&
-        rank() == options.injectOverflowRank) {
-      // A gradient overflows on this rank: the norm's first input.
-      bool poisonable = trainStep->injectInfinityBefore(program::GLOBAL_NORM) ||
-                        trainStep->injectInfinityBefore(program::SUM_SQUARES);
-      if (!poisonable) {
-        error = "cannot inject an overflow: @train_step takes no gradient "
-                "norm";
-        return false;
-      }
-    }
-    double stepStart = TraceRecorder::now();
-    if (!trainStep->run(in, out, error))
-      return false;
-    if (trace)
-      trace->slice("step " + std::to_string(step + 1), "step", stepStart,
-                   TraceRecorder::now(), 0);
-    slowest = std::max(slowest, (TraceRecorder::now() - stepStart) * 1e-6);
-    armWatchdog();
-    for (ScalarState &s : scalars)
-      std::swap(s.value, out[s.output]);
-    for (int64_t k = 0; k < 3 * n; ++k)
-      if (!inPlace[k])
-        std::swap(stateTensor(k), out[stateOut[k]]);
-    double loss = scalar(out[lossOut]), norm = scalar(out[normOut]),
-           lr = scalar(out[lrOut]);
-    bool skipped = overflowOut >= 0 && scalar(out[overflowOut]) != 0;
-    // A skipped step's norm may be infinite (fp16's overflow); otherwise
-    // the loss and the gradient norm must be finite.
-    bool finite = std::isfinite(loss) && (skipped || std::isfinite(norm));
-    bool policySkip = options.skipNonFinite && skipped &&
-                      (!hasLossScale || !std::isfinite(loss));
-    if (!finite && !policySkip) {
-      auto what = [](double x) { return std::isnan(x) ? "NaN" : "infinite"; };
-      auto num = [](double x) {
-        if (std::isnan(x))
-          return std::string("NaN");
-        std::ostringstream os;
-        os << std::setprecision(6) << x;
-        return os.str();
-      };
-      error =
-          (std::isfinite(loss)
-               ? std::string("the gradients are ") + what(norm) + " at step " +
-                     std::to_string(step + 1) + " (loss " + num(loss) + ", "
-               : std::string("the loss is ") + what(loss) + " at step " +
-                     std::to_string(step + 1) + " (") +
-          "gradient norm " + num(norm) + ", learning rate " + num(lr) + "); " +
-          (checkpointStep >= 0
-               ? "the last good state is the checkpoint of step " +
-                     std::to_string(checkpointStep) + " in '" +
-                     options.checkpointPath + "' (--resume)"
-               : std::string("no checkpoint was written before it")) +
-          "; nan_policy SKIP would skip such steps";
-      return false;
-    }
-    if (policySkip) {
-      if (++nonFiniteInARow >= kMaxNonFiniteInARow) {
-        error = std::to_string(nonFiniteInARow) +
-                " steps in a row had NaN or infinite gradients (the last, "
-                "step " +
-                std::to_string(step + 1) +
-                "): the run has diverged; nan_policy SKIP gives up";
-        return false;
-      }
-    } else {
-      nonFiniteInARow = 0;
-    }
-    if (std::isfinite(loss))
-      lastLoss = loss;
-    StepReport report{step, loss, norm, lr, skipped, std::nullopt};
-    for (const ScalarState &s : scalars)
-      if (s.role == program::ROLE_LOSS_SCALE)
-        report.lossScale = scalar(s.value);
-    progress.step(report);
-    // The profile leaves out the first step (loading kernels, choosing
-    // algorithms, first touches), as the rate does.
-    if (options.profile && step == first && stop - first > 1)
-      trainStep->enableProfiling();
-    bool final = step + 1 == stop;
+    if (!r.inPlace[k])
+      r.buffers.push_back(stateOut[k]);
+  for (int j : r.buffers)
+    backend->keepResident(r.out[j]);
+  return true;
+}
 
-    bool evalNow = options.evalInterval > 0 &&
-                   ((step + 1) % options.evalInterval == 0 || final);
-    if (evalNow) {
-      double val;
-      double start = TraceRecorder::now();
-      if (!evaluate(data, val, error))
-        return false;
-      if (trace)
-        trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
-      progress.validation(step, val);
-    }
-    if (options.checkpointInterval > 0 &&
-        (step + 1) % options.checkpointInterval == 0 && !final &&
-        !options.checkpointPath.empty()) {
-      // The checkpoint records the steps completed, this one included.
-      double start = TraceRecorder::now();
-      if (!saveCheckpoint(options.checkpointPath, step + 1, error))
-        return false;
-      if (trace)
-        trace->slice("checkpoint", "checkpoint", start, TraceRecorder::now(),
-                     0);
-    }
+bool Trainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
+                      StepResult &result, std::string &error) {
+  StepBuffers &r = *run;
+  int64_t n = static_cast<int64_t>(params.size());
+  auto stateTensor = [&](int64_t k) -> Tensor & {
+    return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
+  };
+  r.stepT.data<int32_t>()[0] = static_cast<int32_t>(step);
+  for (size_t i = 0; i < dataInputs.size(); ++i) {
+    bool isLabels = dataInputs[i].labels;
+    layOutRows(isLabels ? labels : tokens, dataInputs[i].layout,
+               isLabels ? -1 : 0, r.local[i]);
   }
-  progress.finish();
-  if (trace) {
-    std::string path = options.tracePath;
-    if (comm && comm->size() > 1) {
-      size_t dot = path.rfind('.'), slash = path.rfind('/');
-      std::string tag = ".rank" + std::to_string(rank());
-      if (dot == std::string::npos ||
-          (slash != std::string::npos && dot < slash))
-        path += tag;
-      else
-        path.insert(dot, tag);
-    }
-    if (!trace->write(path, error))
+  r.in.clear();
+  for (const Slot &slot : inputSlots)
+    r.in.push_back(slot.kind == Slot::Step     ? &r.stepT
+                   : slot.kind == Slot::Scalar ? &scalars[slot.index].value
+                   : slot.kind == Slot::Data   ? &r.local[slot.index]
+                                               : nullptr);
+  for (int64_t k = 0; k < 3 * n; ++k)
+    r.in[stateIn[k]] = &stateTensor(k);
+  if (step == options.injectOverflowStep &&
+      rank() == options.injectOverflowRank) {
+    // A gradient overflows on this rank: the norm's first input.
+    bool poisonable = trainStep->injectInfinityBefore(program::GLOBAL_NORM) ||
+                      trainStep->injectInfinityBefore(program::SUM_SQUARES);
+    if (!poisonable) {
+      error = "cannot inject an overflow: @train_step takes no gradient "
+              "norm";
       return false;
+    }
   }
+  if (!trainStep->run(r.in, r.out, error))
+    return false;
+  for (ScalarState &s : scalars)
+    std::swap(s.value, r.out[s.output]);
+  for (int64_t k = 0; k < 3 * n; ++k)
+    if (!r.inPlace[k])
+      std::swap(stateTensor(k), r.out[stateOut[k]]);
+  result.loss = scalar(r.out[lossOut]);
+  result.norm = scalar(r.out[normOut]);
+  result.lr = scalar(r.out[lrOut]);
+  result.skipped = overflowOut >= 0 && scalar(r.out[overflowOut]) != 0;
+  for (const ScalarState &s : scalars)
+    if (s.role == program::ROLE_LOSS_SCALE)
+      result.lossScale = scalar(s.value);
+  // The profile leaves out the first step (loading kernels, choosing
+  // algorithms, first touches), as the rate does.
+  if (options.profile && step == r.first && r.stop - r.first > 1)
+    trainStep->enableProfiling();
+  return true;
+}
+
+void Trainer::endSteps() {
+  trainStep->setTrace(nullptr);
+  forward->setTrace(nullptr);
+  run.reset();
+}
+
+bool Trainer::finishSteps(std::ostream &log, const Progress &progress,
+                          std::string &error) {
   if (!options.dumpDir.empty() && !dumpFinal(error))
     return false;
-  progress.summary();
-  if (options.profile && writer) {
-    bool afterFirst = stop - first > 1;
-    int64_t steps = afterFirst ? stop - first - 1 : stop - first;
-    std::vector<KernelTime> kernels = trainStep->profile();
-    double copy = backend->copyBandwidth();
-    printKernelProfile(log, stepFn.name(), kernels, steps, afterFirst,
-                       progress.secondsPerStep(), copy);
-    if (!options.profileJson.empty() &&
-        !writeKernelProfile(options.profileJson, stepFn.name(), kernels, steps,
+  if (!options.profile || rank() != 0)
+    return true;
+  bool afterFirst = run->stop - run->first > 1;
+  int64_t steps =
+      afterFirst ? run->stop - run->first - 1 : run->stop - run->first;
+  const program::Function &stepFn = trainStep->getFunction();
+  std::vector<KernelTime> kernels = trainStep->profile();
+  double copy = backend->copyBandwidth();
+  printKernelProfile(log, stepFn.name(), kernels, steps, afterFirst,
+                     progress.secondsPerStep(), copy);
+  return options.profileJson.empty() ||
+         writeKernelProfile(options.profileJson, stepFn.name(), kernels, steps,
                             progress.secondsPerStep(), copy,
-                            backend->describe(), error))
-      return false;
-  }
-  return true;
+                            backend->describe(), error);
 }

@@ -14,6 +14,7 @@
 #define GPTC_RUNTIME_EXECUTOR_H
 
 #include "gptc/Runtime/Backend.h"
+#include "gptc/Runtime/KernelProfile.h"
 #include "gptc/Runtime/Tensor.h"
 #include "gptc/Runtime/program.pb.h"
 
@@ -126,11 +127,8 @@ private:
   std::map<const program::Kernel *, std::unique_ptr<Executor>> bodies;
   /// Packs the tensors of a bucket that is not contiguous in the arena.
   std::vector<std::byte> bucketScratch;
-  /// The profile's seconds and calls per kernel (by index), and all of
-  /// them with the bodies'.
-  std::vector<double> seconds;
-  std::vector<int64_t> calls;
-  double profiledSeconds() const;
+  /// The profile: each kernel's own time, the bodies' after.
+  KernelTimes times;
 };
 
 } // namespace gptc::runtime

@@ -25,6 +25,32 @@
 
 namespace gptc::runtime {
 
+/// Each kernel's own time in a function's runs since profiling was enabled
+/// (`--profile`), with the times of its ACCUMULATE kernels' bodies (run by
+/// runners of their own) listed after it: what every backend's runner (the
+/// CPU's Executor, the CUDA runner) keeps, however it measures.
+class KernelTimes {
+public:
+  /// Starts counting `function`'s kernels from zero; the bodies are added
+  /// again (addBody) in their kernels' order.
+  void reset(const program::Function &function);
+  bool enabled() const { return function != nullptr; }
+  /// Kernel `index` ran once, for `seconds` of its own (its body's kernels
+  /// left out). Nothing is counted before reset.
+  void add(int index, double seconds);
+  void addBody(const KernelTimes &body) { bodies.push_back(&body); }
+  /// Every second counted, the bodies' included.
+  double totalSeconds() const;
+  /// The kernels that ran, this function's in order, then the bodies'.
+  std::vector<KernelTime> kernels() const;
+
+private:
+  const program::Function *function = nullptr;
+  std::vector<double> seconds;
+  std::vector<int64_t> calls;
+  std::vector<const KernelTimes *> bodies;
+};
+
 /// What one call of a kernel costs, from its operands' types.
 struct KernelCost {
   enum Class {

@@ -44,19 +44,12 @@ public:
 
   /// Draws every parameter as one device would and keeps this stage's.
   void initialize() override;
-  /// Trains options.steps steps (to stopAfter). Every rank reports the same
-  /// loss, gradient norm and learning rate; rank 0 prints and writes the
-  /// dump directory's table, each rank the final parameters it holds.
-  bool train(const Dataset &data, std::ostream &log,
-             std::string &error) override;
   /// Mean loss over the fixed validation batches (as Trainer::evaluate),
   /// each passed forward through the stages; every rank gets it.
   bool evaluate(const Dataset &data, double &loss, std::string &error) override;
   int64_t numParameters() const override;
   /// What runs the chunks (Backend::describe).
   std::string device() const override;
-  int64_t getStep() const override { return step; }
-  double getLastLoss() const override { return lastLoss; }
   /// The whole model's state in the one-device checkpoint format (rank 0
   /// receives the other stages' tensors and writes): a pipeline's
   /// checkpoint resumes on one device or another mesh and the other way.
@@ -78,10 +71,26 @@ public:
 private:
   PipelineTrainer() = default;
   TrainOptions &runOptions() override;
+  /// One step (TrainingRun::train's loop): the stage's program for every
+  /// microbatch, then the gradients' sums and reductions, the norm, and
+  /// AdamW where the state lives. Every rank reports the same loss,
+  /// gradient norm and learning rate.
+  bool beginSteps(int64_t first, int64_t stop, TraceRecorder *trace,
+                  std::string &error) override;
+  bool runStep(int64_t step, Tensor &tokens, Tensor &labels, StepResult &result,
+               std::string &error) override;
+  void endSteps() override;
+  /// Each rank's final parameters (whole, on the first stage holding each)
+  /// into the dump directory.
+  bool finishSteps(std::ostream &log, const Progress &progress,
+                   std::string &error) override;
+  int64_t batchRows() const override;
+  Communicator *communicator() const override;
+  /// Pipeline stages stop at a non-finite step (nan_policy SKIP is refused
+  /// at compile time).
+  bool canSkipNonFinite() const override { return false; }
   struct Impl;
   std::unique_ptr<Impl> impl;
-  int64_t step = 0;
-  double lastLoss = 0;
 };
 
 } // namespace gptc::runtime

@@ -23,11 +23,15 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace gptc::runtime {
+
+class Progress;
+class TraceRecorder;
 
 struct TrainOptions {
   /// The settings an artifact carries (its TrainSettings and model name):
@@ -92,9 +96,12 @@ public:
   /// Every parameter from its init (or the value setInitialValues gave
   /// it), the optimizer state zero, at step 0.
   virtual void initialize() = 0;
-  /// Trains to options.stopAfter (options.steps by default).
-  virtual bool train(const Dataset &data, std::ostream &log,
-                     std::string &error) = 0;
+  /// Trains to options.stopAfter (options.steps by default). One loop for
+  /// every trainer (TrainLoop.cpp): each step's batch, the watchdog, the
+  /// progress lines and table, the non-finite policy, evaluation and
+  /// checkpoint cadence, the timeline; the trainer runs the step
+  /// (runStep). Fails on a non-finite step (naming it) or a runtime error.
+  bool train(const Dataset &data, std::ostream &log, std::string &error);
   /// Trains up to `count` more steps (not past the schedule's length):
   /// the C API's step-by-step training.
   bool trainSteps(const Dataset &data, int64_t count, std::ostream &log,
@@ -107,9 +114,10 @@ public:
   virtual bool saveCheckpoint(const std::string &path, int64_t stepsDone,
                               std::string &error) const = 0;
   virtual bool loadCheckpoint(const std::string &path, std::string &error) = 0;
-  virtual int64_t getStep() const = 0;
+  /// The steps done (the next step's 0-based index).
+  int64_t getStep() const { return step; }
   /// The loss of the last step trained.
-  virtual double getLastLoss() const = 0;
+  double getLastLoss() const { return lastLoss; }
   /// Parameters of the whole model.
   virtual int64_t numParameters() const = 0;
   /// What runs the steps ("cpu", or the GPU's name).
@@ -128,6 +136,47 @@ public:
 protected:
   /// The run's options (trainSteps moves its stopAfter).
   virtual TrainOptions &runOptions() = 0;
+
+  // The trainer's part of the loop (train).
+  /// What one step reports.
+  struct StepResult {
+    double loss = 0, norm = 0, lr = 0;
+    /// The step carried the skip flag (fp16's overflow, nan_policy SKIP):
+    /// the state was left as it was.
+    bool skipped = false;
+    std::optional<double> lossScale;
+  };
+  /// Before the first step of a train call that runs steps `first` to
+  /// `stop` (exclusive): buffers, the profile, and the timeline's recorder
+  /// (null: none) for the trainer's own slices and kernels.
+  virtual bool beginSteps(int64_t first, int64_t stop, TraceRecorder *trace,
+                          std::string &error) = 0;
+  /// Step `step` on the step's whole batch (`tokens`, `labels`:
+  /// batchRows() x seqLen, every rank the same).
+  virtual bool runStep(int64_t step, Tensor &tokens, Tensor &labels,
+                       StepResult &result, std::string &error) = 0;
+  /// After the steps, whether they succeeded or not: what beginSteps set
+  /// up is released and the recorder detached.
+  virtual void endSteps() = 0;
+  /// After the steps succeeded: the final dumps and the kernel profile.
+  virtual bool finishSteps(std::ostream &log, const Progress &progress,
+                           std::string &error) = 0;
+  /// Sequences per step over all ranks.
+  virtual int64_t batchRows() const = 0;
+  /// The processes' communicator (null: one process).
+  virtual Communicator *communicator() const = 0;
+  /// Whether the step carries fp16's loss scale (the progress shows it).
+  virtual bool hasLossScale() const { return false; }
+  /// Whether the program can skip a non-finite step (nan_policy SKIP).
+  virtual bool canSkipNonFinite() const { return true; }
+
+  int64_t step = 0;
+  double lastLoss = 0;
+  /// The step of the checkpoint last written or loaded (-1: none).
+  mutable int64_t checkpointStep = -1;
+  /// nan_policy SKIP: non-finite steps skipped in a row; this many stop.
+  int64_t nonFiniteInARow = 0;
+  static constexpr int64_t kMaxNonFiniteInARow = 10;
 };
 
 class Trainer : public TrainingRun {
@@ -162,15 +211,9 @@ public:
   bool saveCheckpoint(const std::string &path, int64_t stepsDone,
                       std::string &error) const override;
 
-  /// Trains `options.steps` steps from the current step. Fails on a
-  /// non-finite loss (naming the step) or a runtime error.
-  bool train(const Dataset &data, std::ostream &log,
-             std::string &error) override;
   /// Mean loss of @forward over the fixed validation batches.
   bool evaluate(const Dataset &data, double &loss, std::string &error) override;
 
-  /// The loss of the last step trained.
-  double getLastLoss() const override { return lastLoss; }
   /// The parameters' names and whole shapes, in the program's order.
   const std::vector<std::string> &parameterNames() const override {
     return names;
@@ -184,7 +227,6 @@ public:
   bool writeParameter(const std::string &name, const Tensor &whole,
                       std::string &error) override;
 
-  int64_t getStep() const override { return step; }
   /// Parameters of the whole model (not of this rank's blocks).
   int64_t numParameters() const override;
   /// The whole parameters (gathered from the ranks' blocks when sharded).
@@ -194,9 +236,24 @@ public:
   /// What runs the steps ("cpu", or the GPU's name).
   std::string device() const override { return backend->describe(); }
 
+  ~Trainer() override;
+
 private:
-  Trainer() = default;
+  Trainer();
   TrainOptions &runOptions() override { return options; }
+  bool beginSteps(int64_t first, int64_t stop, TraceRecorder *trace,
+                  std::string &error) override;
+  bool runStep(int64_t step, Tensor &tokens, Tensor &labels, StepResult &result,
+               std::string &error) override;
+  void endSteps() override;
+  bool finishSteps(std::ostream &log, const Progress &progress,
+                   std::string &error) override;
+  int64_t batchRows() const override { return stepRows; }
+  Communicator *communicator() const override { return comm; }
+  bool hasLossScale() const override;
+  /// The buffers and plan of the steps of one train call (beginSteps).
+  struct StepBuffers;
+  std::unique_ptr<StepBuffers> run;
 
   TrainOptions options;
   /// What runs the functions (before the runners it creates, so that it
@@ -262,13 +319,7 @@ private:
   /// Whole tensors of one state group (gathered when split).
   bool gather(const std::vector<Tensor> &group, int offset,
               std::vector<Tensor> &out, std::string &error) const;
-  int64_t step = 0;
-  double lastLoss = 0, lastValLoss = 0;
-  /// The step of the checkpoint last written or loaded (-1: none).
-  mutable int64_t checkpointStep = -1;
-  /// nan_policy SKIP: non-finite steps skipped in a row; this many stop.
-  int64_t nonFiniteInARow = 0;
-  static constexpr int64_t kMaxNonFiniteInARow = 10;
+  double lastValLoss = 0;
   bool haveValLoss = false;
   std::string fingerprint;
 };

@@ -450,36 +450,18 @@ void Executor::setCommunicator(Communicator *c) {
 
 void Executor::enableProfiling() {
   profiling = true;
-  seconds.assign(function.kernels_size(), 0.0);
-  calls.assign(function.kernels_size(), 0);
-  for (auto &[kernel, body] : bodies)
-    body->enableProfiling();
-}
-
-double Executor::profiledSeconds() const {
-  double sum = 0;
-  for (double s : seconds)
-    sum += s;
-  for (const auto &[kernel, body] : bodies)
-    sum += body->profiledSeconds();
-  return sum;
-}
-
-std::vector<KernelTime> Executor::profile() const {
-  std::vector<KernelTime> out;
-  for (size_t i = 0; i < seconds.size(); ++i)
-    if (calls[i])
-      out.push_back({&function, static_cast<int>(i), seconds[i], calls[i]});
+  times.reset(function);
   // The bodies' kernels, in the order of their ACCUMULATE kernels.
   for (int i = 0; i < function.kernels_size(); ++i) {
     auto it = bodies.find(&function.kernels(i));
     if (it == bodies.end())
       continue;
-    std::vector<KernelTime> inner = it->second->profile();
-    out.insert(out.end(), inner.begin(), inner.end());
+    it->second->enableProfiling();
+    times.addBody(it->second->times);
   }
-  return out;
 }
+
+std::vector<KernelTime> Executor::profile() const { return times.kernels(); }
 
 void Executor::setTrace(TraceRecorder *t) {
   trace = t;
@@ -693,15 +675,13 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
         return false;
       }
   } else {
-    seconds.resize(function.kernels_size(), 0.0);
-    calls.resize(function.kernels_size(), 0);
     for (int i = 0; i < function.kernels_size(); ++i) {
       const Kernel &k = function.kernels(i);
       // An ACCUMULATE's own time leaves out its body's kernels, which the
       // body's profile lists.
       auto body = bodies.find(&k);
       double inner =
-          body != bodies.end() ? body->second->profiledSeconds() : 0.0;
+          body != bodies.end() ? body->second->times.totalSeconds() : 0.0;
       double start = TraceRecorder::now();
       if (!runKernel(k, error)) {
         restore();
@@ -709,9 +689,8 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
       }
       double end = TraceRecorder::now();
       if (body != bodies.end())
-        inner = body->second->profiledSeconds() - inner;
-      seconds[i] += (end - start) * 1e-6 - inner;
-      ++calls[i];
+        inner = body->second->times.totalSeconds() - inner;
+      times.add(i, (end - start) * 1e-6 - inner);
       if (trace)
         trace->slice(kernelName(k), "kernel", start, end, 1, k.location());
     }

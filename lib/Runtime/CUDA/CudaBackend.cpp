@@ -15,6 +15,7 @@
 
 #include "gptc/Runtime/CUDA/CudaBackend.h"
 #include "gptc/Runtime/CUDA/CudaApi.h"
+#include "gptc/Runtime/KernelProfile.h"
 
 #include "DeviceKernels.h"
 #include "gptc/Runtime/CUDA/Check.h"
@@ -405,14 +406,12 @@ private:
   int poisonKernel = -1, poisonInput = 0;
   double poison[1] = {INFINITY};
   /// The profile: per kernel (by index), events recorded around its
-  /// launches in the current enqueue (read when it ends), its seconds and
-  /// calls, and the seconds of an ACCUMULATE's body's kernels within it.
+  /// launches in the current enqueue (read when it ends) and the seconds
+  /// of an ACCUMULATE's body's kernels within it; each kernel's own time.
   std::vector<cudaEvent_t> startEvents, stopEvents;
   std::vector<bool> recorded;
-  std::vector<double> seconds, innerSeconds;
-  std::vector<int64_t> calls;
-  /// The profile's seconds of every kernel, the bodies' included.
-  double profiledSeconds() const;
+  std::vector<double> innerSeconds;
+  KernelTimes times;
 };
 
 } // namespace
@@ -1956,12 +1955,13 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
       backend.synchronize(backend.stream);
     cudaStream_t timed = collective ? backend.commStream : backend.stream;
     auto body = bodies.find(index);
-    double inner = body != bodies.end() ? body->second->profiledSeconds() : 0;
+    double inner =
+        body != bodies.end() ? body->second->times.totalSeconds() : 0;
     GPTC_CUDA_CHECK(api().cudaEventRecord(startEvents[index], timed));
     runKernel(index);
     GPTC_CUDA_CHECK(api().cudaEventRecord(stopEvents[index], timed));
     if (body != bodies.end())
-      innerSeconds[index] += body->second->profiledSeconds() - inner;
+      innerSeconds[index] += body->second->times.totalSeconds() - inner;
     recorded[index] = true;
   }
   if (profiling) {
@@ -1974,9 +1974,8 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
       float ms = 0;
       GPTC_CUDA_CHECK(api().cudaEventElapsedTime(&ms, startEvents[index],
                                                  stopEvents[index]));
-      seconds[index] += ms * 1e-3 - innerSeconds[index];
+      times.add(static_cast<int>(index), ms * 1e-3 - innerSeconds[index]);
       innerSeconds[index] = 0;
-      ++calls[index];
     }
   }
   for (size_t c : waits[function.kernels_size()])
@@ -2171,11 +2170,12 @@ void CudaRunner::enableProfiling() {
     }
   profiling = true;
   recorded.assign(n, false);
-  seconds.assign(n, 0.0);
   innerSeconds.assign(n, 0.0);
-  calls.assign(n, 0);
-  for (auto &[index, body] : bodies)
+  times.reset(function);
+  for (auto &[index, body] : bodies) {
     body->enableProfiling();
+    times.addBody(body->times);
+  }
 }
 
 CudaRunner::~CudaRunner() {
@@ -2185,26 +2185,7 @@ CudaRunner::~CudaRunner() {
     api().cudaEventDestroy(e);
 }
 
-double CudaRunner::profiledSeconds() const {
-  double sum = 0;
-  for (double s : seconds)
-    sum += s;
-  for (const auto &[index, body] : bodies)
-    sum += body->profiledSeconds();
-  return sum;
-}
-
-std::vector<KernelTime> CudaRunner::profile() const {
-  std::vector<KernelTime> out;
-  for (size_t i = 0; i < seconds.size(); ++i)
-    if (calls[i])
-      out.push_back({&function, static_cast<int>(i), seconds[i], calls[i]});
-  for (const auto &[index, body] : bodies) {
-    std::vector<KernelTime> inner = body->profile();
-    out.insert(out.end(), inner.begin(), inner.end());
-  }
-  return out;
-}
+std::vector<KernelTime> CudaRunner::profile() const { return times.kernels(); }
 
 std::unique_ptr<Backend>
 gptc::runtime::createCudaBackend(const program::Program &program, int device,

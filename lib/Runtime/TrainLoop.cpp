@@ -1,0 +1,183 @@
+//===- TrainLoop.cpp - The one training loop of every trainer -*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+//
+// TrainingRun::train: what a step is around the trainer's own computation,
+// for one program per device (Trainer) and a pipeline's stages
+// (PipelineTrainer) alike: the step's batch, the watchdog, progress, the
+// non-finite policy, evaluation and checkpoint cadence, and the timeline.
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/Trainer.h"
+
+#include "gptc/Runtime/Npy.h"
+#include "gptc/Runtime/Progress.h"
+#include "gptc/Runtime/Trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <random>
+#include <sstream>
+#include <sys/stat.h>
+
+using namespace gptc;
+using namespace gptc::runtime;
+
+namespace {
+/// `path` with `.rank<r>` before its extension.
+std::string rankPath(std::string path, int rank) {
+  size_t dot = path.rfind('.'), slash = path.rfind('/');
+  std::string tag = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    path += tag;
+  else
+    path.insert(dot, tag);
+  return path;
+}
+
+std::string number(double x) {
+  if (std::isnan(x))
+    return "NaN";
+  std::ostringstream os;
+  os << std::setprecision(6) << x;
+  return os.str();
+}
+
+const char *nonFinite(double x) { return std::isnan(x) ? "NaN" : "infinite"; }
+} // namespace
+
+bool TrainingRun::train(const Dataset &data, std::ostream &log,
+                        std::string &error) {
+  const TrainOptions &o = runOptions();
+  Communicator *comm = communicator();
+  int rank = comm ? comm->rank() : 0;
+  bool writer = rank == 0;
+  int64_t T = o.seqLen, rows = batchRows();
+  int64_t first = step, last = o.steps;
+  int64_t stop = o.stopAfter >= 0 ? std::min(o.stopAfter, last) : last;
+  // The step's whole batch: every rank draws the same one (the trainer
+  // takes its rows). Batches depend on the data seed and the step only, so
+  // that a resumed run sees the batches an uninterrupted one would.
+  Tensor tokens(program::I32, {rows, T}), labels(program::I32, {rows, T});
+  if (!o.dumpDir.empty())
+    ::mkdir(o.dumpDir.c_str(), 0755);
+  Progress progress(log, writer, first, stop, last, rows * T, o.logInterval,
+                    o.liveProgress, hasLossScale());
+  if (!o.dumpDir.empty() &&
+      !progress.openTable(o.dumpDir + "/steps.tsv", error))
+    return false;
+  // The timeline (--trace): the steps, evaluations and checkpoints on track
+  // 0, the trainer's kernels and (pipelines) chunks and waits on others.
+  std::unique_ptr<TraceRecorder> trace;
+  if (!o.tracePath.empty())
+    trace = std::make_unique<TraceRecorder>(rank);
+  struct EndSteps {
+    TrainingRun &run;
+    bool begun = false;
+    ~EndSteps() {
+      if (begun)
+        run.endSteps();
+    }
+  } end{*this};
+  if (!beginSteps(first, stop, trace.get(), error))
+    return false;
+  end.begun = true;
+  // The watchdog: ten minutes in the first step (warm-up), then five times
+  // the slowest step, at least --collective-timeout.
+  double slowest = 0;
+  auto armWatchdog = [&] {
+    if (comm && o.collectiveTimeout > 0)
+      comm->setWatchdog(slowest > 0 ? std::max(o.collectiveTimeout, 5 * slowest)
+                                    : std::max(o.collectiveTimeout, 600.0));
+  };
+  armWatchdog();
+  for (; step < stop; ++step) {
+    std::mt19937_64 rng(o.dataSeed * 1000003 + step);
+    data.sampleTrain(rng, rows, T, tokens.data<int32_t>(),
+                     labels.data<int32_t>());
+    if (writer && !o.dumpDir.empty()) {
+      std::string prefix = o.dumpDir + "/batch." + std::to_string(step);
+      if (!writeNpy(prefix + ".tokens.npy", tokens, error) ||
+          !writeNpy(prefix + ".labels.npy", labels, error))
+        return false;
+    }
+    double stepStart = TraceRecorder::now();
+    StepResult r;
+    if (!runStep(step, tokens, labels, r, error))
+      return false;
+    if (trace)
+      trace->slice("step " + std::to_string(step + 1), "step", stepStart,
+                   TraceRecorder::now(), 0);
+    slowest = std::max(slowest, (TraceRecorder::now() - stepStart) * 1e-6);
+    armWatchdog();
+    // A skipped step's norm may be infinite (fp16's overflow); otherwise
+    // the loss and the gradient norm must be finite.
+    bool finite = std::isfinite(r.loss) && (r.skipped || std::isfinite(r.norm));
+    bool policySkip = o.skipNonFinite && r.skipped &&
+                      (!hasLossScale() || !std::isfinite(r.loss));
+    if (!finite && !policySkip) {
+      error =
+          (std::isfinite(r.loss)
+               ? std::string("the gradients are ") + nonFinite(r.norm) +
+                     " at step " + std::to_string(step + 1) + " (loss " +
+                     number(r.loss) + ", "
+               : std::string("the loss is ") + nonFinite(r.loss) + " at step " +
+                     std::to_string(step + 1) + " (") +
+          "gradient norm " + number(r.norm) + ", learning rate " +
+          number(r.lr) + "); " +
+          (checkpointStep >= 0
+               ? "the last good state is the checkpoint of step " +
+                     std::to_string(checkpointStep) + " in '" +
+                     o.checkpointPath + "' (--resume)"
+               : std::string("no checkpoint was written before it")) +
+          (canSkipNonFinite() ? "; nan_policy SKIP would skip such steps" : "");
+      return false;
+    }
+    if (policySkip) {
+      if (++nonFiniteInARow >= kMaxNonFiniteInARow) {
+        error = std::to_string(nonFiniteInARow) +
+                " steps in a row had NaN or infinite gradients (the last, "
+                "step " +
+                std::to_string(step + 1) +
+                "): the run has diverged; nan_policy SKIP gives up";
+        return false;
+      }
+    } else {
+      nonFiniteInARow = 0;
+    }
+    if (std::isfinite(r.loss))
+      lastLoss = r.loss;
+    progress.step({step, r.loss, r.norm, r.lr, r.skipped, r.lossScale});
+    bool final = step + 1 == stop;
+    if (o.evalInterval > 0 && ((step + 1) % o.evalInterval == 0 || final)) {
+      double val, start = TraceRecorder::now();
+      if (!evaluate(data, val, error))
+        return false;
+      if (trace)
+        trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
+      progress.validation(step, val);
+    }
+    if (o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0 &&
+        !final && !o.checkpointPath.empty()) {
+      // The checkpoint records the steps completed, this one included.
+      double start = TraceRecorder::now();
+      if (!saveCheckpoint(o.checkpointPath, step + 1, error))
+        return false;
+      if (trace)
+        trace->slice("checkpoint", "checkpoint", start, TraceRecorder::now(),
+                     0);
+    }
+  }
+  progress.finish();
+  if (trace &&
+      !trace->write(comm && comm->size() > 1 ? rankPath(o.tracePath, rank)
+                                             : o.tracePath,
+                    error))
+    return false;
+  progress.summary();
+  return finishSteps(log, progress, error);
+}
