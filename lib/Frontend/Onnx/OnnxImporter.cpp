@@ -500,8 +500,33 @@ private:
   // Nodes.
   LogicalResult convert(const Node &n, int index);
   LogicalResult convertRunning(StringRef op);
+  LogicalResult convertConstant();
   LogicalResult fold(StringRef op);
   bool foldable(StringRef op);
+
+public:
+  /// How the importer handles one ONNX op type; every op is registered once,
+  /// in ops(): what it needs, whether it is evaluated at import, and what
+  /// it becomes.
+  struct OpHandler {
+    /// Inputs it needs before anything reads them (-1: every input it has).
+    int minInputs = 1;
+    enum Fold {
+      /// Always converted to ops that run.
+      Never,
+      /// Evaluated at import when its inputs are known and small (shape
+      /// arithmetic, masks), converted otherwise.
+      WhenKnown,
+      /// Only evaluated at import (its result is a shape or a constant).
+      Always,
+    } fold = Never;
+    /// Converts the current node to ops that run (the op type given).
+    LogicalResult (*convert)(Importer &, StringRef) = nullptr;
+  };
+  /// Every op type the importer knows.
+  static const llvm::StringMap<OpHandler> &ops();
+
+private:
   LogicalResult convertElementwise(StringRef op);
   LogicalResult convertBinary(StringRef op, Value l, Value r);
   LogicalResult convertMatMul();
@@ -1015,18 +1040,10 @@ FailureOr<Importer::SliceDims> Importer::sliceDims(ArrayRef<int64_t> shape) {
 //===----------------------------------------------------------------------===//
 
 bool Importer::foldable(StringRef op) {
-  static const llvm::StringSet<> always = {"Shape", "Size", "ConstantOfShape",
-                                           "Range"};
-  if (always.contains(op))
+  const OpHandler &h = ops().find(op)->second;
+  if (h.fold == OpHandler::Always)
     return true;
-  static const llvm::StringSet<> ops = {
-      "Identity",  "Cast",   "CastLike", "Reshape",    "Flatten", "Squeeze",
-      "Unsqueeze", "Expand", "Concat",   "Gather",     "Slice",   "Transpose",
-      "Add",       "Sub",    "Mul",      "Div",        "Pow",     "Neg",
-      "Sqrt",      "Equal",  "Less",     "Greater",    "Not",     "And",
-      "Or",        "Where",  "Trilu",    "Reciprocal", "Abs",     "Exp",
-      "Log",       "Tanh",   "Erf",      "Relu",       "Sigmoid"};
-  if (!ops.contains(op))
+  if (h.fold != OpHandler::WhenKnown)
     return false;
   // Every data input known (a shape operand is required known anyway), and
   // small: folding is for shape arithmetic and masks, not for weights.
@@ -2132,56 +2149,118 @@ bool mlir::gptc::parseOnnxDim(llvm::StringRef text, OnnxImportOptions &options,
   return true;
 }
 
+const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
+  using H = OpHandler;
+  auto elementwise =
+      +[](Importer &I, StringRef op) { return I.convertElementwise(op); };
+  auto shapeOp =
+      +[](Importer &I, StringRef op) { return I.convertShapeOp(op); };
+  auto cast = +[](Importer &I, StringRef) { return I.convertCast(); };
+  // Comparisons and logic on values known only when the step runs.
+  auto atRunTime = +[](Importer &I, StringRef op) {
+    return I.unsupported(op + Twine(" on tensors computed at run time (gptc "
+                                    "evaluates it only on values known at "
+                                    "import)"));
+  };
+  static const llvm::StringMap<OpHandler> table = {
+      {"Constant",
+       {0, H::Never,
+        +[](Importer &I, StringRef) { return I.convertConstant(); }}},
+      // Shapes and constants: evaluated at import.
+      {"Shape", {1, H::Always, nullptr}},
+      {"Size", {1, H::Always, nullptr}},
+      {"ConstantOfShape", {1, H::Always, nullptr}},
+      {"Range", {3, H::Always, nullptr}},
+      // Elementwise.
+      {"Add", {2, H::WhenKnown, elementwise}},
+      {"Sub", {2, H::WhenKnown, elementwise}},
+      {"Mul", {2, H::WhenKnown, elementwise}},
+      {"Div", {2, H::WhenKnown, elementwise}},
+      {"Pow", {2, H::WhenKnown, elementwise}},
+      {"Neg", {1, H::WhenKnown, elementwise}},
+      {"Sqrt", {1, H::WhenKnown, elementwise}},
+      {"Exp", {1, H::WhenKnown, elementwise}},
+      {"Log", {1, H::WhenKnown, elementwise}},
+      {"Tanh", {1, H::WhenKnown, elementwise}},
+      {"Erf", {1, H::WhenKnown, elementwise}},
+      {"Reciprocal", {1, H::WhenKnown, elementwise}},
+      {"Relu", {1, H::WhenKnown, elementwise}},
+      {"Sigmoid", {1, H::WhenKnown, elementwise}},
+      {"Abs", {1, H::WhenKnown, elementwise}},
+      // Comparisons and logic.
+      {"Equal", {2, H::WhenKnown, atRunTime}},
+      {"Less", {2, H::WhenKnown, atRunTime}},
+      {"Greater", {2, H::WhenKnown, atRunTime}},
+      {"Not", {1, H::WhenKnown, atRunTime}},
+      {"And", {2, H::WhenKnown, atRunTime}},
+      {"Or", {2, H::WhenKnown, atRunTime}},
+      {"Where",
+       {3, H::WhenKnown,
+        +[](Importer &I, StringRef op) {
+          // A mask known at import selects; a computed one does not run.
+          return I.known(0) ? I.convertWhere()
+                            : I.ops().lookup("Equal").convert(I, op);
+        }}},
+      // Products, normalizations, losses, reductions.
+      {"MatMul",
+       {2, H::Never,
+        +[](Importer &I, StringRef) { return I.convertMatMul(); }}},
+      {"Gemm",
+       {2, H::Never, +[](Importer &I, StringRef) { return I.convertGemm(); }}},
+      {"Softmax",
+       {1, H::Never,
+        +[](Importer &I, StringRef) { return I.convertSoftmax(false); }}},
+      {"LogSoftmax",
+       {1, H::Never,
+        +[](Importer &I, StringRef) { return I.convertSoftmax(true); }}},
+      {"LayerNormalization",
+       {2, H::Never,
+        +[](Importer &I, StringRef) { return I.convertLayerNorm(); }}},
+      {"SoftmaxCrossEntropyLoss",
+       {2, H::Never,
+        +[](Importer &I, StringRef) {
+          return I.convertSoftmaxCrossEntropy();
+        }}},
+      {"ReduceMean",
+       {1, H::Never,
+        +[](Importer &I, StringRef op) { return I.convertReduce(op); }}},
+      {"ReduceSum",
+       {1, H::Never,
+        +[](Importer &I, StringRef op) { return I.convertReduce(op); }}},
+      // Data movement.
+      {"Identity", {1, H::WhenKnown, shapeOp}},
+      {"Reshape", {2, H::WhenKnown, shapeOp}},
+      {"Flatten", {1, H::WhenKnown, shapeOp}},
+      {"Squeeze", {1, H::WhenKnown, shapeOp}},
+      {"Unsqueeze", {1, H::WhenKnown, shapeOp}},
+      {"Transpose", {1, H::WhenKnown, shapeOp}},
+      {"Expand", {2, H::WhenKnown, shapeOp}},
+      {"Split",
+       {1, H::Never, +[](Importer &I, StringRef) { return I.convertSplit(); }}},
+      {"Slice",
+       {3, H::WhenKnown,
+        +[](Importer &I, StringRef) { return I.convertSlice(); }}},
+      {"Concat",
+       {-1, H::WhenKnown,
+        +[](Importer &I, StringRef) { return I.convertConcat(); }}},
+      {"Gather",
+       {2, H::WhenKnown,
+        +[](Importer &I, StringRef) { return I.convertGather(); }}},
+      {"Cast", {1, H::WhenKnown, cast}},
+      {"CastLike", {2, H::WhenKnown, cast}},
+      {"Trilu",
+       {1, H::WhenKnown,
+        +[](Importer &I, StringRef) { return I.convertTrilu(); }}},
+  };
+  return table;
+}
+
 std::vector<std::string> mlir::gptc::supportedOnnxOps() {
-  return {"Abs",
-          "Add",
-          "Cast",
-          "CastLike",
-          "Concat",
-          "Constant",
-          "ConstantOfShape",
-          "Div",
-          "Equal",
-          "Erf",
-          "Exp",
-          "Expand",
-          "Flatten",
-          "Gather",
-          "Gemm",
-          "Greater",
-          "Identity",
-          "LayerNormalization",
-          "Less",
-          "Log",
-          "LogSoftmax",
-          "MatMul",
-          "Mul",
-          "Neg",
-          "Not",
-          "Pow",
-          "Range",
-          "Reciprocal",
-          "ReduceMean",
-          "ReduceSum",
-          "Relu",
-          "Reshape",
-          "Shape",
-          "Sigmoid",
-          "Size",
-          "Slice",
-          "Softmax",
-          "Split",
-          "SoftmaxCrossEntropyLoss",
-          "Sqrt",
-          "Squeeze",
-          "Sub",
-          "Tanh",
-          "Transpose",
-          "Trilu",
-          "Unsqueeze",
-          "Where",
-          "And",
-          "Or"};
+  std::vector<std::string> names;
+  for (const auto &entry : Importer::ops())
+    names.push_back(entry.getKey().str());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 LogicalResult Importer::convert(const Node &n, int index) {
@@ -2193,59 +2272,13 @@ LogicalResult Importer::convert(const Node &n, int index) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return unsupported(Twine("the op's domain '") + n.domain() +
                        "' is not ONNX's");
-  if (op == "Constant") {
-    if (const auto *a = attr("value")) {
-      OnnxTensorData data;
-      std::string err;
-      if (!decodeTensor(a->t(), data, err))
-        return error(err), failure();
-      defineKnown(0, toKnown(data));
-    } else if (const auto *a = attr("value_float")) {
-      defineKnown(0,
-                  Known::floats({}, {a->f()}, DT::TensorProto_DataType_FLOAT));
-    } else if (const auto *a = attr("value_floats")) {
-      std::vector<double> v(a->floats().begin(), a->floats().end());
-      int64_t k = v.size();
-      defineKnown(
-          0, Known::floats({k}, std::move(v), DT::TensorProto_DataType_FLOAT));
-    } else if (const auto *a = attr("value_int")) {
-      defineKnown(0, Known::ints({}, {a->i()}));
-    } else if (const auto *a = attr("value_ints")) {
-      std::vector<int64_t> v(a->ints().begin(), a->ints().end());
-      int64_t k = v.size();
-      defineKnown(0, Known::ints({k}, std::move(v)));
-    } else {
-      return unsupported("Constant without a tensor, float or int value");
-    }
-    return success();
-  }
-  // The inputs each op needs before anything reads them.
-  static const llvm::StringMap<int> minInputs = {
-      {"Add", 2},
-      {"Sub", 2},
-      {"Mul", 2},
-      {"Div", 2},
-      {"Pow", 2},
-      {"Equal", 2},
-      {"Less", 2},
-      {"Greater", 2},
-      {"And", 2},
-      {"Or", 2},
-      {"MatMul", 2},
-      {"Gemm", 2},
-      {"Gather", 2},
-      {"Expand", 2},
-      {"Reshape", 2},
-      {"CastLike", 2},
-      {"Where", 3},
-      {"Range", 3},
-      {"Slice", 3},
-      {"LayerNormalization", 2},
-      {"SoftmaxCrossEntropyLoss", 2}};
-  auto need = minInputs.find(op);
-  int required = need == minInputs.end() ? 1 : need->second;
-  if (op == "Concat")
-    required = std::max(1, n.input_size());
+  auto handler = ops().find(op);
+  if (handler == ops().end())
+    return unsupported(Twine("op type '") + op +
+                       "' is not supported by gptc's ONNX importer (the "
+                       "supported ops are listed in docs/Onnx.md)");
+  int required = handler->second.minInputs < 0 ? std::max(1, n.input_size())
+                                               : handler->second.minInputs;
   for (int k = 0; k < required; ++k)
     if (!hasInput(k))
       return error("expects ")
@@ -2280,49 +2313,39 @@ LogicalResult Importer::convert(const Node &n, int index) {
 
 /// Converts the current node to ops that run (no folding).
 LogicalResult Importer::convertRunning(StringRef op) {
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
-      op == "Neg" || op == "Sqrt" || op == "Exp" || op == "Log" ||
-      op == "Tanh" || op == "Erf" || op == "Reciprocal" || op == "Relu" ||
-      op == "Sigmoid" || op == "Abs")
-    return convertElementwise(op);
-  if (op == "MatMul")
-    return convertMatMul();
-  if (op == "Gemm")
-    return convertGemm();
-  if (op == "Softmax" || op == "LogSoftmax")
-    return convertSoftmax(op == "LogSoftmax");
-  if (op == "LayerNormalization")
-    return convertLayerNorm();
-  if (op == "SoftmaxCrossEntropyLoss")
-    return convertSoftmaxCrossEntropy();
-  if (op == "ReduceMean" || op == "ReduceSum")
-    return convertReduce(op);
-  if (op == "Identity" || op == "Reshape" || op == "Flatten" ||
-      op == "Squeeze" || op == "Unsqueeze" || op == "Transpose" ||
-      op == "Expand")
-    return convertShapeOp(op);
-  if (op == "Split")
-    return convertSplit();
-  if (op == "Slice")
-    return convertSlice();
-  if (op == "Concat")
-    return convertConcat();
-  if (op == "Gather")
-    return convertGather();
-  if (op == "Cast" || op == "CastLike")
-    return convertCast();
-  if (op == "Trilu")
-    return convertTrilu();
-  if (op == "Where" && known(0))
-    return convertWhere();
-  if (op == "Where" || op == "Equal" || op == "Less" || op == "Greater" ||
-      op == "Not" || op == "And" || op == "Or")
-    return unsupported(op + Twine(" on tensors computed at run time (gptc "
-                                  "evaluates it only on values known at "
-                                  "import)"));
-  return unsupported(Twine("op type '") + op +
-                     "' is not supported by gptc's ONNX importer (the "
-                     "supported ops are listed in docs/Onnx.md)");
+  auto handler = ops().find(op);
+  if (handler == ops().end() || !handler->second.convert)
+    return unsupported(Twine("op type '") + op +
+                       "' is only evaluated when the model is imported; "
+                       "its inputs here are computed at run time");
+  return handler->second.convert(*this, op);
+}
+
+/// A Constant's value, known at import.
+LogicalResult Importer::convertConstant() {
+  if (const auto *a = attr("value")) {
+    OnnxTensorData data;
+    std::string err;
+    if (!decodeTensor(a->t(), data, err))
+      return error(err), failure();
+    defineKnown(0, toKnown(data));
+  } else if (const auto *a = attr("value_float")) {
+    defineKnown(0, Known::floats({}, {a->f()}, DT::TensorProto_DataType_FLOAT));
+  } else if (const auto *a = attr("value_floats")) {
+    std::vector<double> v(a->floats().begin(), a->floats().end());
+    int64_t k = v.size();
+    defineKnown(
+        0, Known::floats({k}, std::move(v), DT::TensorProto_DataType_FLOAT));
+  } else if (const auto *a = attr("value_int")) {
+    defineKnown(0, Known::ints({}, {a->i()}));
+  } else if (const auto *a = attr("value_ints")) {
+    std::vector<int64_t> v(a->ints().begin(), a->ints().end());
+    int64_t k = v.size();
+    defineKnown(0, Known::ints({k}, std::move(v)));
+  } else {
+    return unsupported("Constant without a tensor, float or int value");
+  }
+  return success();
 }
 
 FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
