@@ -120,6 +120,15 @@ private:
   /// Declares `value` with an optional name; returns its id.
   FailureOr<int32_t> declare(Value value, StringRef name, Operation *where);
   LogicalResult lower(Operation *op);
+  // The families of ops `lower` turns into kernels: each sets the kernel's
+  // op and attributes, or gives nullopt for an op not of its family.
+  std::optional<LogicalResult> lowerForward(Operation *op, pg::Kernel &kernel);
+  std::optional<LogicalResult> lowerGradient(Operation *op, pg::Kernel &kernel);
+  std::optional<LogicalResult> lowerOptimizer(Operation *op,
+                                              pg::Kernel &kernel);
+  std::optional<LogicalResult> lowerParallel(Operation *op, pg::Kernel &kernel);
+  std::optional<LogicalResult> lowerRegion(Operation *op, pg::Kernel &kernel,
+                                           llvm::SetVector<Value> &captures);
 
   pg::Function &out;
   SymbolTableCollection &symbols;
@@ -399,314 +408,333 @@ LogicalResult FunctionExporter::runRegion(AccumulateOp op,
   return success();
 }
 
-LogicalResult FunctionExporter::lower(Operation *op) {
-  pg::Kernel kernel;
-  llvm::SetVector<Value> captures;
-  kernel.set_location(describe(op->getLoc()));
-  auto ignore = [&](std::optional<int64_t> index) {
-    pg::LabelParams *labels = kernel.mutable_labels();
-    if (index)
-      labels->set_ignore_index(*index);
-  };
-  auto dims = [&](ArrayRef<int64_t> values) {
-    kernel.mutable_dims()->mutable_dims()->Add(values.begin(), values.end());
-  };
-  auto gridAxes = [](auto *params, ArrayRef<int16_t> axes) {
-    for (int16_t a : axes)
-      params->add_grid_axes(a);
-  };
+/// A loss kernel's ignored label, when it has one.
+static void setIgnoreIndex(pg::Kernel &kernel, std::optional<int64_t> index) {
+  pg::LabelParams *labels = kernel.mutable_labels();
+  if (index)
+    labels->set_ignore_index(*index);
+}
 
-  // 1. The op's kind and attributes.
-  LogicalResult known =
-      llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](ConstantOp c) -> LogicalResult {
-            kernel.set_op(pg::CONSTANT);
-            auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-            if (!dense ||
-                failed(appendElements(
-                    dense, *kernel.mutable_constant()->mutable_data())))
-              return c.emitOpError("has a constant the runtime cannot hold");
-            return success();
-          })
-          .Case([&](IotaOp o) {
-            kernel.set_op(pg::IOTA);
-            kernel.mutable_axis()->set_axis(o.getDimension());
-            return success();
-          })
-          .Case([&](EmbeddingOp) {
-            kernel.set_op(pg::EMBEDDING);
-            return success();
-          })
-          .Case([&](LinearOp) {
-            kernel.set_op(pg::LINEAR);
-            return success();
-          })
-          .Case([&](MatmulOp o) {
-            kernel.set_op(pg::MATMUL);
-            kernel.mutable_matmul()->set_transpose_lhs(o.getTransposeLhs());
-            kernel.mutable_matmul()->set_transpose_rhs(o.getTransposeRhs());
-            return success();
-          })
-          .Case([&](LayerNormOp o) {
-            kernel.set_op(pg::LAYER_NORM);
-            kernel.mutable_norm()->set_epsilon(
-                o.getEpsilon().convertToDouble());
-            return success();
-          })
-          .Case([&](GeluOp) {
-            kernel.set_op(pg::GELU);
-            return success();
-          })
-          .Case([&](SoftmaxOp) {
-            kernel.set_op(pg::SOFTMAX);
-            return success();
-          })
-          .Case([&](AddOp) {
-            kernel.set_op(pg::ADD);
-            return success();
-          })
-          .Case([&](UnaryOp o) -> LogicalResult {
-            kernel.set_op(pg::UNARY);
-            // The artifact's enum lists the IR's functions in its order,
-            // after UNARY_UNSPECIFIED.
-            int value = static_cast<int>(o.getFn()) + 1;
-            if (!pg::UnaryFunction_IsValid(value) ||
-                pg::UnaryFunction_Name(static_cast<pg::UnaryFunction>(value)) !=
-                    "UNARY_" + stringifyUnaryFn(o.getFn()).upper())
-              return o.emitOpError("has a function the artifact lacks: ")
-                     << stringifyUnaryFn(o.getFn());
-            kernel.mutable_elementwise()->set_unary(
-                static_cast<pg::UnaryFunction>(value));
-            return success();
-          })
-          .Case([&](BinaryOp o) -> LogicalResult {
-            kernel.set_op(pg::BINARY);
-            int value = static_cast<int>(o.getFn()) + 1;
-            if (!pg::BinaryFunction_IsValid(value) ||
-                pg::BinaryFunction_Name(static_cast<pg::BinaryFunction>(
-                    value)) != "BINARY_" + stringifyBinaryFn(o.getFn()).upper())
-              return o.emitOpError("has a function the artifact lacks: ")
-                     << stringifyBinaryFn(o.getFn());
-            kernel.mutable_elementwise()->set_binary(
-                static_cast<pg::BinaryFunction>(value));
-            return success();
-          })
-          .Case([&](CausalAttentionOp o) {
-            kernel.set_op(pg::CAUSAL_ATTENTION);
-            kernel.mutable_attention()->set_num_heads(o.getNumHeads());
-            return success();
-          })
-          .Case([&](CrossEntropyOp o) {
-            kernel.set_op(pg::CROSS_ENTROPY);
-            ignore(o.getIgnoreIndex());
-            return success();
-          })
-          .Case([&](ReshapeOp) {
-            kernel.set_op(pg::RESHAPE);
-            return success();
-          })
-          .Case([&](TransposeOp o) {
-            kernel.set_op(pg::TRANSPOSE);
-            dims(o.getPermutation());
-            return success();
-          })
-          .Case([&](SplitOp o) {
-            kernel.set_op(pg::SPLIT);
-            kernel.mutable_axis()->set_axis(o.getAxis());
-            return success();
-          })
-          .Case([&](ConcatOp o) {
-            kernel.set_op(pg::CONCAT);
-            kernel.mutable_axis()->set_axis(o.getAxis());
-            return success();
-          })
-          .Case([&](CastOp) {
-            kernel.set_op(pg::CAST);
-            return success();
-          })
-          .Case([&](ReduceSumOp o) {
-            kernel.set_op(pg::REDUCE_SUM);
-            dims(o.getDimensions());
-            return success();
-          })
-          .Case([&](BroadcastOp o) {
-            kernel.set_op(pg::BROADCAST);
-            dims(o.getDimensions());
-            return success();
-          })
-          .Case([&](EmbeddingGradOp) {
-            kernel.set_op(pg::EMBEDDING_GRAD);
-            return success();
-          })
-          .Case([&](LayerNormGradOp o) {
-            kernel.set_op(pg::LAYER_NORM_GRAD);
-            kernel.mutable_norm()->set_epsilon(
-                o.getEpsilon().convertToDouble());
-            return success();
-          })
-          .Case([&](GeluGradOp) {
-            kernel.set_op(pg::GELU_GRAD);
-            return success();
-          })
-          .Case([&](SoftmaxGradOp) {
-            kernel.set_op(pg::SOFTMAX_GRAD);
-            return success();
-          })
-          .Case([&](CausalAttentionGradOp o) {
-            kernel.set_op(pg::CAUSAL_ATTENTION_GRAD);
-            kernel.mutable_attention()->set_num_heads(o.getNumHeads());
-            return success();
-          })
-          .Case([&](CrossEntropyGradOp o) {
-            kernel.set_op(pg::CROSS_ENTROPY_GRAD);
-            ignore(o.getIgnoreIndex());
-            return success();
-          })
-          .Case([&](GlobalNormOp) {
-            kernel.set_op(pg::GLOBAL_NORM);
-            return success();
-          })
-          .Case([&](ClipScaleOp o) {
-            kernel.set_op(pg::CLIP_SCALE);
-            kernel.mutable_clip()->set_max_norm(
-                o.getMaxNorm().convertToDouble());
-            return success();
-          })
-          .Case([&](LearningRateOp o) {
-            kernel.set_op(pg::LEARNING_RATE);
-            pg::ScheduleParams *schedule = kernel.mutable_schedule();
-            schedule->set_peak(o.getPeak().convertToDouble());
-            schedule->set_min(o.getMin().convertToDouble());
-            schedule->set_warmup(o.getWarmup());
-            schedule->set_total(o.getTotal());
-            schedule->set_decay(scheduleDecay(o.getDecay()));
-            return success();
-          })
-          .Case([&](AdamWOp o) {
-            kernel.set_op(pg::ADAMW);
-            pg::AdamWParams *adamw = kernel.mutable_adamw();
-            adamw->set_beta1(o.getBeta1().convertToDouble());
-            adamw->set_beta2(o.getBeta2().convertToDouble());
-            adamw->set_eps(o.getEps().convertToDouble());
-            adamw->set_weight_decay(o.getWeightDecay().convertToDouble());
-            return success();
-          })
-          .Case([&](MultiAdamWOp o) {
-            kernel.set_op(pg::MULTI_ADAMW);
-            pg::MultiAdamWParams *adamw = kernel.mutable_multi_adamw();
-            adamw->set_beta1(o.getBeta1().convertToDouble());
-            adamw->set_beta2(o.getBeta2().convertToDouble());
-            adamw->set_eps(o.getEps().convertToDouble());
-            for (double d : o.getDecays())
-              adamw->add_weight_decays(d);
-            return success();
-          })
-          .Case([&](shard::AllReduceOp o) -> LogicalResult {
-            if (o.getReduction() != shard::ReductionKind::Sum &&
-                o.getReduction() != shard::ReductionKind::Max)
-              return o.emitOpError("has no CPU kernel for this reduction "
-                                   "(only sum and max)");
+static void setDims(pg::Kernel &kernel, ArrayRef<int64_t> values) {
+  kernel.mutable_dims()->mutable_dims()->Add(values.begin(), values.end());
+}
+
+template <typename Params>
+static void gridAxes(Params *params, ArrayRef<int16_t> axes) {
+  for (int16_t a : axes)
+    params->add_grid_axes(a);
+}
+
+/// The forward ops and data movement.
+std::optional<LogicalResult>
+FunctionExporter::lowerForward(Operation *op, pg::Kernel &kernel) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](ConstantOp c) -> LogicalResult {
+        kernel.set_op(pg::CONSTANT);
+        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense || failed(appendElements(
+                          dense, *kernel.mutable_constant()->mutable_data())))
+          return c.emitOpError("has a constant the runtime cannot hold");
+        return success();
+      })
+      .Case([&](IotaOp o) {
+        kernel.set_op(pg::IOTA);
+        kernel.mutable_axis()->set_axis(o.getDimension());
+        return success();
+      })
+      .Case([&](EmbeddingOp) {
+        kernel.set_op(pg::EMBEDDING);
+        return success();
+      })
+      .Case([&](LinearOp) {
+        kernel.set_op(pg::LINEAR);
+        return success();
+      })
+      .Case([&](MatmulOp o) {
+        kernel.set_op(pg::MATMUL);
+        kernel.mutable_matmul()->set_transpose_lhs(o.getTransposeLhs());
+        kernel.mutable_matmul()->set_transpose_rhs(o.getTransposeRhs());
+        return success();
+      })
+      .Case([&](LayerNormOp o) {
+        kernel.set_op(pg::LAYER_NORM);
+        kernel.mutable_norm()->set_epsilon(o.getEpsilon().convertToDouble());
+        return success();
+      })
+      .Case([&](GeluOp) {
+        kernel.set_op(pg::GELU);
+        return success();
+      })
+      .Case([&](SoftmaxOp) {
+        kernel.set_op(pg::SOFTMAX);
+        return success();
+      })
+      .Case([&](AddOp) {
+        kernel.set_op(pg::ADD);
+        return success();
+      })
+      .Case([&](UnaryOp o) -> LogicalResult {
+        kernel.set_op(pg::UNARY);
+        // The artifact's enum lists the IR's functions in its order,
+        // after UNARY_UNSPECIFIED.
+        int value = static_cast<int>(o.getFn()) + 1;
+        if (!pg::UnaryFunction_IsValid(value) ||
+            pg::UnaryFunction_Name(static_cast<pg::UnaryFunction>(value)) !=
+                "UNARY_" + stringifyUnaryFn(o.getFn()).upper())
+          return o.emitOpError("has a function the artifact lacks: ")
+                 << stringifyUnaryFn(o.getFn());
+        kernel.mutable_elementwise()->set_unary(
+            static_cast<pg::UnaryFunction>(value));
+        return success();
+      })
+      .Case([&](BinaryOp o) -> LogicalResult {
+        kernel.set_op(pg::BINARY);
+        int value = static_cast<int>(o.getFn()) + 1;
+        if (!pg::BinaryFunction_IsValid(value) ||
+            pg::BinaryFunction_Name(static_cast<pg::BinaryFunction>(value)) !=
+                "BINARY_" + stringifyBinaryFn(o.getFn()).upper())
+          return o.emitOpError("has a function the artifact lacks: ")
+                 << stringifyBinaryFn(o.getFn());
+        kernel.mutable_elementwise()->set_binary(
+            static_cast<pg::BinaryFunction>(value));
+        return success();
+      })
+      .Case([&](CausalAttentionOp o) {
+        kernel.set_op(pg::CAUSAL_ATTENTION);
+        kernel.mutable_attention()->set_num_heads(o.getNumHeads());
+        return success();
+      })
+      .Case([&](CrossEntropyOp o) {
+        kernel.set_op(pg::CROSS_ENTROPY);
+        setIgnoreIndex(kernel, o.getIgnoreIndex());
+        return success();
+      })
+      .Case([&](ReshapeOp) {
+        kernel.set_op(pg::RESHAPE);
+        return success();
+      })
+      .Case([&](TransposeOp o) {
+        kernel.set_op(pg::TRANSPOSE);
+        setDims(kernel, o.getPermutation());
+        return success();
+      })
+      .Case([&](SplitOp o) {
+        kernel.set_op(pg::SPLIT);
+        kernel.mutable_axis()->set_axis(o.getAxis());
+        return success();
+      })
+      .Case([&](ConcatOp o) {
+        kernel.set_op(pg::CONCAT);
+        kernel.mutable_axis()->set_axis(o.getAxis());
+        return success();
+      })
+      .Case([&](CastOp) {
+        kernel.set_op(pg::CAST);
+        return success();
+      })
+      .Case([&](ReduceSumOp o) {
+        kernel.set_op(pg::REDUCE_SUM);
+        setDims(kernel, o.getDimensions());
+        return success();
+      })
+      .Case([&](BroadcastOp o) {
+        kernel.set_op(pg::BROADCAST);
+        setDims(kernel, o.getDimensions());
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The backward ops (gptc-autodiff's gradients).
+std::optional<LogicalResult>
+FunctionExporter::lowerGradient(Operation *op, pg::Kernel &kernel) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](EmbeddingGradOp) {
+        kernel.set_op(pg::EMBEDDING_GRAD);
+        return success();
+      })
+      .Case([&](LayerNormGradOp o) {
+        kernel.set_op(pg::LAYER_NORM_GRAD);
+        kernel.mutable_norm()->set_epsilon(o.getEpsilon().convertToDouble());
+        return success();
+      })
+      .Case([&](GeluGradOp) {
+        kernel.set_op(pg::GELU_GRAD);
+        return success();
+      })
+      .Case([&](SoftmaxGradOp) {
+        kernel.set_op(pg::SOFTMAX_GRAD);
+        return success();
+      })
+      .Case([&](CausalAttentionGradOp o) {
+        kernel.set_op(pg::CAUSAL_ATTENTION_GRAD);
+        kernel.mutable_attention()->set_num_heads(o.getNumHeads());
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp o) {
+        kernel.set_op(pg::CROSS_ENTROPY_GRAD);
+        setIgnoreIndex(kernel, o.getIgnoreIndex());
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The optimizer's ops: norms, clipping, the schedule, AdamW, loss
+/// scaling.
+std::optional<LogicalResult>
+FunctionExporter::lowerOptimizer(Operation *op, pg::Kernel &kernel) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](GlobalNormOp) {
+        kernel.set_op(pg::GLOBAL_NORM);
+        return success();
+      })
+      .Case([&](ClipScaleOp o) {
+        kernel.set_op(pg::CLIP_SCALE);
+        kernel.mutable_clip()->set_max_norm(o.getMaxNorm().convertToDouble());
+        return success();
+      })
+      .Case([&](LearningRateOp o) {
+        kernel.set_op(pg::LEARNING_RATE);
+        pg::ScheduleParams *schedule = kernel.mutable_schedule();
+        schedule->set_peak(o.getPeak().convertToDouble());
+        schedule->set_min(o.getMin().convertToDouble());
+        schedule->set_warmup(o.getWarmup());
+        schedule->set_total(o.getTotal());
+        schedule->set_decay(scheduleDecay(o.getDecay()));
+        return success();
+      })
+      .Case([&](AdamWOp o) {
+        kernel.set_op(pg::ADAMW);
+        pg::AdamWParams *adamw = kernel.mutable_adamw();
+        adamw->set_beta1(o.getBeta1().convertToDouble());
+        adamw->set_beta2(o.getBeta2().convertToDouble());
+        adamw->set_eps(o.getEps().convertToDouble());
+        adamw->set_weight_decay(o.getWeightDecay().convertToDouble());
+        return success();
+      })
+      .Case([&](MultiAdamWOp o) {
+        kernel.set_op(pg::MULTI_ADAMW);
+        pg::MultiAdamWParams *adamw = kernel.mutable_multi_adamw();
+        adamw->set_beta1(o.getBeta1().convertToDouble());
+        adamw->set_beta2(o.getBeta2().convertToDouble());
+        adamw->set_eps(o.getEps().convertToDouble());
+        for (double d : o.getDecays())
+          adamw->add_weight_decays(d);
+        return success();
+      })
+      .Case([&](SumSquaresOp) {
+        kernel.set_op(pg::SUM_SQUARES);
+        return success();
+      })
+      .Case([&](SqrtOp) {
+        kernel.set_op(pg::SQRT);
+        return success();
+      })
+      .Case([&](DivOp) {
+        kernel.set_op(pg::DIV);
+        return success();
+      })
+      .Case([&](FoundInfOp) {
+        kernel.set_op(pg::FOUND_INF);
+        return success();
+      })
+      .Case([&](LossScaleUpdateOp o) {
+        kernel.set_op(pg::LOSS_SCALE_UPDATE);
+        pg::LossScaleParams *scale = kernel.mutable_loss_scale();
+        scale->set_growth(o.getGrowth().convertToDouble());
+        scale->set_backoff(o.getBackoff().convertToDouble());
+        scale->set_interval(o.getInterval());
+        return success();
+      })
+      .Case([&](CountTokensOp o) {
+        kernel.set_op(pg::COUNT_TOKENS);
+        setIgnoreIndex(kernel, o.getIgnoreIndex());
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Collectives and the tensor-parallel ops.
+std::optional<LogicalResult>
+FunctionExporter::lowerParallel(Operation *op, pg::Kernel &kernel) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](shard::AllReduceOp o) -> LogicalResult {
+        if (o.getReduction() != shard::ReductionKind::Sum &&
+            o.getReduction() != shard::ReductionKind::Max)
+          return o.emitOpError("has no CPU kernel for this reduction "
+                               "(only sum and max)");
+        if (failed(useGrid(o, o.getGridAttr())))
+          return failure();
+        kernel.set_op(o.getReduction() == shard::ReductionKind::Sum
+                          ? pg::ALL_REDUCE
+                          : pg::ALL_REDUCE_MAX);
+        gridAxes(kernel.mutable_collective(), o.getGridAxes());
+        return success();
+      })
+      .Case([&](BucketAllReduceOp o) -> LogicalResult {
+        // One ALL_REDUCE over every operand: n inputs, n outputs.
+        if (failed(useGrid(o, o.getGridAttr())))
+          return failure();
+        kernel.set_op(pg::ALL_REDUCE);
+        gridAxes(kernel.mutable_collective(), o.getGridAxes());
+        return success();
+      })
+      .Case<BucketAllGatherOp, BucketReduceScatterOp>(
+          [&](auto o) -> LogicalResult {
+            // One collective over every operand along dimension 0: n
+            // inputs, n outputs.
             if (failed(useGrid(o, o.getGridAttr())))
               return failure();
-            kernel.set_op(o.getReduction() == shard::ReductionKind::Sum
-                              ? pg::ALL_REDUCE
-                              : pg::ALL_REDUCE_MAX);
+            kernel.set_op(isa<BucketAllGatherOp>(o.getOperation())
+                              ? pg::ALL_GATHER
+                              : pg::REDUCE_SCATTER);
+            kernel.mutable_collective()->set_axis(0);
             gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
-          .Case([&](BucketAllReduceOp o) -> LogicalResult {
-            // One ALL_REDUCE over every operand: n inputs, n outputs.
-            if (failed(useGrid(o, o.getGridAttr())))
-              return failure();
-            kernel.set_op(pg::ALL_REDUCE);
-            gridAxes(kernel.mutable_collective(), o.getGridAxes());
-            return success();
-          })
-          .Case<BucketAllGatherOp, BucketReduceScatterOp>(
-              [&](auto o) -> LogicalResult {
-                // One collective over every operand along dimension 0: n
-                // inputs, n outputs.
-                if (failed(useGrid(o, o.getGridAttr())))
-                  return failure();
-                kernel.set_op(isa<BucketAllGatherOp>(o.getOperation())
-                                  ? pg::ALL_GATHER
-                                  : pg::REDUCE_SCATTER);
-                kernel.mutable_collective()->set_axis(0);
-                gridAxes(kernel.mutable_collective(), o.getGridAxes());
-                return success();
-              })
-          .Case([&](ShardOffsetOp o) -> LogicalResult {
-            if (failed(useGrid(o, o.getGridAttr())))
-              return failure();
-            kernel.set_op(pg::SHARD_OFFSET);
-            kernel.mutable_shard_offset()->set_block(o.getBlock());
-            gridAxes(kernel.mutable_shard_offset(), o.getGridAxes());
-            return success();
-          })
-          .Case([&](RowMaxOp) {
-            kernel.set_op(pg::ROW_MAX);
-            return success();
-          })
-          .Case([&](VocabParallelPartialsOp o) {
-            kernel.set_op(pg::VOCAB_PARTIALS);
-            pg::VocabParams *vocab = kernel.mutable_vocab();
-            if (auto size = o.getVocabSize())
-              vocab->set_vocab_size(*size);
-            return success();
-          })
-          .Case([&](VocabParallelPartialsGradOp o) {
-            kernel.set_op(pg::VOCAB_PARTIALS_GRAD);
-            pg::VocabParams *vocab = kernel.mutable_vocab();
-            if (auto size = o.getVocabSize())
-              vocab->set_vocab_size(*size);
-            return success();
-          })
-          .Case([&](VocabParallelLossOp o) {
-            kernel.set_op(pg::VOCAB_LOSS);
-            ignore(o.getIgnoreIndex());
-            return success();
-          })
-          .Case([&](VocabParallelLossGradOp o) {
-            kernel.set_op(pg::VOCAB_LOSS_GRAD);
-            ignore(o.getIgnoreIndex());
-            return success();
-          })
-          .Case([&](GradAllReduceOp) {
-            // The identity once differentiated (canonicalization folds it).
-            kernel.set_op(pg::RESHAPE);
-            return success();
-          })
-          .Case([&](SumSquaresOp) {
-            kernel.set_op(pg::SUM_SQUARES);
-            return success();
-          })
-          .Case([&](SqrtOp) {
-            kernel.set_op(pg::SQRT);
-            return success();
-          })
-          .Case([&](DivOp) {
-            kernel.set_op(pg::DIV);
-            return success();
-          })
-          .Case([&](FoundInfOp) {
-            kernel.set_op(pg::FOUND_INF);
-            return success();
-          })
-          .Case([&](LossScaleUpdateOp o) {
-            kernel.set_op(pg::LOSS_SCALE_UPDATE);
-            pg::LossScaleParams *scale = kernel.mutable_loss_scale();
-            scale->set_growth(o.getGrowth().convertToDouble());
-            scale->set_backoff(o.getBackoff().convertToDouble());
-            scale->set_interval(o.getInterval());
-            return success();
-          })
-          .Case([&](CountTokensOp o) {
-            kernel.set_op(pg::COUNT_TOKENS);
-            ignore(o.getIgnoreIndex());
-            return success();
-          })
-          .Case<shard::AllGatherOp, shard::ReduceScatterOp,
-                shard::AllSliceOp>([&](auto o) -> LogicalResult {
+      .Case([&](ShardOffsetOp o) -> LogicalResult {
+        if (failed(useGrid(o, o.getGridAttr())))
+          return failure();
+        kernel.set_op(pg::SHARD_OFFSET);
+        kernel.mutable_shard_offset()->set_block(o.getBlock());
+        gridAxes(kernel.mutable_shard_offset(), o.getGridAxes());
+        return success();
+      })
+      .Case([&](RowMaxOp) {
+        kernel.set_op(pg::ROW_MAX);
+        return success();
+      })
+      .Case([&](VocabParallelPartialsOp o) {
+        kernel.set_op(pg::VOCAB_PARTIALS);
+        pg::VocabParams *vocab = kernel.mutable_vocab();
+        if (auto size = o.getVocabSize())
+          vocab->set_vocab_size(*size);
+        return success();
+      })
+      .Case([&](VocabParallelPartialsGradOp o) {
+        kernel.set_op(pg::VOCAB_PARTIALS_GRAD);
+        pg::VocabParams *vocab = kernel.mutable_vocab();
+        if (auto size = o.getVocabSize())
+          vocab->set_vocab_size(*size);
+        return success();
+      })
+      .Case([&](VocabParallelLossOp o) {
+        kernel.set_op(pg::VOCAB_LOSS);
+        setIgnoreIndex(kernel, o.getIgnoreIndex());
+        return success();
+      })
+      .Case([&](VocabParallelLossGradOp o) {
+        kernel.set_op(pg::VOCAB_LOSS_GRAD);
+        setIgnoreIndex(kernel, o.getIgnoreIndex());
+        return success();
+      })
+      .Case([&](GradAllReduceOp) {
+        // The identity once differentiated (canonicalization folds it).
+        kernel.set_op(pg::RESHAPE);
+        return success();
+      })
+      .Case<shard::AllGatherOp, shard::ReduceScatterOp, shard::AllSliceOp>(
+          [&](auto o) -> LogicalResult {
             using OpT = decltype(o);
             if constexpr (std::is_same_v<OpT, shard::ReduceScatterOp>)
               if (o.getReduction() != shard::ReductionKind::Sum)
@@ -729,72 +757,98 @@ LogicalResult FunctionExporter::lower(Operation *op) {
             gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
-          .Case([&](FusedGemmOp o) -> LogicalResult {
-            // One library call; the region says what it computes.
-            using MP = pg::MatmulParams;
-            pg::MatmulParams *params = kernel.mutable_matmul();
-            switch (o.getEpilogue()) {
-            case GemmEpilogue::GeluAux:
-              params->set_epilogue(MP::GELU_AUX);
-              break;
-            case GemmEpilogue::DGelu:
-              params->set_epilogue(MP::DGELU);
-              break;
-            case GemmEpilogue::DGeluBGrad:
-              params->set_epilogue(MP::DGELU_BGRAD);
-              break;
-            case GemmEpilogue::BGrad:
-              params->set_epilogue(MP::BGRAD);
-              break;
-            }
-            if (auto matmul = dyn_cast<MatmulOp>(o.getGemm())) {
-              kernel.set_op(pg::MATMUL);
-              params->set_transpose_lhs(matmul.getTransposeLhs());
-              params->set_transpose_rhs(matmul.getTransposeRhs());
-            } else {
-              kernel.set_op(pg::LINEAR);
-            }
-            return success();
-          })
-          .Case([&](KernelOp o) -> LogicalResult {
-            // Generated code: the CPU target compiles the region into the
-            // program's kernel library under the kernel's name.
-            kernel.set_op(pg::COMPILED);
-            pg::CompiledParams *compiled = kernel.mutable_compiled();
-            auto function = kernelFunctions.find(o.getName());
-            if (function == kernelFunctions.end())
-              return o.emitOpError("is not a kernel of the module");
-            compiled->set_symbol(function->second);
-            if (function->second != o.getName())
-              compiled->set_name(o.getName().str());
-            // The CPU splits dimension 0 over threads; a GPU kernel's
-            // launch plan has its own mapping and may compute scalars
-            // (extent 0, which the CPU executor refuses).
-            auto first = dyn_cast<RankedTensorType>(o.getResult(0).getType());
-            if (!first)
-              return o.emitOpError("needs ranked tensor results");
-            compiled->set_extent(first.getRank() ? first.getDimSize(0) : 0);
-            return success();
-          })
-          .Case([&](AccumulateOp o) -> LogicalResult {
-            kernel.set_op(pg::ACCUMULATE);
-            pg::AccumulateParams *accumulate = kernel.mutable_accumulate();
-            accumulate->set_microbatches(o.getMicrobatches());
-            accumulate->set_stacked_inputs(o.getInputs().size());
-            getUsedValuesDefinedAbove(o.getBody(), captures);
-            FunctionExporter inner(*accumulate->mutable_body(), symbols,
-                                   kernelFunctions);
-            if (failed(inner.runRegion(o, captures.getArrayRef())))
-              return failure();
-            // The body's grid is the function's.
-            if (inner.out.grid_shape_size() && !out.grid_shape_size())
-              out.mutable_grid_shape()->CopyFrom(inner.out.grid_shape());
-            return success();
-          })
-          .Default([&](Operation *other) {
-            return other->emitOpError("has no CPU kernel");
-          });
-  if (failed(known))
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Ops with regions: a fused GEMM, a generated kernel, an accumulation
+/// loop (the values a region captures are added to `captures`).
+std::optional<LogicalResult>
+FunctionExporter::lowerRegion(Operation *op, pg::Kernel &kernel,
+                              llvm::SetVector<Value> &captures) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](FusedGemmOp o) -> LogicalResult {
+        // One library call; the region says what it computes.
+        using MP = pg::MatmulParams;
+        pg::MatmulParams *params = kernel.mutable_matmul();
+        switch (o.getEpilogue()) {
+        case GemmEpilogue::GeluAux:
+          params->set_epilogue(MP::GELU_AUX);
+          break;
+        case GemmEpilogue::DGelu:
+          params->set_epilogue(MP::DGELU);
+          break;
+        case GemmEpilogue::DGeluBGrad:
+          params->set_epilogue(MP::DGELU_BGRAD);
+          break;
+        case GemmEpilogue::BGrad:
+          params->set_epilogue(MP::BGRAD);
+          break;
+        }
+        if (auto matmul = dyn_cast<MatmulOp>(o.getGemm())) {
+          kernel.set_op(pg::MATMUL);
+          params->set_transpose_lhs(matmul.getTransposeLhs());
+          params->set_transpose_rhs(matmul.getTransposeRhs());
+        } else {
+          kernel.set_op(pg::LINEAR);
+        }
+        return success();
+      })
+      .Case([&](KernelOp o) -> LogicalResult {
+        // Generated code: the CPU target compiles the region into the
+        // program's kernel library under the kernel's name.
+        kernel.set_op(pg::COMPILED);
+        pg::CompiledParams *compiled = kernel.mutable_compiled();
+        auto function = kernelFunctions.find(o.getName());
+        if (function == kernelFunctions.end())
+          return o.emitOpError("is not a kernel of the module");
+        compiled->set_symbol(function->second);
+        if (function->second != o.getName())
+          compiled->set_name(o.getName().str());
+        // The CPU splits dimension 0 over threads; a GPU kernel's
+        // launch plan has its own mapping and may compute scalars
+        // (extent 0, which the CPU executor refuses).
+        auto first = dyn_cast<RankedTensorType>(o.getResult(0).getType());
+        if (!first)
+          return o.emitOpError("needs ranked tensor results");
+        compiled->set_extent(first.getRank() ? first.getDimSize(0) : 0);
+        return success();
+      })
+      .Case([&](AccumulateOp o) -> LogicalResult {
+        kernel.set_op(pg::ACCUMULATE);
+        pg::AccumulateParams *accumulate = kernel.mutable_accumulate();
+        accumulate->set_microbatches(o.getMicrobatches());
+        accumulate->set_stacked_inputs(o.getInputs().size());
+        getUsedValuesDefinedAbove(o.getBody(), captures);
+        FunctionExporter inner(*accumulate->mutable_body(), symbols,
+                               kernelFunctions);
+        if (failed(inner.runRegion(o, captures.getArrayRef())))
+          return failure();
+        // The body's grid is the function's.
+        if (inner.out.grid_shape_size() && !out.grid_shape_size())
+          out.mutable_grid_shape()->CopyFrom(inner.out.grid_shape());
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+LogicalResult FunctionExporter::lower(Operation *op) {
+  pg::Kernel kernel;
+  llvm::SetVector<Value> captures;
+  kernel.set_location(describe(op->getLoc()));
+
+  // 1. The op's kind and attributes, by family.
+  std::optional<LogicalResult> known = lowerForward(op, kernel);
+  if (!known)
+    known = lowerGradient(op, kernel);
+  if (!known)
+    known = lowerOptimizer(op, kernel);
+  if (!known)
+    known = lowerParallel(op, kernel);
+  if (!known)
+    known = lowerRegion(op, kernel, captures);
+  if (!known)
+    return op->emitOpError("has no CPU kernel");
+  if (failed(*known))
     return failure();
 
   // 2. Operands (and the values a region captures) and results.
