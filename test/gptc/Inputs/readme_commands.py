@@ -89,6 +89,28 @@ CHECKS = {
         "build/bin/gptc-run fb.mlir --function=forward_backward $(cat inputs.txt) --output-dir=out/"),
 }
 
+# The commands of docs/*.md's shell blocks (performance.md's are the
+# benchmarks' records, run by bench/): the same kinds, plus SYNOPSIS (a
+# usage line: every --flag it names must be one `gptc train --help` or
+# `gptc --help` lists) and INSTEAD (too large to run here: what is run,
+# and why).
+SYNOPSIS, INSTEAD = "synopsis", "instead"
+DOC_CHECKS = {
+    "mlir-opt-22 --load-dialect-plugin=build/lib/GptcPlugin.so --load-pass-plugin=build/lib/GptcPlugin.so --pass-pipeline='builtin.module(gptc-autodiff)' model.mlir": (RUN,),
+    "gptc plan models/gpt3-175b.pbtxt --hardware h100-node --devices 1024 [--top 5]": (
+        INSTEAD, "gptc plan models/gpt3-175b.pbtxt --hardware h100-node --devices 1024 --top 5",
+        "the optional flag given"),
+    "gptc models/gpt3-175b.pbtxt --mesh auto --hardware h100-node --devices 1024 --emit=comm": (RUN,),
+    "mpirun -np 8 gptc train models/gpt2-124m.pbtxt --mesh auto --hardware h100-node --devices 8": (
+        INSTEAD, "gptc models/gpt2-124m.pbtxt --mesh auto --hardware h100-node --devices 8 --emit=summary",
+        "8 processes of GPT-2 124M: the plan it trains is compiled, not trained"),
+    "[mpirun.mpich -np N] gptc train MODEL.pbtxt [--mesh dp=D,tp=T] [--sequence-parallel] [--zero-stage S] [--grad-accum A] [--recompute none|selective|full] [--data FILE [--val-data FILE]] [--steps N] [--stop-at-step K] [--checkpoint PATH] [--resume] [--eval-interval N] [--log-interval N] [--profile] [--profile-json FILE] [--trace FILE] [--dump-dir DIR]": (
+        SYNOPSIS, "gptc train --help"),
+    "gptc sample CHECKPOINT [--prompt TEXT] [--length N] [--temperature T] [--top-k K] [--seed S]": (
+        SYNOPSIS, "gptc sample --help"),
+    "mpirun.mpich -np 4 gptc train models/tiny.pbtxt --mesh dp=2,tp=2 --sequence-parallel --zero-stage 1": (SHORT,),
+}
+
 # The error example: a model whose tensor-parallel size does not divide its
 # heads, the mesh's axis on line 12.
 BAD = """name: "bad"
@@ -146,6 +168,34 @@ def readme_commands(readme):
     return lines, error
 
 
+def docs_commands(repo):
+    """(file, command) of each line of docs/*.md's shell blocks, continued
+    lines joined (performance.md's left to bench/)."""
+    out = []
+    docs = os.path.join(repo, "docs")
+    for name in sorted(os.listdir(docs)):
+        if not name.endswith(".md") or name == "performance.md":
+            continue
+        text = open(os.path.join(docs, name)).read()
+        for block in re.findall(r"```(?:sh|bash|shell)\n(.*?)```", text, re.S):
+            pending = ""
+            for line in block.splitlines():
+                line = pending + line.strip()
+                pending = ""
+                if line.endswith("\\"):
+                    pending = line[:-1].strip() + " "
+                    continue
+                # A usage line continued on the next without a backslash.
+                if line.startswith("[") and out and out[-1][1].startswith("[") and \
+                        out[-1][0] == name and not line.startswith("[mpirun"):
+                    out[-1] = (name, out[-1][1] + " " + line)
+                    continue
+                command = re.split(r"\s+#\s", line, 1)[0].strip()
+                if command:
+                    out.append((name, command))
+    return out
+
+
 def prepare(repo, build, work, python):
     os.makedirs(work, exist_ok=True)
     for name, target in (("build", build), ("models", os.path.join(repo, "models"))):
@@ -180,6 +230,10 @@ def main():
     for c in CHECKS:
         if c not in commands:
             failures.append("a check of no README command: " + c)
+    documented = docs_commands(repo)
+    for name, c in documented:
+        if c not in DOC_CHECKS:
+            failures.append("docs/%s command without a check: %s" % (name, c))
     if "--no-run" in sys.argv[5:]:
         for f in failures:
             print("FAIL " + f)
@@ -238,6 +292,47 @@ def main():
         else:
             counts[RUN] += 1
             print("ran: " + c)
+    # docs/*.md: every shell-block command has a check (above), and runs.
+    for c in DOC_CHECKS:
+        if c not in [d for _, d in documented]:
+            failures.append("a check of no docs command: " + c)
+    docs_ran = 0
+    for name, c in documented:
+        check = DOC_CHECKS.get(c)
+        if not check:
+            continue
+        kind = check[0]
+        if kind == SYNOPSIS:
+            help_text = subprocess.run(["bash", "-c", check[1]], cwd=work, env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, errors="replace").stdout
+            missing = [f for f in sorted(set(re.findall(r"--[\w-]+", c)))
+                       if not re.search(r"(?m)^\s*%s(?=[\s=])" % re.escape(f), help_text)]
+            if missing:
+                failures.append("docs/%s names flags `%s` does not list: %s" % (
+                    name, check[1], " ".join(missing)))
+                print("FAIL: " + c)
+            else:
+                docs_ran += 1
+                print("docs/%s: flags listed by %s: %s" % (name, check[1], c[:60]))
+            continue
+        command, note = c, ""
+        if kind == INSTEAD:
+            command, note = check[1], " (instead: %s; %s)" % (check[1], check[2])
+        elif kind == SHORT:
+            command = re.sub(r"(gptc train [^&]*?)(\s*(&&|$))",
+                             lambda m: m.group(1) + " --stop-at-step 3" + m.group(2), command)
+        command = command.replace("mpirun ", "mpirun.mpich ")
+        proc = subprocess.run(["bash", "-c", command], cwd=work, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, errors="replace", timeout=600)
+        if proc.returncode != 0:
+            failures.append("docs/%s: exit %d: %s\n%s" % (name, proc.returncode, command,
+                                                       proc.stdout[-2000:]))
+            print("FAIL: " + c)
+        else:
+            docs_ran += 1
+            print("docs/%s: ran: %s%s" % (name, c, note))
     if not error:
         failures.append("README has no `build/bin/gptc bad.pbtxt` example")
     else:
@@ -252,8 +347,10 @@ def main():
             print("error example: as shown")
     for f in failures:
         print("FAIL " + f)
-    print("README: %d commands: %d ran, %d need a GPU or the CUDA toolkit, %d run by other tests; %d failures" % (
-        len(commands), counts[RUN], counts[GPU], counts[SUITE], len(failures)))
+    print("README: %d commands: %d ran, %d need a GPU or the CUDA toolkit, %d run by other tests" % (
+        len(commands), counts[RUN], counts[GPU], counts[SUITE]))
+    print("docs: %d commands: %d checked; %d failures" % (
+        len(documented), docs_ran, len(failures)))
     sys.exit(1 if failures else 0)
 
 
