@@ -497,6 +497,11 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
       ptr[id] = out[i];
   }
   bool skipWait = injectedFault() == Fault::SkipWait;
+  bool timed = profiling || trace;
+  if (trace) {
+    traceOriginHost = TraceRecorder::now();
+    GPTC_CUDA_CHECK(api().cudaEventRecord(traceOrigin, backend.stream));
+  }
   for (size_t index = 0; index < static_cast<size_t>(function.kernels_size());
        ++index) {
     const Kernel &k = function.kernels(static_cast<int>(index));
@@ -525,7 +530,7 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
                                 cudaMemcpyHostToDevice, backend.stream));
       backend.synchronize(backend.stream);
     }
-    if (!profiling) {
+    if (!timed) {
       runKernel(index);
       continue;
     }
@@ -536,18 +541,18 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
     bool collective = isDeviceCollective(k.op());
     if (collective)
       backend.synchronize(backend.stream);
-    cudaStream_t timed = collective ? backend.commStream : backend.stream;
+    cudaStream_t stream = collective ? backend.commStream : backend.stream;
     auto body = bodies.find(index);
     double inner =
         body != bodies.end() ? body->second->times.totalSeconds() : 0;
-    GPTC_CUDA_CHECK(api().cudaEventRecord(startEvents[index], timed));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(startEvents[index], stream));
     runKernel(index);
-    GPTC_CUDA_CHECK(api().cudaEventRecord(stopEvents[index], timed));
+    GPTC_CUDA_CHECK(api().cudaEventRecord(stopEvents[index], stream));
     if (body != bodies.end())
       innerSeconds[index] += body->second->times.totalSeconds() - inner;
     recorded[index] = true;
   }
-  if (profiling) {
+  if (timed) {
     // The events of this enqueue, read once they have all completed.
     for (size_t index = 0; index < recorded.size(); ++index) {
       if (!recorded[index])
@@ -559,6 +564,15 @@ bool CudaRunner::enqueue(const std::vector<void *> &in,
                                                  stopEvents[index]));
       times.add(static_cast<int>(index), ms * 1e-3 - innerSeconds[index]);
       innerSeconds[index] = 0;
+      if (trace) {
+        float from = 0;
+        GPTC_CUDA_CHECK(
+            api().cudaEventElapsedTime(&from, traceOrigin, startEvents[index]));
+        double start = traceOriginHost + from * 1e3;
+        const Kernel &k = function.kernels(static_cast<int>(index));
+        trace->slice(kernelName(k), "kernel", start, start + ms * 1e3, 1,
+                     k.location());
+      }
     }
   }
   for (size_t c : waits[function.kernels_size()])
@@ -630,7 +644,7 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
   // A run the profile times kernel by kernel, or that poisons a tensor
   // from the host, is not a graph.
   StepGraph *graph = nullptr;
-  if (backend.graphs && runs > 0 && !profiling && poisonKernel < 0) {
+  if (backend.graphs && runs > 0 && !profiling && !trace && poisonKernel < 0) {
     std::vector<void *> key(in);
     key.insert(key.end(), out.begin(), out.end());
     auto it = graphs.find(key);
@@ -741,16 +755,33 @@ bool CudaRunner::injectInfinityBefore(program::OpKind op) {
   return false;
 }
 
+void CudaRunner::createEvents() {
+  size_t n = static_cast<size_t>(function.kernels_size());
+  if (!startEvents.empty())
+    return;
+  for (size_t i = 0; i < n; ++i) {
+    cudaEvent_t start, stop;
+    GPTC_CUDA_CHECK(api().cudaEventCreate(&start));
+    GPTC_CUDA_CHECK(api().cudaEventCreate(&stop));
+    startEvents.push_back(start);
+    stopEvents.push_back(stop);
+  }
+  GPTC_CUDA_CHECK(api().cudaEventCreate(&traceOrigin));
+  recorded.assign(n, false);
+  innerSeconds.assign(n, 0.0);
+}
+
+void CudaRunner::setTrace(TraceRecorder *t) {
+  if (t)
+    createEvents();
+  trace = t;
+  for (auto &[index, body] : bodies)
+    body->setTrace(t);
+}
+
 void CudaRunner::enableProfiling() {
   size_t n = static_cast<size_t>(function.kernels_size());
-  if (startEvents.empty())
-    for (size_t i = 0; i < n; ++i) {
-      cudaEvent_t start, stop;
-      GPTC_CUDA_CHECK(api().cudaEventCreate(&start));
-      GPTC_CUDA_CHECK(api().cudaEventCreate(&stop));
-      startEvents.push_back(start);
-      stopEvents.push_back(stop);
-    }
+  createEvents();
   profiling = true;
   recorded.assign(n, false);
   innerSeconds.assign(n, 0.0);
@@ -766,6 +797,8 @@ CudaRunner::~CudaRunner() {
     api().cudaEventDestroy(e);
   for (cudaEvent_t e : stopEvents)
     api().cudaEventDestroy(e);
+  if (traceOrigin)
+    api().cudaEventDestroy(traceOrigin);
 }
 
 std::vector<KernelTime> CudaRunner::profile() const { return times.kernels(); }

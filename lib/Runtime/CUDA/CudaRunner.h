@@ -38,6 +38,7 @@
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
+#include "gptc/Runtime/Trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -346,6 +347,10 @@ public:
   void setCommunicator(Communicator *c) override { (void)c; }
   bool injectInfinityBefore(program::OpKind op) override;
   void enableProfiling() override;
+  /// --trace: each kernel's device time, placed on the host's clock from
+  /// an event recorded when the run is enqueued (the events profiling
+  /// records; a traced run, like a profiled one, is not a CUDA graph).
+  void setTrace(TraceRecorder *t) override;
   std::vector<KernelTime> profile() const override;
   ~CudaRunner() override;
 
@@ -420,6 +425,13 @@ private:
   /// launches in the current enqueue (read when it ends) and the seconds
   /// of an ACCUMULATE's body's kernels within it; each kernel's own time.
   std::vector<cudaEvent_t> startEvents, stopEvents;
+  /// The events exist (profiling or tracing).
+  void createEvents();
+  TraceRecorder *trace = nullptr;
+  /// Recorded on the compute stream when a traced run is enqueued, at the
+  /// host time `traceOriginHost` (microseconds, TraceRecorder::now).
+  cudaEvent_t traceOrigin = nullptr;
+  double traceOriginHost = 0;
   std::vector<bool> recorded;
   std::vector<double> innerSeconds;
   KernelTimes times;
