@@ -502,6 +502,13 @@ private:
   LogicalResult convertRunning(StringRef op);
   LogicalResult convertConstant();
   LogicalResult fold(StringRef op);
+  LogicalResult foldShape(StringRef op);
+  LogicalResult foldCast(StringRef op);
+  LogicalResult foldMovement(StringRef op);
+  LogicalResult foldMask(StringRef op);
+  LogicalResult foldElementwise(StringRef op);
+  bool resultTooLarge(ArrayRef<int64_t> shape);
+  FailureOr<Known> castKnown(const Known &x, int32_t to);
   bool foldable(StringRef op);
 
 public:
@@ -522,6 +529,8 @@ public:
     } fold = Never;
     /// Converts the current node to ops that run (the op type given).
     LogicalResult (*convert)(Importer &, StringRef) = nullptr;
+    /// Evaluates it at import (fold is not Never).
+    LogicalResult (*evaluate)(Importer &, StringRef) = nullptr;
   };
   /// Every op type the importer knows.
   static const llvm::StringMap<OpHandler> &ops();
@@ -1057,50 +1066,59 @@ bool Importer::foldable(StringRef op) {
   return node->input_size() > 0;
 }
 
+/// Evaluates the current node at import (Importer::ops says which ops
+/// and when): its results become known values. One function per family.
 LogicalResult Importer::fold(StringRef op) {
-  // Folded results live in memory here: shapes that ask for more are
-  // refused, not allocated.
-  auto tooLarge = [&](ArrayRef<int64_t> shape) {
-    int64_t n = countOf(shape);
-    if (n >= 0 && n <= (int64_t(1) << 26))
-      return false;
-    error("the result (") << n
-                          << " elements) is too large to evaluate "
-                             "when the model is imported";
-    return true;
-  };
-  // Element conversion for Cast: floats keep their value rounded to the
-  // target's precision; ints truncate toward zero.
-  auto castTo = [&](const Known &x, int32_t to) -> FailureOr<Known> {
-    if (!widthOf(to))
-      return error("Cast to ") << typeName(to) << " is not supported",
-             failure();
-    Known r;
-    r.onnxType = to;
-    r.shape = x.shape;
-    for (int64_t e = 0; e < x.size(); ++e) {
-      double v = x.at(e);
-      if (isFloatType(to)) {
-        if (to == DT::TensorProto_DataType_FLOAT)
-          v = float(v);
-        else if (to != DT::TensorProto_DataType_DOUBLE) {
-          APFloat a(v);
-          bool lost;
-          a.convert(to == DT::TensorProto_DataType_FLOAT16 ? APFloat::IEEEhalf()
-                                                           : APFloat::BFloat(),
-                    APFloat::rmNearestTiesToEven, &lost);
-          v = a.convertToDouble();
-        }
-        r.f.push_back(v);
-      } else if (to == DT::TensorProto_DataType_BOOL) {
-        r.i.push_back(v != 0);
-      } else {
-        r.i.push_back(x.isFloat() ? toInt(v) : x.i[e]);
-      }
-    }
-    return r;
-  };
+  const OpHandler &h = ops().find(op)->second;
+  assert(h.evaluate && "an op evaluated at import has its evaluator");
+  return h.evaluate(*this, op);
+}
 
+/// Folded results live in memory here: shapes that ask for more are
+/// refused, not allocated.
+bool Importer::resultTooLarge(ArrayRef<int64_t> shape) {
+  int64_t n = countOf(shape);
+  if (n >= 0 && n <= (int64_t(1) << 26))
+    return false;
+  error("the result (") << n
+                        << " elements) is too large to evaluate "
+                           "when the model is imported";
+  return true;
+}
+
+/// Element conversion for Cast: floats keep their value rounded to the
+/// target's precision; ints truncate toward zero.
+FailureOr<Known> Importer::castKnown(const Known &x, int32_t to) {
+  if (!widthOf(to))
+    return error("Cast to ") << typeName(to) << " is not supported", failure();
+  Known r;
+  r.onnxType = to;
+  r.shape = x.shape;
+  for (int64_t e = 0; e < x.size(); ++e) {
+    double v = x.at(e);
+    if (isFloatType(to)) {
+      if (to == DT::TensorProto_DataType_FLOAT)
+        v = float(v);
+      else if (to != DT::TensorProto_DataType_DOUBLE) {
+        APFloat a(v);
+        bool lost;
+        a.convert(to == DT::TensorProto_DataType_FLOAT16 ? APFloat::IEEEhalf()
+                                                         : APFloat::BFloat(),
+                  APFloat::rmNearestTiesToEven, &lost);
+        v = a.convertToDouble();
+      }
+      r.f.push_back(v);
+    } else if (to == DT::TensorProto_DataType_BOOL) {
+      r.i.push_back(v != 0);
+    } else {
+      r.i.push_back(x.isFloat() ? toInt(v) : x.i[e]);
+    }
+  }
+  return r;
+}
+
+/// Shape, Size, ConstantOfShape, Range.
+LogicalResult Importer::foldShape(StringRef op) {
   if (op == "Shape" || op == "Size") {
     FailureOr<Value> v;
     SmallVector<int64_t> shape;
@@ -1173,17 +1191,28 @@ LogicalResult Importer::fold(StringRef op) {
     defineKnown(0, std::move(r));
     return success();
   }
+  llvm_unreachable("not a shape op");
+}
 
+/// Identity and Cast, CastLike.
+LogicalResult Importer::foldCast(StringRef op) {
   const Known &x = *known(0);
   if (op == "Identity")
     return defineKnown(0, x), success();
   if (op == "Cast" || op == "CastLike") {
     int32_t to = op == "Cast" ? int32_t(intAttr("to", 0)) : known(1)->onnxType;
-    FailureOr<Known> r = castTo(x, to);
+    FailureOr<Known> r = castKnown(x, to);
     if (failed(r))
       return failure();
     return defineKnown(0, std::move(*r)), success();
   }
+  llvm_unreachable("not a cast");
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze, Expand, Transpose, Concat,
+/// Gather, Slice.
+LogicalResult Importer::foldMovement(StringRef op) {
+  const Known &x = *known(0);
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" ||
       op == "Unsqueeze") {
     FailureOr<SmallVector<int64_t>> shape = resultShapeOf(op, x.shape);
@@ -1195,7 +1224,7 @@ LogicalResult Importer::fold(StringRef op) {
   }
   if (op == "Expand") {
     FailureOr<SmallVector<int64_t>> shape = resultShapeOf(op, x.shape);
-    if (failed(shape) || tooLarge(*shape))
+    if (failed(shape) || resultTooLarge(*shape))
       return failure();
     Known r = x.like(*shape);
     std::vector<int64_t> idx = broadcastIndices(x.shape, *shape);
@@ -1265,7 +1294,7 @@ LogicalResult Importer::fold(StringRef op) {
     SmallVector<int64_t> shape(x.shape.begin(), x.shape.begin() + *axis);
     shape.append(idx.shape.begin(), idx.shape.end());
     shape.append(x.shape.begin() + *axis + 1, x.shape.end());
-    if (tooLarge(shape))
+    if (resultTooLarge(shape))
       return failure();
     Known r = x.like(shape);
     int64_t outer = countOf(ArrayRef(x.shape).take_front(*axis));
@@ -1306,6 +1335,12 @@ LogicalResult Importer::fold(StringRef op) {
     }
     return defineKnown(0, std::move(r)), success();
   }
+  llvm_unreachable("not a data-movement op");
+}
+
+/// Trilu and Where: masks.
+LogicalResult Importer::foldMask(StringRef op) {
+  const Known &x = *known(0);
   if (op == "Trilu") {
     int64_t kOff = 0;
     if (hasInput(1)) {
@@ -1337,7 +1372,7 @@ LogicalResult Importer::fold(StringRef op) {
     auto shape = s1 ? broadcastShapes(*s1, f.shape) : std::nullopt;
     if (!shape)
       return error("Where: operand shapes do not broadcast"), failure();
-    if (tooLarge(*shape))
+    if (resultTooLarge(*shape))
       return failure();
     Known r = t.like(*shape);
     auto ic = broadcastIndices(x.shape, *shape);
@@ -1352,6 +1387,12 @@ LogicalResult Importer::fold(StringRef op) {
     return defineKnown(0, std::move(r)), success();
   }
   // Elementwise, unary then binary.
+  llvm_unreachable("not a mask op");
+}
+
+/// Elementwise functions, arithmetic, comparisons and logic.
+LogicalResult Importer::foldElementwise(StringRef op) {
+  const Known &x = *known(0);
   static const llvm::StringMap<double (*)(double)> unaries = {
       {"Neg", [](double v) { return -v; }},
       {"Sqrt", [](double v) { return std::sqrt(v); }},
@@ -1379,7 +1420,7 @@ LogicalResult Importer::fold(StringRef op) {
   auto shape = broadcastShapes(x.shape, y.shape);
   if (!shape)
     return error(op) << ": operand shapes do not broadcast", failure();
-  if (tooLarge(*shape))
+  if (resultTooLarge(*shape))
     return failure();
   bool compare = op == "Equal" || op == "Less" || op == "Greater" ||
                  op == "And" || op == "Or";
@@ -2151,6 +2192,7 @@ bool mlir::gptc::parseOnnxDim(llvm::StringRef text, OnnxImportOptions &options,
 
 const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
   using H = OpHandler;
+  // Converters (to ops that run), one per family.
   auto elementwise =
       +[](Importer &I, StringRef op) { return I.convertElementwise(op); };
   auto shapeOp =
@@ -2162,45 +2204,57 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
                                     "evaluates it only on values known at "
                                     "import)"));
   };
+  // Evaluators (at import), one per family.
+  auto shapes = +[](Importer &I, StringRef op) { return I.foldShape(op); };
+  auto arithmetic =
+      +[](Importer &I, StringRef op) { return I.foldElementwise(op); };
+  auto casts = +[](Importer &I, StringRef op) { return I.foldCast(op); };
+  auto movement = +[](Importer &I, StringRef op) { return I.foldMovement(op); };
+  auto masks = +[](Importer &I, StringRef op) { return I.foldMask(op); };
   static const llvm::StringMap<OpHandler> table = {
       {"Constant",
        {0, H::Never,
         +[](Importer &I, StringRef) { return I.convertConstant(); }}},
       // Shapes and constants: evaluated at import.
-      {"Shape", {1, H::Always, nullptr}},
-      {"Size", {1, H::Always, nullptr}},
-      {"ConstantOfShape", {1, H::Always, nullptr}},
-      {"Range", {3, H::Always, nullptr}},
+      {"Shape", {1, H::Always, nullptr, shapes}},
+      {"Size", {1, H::Always, nullptr, shapes}},
+      {"ConstantOfShape", {1, H::Always, nullptr, shapes}},
+      {"Range", {3, H::Always, nullptr, shapes}},
       // Elementwise.
-      {"Add", {2, H::WhenKnown, elementwise}},
-      {"Sub", {2, H::WhenKnown, elementwise}},
-      {"Mul", {2, H::WhenKnown, elementwise}},
-      {"Div", {2, H::WhenKnown, elementwise}},
-      {"Pow", {2, H::WhenKnown, elementwise}},
-      {"Neg", {1, H::WhenKnown, elementwise}},
-      {"Sqrt", {1, H::WhenKnown, elementwise}},
-      {"Exp", {1, H::WhenKnown, elementwise}},
-      {"Log", {1, H::WhenKnown, elementwise}},
-      {"Tanh", {1, H::WhenKnown, elementwise}},
-      {"Erf", {1, H::WhenKnown, elementwise}},
-      {"Reciprocal", {1, H::WhenKnown, elementwise}},
-      {"Relu", {1, H::WhenKnown, elementwise}},
-      {"Sigmoid", {1, H::WhenKnown, elementwise}},
-      {"Abs", {1, H::WhenKnown, elementwise}},
+      {"Add", {2, H::WhenKnown, elementwise, arithmetic}},
+      {"Sub", {2, H::WhenKnown, elementwise, arithmetic}},
+      {"Mul", {2, H::WhenKnown, elementwise, arithmetic}},
+      {"Div", {2, H::WhenKnown, elementwise, arithmetic}},
+      {"Pow", {2, H::WhenKnown, elementwise, arithmetic}},
+      {"Neg", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Sqrt", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Exp", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Log", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Tanh", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Erf", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Reciprocal", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Relu", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Sigmoid", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Abs", {1, H::WhenKnown, elementwise, arithmetic}},
       // Comparisons and logic.
-      {"Equal", {2, H::WhenKnown, atRunTime}},
-      {"Less", {2, H::WhenKnown, atRunTime}},
-      {"Greater", {2, H::WhenKnown, atRunTime}},
-      {"Not", {1, H::WhenKnown, atRunTime}},
-      {"And", {2, H::WhenKnown, atRunTime}},
-      {"Or", {2, H::WhenKnown, atRunTime}},
+      {"Equal", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"Less", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"Greater", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"Not", {1, H::WhenKnown, atRunTime, arithmetic}},
+      {"And", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"Or", {2, H::WhenKnown, atRunTime, arithmetic}},
+      // Masks.
       {"Where",
        {3, H::WhenKnown,
         +[](Importer &I, StringRef op) {
           // A mask known at import selects; a computed one does not run.
           return I.known(0) ? I.convertWhere()
                             : I.ops().lookup("Equal").convert(I, op);
-        }}},
+        },
+        masks}},
+      {"Trilu",
+       {1, H::WhenKnown,
+        +[](Importer &I, StringRef) { return I.convertTrilu(); }, masks}},
       // Products, normalizations, losses, reductions.
       {"MatMul",
        {2, H::Never,
@@ -2227,30 +2281,28 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
       {"ReduceSum",
        {1, H::Never,
         +[](Importer &I, StringRef op) { return I.convertReduce(op); }}},
+      // Casts.
+      {"Identity", {1, H::WhenKnown, shapeOp, casts}},
+      {"Cast", {1, H::WhenKnown, cast, casts}},
+      {"CastLike", {2, H::WhenKnown, cast, casts}},
       // Data movement.
-      {"Identity", {1, H::WhenKnown, shapeOp}},
-      {"Reshape", {2, H::WhenKnown, shapeOp}},
-      {"Flatten", {1, H::WhenKnown, shapeOp}},
-      {"Squeeze", {1, H::WhenKnown, shapeOp}},
-      {"Unsqueeze", {1, H::WhenKnown, shapeOp}},
-      {"Transpose", {1, H::WhenKnown, shapeOp}},
-      {"Expand", {2, H::WhenKnown, shapeOp}},
+      {"Reshape", {2, H::WhenKnown, shapeOp, movement}},
+      {"Flatten", {1, H::WhenKnown, shapeOp, movement}},
+      {"Squeeze", {1, H::WhenKnown, shapeOp, movement}},
+      {"Unsqueeze", {1, H::WhenKnown, shapeOp, movement}},
+      {"Transpose", {1, H::WhenKnown, shapeOp, movement}},
+      {"Expand", {2, H::WhenKnown, shapeOp, movement}},
       {"Split",
        {1, H::Never, +[](Importer &I, StringRef) { return I.convertSplit(); }}},
       {"Slice",
        {3, H::WhenKnown,
-        +[](Importer &I, StringRef) { return I.convertSlice(); }}},
+        +[](Importer &I, StringRef) { return I.convertSlice(); }, movement}},
       {"Concat",
        {-1, H::WhenKnown,
-        +[](Importer &I, StringRef) { return I.convertConcat(); }}},
+        +[](Importer &I, StringRef) { return I.convertConcat(); }, movement}},
       {"Gather",
        {2, H::WhenKnown,
-        +[](Importer &I, StringRef) { return I.convertGather(); }}},
-      {"Cast", {1, H::WhenKnown, cast}},
-      {"CastLike", {2, H::WhenKnown, cast}},
-      {"Trilu",
-       {1, H::WhenKnown,
-        +[](Importer &I, StringRef) { return I.convertTrilu(); }}},
+        +[](Importer &I, StringRef) { return I.convertGather(); }, movement}},
   };
   return table;
 }
