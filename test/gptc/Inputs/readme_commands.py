@@ -27,8 +27,10 @@ import subprocess
 import sys
 
 RUN, SHORT, GPU, SUITE = "run", "short", "gpu", "suite"
-# Run where the build has it, else listed as skipped.
-TOOLKIT, VIRTUAL = "toolkit", "virtual"
+# Run where the build has it, else listed as skipped. HOSTED: a library of
+# the build loaded into another program (python3, mlir-opt-22), which an
+# ASan build's libraries cannot be.
+TOOLKIT, VIRTUAL, HOSTED = "toolkit", "virtual", "hosted"
 
 # README command (without its comment) -> how it is checked. `instead`: the
 # command the README writes with an elision ("...") run complete.
@@ -75,11 +77,11 @@ CHECKS = {
     "build/bin/gptc model.onnx --emit=mlir --onnx-dim batch=8": (RUN,),
     "build/bin/gptc model.onnx --emit=mlir --onnx-training": (RUN,),
     "build/bin/gptc train model.onnx --steps 100": (SHORT,),
-    "PYTHONPATH=build/python python3 -c 'import gptc; t = gptc.Trainer(\"models/tiny.pbtxt\"); print(t.train(steps=10))'": (RUN,),
+    "PYTHONPATH=build/python python3 -c 'import gptc; t = gptc.Trainer(\"models/tiny.pbtxt\"); print(t.train(steps=10))'": (HOSTED,),
     "build/bin/gptc-capi-example models/tiny.pbtxt 5 tiny-capi.ckpt": (RUN,),
     "build/bin/gptc-onnx-test /usr/share/libonnx-testdata/data/node": (SUITE, "test/Onnx/node-tests.test", "gptc-onnx-test %onnx_node_tests"),
     "build/bin/gptc-run model.onnx --input=ids.npy --input=targets.npy --output-dir=out/": (RUN,),
-    "mlir-opt-22 --load-dialect-plugin=build/lib/GptcPlugin.so --load-pass-plugin=build/lib/GptcPlugin.so --pass-pipeline='builtin.module(gptc-autodiff)' model.mlir": (RUN,),
+    "mlir-opt-22 --load-dialect-plugin=build/lib/GptcPlugin.so --load-pass-plugin=build/lib/GptcPlugin.so --pass-pipeline='builtin.module(gptc-autodiff)' model.mlir": (HOSTED,),
     "build/bin/gptc-opt model.mlir -p 'builtin.module(func.func(gptc-model-stats))'": (RUN,),
     "build/bin/gptc-opt model.mlir --gptc-autodiff": (RUN,),
     "build/bin/gptc-run fb.mlir --function=forward_backward --input=w.npy ... --output-dir=out/": (
@@ -96,7 +98,7 @@ CHECKS = {
 # and why).
 SYNOPSIS, INSTEAD = "synopsis", "instead"
 DOC_CHECKS = {
-    "mlir-opt-22 --load-dialect-plugin=build/lib/GptcPlugin.so --load-pass-plugin=build/lib/GptcPlugin.so --pass-pipeline='builtin.module(gptc-autodiff)' model.mlir": (RUN,),
+    "mlir-opt-22 --load-dialect-plugin=build/lib/GptcPlugin.so --load-pass-plugin=build/lib/GptcPlugin.so --pass-pipeline='builtin.module(gptc-autodiff)' model.mlir": (HOSTED,),
     "gptc plan models/gpt3-175b.pbtxt --hardware h100-node --devices 1024 [--top 5]": (
         INSTEAD, "gptc plan models/gpt3-175b.pbtxt --hardware h100-node --devices 1024 --top 5",
         "the optional flag given"),
@@ -247,13 +249,19 @@ def main():
         os.environ["PATH"]]))
     counts = {RUN: 0, GPU: 0, SUITE: 0}
     home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    cache = os.path.join(build, "CMakeCache.txt")
+    sanitized = os.path.exists(cache) and \
+        "GPTC_SANITIZE:BOOL=ON" in open(cache).read()
     have = {
         TOOLKIT: os.path.exists(os.path.join(home, "bin", "ptxas")) and
         os.path.isdir(os.path.join(home, "nvvm", "libdevice")),
         VIRTUAL: os.path.exists(os.path.join(build, "lib", "libGptcVirtualCuda.so")),
+        HOSTED: not sanitized,
     }
     why = {TOOLKIT: "needs the CUDA toolkit (ptxas, libdevice)",
-           VIRTUAL: "this build has no CUDA runtime (virtual device)"}
+           VIRTUAL: "this build has no CUDA runtime (virtual device)",
+           HOSTED: "an ASan build's library does not load into an "
+                   "unsanitized program"}
     for c in commands:
         check = CHECKS.get(c)
         if not check:
@@ -296,7 +304,7 @@ def main():
     for c in DOC_CHECKS:
         if c not in [d for _, d in documented]:
             failures.append("a check of no docs command: " + c)
-    docs_ran = 0
+    docs_ran = docs_skipped = 0
     for name, c in documented:
         check = DOC_CHECKS.get(c)
         if not check:
@@ -315,6 +323,10 @@ def main():
             else:
                 docs_ran += 1
                 print("docs/%s: flags listed by %s: %s" % (name, check[1], c[:60]))
+            continue
+        if kind == HOSTED and not have[HOSTED]:
+            docs_skipped += 1
+            print("docs/%s: skipped (%s): %s" % (name, why[HOSTED], c))
             continue
         command, note = c, ""
         if kind == INSTEAD:
@@ -347,10 +359,10 @@ def main():
             print("error example: as shown")
     for f in failures:
         print("FAIL " + f)
-    print("README: %d commands: %d ran, %d need a GPU or the CUDA toolkit, %d run by other tests" % (
+    print("README: %d commands: %d ran, %d skipped, %d run by other tests" % (
         len(commands), counts[RUN], counts[GPU], counts[SUITE]))
-    print("docs: %d commands: %d checked; %d failures" % (
-        len(documented), docs_ran, len(failures)))
+    print("docs: %d commands: %d checked, %d skipped; %d failures" % (
+        len(documented), docs_ran, docs_skipped, len(failures)))
     sys.exit(1 if failures else 0)
 
 
