@@ -605,6 +605,11 @@ struct Trainer::StepBuffers {
 };
 
 Trainer::Trainer() = default;
+
+Tensor &Trainer::stateTensor(int64_t k) {
+  int64_t n = static_cast<int64_t>(params.size());
+  return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
+}
 Trainer::~Trainer() = default;
 
 bool Trainer::hasLossScale() const {
@@ -640,9 +645,6 @@ bool Trainer::beginSteps(int64_t first, int64_t stop, TraceRecorder *trace,
   const program::Function &stepFn = trainStep->getFunction();
   r.out.resize(stepFn.outputs_size());
   r.inPlace.assign(3 * n, false);
-  auto stateTensor = [&](int64_t k) -> Tensor & {
-    return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
-  };
   // (Views first: allocating every output and then replacing some would
   // hold the whole state twice for a moment.)
   auto typeOf = [&](int64_t j, program::DType &dtype,
@@ -684,9 +686,6 @@ bool Trainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
                       StepResult &result, std::string &error) {
   StepBuffers &r = *run;
   int64_t n = static_cast<int64_t>(params.size());
-  auto stateTensor = [&](int64_t k) -> Tensor & {
-    return k < n ? params[k] : k < 2 * n ? m[k - n] : v[k - 2 * n];
-  };
   r.stepT.data<int32_t>()[0] = static_cast<int32_t>(step);
   for (size_t i = 0; i < dataInputs.size(); ++i) {
     bool isLabels = dataInputs[i].labels;

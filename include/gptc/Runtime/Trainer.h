@@ -251,6 +251,8 @@ private:
   int64_t batchRows() const override { return stepRows; }
   Communicator *communicator() const override { return comm; }
   bool hasLossScale() const override;
+  /// State tensor k of 3n: params[k], m[k - n] or v[k - 2n].
+  Tensor &stateTensor(int64_t k);
   /// The buffers and plan of the steps of one train call (beginSteps).
   struct StepBuffers;
   std::unique_ptr<StepBuffers> run;

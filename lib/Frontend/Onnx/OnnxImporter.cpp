@@ -534,6 +534,7 @@ public:
   };
   /// Every op type the importer knows.
   static const llvm::StringMap<OpHandler> &ops();
+  static LogicalResult unsupportedAtRunTime(Importer &I, StringRef op);
 
 private:
   LogicalResult convertElementwise(StringRef op);
@@ -2198,12 +2199,7 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
   auto shapeOp =
       +[](Importer &I, StringRef op) { return I.convertShapeOp(op); };
   auto cast = +[](Importer &I, StringRef) { return I.convertCast(); };
-  // Comparisons and logic on values known only when the step runs.
-  auto atRunTime = +[](Importer &I, StringRef op) {
-    return I.unsupported(op + Twine(" on tensors computed at run time (gptc "
-                                    "evaluates it only on values known at "
-                                    "import)"));
-  };
+  auto atRunTime = &Importer::unsupportedAtRunTime;
   // Evaluators (at import), one per family.
   auto shapes = +[](Importer &I, StringRef op) { return I.foldShape(op); };
   auto arithmetic =
@@ -2248,8 +2244,7 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
        {3, H::WhenKnown,
         +[](Importer &I, StringRef op) {
           // A mask known at import selects; a computed one does not run.
-          return I.known(0) ? I.convertWhere()
-                            : I.ops().lookup("Equal").convert(I, op);
+          return I.known(0) ? I.convertWhere() : unsupportedAtRunTime(I, op);
         },
         masks}},
       {"Trilu",
@@ -2374,6 +2369,14 @@ LogicalResult Importer::convertRunning(StringRef op) {
 }
 
 /// A Constant's value, known at import.
+/// Comparisons, logic and a computed mask on values known only when the
+/// step runs: gptc evaluates them at import only.
+LogicalResult Importer::unsupportedAtRunTime(Importer &I, StringRef op) {
+  return I.unsupported(op + Twine(" on tensors computed at run time (gptc "
+                                  "evaluates it only on values known at "
+                                  "import)"));
+}
+
 LogicalResult Importer::convertConstant() {
   if (const auto *a = attr("value")) {
     OnnxTensorData data;

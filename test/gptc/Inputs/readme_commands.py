@@ -221,6 +221,21 @@ def prepare(repo, build, work, python):
         "np.save('ids.npy', a); np.save('targets.npy', (a + 1) %% 256)\"" % python)
 
 
+def shortened(command, extra="--stop-at-step 3"):
+    """`command` with `extra` after each training command of the line
+    (gptc train, gptc-runtime): the schedule is the command's, the run short."""
+    return re.sub(r"(gptc train [^&]*?|gptc-runtime [^&]*?)(\s*(&&|$))",
+                  lambda m: m.group(1) + " " + extra + m.group(2), command)
+
+
+def shell(command, work, env):
+    """(exit status, output) of `command` under bash in `work`."""
+    proc = subprocess.run(["bash", "-c", command], cwd=work, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace", timeout=600)
+    return proc.returncode, proc.stdout
+
+
 def main():
     readme, repo, build, work = sys.argv[1:5]
     python = sys.executable
@@ -286,16 +301,10 @@ def main():
             continue
         command = check[2] if len(check) > 2 else c
         if kind == SHORT:
-            extra = check[1] if len(check) > 1 else "--stop-at-step 3"
-            # Every training command of the line (gptc train, gptc-runtime).
-            command = re.sub(r"(gptc train [^&]*?|gptc-runtime [^&]*?)(\s*(&&|$))",
-                             lambda m: m.group(1) + " " + extra + m.group(2), command)
-        proc = subprocess.run(["bash", "-c", command], cwd=work, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace", timeout=600)
-        if proc.returncode != 0:
-            failures.append("exit %d: %s\n%s" % (proc.returncode, command,
-                                                 proc.stdout[-2000:]))
+            command = shortened(command, *check[1:2])
+        status, output = shell(command, work, env)
+        if status != 0:
+            failures.append("exit %d: %s\n%s" % (status, command, output[-2000:]))
             print("FAIL: " + c)
         else:
             counts[RUN] += 1
@@ -311,9 +320,7 @@ def main():
             continue
         kind = check[0]
         if kind == SYNOPSIS:
-            help_text = subprocess.run(["bash", "-c", check[1]], cwd=work, env=env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, errors="replace").stdout
+            help_text = shell(check[1], work, env)[1]
             missing = [f for f in sorted(set(re.findall(r"--[\w-]+", c)))
                        if not re.search(r"(?m)^\s*%s(?=[\s=])" % re.escape(f), help_text)]
             if missing:
@@ -332,15 +339,12 @@ def main():
         if kind == INSTEAD:
             command, note = check[1], " (instead: %s; %s)" % (check[1], check[2])
         elif kind == SHORT:
-            command = re.sub(r"(gptc train [^&]*?)(\s*(&&|$))",
-                             lambda m: m.group(1) + " --stop-at-step 3" + m.group(2), command)
+            command = shortened(command)
         command = command.replace("mpirun ", "mpirun.mpich ")
-        proc = subprocess.run(["bash", "-c", command], cwd=work, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace", timeout=600)
-        if proc.returncode != 0:
-            failures.append("docs/%s: exit %d: %s\n%s" % (name, proc.returncode, command,
-                                                       proc.stdout[-2000:]))
+        status, output = shell(command, work, env)
+        if status != 0:
+            failures.append("docs/%s: exit %d: %s\n%s" % (name, status, command,
+                                                       output[-2000:]))
             print("FAIL: " + c)
         else:
             docs_ran += 1
@@ -348,13 +352,11 @@ def main():
     if not error:
         failures.append("README has no `build/bin/gptc bad.pbtxt` example")
     else:
-        proc = subprocess.run(["bash", "-c", error.group(1)], cwd=work, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace")
+        status, output = shell(error.group(1), work, env)
         shown = error.group(2).rstrip("\n")
-        if proc.returncode == 0 or proc.stdout.rstrip("\n") != shown:
+        if status == 0 or output.rstrip("\n") != shown:
             failures.append("the README's error example prints:\n%s\nnot:\n%s" % (
-                proc.stdout, shown))
+                output, shown))
         else:
             print("error example: as shown")
     for f in failures:
