@@ -70,10 +70,11 @@ struct TrainOptions {
   /// With `profile`: rank 0 also writes the profile per kernel as JSON
   /// here.
   std::string profileJson;
-  /// Write the initial parameters, each step's batch and the losses as
-  /// .npy/.tsv files here (reference checks); at the end, the final
-  /// parameters (`final.<name>.npy`, whole) and, on a mesh, each rank's
-  /// own blocks (`rank<r>.final.<name>.npy`).
+  /// Write each step's batch and the losses as .npy/.tsv files here
+  /// (reference checks; the loop, for every trainer), the initial
+  /// parameters (one program per device), and at the end the final
+  /// parameters (`final.<name>.npy`, whole) and, for one program on a
+  /// mesh, each rank's own blocks (`rank<r>.final.<name>.npy`).
   std::string dumpDir;
   /// Testing fp16's overflow handling: at this 0-based step, on rank
   /// `injectOverflowRank`, a gradient becomes infinite just before the
