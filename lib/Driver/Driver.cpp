@@ -245,7 +245,11 @@ LogicalResult mlir::gptc::emitProgram(ModuleOp module,
   if (options.cuda()) {
     GpuKernelLoweringPipelineOptions gpu;
     options.fillGpuLowering(gpu);
-    return compileProgramForCuda(module, names, program, gpu);
+    // (An empty std::function would make a non-null function_ref.)
+    function_ref<LogicalResult(PassManager &)> configure;
+    if (options.configurePassManager)
+      configure = options.configurePassManager;
+    return compileProgramForCuda(module, names, program, gpu, configure);
   }
   return compileProgram(module, names, program);
 }

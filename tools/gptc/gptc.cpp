@@ -194,8 +194,11 @@ static LogicalResult printCudaKernels(EmitInput &in, raw_ostream &os) {
   GpuKernelLoweringPipelineOptions options;
   in.options.fillGpuLowering(options);
   options.format = in.kind == Emit::Cubin ? "bin" : "isa";
+  function_ref<LogicalResult(PassManager &)> configure;
+  if (in.options.configurePassManager)
+    configure = in.options.configurePassManager;
   FailureOr<CudaKernels> kernels =
-      compileModuleKernelsForCuda(in.module, options);
+      compileModuleKernelsForCuda(in.module, options, configure);
   if (failed(kernels))
     return failure();
   if (in.kind == Emit::Cuda)

@@ -23,6 +23,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
 
@@ -187,7 +188,13 @@ FailureOr<CudaKernels> mlir::gptc::readCudaLaunchPlans(ModuleOp lowered) {
 }
 
 FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
-    ModuleOp module, const GpuKernelLoweringPipelineOptions &requested) {
+    ModuleOp module, const GpuKernelLoweringPipelineOptions &requested,
+    function_ref<LogicalResult(PassManager &)> configure) {
+  auto run = [&](PassManager &pm, ModuleOp on) -> LogicalResult {
+    if (configure && failed(configure(pm)))
+      return failure();
+    return pm.run(on);
+  };
   // The virtual device's image: the same kernels up to NVVM, then as host
   // code under the emulation (gptc-gpu-emulate-on-host{export-kernels}),
   // in a shared object for this CPU.
@@ -239,12 +246,12 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
   //    then GPU functions and launch sequences.
   PassManager launches(module.getContext());
   buildGpuMappingStage(launches, options);
-  if (failed(launches.run(*kernels)))
+  if (failed(run(launches, *kernels)))
     return failure();
   LaunchPasses passes = countLaunchPasses(*kernels);
   PassManager lower(module.getContext());
   buildGpuOutlineStage(lower, options);
-  if (failed(lower.run(*kernels)))
+  if (failed(run(lower, *kernels)))
     return failure();
   FailureOr<CudaKernels> result = readCudaLaunchPlans(*kernels);
   if (failed(result))
@@ -254,7 +261,7 @@ FailureOr<CudaKernels> mlir::gptc::compileModuleKernelsForCuda(
     GptcGpuEmulateOnHostPassOptions emulateOptions;
     emulateOptions.exportKernels = true;
     emulate.addPass(createGptcGpuEmulateOnHostPass(emulateOptions));
-    if (failed(emulate.run(*kernels)))
+    if (failed(run(emulate, *kernels)))
       return failure();
     FailureOr<std::string> library =
         compileKernelsToSharedObject(*kernels, CpuCodegenOptions());
@@ -403,17 +410,21 @@ void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
                                       raw_ostream &os) {
   // The step's kernels and launches (a plan shared by kernels with the
   // same body counted for each), then what is compiled.
-  int64_t kernelCount = 0, launches = 0, plans = 0;
+  // GPU functions: those the image holds (gptc-gpu-share-functions keeps
+  // one of each body, launched by every launch of that body).
+  int64_t kernelCount = 0, launches = 0;
+  llvm::StringSet<> functions;
   for (const CudaKernelPlan &plan : kernels.kernels) {
     kernelCount += uses(plan);
     launches += static_cast<int64_t>(plan.launches.size()) * uses(plan);
-    plans += static_cast<int64_t>(plan.launches.size());
+    for (const CudaLaunch &l : plan.launches)
+      functions.insert(l.function);
   }
   os << kernelCount << " kernels, " << launches << " launches, one "
      << stringifyCudaImageFormat(kernels.format) << " image of "
      << kernels.image.size()
      << " bytes; compiled once each: " << kernels.kernels.size()
-     << " distinct kernels, " << plans << " GPU functions\n";
+     << " distinct kernels, " << functions.size() << " GPU functions\n";
   for (const CudaKernelPlan &plan : kernels.kernels) {
     os << "kernel " << plan.name << " (" << plan.numOperands << " operands, "
        << plan.numResults << " results";
@@ -451,13 +462,14 @@ void mlir::gptc::printCudaLaunchPlans(const CudaKernels &kernels,
 LogicalResult mlir::gptc::compileProgramForCuda(
     ModuleOp module, ArrayRef<StringRef> functions,
     ::gptc::program::Program &program,
-    const GpuKernelLoweringPipelineOptions &options) {
+    const GpuKernelLoweringPipelineOptions &options,
+    function_ref<LogicalResult(PassManager &)> configure) {
   if (failed(exportProgram(module, functions, program)))
     return failure();
   // Only the exported functions' kernels go into the image.
   OwningOpRef<ModuleOp> exported = cloneExported(module, functions);
   FailureOr<CudaKernels> kernels =
-      compileModuleKernelsForCuda(*exported, options);
+      compileModuleKernelsForCuda(*exported, options, configure);
   if (failed(kernels))
     return failure();
   ::gptc::program::CudaModule &cuda = *program.mutable_cuda();

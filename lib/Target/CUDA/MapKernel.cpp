@@ -279,8 +279,8 @@ struct GptcGpuMapKernelPass final
       // op itself moves down to its first use at the top, if any, and a
       // later use at the top reads a copy made there (a launch may lie
       // between the two).
-      Operation *firstTop = nullptr;
       SmallVector<OpOperand *> topUses;
+      llvm::SmallPtrSet<Operation *, 4> topUsers;
       for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
         Operation *top = block.findAncestorOpInBlock(*use.getOwner());
         if (top != use.getOwner()) {
@@ -289,9 +289,16 @@ struct GptcGpuMapKernelPass final
           continue;
         }
         topUses.push_back(&use);
-        if (!firstTop || top->isBeforeInBlock(firstTop))
-          firstTop = top;
+        topUsers.insert(top);
       }
+      // The first top use, walking down from the op (not isBeforeInBlock:
+      // the clones above invalidate the block's order, and recomputing it
+      // for every op of a kernel of thousands of launches is quadratic).
+      Operation *firstTop = nullptr;
+      for (Operation *at = op->getNextNode();
+           at && !topUsers.empty() && !firstTop; at = at->getNextNode())
+        if (topUsers.contains(at))
+          firstTop = at;
       for (OpOperand *use : topUses)
         if (use->getOwner() != firstTop) {
           OpBuilder b(use->getOwner());

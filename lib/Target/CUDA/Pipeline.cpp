@@ -90,6 +90,8 @@ void mlir::gptc::buildGpuOutlineStage(
   pm.nest<func::FuncOp>().addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createGptcGpuMergeModulesPass());
+  // Each distinct body once: the layers' kernels launch the same code.
+  pm.addPass(createGptcGpuShareFunctionsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // 4. The kernels to NVVM: 16-bit floats computed in f32 (loaded and

@@ -19,6 +19,7 @@
 #include "gptc/Target/CUDA/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <array>
 #include <cstdint>
@@ -78,10 +79,11 @@ struct CudaKernels {
 /// The module's kernels (gptc.kernel ops) for the GPU: gptc-outline-kernels,
 /// gptc-gpu-kernel-lowering-pipeline with `options`, then the launch
 /// sequence read from each kernel's host function. The module itself is
-/// not changed.
-FailureOr<CudaKernels>
-compileModuleKernelsForCuda(ModuleOp module,
-                            const GpuKernelLoweringPipelineOptions &options);
+/// not changed. `configure`, where given, sets up each pass manager of the
+/// way (the tools' --mlir-timing and --mlir-print-ir-* flags).
+FailureOr<CudaKernels> compileModuleKernelsForCuda(
+    ModuleOp module, const GpuKernelLoweringPipelineOptions &options,
+    function_ref<LogicalResult(PassManager &)> configure = {});
 
 /// Reads the launch plans and the binary from a module the pipeline has
 /// lowered (host functions of constants, allocations and gpu.launch_func;
@@ -102,10 +104,11 @@ void printCudaLaunchPlans(const CudaKernels &kernels, raw_ostream &os);
 /// compiled with `options` into `program.cuda` (every COMPILED kernel's
 /// symbol has its plan there). The module's kernels must have been formed
 /// for the GPU (gptc-form-kernels{target=cuda}).
-LogicalResult
-compileProgramForCuda(ModuleOp module, ArrayRef<StringRef> functions,
-                      ::gptc::program::Program &program,
-                      const GpuKernelLoweringPipelineOptions &options);
+LogicalResult compileProgramForCuda(
+    ModuleOp module, ArrayRef<StringRef> functions,
+    ::gptc::program::Program &program,
+    const GpuKernelLoweringPipelineOptions &options,
+    function_ref<LogicalResult(PassManager &)> configure = {});
 
 } // namespace mlir::gptc
 

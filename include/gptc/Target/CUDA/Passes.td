@@ -255,6 +255,29 @@ def GptcGpuMergeModulesPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def GptcGpuShareFunctionsPass
+    : Pass<"gptc-gpu-share-functions", "mlir::ModuleOp"> {
+  let summary = "Compile one GPU function per distinct body";
+  let description = [{
+    A model's layers launch the same GPU code on the same shapes: the
+    outliner gives every launch a `gpu.func` of its own, so the fused
+    optimizer's kernel of GPT-2 1.5B (an update per parameter tensor)
+    brings 2,954 functions of which a few dozen differ. This pass keeps,
+    in each `gpu.module`, the first function of each body (its type, its
+    attributes but the name, and its ops, locations aside) and points
+    every `gpu.launch_func` of an erased one at the one kept, so that the
+    NVVM lowering and the NVPTX back end compile each body once and the
+    image's size does not grow with depth.
+
+    Run it right after gptc-gpu-merge-modules: the outliner makes equal
+    bodies of equal loop nests (the same ops, constants sunk in the same
+    order), and every pass after it then works on the distinct functions
+    only. A function some op other than a launch refers to is kept as it
+    is.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def GptcGpuKernelArgAttrsPass
     : Pass<"gptc-gpu-kernel-arg-attrs", "mlir::gpu::GPUModuleOp"> {
   let summary = "Mark kernel buffers noalias, and those a kernel only reads "
