@@ -23,11 +23,11 @@
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/PipelineTrainer.h"
+#include "gptc/Runtime/Session.h"
 #include "gptc/Runtime/Trainer.h"
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaApi.h"
 #include "gptc/Runtime/CUDA/CudaBackend.h"
-#include "gptc/Runtime/Grid.h"
 #endif
 
 #include "mlir/IR/Diagnostics.h"
@@ -257,42 +257,23 @@ static bool compile(const std::string &modelPath,
   opts.checkpointInterval = 0;
   opts.collectiveTimeout = 0;
   impl.batchSize = m.batchSize;
-  if (devices > 1 || pipeline || rt::launchedByMpi()) {
-    impl.comm = rt::createMpiCommunicator(nullptr, nullptr);
-    if (!impl.comm)
-      return os << "cannot start MPI", false;
-    if (impl.comm->size() != devices)
-      return os << "the mesh has " << devices << " devices but "
-                << impl.comm->size() << " processes run it: use mpirun -np "
-                << devices,
-             false;
-  }
-  std::unique_ptr<rt::Backend> backend;
-#ifdef GPTC_HAVE_CUDA
-  if (cuda) {
-    int gpu = impl.comm ? rt::localDeviceIndex(impl.comm->rank(),
-                                               rt::cudaDeviceCount())
-                        : 0;
-    backend = rt::createCudaBackend(impl.program, gpu, error,
-                                    devices > 1 ? impl.comm.get() : nullptr);
-    if (!backend)
-      return os << error, false;
-  }
-#endif
-  if (pipeline) {
-    // Each process its stage (docs/Pipeline.md), as gptc train runs it.
-    impl.trainer = rt::PipelineTrainer::create(
-        impl.program, opts, error, impl.comm.get(), std::move(backend));
-    if (!impl.trainer)
-      return os << error, false;
-  } else {
-    std::unique_ptr<rt::Trainer> trainer = rt::Trainer::create(
-        impl.program, opts, error, impl.comm.get(), std::move(backend));
-    if (!trainer || !trainer->setInitialValues(std::move(initial), error))
-      return os << error, false;
-    impl.trainer = std::move(trainer);
-  }
-  impl.trainer->initialize();
+  // The processes, the device and the trainer as gptc train makes them
+  // (rt::Session): a pipeline's stages, each process its own
+  // (docs/Pipeline.md), or one program per device.
+  if (!rt::startProcesses(devices, pipeline, impl.comm, error))
+    return os << (impl.comm ? error : "cannot start MPI"), false;
+  rt::DeviceOptions where;
+  where.cuda = cuda;
+  std::unique_ptr<rt::Backend> backend =
+      rt::createBackend(impl.program, where, impl.comm.get(), error);
+  if (!backend && !error.empty())
+    return os << error, false;
+  impl.trainer =
+      rt::createTrainingRun(impl.program, opts, impl.comm.get(),
+                            std::move(backend), std::move(initial), error);
+  if (!impl.trainer ||
+      !rt::startTraining(*impl.trainer, /*resume=*/false, "", error))
+    return os << error, false;
   return true;
 }
 

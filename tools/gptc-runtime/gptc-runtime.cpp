@@ -21,16 +21,15 @@
 
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Dataset.h"
-#include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProgramFormat.h"
+#include "gptc/Runtime/Session.h"
 #include "gptc/Runtime/TrainLoop.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/program.pb.h"
 
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaApi.h"
-#include "gptc/Runtime/CUDA/CudaBackend.h"
 #endif
 
 #include <cmath>
@@ -74,6 +73,24 @@ static int64_t parseCount(const std::string &text) {
   return std::strtoll(text.c_str(), nullptr, 10);
 }
 
+/// The run of `program` on this process (rt::Session): its backend (the
+/// GPU with --device cuda), its trainer, then resumed or initialized.
+static std::unique_ptr<rt::TrainingRun>
+startRun(const pg::Program &program, const rt::TrainOptions &opts, bool cuda,
+         bool resume, rt::Communicator *comm, std::string &error) {
+  rt::DeviceOptions device;
+  device.cuda = cuda;
+  std::unique_ptr<rt::Backend> backend =
+      rt::createBackend(program, device, comm, error);
+  if (!backend && !error.empty())
+    return nullptr;
+  std::unique_ptr<rt::TrainingRun> run =
+      rt::createTrainingRun(program, opts, comm, std::move(backend), {}, error);
+  if (!run || !rt::startTraining(*run, resume, opts.checkpointPath, error))
+    return nullptr;
+  return run;
+}
+
 /// A pipeline artifact: one process per device of its mesh under mpirun,
 /// each running its stage (PipelineTrainer), as `gptc train` does.
 static int trainPipeline(const pg::Program &program,
@@ -82,11 +99,12 @@ static int trainPipeline(const pg::Program &program,
   if (opts.profile)
     return fail("--profile times the kernels of one program; a pipeline's "
                 "stages and their waits are timed by --trace");
-  std::unique_ptr<rt::Communicator> comm =
-      rt::createMpiCommunicator(nullptr, nullptr);
+  std::unique_ptr<rt::Communicator> comm;
+  std::string error;
+  // (PipelineTrainer checks the processes against the artifact's mesh.)
+  bool started = rt::startProcesses(/*devices=*/0, /*mpi=*/true, comm, error);
   if (!comm)
     return fail("a pipeline artifact runs under MPI, and MPI did not start");
-  std::string error;
   auto failAll = [&](const std::string &message) {
     std::cerr << "gptc-runtime: error: rank " << comm->rank() << ": " << message
               << "\n";
@@ -94,30 +112,13 @@ static int trainPipeline(const pg::Program &program,
       comm->abort(1);
     return 1;
   };
+  if (!started)
+    return failAll(error);
   rt::shareCores(*comm);
-  std::unique_ptr<rt::Backend> backend;
-  if (cuda) {
-#ifdef GPTC_HAVE_CUDA
-    // One GPU per process, by its rank on the node (stages may share one).
-    backend = rt::createCudaBackend(
-        program, rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount()),
-        error, comm.get());
-    if (!backend)
-      return failAll(error);
-#else
-    return failAll("--device cuda: this build has no CUDA runtime");
-#endif
-  }
-  auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get(),
-                                             std::move(backend));
+  std::unique_ptr<rt::TrainingRun> trainer =
+      startRun(program, opts, cuda, resume, comm.get(), error);
   if (!trainer)
     return failAll(error);
-  if (resume) {
-    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
-      return failAll(error);
-  } else {
-    trainer->initialize();
-  }
   bool leader = comm->rank() == 0;
   if (leader) {
     const pg::PipelinePlan &plan = program.pipeline();
@@ -303,26 +304,10 @@ int main(int argc, char **argv) {
   if (program.has_pipeline())
     return trainPipeline(program, opts, cuda, resume, dataset);
 
-  std::unique_ptr<rt::Backend> backend;
-  if (cuda) {
-#ifdef GPTC_HAVE_CUDA
-    backend = rt::createCudaBackend(program, 0, error);
-    if (!backend)
-      return fail(error);
-#else
-    return fail("--device cuda: this build has no CUDA runtime");
-#endif
-  }
-  auto trainer =
-      rt::Trainer::create(program, opts, error, nullptr, std::move(backend));
+  std::unique_ptr<rt::TrainingRun> trainer =
+      startRun(program, opts, cuda, resume, nullptr, error);
   if (!trainer)
     return fail(error);
-  if (resume) {
-    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
-      return fail(error);
-  } else {
-    trainer->initialize();
-  }
   std::cerr << "gptc-runtime: training " << opts.model << " ("
             << trainer->numParameters() << " parameters) on "
             << trainer->device() << ", steps " << trainer->getStep() << ".."

@@ -27,13 +27,13 @@
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProcessMemory.h"
 #include "gptc/Runtime/Sampling.h"
+#include "gptc/Runtime/Session.h"
 #include "gptc/Runtime/TrainLoop.h"
 #include "gptc/Runtime/Trainer.h"
 #include "gptc/Runtime/checkpoint.pb.h"
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaApi.h"
 #include "gptc/Runtime/CUDA/CudaBackend.h"
-#include "gptc/Runtime/Grid.h"
 #endif
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -155,18 +155,26 @@ static cl::opt<bool> checkResidencyOpt(
              "are NaN (createResidencyCheckingBackend)"),
     cl::init(false), cl::cat(trainCategory), cl::Hidden);
 
-/// The CPU backend, or with --check-residency the CPU's runs behind a
-/// device's memory contract; null (the trainer's default CPU backend)
-/// without it.
-static std::unique_ptr<rt::Backend>
-cpuBackend(const ::gptc::program::Program &program, std::string &error,
-           bool &failedToLoad) {
-  failedToLoad = false;
-  if (!checkResidencyOpt)
+/// The run of `program` on this process (rt::Session): its backend (the
+/// GPU with --device cuda, the CPU's runs behind a device's memory
+/// contract with --check-residency, else the CPU's own), its trainer, then
+/// resumed (--resume) or initialized.
+static std::unique_ptr<rt::TrainingRun>
+startRun(const ::gptc::program::Program &program, const rt::TrainOptions &opts,
+         bool cuda, rt::Communicator *comm,
+         std::map<std::string, std::string> initialValues, std::string &error) {
+  rt::DeviceOptions device;
+  device.cuda = cuda;
+  device.checkResidency = checkResidencyOpt;
+  std::unique_ptr<rt::Backend> backend =
+      rt::createBackend(program, device, comm, error);
+  if (!backend && !error.empty())
     return nullptr;
-  std::unique_ptr<rt::Backend> cpu = rt::createCpuBackend(program, error);
-  failedToLoad = !cpu;
-  return cpu ? rt::createResidencyCheckingBackend(std::move(cpu)) : nullptr;
+  std::unique_ptr<rt::TrainingRun> run = rt::createTrainingRun(
+      program, opts, comm, std::move(backend), std::move(initialValues), error);
+  if (!run || !rt::startTraining(*run, resumeOpt, opts.checkpointPath, error))
+    return nullptr;
+  return run;
 }
 
 static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
@@ -277,7 +285,12 @@ static int runPipelineTrain(ModelDescription &desc,
   if (stepsFlag())
     desc.setSteps(*stepsFlag());
   // The processes first: compiling a large model takes minutes.
-  auto comm = rt::createMpiCommunicator(nullptr, nullptr);
+  std::unique_ptr<rt::Communicator> comm;
+  std::string error;
+  int64_t devices = m.pipelineParallel * m.dataParallel * m.tensorParallel;
+  bool started = rt::startProcesses(devices, /*mpi=*/true, comm, error);
+  if (!comm)
+    return fail(error);
   bool leader = comm->rank() == 0;
   auto failAll = [&](const std::string &message) {
     llvm::errs() << ("gptc: error: rank " + std::to_string(comm->rank()) +
@@ -285,12 +298,9 @@ static int runPipelineTrain(ModelDescription &desc,
     comm->abort(1);
     return 1;
   };
-  int64_t devices = m.pipelineParallel * m.dataParallel * m.tensorParallel;
-  if (comm->size() != devices) {
+  if (!started) {
     if (leader)
-      llvm::errs() << "gptc: error: the mesh has " << devices << " devices but "
-                   << comm->size() << " processes run it: use mpirun -np "
-                   << devices << "\n";
+      llvm::errs() << "gptc: error: " << error << "\n";
     if (comm->size() > 1)
       comm->abort(1);
     return 1;
@@ -305,40 +315,18 @@ static int runPipelineTrain(ModelDescription &desc,
     return 1;
   }
   rt::shareCores(*comm);
-  std::string error;
   rt::Dataset data;
   if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
                          error))
     return failAll(error);
   rt::TrainOptions opts = trainOptions(desc, description, program);
-  bool noBackend = false;
-  std::unique_ptr<rt::Backend> backend = cpuBackend(program, error, noBackend);
-  if (noBackend)
-    return failAll(error);
-#ifdef GPTC_HAVE_CUDA
-  if (options.cuda()) {
-    // One GPU per process, by its rank on the node (several stages may
-    // share one GPU; NCCL, for a tensor axis, needs one each).
-    backend = rt::createCudaBackend(
-        program, rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount()),
-        error, comm.get());
-    if (!backend)
-      return failAll(error);
-  }
-#endif
-  auto trainer = rt::PipelineTrainer::create(program, opts, error, comm.get(),
-                                             std::move(backend));
+  std::unique_ptr<rt::TrainingRun> trainer =
+      startRun(program, opts, options.cuda(), comm.get(), {}, error);
   if (!trainer)
     return failAll(error);
-  if (resumeOpt) {
-    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
-      return failAll(error);
-    if (leader)
-      llvm::errs() << "gptc: resuming from " << opts.checkpointPath
-                   << " at step " << trainer->getStep() << "\n";
-  } else {
-    trainer->initialize();
-  }
+  if (resumeOpt && leader)
+    llvm::errs() << "gptc: resuming from " << opts.checkpointPath << " at step "
+                 << trainer->getStep() << "\n";
   if (leader) {
     const ::gptc::program::PipelinePlan &plan = program.pipeline();
     llvm::errs() << "gptc: training " << opts.model << " ("
@@ -488,8 +476,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   //    times).
   int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
   std::unique_ptr<rt::Communicator> comm;
-  if (devices > 1 || rt::launchedByMpi())
-    comm = rt::createMpiCommunicator(nullptr, nullptr);
+  bool started = rt::startProcesses(devices, /*mpi=*/false, comm, error);
+  if (!started && !comm)
+    return fail(error);
   bool leader = !comm || comm->rank() == 0;
   // An error on one rank ends every rank (MPI_Abort), so that none waits
   // in a collective; the message is one write, so ranks' lines do not
@@ -514,12 +503,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     }
     return 1;
   };
-  if (comm && comm->size() != devices)
-    return failAll("the mesh has " + std::to_string(devices) + " devices but " +
-                       std::to_string(comm->size()) +
-                       " processes run it: use mpirun -np " +
-                       std::to_string(devices),
-                   /*everyRank=*/true);
+  if (!started)
+    return failAll(error, /*everyRank=*/true);
 
   if (comm)
     rt::shareCores(*comm);
@@ -544,36 +529,16 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   rt::returnFreeHeap();
   int64_t before = rt::residentBytes();
   bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
-  bool noBackend = false;
-  std::unique_ptr<rt::Backend> backend = cpuBackend(program, error, noBackend);
-  if (noBackend)
-    return failAll(error);
-#ifdef GPTC_HAVE_CUDA
-  if (options->cuda()) {
-    // One GPU per process: its rank on the node picks it.
-    int gpu =
-        comm ? rt::localDeviceIndex(comm->rank(), rt::cudaDeviceCount()) : 0;
-    backend = rt::createCudaBackend(program, gpu, error,
-                                    devices > 1 ? comm.get() : nullptr);
-    if (!backend)
-      return failAll(error);
-  }
-#endif
-  auto trainer =
-      rt::Trainer::create(program, opts, error, comm.get(), std::move(backend));
+  std::unique_ptr<rt::TrainingRun> trainer =
+      startRun(program, opts, options->cuda(), comm.get(),
+               resumeOpt ? std::map<std::string, std::string>()
+                         : std::move(initialValues),
+               error);
   if (!trainer)
     return failAll(error);
-  if (resumeOpt) {
-    if (!trainer->loadCheckpoint(opts.checkpointPath, error))
-      return failAll(error);
-    if (leader)
-      llvm::errs() << "gptc: resuming from " << opts.checkpointPath
-                   << " at step " << trainer->getStep() << "\n";
-  } else {
-    if (!trainer->setInitialValues(std::move(initialValues), error))
-      return failAll(error);
-    trainer->initialize();
-  }
+  if (resumeOpt && leader)
+    llvm::errs() << "gptc: resuming from " << opts.checkpointPath << " at step "
+                 << trainer->getStep() << "\n";
 
   if (leader) {
     if (fromOnnx)

@@ -1,0 +1,97 @@
+//===- Session.cpp - A training process's processes, device, trainer -*- C++
+//-*-===//
+//
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+//
+//===----------------------------------------------------------------------===//
+
+#include "gptc/Runtime/Session.h"
+
+#include "gptc/Runtime/Backend.h"
+#include "gptc/Runtime/Grid.h"
+#include "gptc/Runtime/PipelineTrainer.h"
+
+#ifdef GPTC_HAVE_CUDA
+#include "gptc/Runtime/CUDA/CudaBackend.h"
+#endif
+
+namespace gptc::runtime {
+
+bool haveCudaRuntime() {
+#ifdef GPTC_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool startProcesses(int64_t devices, bool mpi,
+                    std::unique_ptr<Communicator> &comm, std::string &error) {
+  comm.reset();
+  if (devices <= 1 && !mpi && !launchedByMpi())
+    return true;
+  comm = createMpiCommunicator(nullptr, nullptr);
+  if (!comm) {
+    error = "MPI did not start";
+    return false;
+  }
+  if (devices > 0 && comm->size() != devices) {
+    error = "the mesh has " + std::to_string(devices) + " devices but " +
+            std::to_string(comm->size()) +
+            " processes run it: use mpirun -np " + std::to_string(devices);
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Backend> createBackend(const program::Program &program,
+                                       const DeviceOptions &device,
+                                       Communicator *comm, std::string &error) {
+  error.clear();
+  if (device.cuda) {
+#ifdef GPTC_HAVE_CUDA
+    int gpu = comm ? localDeviceIndex(comm->rank(), cudaDeviceCount()) : 0;
+    // A communicator of one process makes no NCCL communicator.
+    return createCudaBackend(program, gpu, error,
+                             comm && comm->size() > 1 ? comm : nullptr);
+#else
+    error = "--device cuda: this build has no CUDA runtime";
+    return nullptr;
+#endif
+  }
+  if (!device.checkResidency)
+    return nullptr;
+  std::unique_ptr<Backend> cpu = createCpuBackend(program, error);
+  return cpu ? createResidencyCheckingBackend(std::move(cpu)) : nullptr;
+}
+
+std::unique_ptr<TrainingRun>
+createTrainingRun(const program::Program &program, const TrainOptions &options,
+                  Communicator *comm, std::unique_ptr<Backend> backend,
+                  std::map<std::string, std::string> initial,
+                  std::string &error) {
+  if (program.has_pipeline()) {
+    if (!initial.empty()) {
+      error = "a pipeline's stages take no initial parameter values";
+      return nullptr;
+    }
+    return PipelineTrainer::create(program, options, error, comm,
+                                   std::move(backend));
+  }
+  std::unique_ptr<Trainer> trainer =
+      Trainer::create(program, options, error, comm, std::move(backend));
+  if (!trainer || (!initial.empty() &&
+                   !trainer->setInitialValues(std::move(initial), error)))
+    return nullptr;
+  return trainer;
+}
+
+bool startTraining(TrainingRun &run, bool resume, const std::string &checkpoint,
+                   std::string &error) {
+  if (resume)
+    return run.loadCheckpoint(checkpoint, error);
+  run.initialize();
+  return true;
+}
+
+} // namespace gptc::runtime
