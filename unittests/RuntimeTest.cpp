@@ -1,5 +1,4 @@
-//===- RuntimeTest.cpp - Runtime contracts: GEMMs, kernels, errors -*- C++
-//-*-===//
+//===- RuntimeTest.cpp - Runtime contracts ----------------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- ResidencyCheck.cpp - A device's memory contract on the CPU -*- C++
-//-*-===//
+//===- ResidencyCheck.cpp - Device memory contract on the CPU ---*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- Session.cpp - A training process's processes, device, trainer -*- C++
-//-*-===//
+//===- Session.cpp - Processes, backend, trainer of a run -------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -16,14 +15,6 @@
 #endif
 
 namespace gptc::runtime {
-
-bool haveCudaRuntime() {
-#ifdef GPTC_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
 
 bool startProcesses(int64_t devices, bool mpi,
                     std::unique_ptr<Communicator> &comm, std::string &error) {

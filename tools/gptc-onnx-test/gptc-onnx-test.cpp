@@ -1,5 +1,4 @@
-//===- gptc-onnx-test.cpp - ONNX's backend node tests through gptc -*- C++
-//-*-===//
+//===- gptc-onnx-test.cpp - ONNX backend node tests -------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- CollectiveSchedule.h - When a device's collectives overlap -*- C++
-//-*-===//
+//===- CollectiveSchedule.h - When collectives overlap ----------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- Session.h - A training process's processes, device, trainer -*- C++
-//-*-===//
+//===- Session.h - Processes, backend, trainer of a run ---------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -37,9 +36,6 @@ struct DeviceOptions {
   /// --check-residency`); ignored on a GPU.
   bool checkResidency = false;
 };
-
-/// Whether this build has the CUDA runtime (`--device cuda`).
-bool haveCudaRuntime();
 
 /// The processes of a run on `devices` devices: an MPI communicator when
 /// there are several, when `mpi` asks for one (a pipeline always runs

@@ -1,5 +1,4 @@
-//===- TrainLoop.h - What a tool does with a trainer once set up -*- C++
-//-*-===//
+//===- TrainLoop.h - A trainer once set up ----------------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- DataMovementToLinalg.cpp - Layout and reduction ops to linalg -*- C++
-//-*-===//
+//===- DataMovementToLinalg.cpp - Layout ops to linalg ----------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- CudaBackend.cpp - The CUDA backend: device, streams, residency -*- C++
-//-*-===//
+//===- CudaBackend.cpp - Device, streams, residency -------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

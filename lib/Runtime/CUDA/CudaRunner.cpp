@@ -1,5 +1,4 @@
-//===- CudaRunner.cpp - Preparing and running a function on the GPU -*- C++
-//-*-===//
+//===- CudaRunner.cpp - A function run on the GPU ---------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

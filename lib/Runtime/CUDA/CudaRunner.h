@@ -1,5 +1,4 @@
-//===- CudaRunner.h - The CUDA backend's types, shared by its parts -*- C++
-//-*-===//
+//===- CudaRunner.h - The CUDA backend's types ------------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- DeviceKernels.cuh - The CUDA runtime's hand-written kernels -*- CUDA
-//-*-===//
+//===- DeviceKernels.cuh - Hand-written CUDA kernels -----------*- CUDA -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

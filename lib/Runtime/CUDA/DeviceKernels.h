@@ -1,5 +1,4 @@
-//===- DeviceKernels.h - The CUDA runtime's hand-written kernels -*- C++
-//-*-===//
+//===- DeviceKernels.h - Hand-written CUDA kernels --------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

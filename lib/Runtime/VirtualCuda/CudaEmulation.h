@@ -1,5 +1,4 @@
-//===- CudaEmulation.h - The runtime's CUDA kernels run on the CPU -*- C++
-//-*-===//
+//===- CudaEmulation.h - CUDA kernels run on the CPU ------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

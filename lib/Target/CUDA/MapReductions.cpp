@@ -1,5 +1,4 @@
-//===- MapReductions.cpp - Reductions as warp and block reductions -*- C++
-//-*-===//
+//===- MapReductions.cpp - Warp and block reductions ------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

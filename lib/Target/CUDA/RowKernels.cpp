@@ -1,5 +1,4 @@
-//===- RowKernels.cpp - A kernel's row ops as one warp-per-row nest -*- C++
-//-*-===//
+//===- RowKernels.cpp - Row ops as warp-per-row nests -----------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

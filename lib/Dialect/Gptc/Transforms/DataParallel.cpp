@@ -1,5 +1,4 @@
-//===- DataParallel.cpp - Data parallelism and ZeRO for @train_step -*- C++
-//-*-===//
+//===- DataParallel.cpp - Data parallelism and ZeRO -------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- FuseOptimizer.cpp - One kernel for the step's AdamW updates -*- C++
-//-*-===//
+//===- FuseOptimizer.cpp - One kernel for the AdamW updates -----*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

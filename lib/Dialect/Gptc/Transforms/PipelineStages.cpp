@@ -1,5 +1,4 @@
-//===- PipelineStages.cpp - Pipeline stages' programs in the IR --*- C++
-//-*-===//
+//===- PipelineStages.cpp - Pipeline stages' programs -----------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //

@@ -1,5 +1,4 @@
-//===- Recompute.cpp - Activation recomputation ------------------*- C++
-//-*-===//
+//===- Recompute.cpp - Activation recomputation -----------------*- C++ -*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
