@@ -37,6 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   OnnxImportOptions options;
   options.dims["batch"] = 2;
+  // The bytes come from no file: nothing beside them to read.
+  options.readExternalData = false;
   // The importer verifies what it builds.
   // Imported, then as gptc train takes it (the layers raised, tokens,
   // labels and the loss found).

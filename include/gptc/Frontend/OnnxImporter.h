@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// gptc as a backend for other frontends: an ONNX model (opsets 13-17)
+// gptc as a backend for other frontends: an ONNX model (opsets 13-23)
 // becomes a gptc module whose function computes the graph's outputs from
 // its inputs and its initializers (docs/Onnx.md).
 //
@@ -50,6 +50,11 @@ struct OnnxImportOptions {
   std::map<std::string, OnnxTensorData> knownInputs;
   /// The function's name.
   std::string functionName = "forward";
+  /// Whether a tensor whose data lives in an external file (ONNX's
+  /// external data: `location`, `offset`, `length`, relative to the
+  /// model's directory) is read from it. Off where the bytes come from no
+  /// file (the fuzzer).
+  bool readExternalData = true;
 };
 
 /// What importOnnxModel produces.
@@ -71,6 +76,7 @@ struct OnnxImport {
 /// (token ids, indices) become i32, gptc's id type. Shape arithmetic on
 /// constants (Shape, Gather, Concat, ...) is evaluated here. Each op is
 /// located at its node: `loc("<node name>"("<file>":<node index>:0))`.
+/// Tensors with external data are read from files beside `fileName`.
 /// Errors (malformed file, unsupported op or type, dynamic dimension,
 /// inconsistent shape) are emitted at the node and give failure.
 FailureOr<OnnxImport> importOnnxModel(llvm::StringRef bytes,

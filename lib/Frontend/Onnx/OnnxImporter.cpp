@@ -30,6 +30,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -103,8 +106,85 @@ int64_t countOf(ArrayRef<int64_t> shape) {
 
 int64_t OnnxTensorData::numElements() const { return countOf(shape); }
 
+/// Where an external tensor's bytes are: `dir`/location, from offset, for
+/// length bytes (the rest of the file by default). ONNX's rule: the
+/// location is relative to the model's directory and stays inside it.
+static bool readExternalData(const onnx::TensorProto &proto,
+                             llvm::StringRef dir, int64_t expected,
+                             const std::string &what, std::string &bytes,
+                             std::string &error) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const onnx::StringStringEntryProto &kv : proto.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v;
+      if (llvm::StringRef(kv.value()).getAsInteger(10, v) || v < 0) {
+        error = what + "'s external data has " + kv.key() + " '" + kv.value() +
+                "', not a byte count";
+        return false;
+      }
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+    // "checksum" (a SHA-1 of the bytes) and other keys are not checked.
+  }
+  if (location.empty()) {
+    error = what + " keeps its data in an external file but names none "
+                   "(no 'location' in its external_data)";
+    return false;
+  }
+  llvm::SmallString<256> path(location);
+  bool escapes = llvm::sys::path::is_absolute(location) ||
+                 llvm::any_of(llvm::make_range(llvm::sys::path::begin(path),
+                                               llvm::sys::path::end(path)),
+                              [](llvm::StringRef c) { return c == ".."; });
+  if (escapes) {
+    error = what + " keeps its data in '" + location +
+            "', outside the model's directory (ONNX's external data is a "
+            "path relative to the model, without '..')";
+    return false;
+  }
+  path = dir;
+  llvm::sys::path::append(path, location);
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(path, size)) {
+    error = what + " keeps its data in '" + std::string(path) +
+            "', which cannot be read (the external data file belongs beside "
+            "the model)";
+    return false;
+  }
+  if (length < 0)
+    length = offset <= int64_t(size) ? int64_t(size) - offset : 0;
+  if (uint64_t(offset) > size || uint64_t(length) > size - offset) {
+    error = what + " reads bytes " + std::to_string(offset) + " to " +
+            std::to_string(offset + length) + " of '" + std::string(path) +
+            "', which has " + std::to_string(size);
+    return false;
+  }
+  if (length != expected) {
+    error = what + " has " + std::to_string(length) + " bytes in '" +
+            std::string(path) + "' where its shape and type take " +
+            std::to_string(expected);
+    return false;
+  }
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> slice =
+      llvm::MemoryBuffer::getFileSlice(path, length, offset,
+                                       /*IsVolatile=*/false);
+  if (!slice) {
+    error = what + ": reading '" + std::string(path) +
+            "': " + slice.getError().message();
+    return false;
+  }
+  bytes = (*slice)->getBuffer().str();
+  return true;
+}
+
+/// `externalDir`: the directory external data is read from; none (the
+/// default) refuses external data.
 static bool decodeTensor(const onnx::TensorProto &proto, OnnxTensorData &out,
-                         std::string &error) {
+                         std::string &error,
+                         std::optional<llvm::StringRef> externalDir = {}) {
   out.name = proto.name();
   out.onnxType = proto.data_type();
   out.shape.assign(proto.dims().begin(), proto.dims().end());
@@ -114,16 +194,20 @@ static bool decodeTensor(const onnx::TensorProto &proto, OnnxTensorData &out,
     error = what + " has an invalid shape";
     return false;
   }
-  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    error = what + " keeps its data in an external file, which gptc does "
-                   "not read (save the model with its data inside)";
-    return false;
-  }
   int64_t width = widthOf(out.onnxType);
   if (!width) {
     error = what + " has element type " + typeName(out.onnxType) +
             ", which gptc does not read";
     return false;
+  }
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (!externalDir) {
+      error = what + " keeps its data in an external file, which is not "
+                     "read here (a model not read from a file)";
+      return false;
+    }
+    return readExternalData(proto, *externalDir, n * width, what, out.bytes,
+                            error);
   }
   auto wrongCount = [&](int64_t have) {
     error =
@@ -376,6 +460,12 @@ struct Entry {
   int producerIndex = 0;
 };
 
+/// The opsets gptc reads. What changed after 17 for the ops of the table:
+/// ReduceMean's axes became an input (18), Split gained num_outputs (18),
+/// Gelu is an op (20); the rest widened types (float8, int4, bfloat16 in
+/// more ops), which the tensor reader refuses by name where it meets them.
+constexpr int64_t kMinOpset = 13, kMaxOpset = 23;
+
 class Importer {
 public:
   Importer(MLIRContext *ctx, StringRef fileName,
@@ -385,6 +475,13 @@ public:
   FailureOr<OnnxImport> run(const onnx::ModelProto &model);
 
 private:
+  /// Where external data is read from: the model's directory.
+  std::optional<StringRef> externalDir() const {
+    if (!options.readExternalData)
+      return std::nullopt;
+    return llvm::sys::path::parent_path(fileName);
+  }
+
   using Node = onnx::NodeProto;
 
   // Diagnostics.
@@ -548,6 +645,7 @@ private:
   LogicalResult convertReduce(StringRef op);
   LogicalResult convertShapeOp(StringRef op);
   LogicalResult convertSplit();
+  LogicalResult convertGelu();
   LogicalResult convertSlice();
   LogicalResult convertConcat();
   LogicalResult convertGather();
@@ -1152,7 +1250,7 @@ LogicalResult Importer::foldShape(StringRef op) {
     if (const auto *a = attr("value")) {
       OnnxTensorData data;
       std::string err;
-      if (!decodeTensor(a->t(), data, err))
+      if (!decodeTensor(a->t(), data, err, externalDir()))
         return error(err), failure();
       fill = toKnown(data);
       if (fill.size() < 1)
@@ -1470,6 +1568,31 @@ LogicalResult Importer::foldElementwise(StringRef op) {
 // Ops that run
 //===----------------------------------------------------------------------===//
 
+/// Gelu (opset 20): the tanh form is gptc.gelu; the exact one,
+/// x/2 (1 + erf(x / sqrt 2)), is written out in primitives.
+LogicalResult Importer::convertGelu() {
+  FailureOr<Value> x = ir(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType t = typeOf(*x);
+  if (!isa<FloatType>(t.getElementType()))
+    return unsupported("Gelu on integer tensors");
+  const auto *a = attr("approximate");
+  std::string form = a ? a->s() : "none";
+  if (form == "tanh")
+    return define(0, GeluOp::create(b, loc, *x)), success();
+  if (form != "none")
+    return error("Gelu: approximate is '")
+               << form << "', where ONNX has 'none' or 'tanh'",
+           failure();
+  Type e = t.getElementType();
+  Value scaled = binary(BinaryFn::mul, *x, splat(e, t.getShape(), M_SQRT1_2));
+  Value onePlus = AddOp::create(b, loc, unary(UnaryFn::erf, scaled),
+                                splat(e, t.getShape(), 1.0));
+  Value half = binary(BinaryFn::mul, *x, splat(e, t.getShape(), 0.5));
+  return define(0, binary(BinaryFn::mul, half, onePlus)), success();
+}
+
 LogicalResult Importer::convertElementwise(StringRef op) {
   static const llvm::StringMap<UnaryFn> unaries = {
       {"Neg", UnaryFn::neg},
@@ -1489,8 +1612,6 @@ LogicalResult Importer::convertElementwise(StringRef op) {
     return unsupported(op + Twine(" on integer tensors computed at run time"));
   if (auto it = unaries.find(op); it != unaries.end())
     return define(0, unary(it->second, *x)), success();
-  if (op == "Gelu" || op == "FastGelu")
-    return define(0, GeluOp::create(b, loc, *x)), success();
   // A known integer operand of a float op (Pow's exponent) converts.
   if (const Known *k = known(1); k && !k->isFloat()) {
     Known f = Known::floats(k->shape, {}, DT::TensorProto_DataType_DOUBLE);
@@ -1807,9 +1928,10 @@ LogicalResult Importer::convertReduce(StringRef op) {
     return failure();
   int64_t rank = typeOf(*x).getRank();
   // ReduceSum takes its axes as an input from opset 13, ReduceMean from 18.
+  bool axesAsInput = op == "ReduceSum" || opset >= 18;
   FailureOr<SmallVector<int64_t>> axes =
-      op == "ReduceSum" ? axesInput(1, "axes", rank)
-                        : [&]() -> FailureOr<SmallVector<int64_t>> {
+      axesAsInput ? axesInput(1, "axes", rank)
+                  : [&]() -> FailureOr<SmallVector<int64_t>> {
     SmallVector<int64_t> a;
     if (auto v = intsAttr("axes"))
       a = *v;
@@ -1824,7 +1946,7 @@ LogicalResult Importer::convertReduce(StringRef op) {
   if (failed(axes))
     return failure();
   if (axes->empty()) {
-    if (op == "ReduceSum" && intAttr("noop_with_empty_axes", 0))
+    if (axesAsInput && intAttr("noop_with_empty_axes", 0))
       return define(0, *x), success();
     for (int64_t d = 0; d < rank; ++d)
       axes->push_back(d);
@@ -1882,6 +2004,16 @@ LogicalResult Importer::convertSplit() {
     sizes = *s;
   } else if (auto s = intsAttr("split")) {
     sizes = *s;
+  } else if (const auto *n = attr("num_outputs"); n && opset >= 18) {
+    // Opset 18: num_outputs parts of ceil(dim / num_outputs), the last
+    // one smaller when it does not divide.
+    if (n->i() != parts)
+      return error("Split: num_outputs is ")
+                 << n->i() << " but the node has " << parts << " outputs",
+             failure();
+    int64_t each = (dim + parts - 1) / parts;
+    for (int64_t k = 0; k < parts; ++k)
+      sizes.push_back(std::max<int64_t>(0, std::min(each, dim - k * each)));
   } else {
     if (dim % parts != 0)
       return error("Split: ")
@@ -2232,6 +2364,8 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
       {"Relu", {1, H::WhenKnown, elementwise, arithmetic}},
       {"Sigmoid", {1, H::WhenKnown, elementwise, arithmetic}},
       {"Abs", {1, H::WhenKnown, elementwise, arithmetic}},
+      {"Gelu",
+       {1, H::Never, +[](Importer &I, StringRef) { return I.convertGelu(); }}},
       // Comparisons and logic.
       {"Equal", {2, H::WhenKnown, atRunTime, arithmetic}},
       {"Less", {2, H::WhenKnown, atRunTime, arithmetic}},
@@ -2381,7 +2515,7 @@ LogicalResult Importer::convertConstant() {
   if (const auto *a = attr("value")) {
     OnnxTensorData data;
     std::string err;
-    if (!decodeTensor(a->t(), data, err))
+    if (!decodeTensor(a->t(), data, err, externalDir()))
       return error(err), failure();
     defineKnown(0, toKnown(data));
   } else if (const auto *a = attr("value_float")) {
@@ -2410,9 +2544,10 @@ FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
       opset = o.version();
   if (opset == 0)
     opset = 1;
-  if (opset < 13 || opset > 17)
+  if (opset < kMinOpset || opset > kMaxOpset)
     return emitError(loc, "the model imports ONNX opset ")
-               << opset << "; gptc reads opsets 13 to 17",
+               << opset << "; gptc reads opsets " << kMinOpset << " to "
+               << kMaxOpset,
            failure();
   const onnx::GraphProto &graph = model.graph();
 
@@ -2428,7 +2563,7 @@ FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
   for (const auto &init : graph.initializer()) {
     auto data = std::make_unique<OnnxTensorData>();
     std::string err;
-    if (!decodeTensor(init, *data, err))
+    if (!decodeTensor(init, *data, err, externalDir()))
       return emitError(loc, "initializer: ") << err, failure();
     Entry e;
     e.known = toKnown(*data);
@@ -2530,8 +2665,9 @@ mlir::gptc::importOnnxModel(llvm::StringRef bytes, llvm::StringRef fileName,
   Location loc = FileLineColLoc::get(context, fileName, 0, 0);
   onnx::ModelProto model;
   if (bytes.size() > size_t(std::numeric_limits<int>::max()))
-    return emitError(loc, "the model is larger than 2 GiB, which ONNX "
-                          "stores with external data; gptc does not read it"),
+    return emitError(loc, "the model file is larger than 2 GiB, which "
+                          "protobuf cannot read: save it with its weights "
+                          "as external data (a .onnx.data file beside it)"),
            failure();
   if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
     return emitError(loc, "not a serialized ONNX model (malformed or "
