@@ -462,8 +462,10 @@ struct Entry {
 
 /// The opsets gptc reads. What changed after 17 for the ops of the table:
 /// ReduceMean's axes became an input (18), Split gained num_outputs (18),
-/// Gelu is an op (20); the rest widened types (float8, int4, bfloat16 in
-/// more ops), which the tensor reader refuses by name where it meets them.
+/// Gelu is an op (20); the rest widened types (float8, int4, float4, and
+/// bfloat16 in more ops). A tensor of a type gptc does not read is refused
+/// naming the tensor and its type (a number for the types newer than
+/// Debian's ONNX 1.12 schema).
 constexpr int64_t kMinOpset = 13, kMaxOpset = 23;
 
 class Importer {
