@@ -21,15 +21,10 @@ namespace {
 /// and, op by op, names, attributes and result types (locations aside).
 /// Equal bodies hash equal; OperationEquivalence decides.
 llvm::hash_code hashKernel(KernelOp kernel) {
-  llvm::hash_code h = llvm::hash_combine_range(kernel.getOperandTypes().begin(),
-                                               kernel.getOperandTypes().end());
-  kernel.getBody().walk([&](Operation *op) {
-    h = llvm::hash_combine(h, OperationEquivalence::computeHash(
-                                  op, OperationEquivalence::ignoreHashValue,
-                                  OperationEquivalence::ignoreHashValue,
-                                  OperationEquivalence::IgnoreLocations));
-  });
-  return h;
+  return llvm::hash_combine(
+      llvm::hash_combine_range(kernel.getOperandTypes().begin(),
+                               kernel.getOperandTypes().end()),
+      hashOpsOf(kernel.getBody()));
 }
 
 bool sameKernel(KernelOp a, KernelOp b) {
@@ -39,6 +34,17 @@ bool sameKernel(KernelOp a, KernelOp b) {
              &a.getBody(), &b.getBody(), OperationEquivalence::IgnoreLocations);
 }
 } // namespace
+
+llvm::hash_code mlir::gptc::hashOpsOf(Region &region) {
+  llvm::hash_code h(0);
+  region.walk([&](Operation *op) {
+    h = llvm::hash_combine(h, OperationEquivalence::computeHash(
+                                  op, OperationEquivalence::ignoreHashValue,
+                                  OperationEquivalence::ignoreHashValue,
+                                  OperationEquivalence::IgnoreLocations));
+  });
+  return h;
+}
 
 llvm::StringMap<std::string>
 mlir::gptc::kernelFunctionNames(ModuleOp module,

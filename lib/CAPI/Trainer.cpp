@@ -264,15 +264,10 @@ static bool compile(const std::string &modelPath,
     return os << (impl.comm ? error : "cannot start MPI"), false;
   rt::DeviceOptions where;
   where.cuda = cuda;
-  std::unique_ptr<rt::Backend> backend =
-      rt::createBackend(impl.program, where, impl.comm.get(), error);
-  if (!backend && !error.empty())
-    return os << error, false;
   impl.trainer =
-      rt::createTrainingRun(impl.program, opts, impl.comm.get(),
-                            std::move(backend), std::move(initial), error);
-  if (!impl.trainer ||
-      !rt::startTraining(*impl.trainer, /*resume=*/false, "", error))
+      rt::openTrainingRun(impl.program, opts, where, impl.comm.get(),
+                          std::move(initial), /*resume=*/false, error);
+  if (!impl.trainer)
     return os << error, false;
   return true;
 }

@@ -35,9 +35,12 @@ bool startProcesses(int64_t devices, bool mpi,
   return true;
 }
 
-std::unique_ptr<Backend> createBackend(const program::Program &program,
-                                       const DeviceOptions &device,
-                                       Communicator *comm, std::string &error) {
+/// The backend `device` asks for: null for the CPU's own executor, or
+/// null with `error` set when it cannot start.
+static std::unique_ptr<Backend> createBackend(const program::Program &program,
+                                              const DeviceOptions &device,
+                                              Communicator *comm,
+                                              std::string &error) {
   error.clear();
   if (device.cuda) {
 #ifdef GPTC_HAVE_CUDA
@@ -57,32 +60,39 @@ std::unique_ptr<Backend> createBackend(const program::Program &program,
 }
 
 std::unique_ptr<TrainingRun>
-createTrainingRun(const program::Program &program, const TrainOptions &options,
-                  Communicator *comm, std::unique_ptr<Backend> backend,
-                  std::map<std::string, std::string> initial,
-                  std::string &error) {
+openTrainingRun(const program::Program &program, const TrainOptions &options,
+                const DeviceOptions &device, Communicator *comm,
+                std::map<std::string, std::string> initial, bool resume,
+                std::string &error) {
+  std::unique_ptr<Backend> backend =
+      createBackend(program, device, comm, error);
+  if (!backend && !error.empty())
+    return nullptr;
+  std::unique_ptr<TrainingRun> run;
   if (program.has_pipeline()) {
     if (!initial.empty()) {
       error = "a pipeline's stages take no initial parameter values";
       return nullptr;
     }
-    return PipelineTrainer::create(program, options, error, comm,
-                                   std::move(backend));
+    run = PipelineTrainer::create(program, options, error, comm,
+                                  std::move(backend));
+  } else {
+    std::unique_ptr<Trainer> trainer =
+        Trainer::create(program, options, error, comm, std::move(backend));
+    if (trainer && !initial.empty() &&
+        !trainer->setInitialValues(std::move(initial), error))
+      return nullptr;
+    run = std::move(trainer);
   }
-  std::unique_ptr<Trainer> trainer =
-      Trainer::create(program, options, error, comm, std::move(backend));
-  if (!trainer || (!initial.empty() &&
-                   !trainer->setInitialValues(std::move(initial), error)))
+  if (!run)
     return nullptr;
-  return trainer;
-}
-
-bool startTraining(TrainingRun &run, bool resume, const std::string &checkpoint,
-                   std::string &error) {
-  if (resume)
-    return run.loadCheckpoint(checkpoint, error);
-  run.initialize();
-  return true;
+  if (resume) {
+    if (!run->loadCheckpoint(options.checkpointPath, error))
+      return nullptr;
+  } else {
+    run->initialize();
+  }
+  return run;
 }
 
 } // namespace gptc::runtime

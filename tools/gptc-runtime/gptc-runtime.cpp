@@ -73,24 +73,6 @@ static int64_t parseCount(const std::string &text) {
   return std::strtoll(text.c_str(), nullptr, 10);
 }
 
-/// The run of `program` on this process (rt::Session): its backend (the
-/// GPU with --device cuda), its trainer, then resumed or initialized.
-static std::unique_ptr<rt::TrainingRun>
-startRun(const pg::Program &program, const rt::TrainOptions &opts, bool cuda,
-         bool resume, rt::Communicator *comm, std::string &error) {
-  rt::DeviceOptions device;
-  device.cuda = cuda;
-  std::unique_ptr<rt::Backend> backend =
-      rt::createBackend(program, device, comm, error);
-  if (!backend && !error.empty())
-    return nullptr;
-  std::unique_ptr<rt::TrainingRun> run =
-      rt::createTrainingRun(program, opts, comm, std::move(backend), {}, error);
-  if (!run || !rt::startTraining(*run, resume, opts.checkpointPath, error))
-    return nullptr;
-  return run;
-}
-
 /// A pipeline artifact: one process per device of its mesh under mpirun,
 /// each running its stage (PipelineTrainer), as `gptc train` does.
 static int trainPipeline(const pg::Program &program,
@@ -116,7 +98,7 @@ static int trainPipeline(const pg::Program &program,
     return failAll(error);
   rt::shareCores(*comm);
   std::unique_ptr<rt::TrainingRun> trainer =
-      startRun(program, opts, cuda, resume, comm.get(), error);
+      rt::openTrainingRun(program, opts, {cuda}, comm.get(), {}, resume, error);
   if (!trainer)
     return failAll(error);
   bool leader = comm->rank() == 0;
@@ -305,7 +287,7 @@ int main(int argc, char **argv) {
     return trainPipeline(program, opts, cuda, resume, dataset);
 
   std::unique_ptr<rt::TrainingRun> trainer =
-      startRun(program, opts, cuda, resume, nullptr, error);
+      rt::openTrainingRun(program, opts, {cuda}, nullptr, {}, resume, error);
   if (!trainer)
     return fail(error);
   std::cerr << "gptc-runtime: training " << opts.model << " ("

@@ -155,26 +155,14 @@ static cl::opt<bool> checkResidencyOpt(
              "are NaN (createResidencyCheckingBackend)"),
     cl::init(false), cl::cat(trainCategory), cl::Hidden);
 
-/// The run of `program` on this process (rt::Session): its backend (the
-/// GPU with --device cuda, the CPU's runs behind a device's memory
-/// contract with --check-residency, else the CPU's own), its trainer, then
-/// resumed (--resume) or initialized.
-static std::unique_ptr<rt::TrainingRun>
-startRun(const ::gptc::program::Program &program, const rt::TrainOptions &opts,
-         bool cuda, rt::Communicator *comm,
-         std::map<std::string, std::string> initialValues, std::string &error) {
+/// Where this process trains: the GPU with --device cuda, the CPU's runs
+/// behind a device's memory contract with --check-residency, else the
+/// CPU's own executor.
+static rt::DeviceOptions deviceOptions(bool cuda) {
   rt::DeviceOptions device;
   device.cuda = cuda;
   device.checkResidency = checkResidencyOpt;
-  std::unique_ptr<rt::Backend> backend =
-      rt::createBackend(program, device, comm, error);
-  if (!backend && !error.empty())
-    return nullptr;
-  std::unique_ptr<rt::TrainingRun> run = rt::createTrainingRun(
-      program, opts, comm, std::move(backend), std::move(initialValues), error);
-  if (!run || !rt::startTraining(*run, resumeOpt, opts.checkpointPath, error))
-    return nullptr;
-  return run;
+  return device;
 }
 
 static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
@@ -321,7 +309,8 @@ static int runPipelineTrain(ModelDescription &desc,
     return failAll(error);
   rt::TrainOptions opts = trainOptions(desc, description, program);
   std::unique_ptr<rt::TrainingRun> trainer =
-      startRun(program, opts, options.cuda(), comm.get(), {}, error);
+      rt::openTrainingRun(program, opts, deviceOptions(options.cuda()),
+                          comm.get(), {}, resumeOpt, error);
   if (!trainer)
     return failAll(error);
   if (resumeOpt && leader)
@@ -529,11 +518,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   rt::returnFreeHeap();
   int64_t before = rt::residentBytes();
   bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
-  std::unique_ptr<rt::TrainingRun> trainer =
-      startRun(program, opts, options->cuda(), comm.get(),
-               resumeOpt ? std::map<std::string, std::string>()
-                         : std::move(initialValues),
-               error);
+  std::unique_ptr<rt::TrainingRun> trainer = rt::openTrainingRun(
+      program, opts, deviceOptions(options->cuda()), comm.get(),
+      resumeOpt ? std::map<std::string, std::string>()
+                : std::move(initialValues),
+      resumeOpt, error);
   if (!trainer)
     return failAll(error);
   if (resumeOpt && leader)

@@ -30,6 +30,13 @@ namespace mlir::gptc {
 llvm::StringMap<std::string>
 kernelFunctionNames(ModuleOp module, ArrayRef<StringRef> functions = {});
 
+/// A hash of `region`'s ops, op by op: names, attributes and result types,
+/// locations and value identities aside. Regions that
+/// OperationEquivalence::isRegionEquivalentTo calls equal (ignoring
+/// locations) hash equal; the targets' sharing of equal bodies buckets by
+/// it.
+llvm::hash_code hashOpsOf(Region &region);
+
 } // namespace mlir::gptc
 
 #endif // GPTC_ANALYSIS_KERNELSHARING_H

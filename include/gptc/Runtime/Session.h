@@ -49,27 +49,19 @@ struct DeviceOptions {
 bool startProcesses(int64_t devices, bool mpi,
                     std::unique_ptr<Communicator> &comm, std::string &error);
 
-/// The backend this process runs `program` on: null for the CPU's own
-/// executor. Null with `error` set when the one asked for cannot start
-/// (`error` empty: none was asked for).
-std::unique_ptr<Backend> createBackend(const program::Program &program,
-                                       const DeviceOptions &device,
-                                       Communicator *comm, std::string &error);
-
-/// The trainer `program` needs: its pipeline's stages (PipelineTrainer)
-/// when it has a pipeline plan, else one program per device (Trainer),
-/// with `initial` as the parameters' initial values (an imported model's
-/// weights; a pipeline takes none). Null with `error` set.
+/// This process's run of `program`: its backend (null for the CPU's own
+/// executor, the residency checker around it, or the GPU its rank on the
+/// node picks), the trainer the program needs (its pipeline's stages when
+/// it has a pipeline plan, else one program per device, with `initial` as
+/// the parameters' initial values: an imported model's weights; a pipeline
+/// takes none), then resumed from `options.checkpointPath` (`resume`) or
+/// initialized (every parameter from its init, the optimizer state zero).
+/// Null with `error` set.
 std::unique_ptr<TrainingRun>
-createTrainingRun(const program::Program &program, const TrainOptions &options,
-                  Communicator *comm, std::unique_ptr<Backend> backend,
-                  std::map<std::string, std::string> initial,
-                  std::string &error);
-
-/// Resumes `run` from `checkpoint`, or initializes it (every parameter
-/// from its init, the optimizer state zero).
-bool startTraining(TrainingRun &run, bool resume, const std::string &checkpoint,
-                   std::string &error);
+openTrainingRun(const program::Program &program, const TrainOptions &options,
+                const DeviceOptions &device, Communicator *comm,
+                std::map<std::string, std::string> initial, bool resume,
+                std::string &error);
 
 } // namespace gptc::runtime
 

@@ -10,6 +10,8 @@
 
 #include "gptc/Target/CUDA/Passes.h"
 
+#include "gptc/Analysis/KernelSharing.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/SymbolTable.h"
@@ -36,14 +38,8 @@ DictionaryAttr attributesButName(gpu::GPUFuncOp func) {
 /// value identities aside). Equal functions hash equal; sameFunction
 /// decides.
 llvm::hash_code hashFunction(gpu::GPUFuncOp func) {
-  llvm::hash_code h = hash_value(attributesButName(func));
-  func.getBody().walk([&](Operation *op) {
-    h = llvm::hash_combine(h, OperationEquivalence::computeHash(
-                                  op, OperationEquivalence::ignoreHashValue,
-                                  OperationEquivalence::ignoreHashValue,
-                                  OperationEquivalence::IgnoreLocations));
-  });
-  return h;
+  return llvm::hash_combine(attributesButName(func),
+                            gptc::hashOpsOf(func.getBody()));
 }
 
 bool sameFunction(gpu::GPUFuncOp a, gpu::GPUFuncOp b) {
