@@ -13,7 +13,7 @@ packages=(
   libonnx-dev libonnx-testdata
   mpich libmpich-dev
   clang-22 libclang-rt-22-dev clang-format-22
-  python3-numpy python3-torch
+  python3-numpy python3-torch python3-venv
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need, checks the sources' formatting
+# Installs what the tests need (Debian's packages; PyTorch's current
+# stack from PyPI into .venv), checks the sources' formatting
 # (scripts/check-format.sh), builds gptc and runs every test: the lit
 # suite (check-gptc: every op, pass, tool and diagnostic) and the
 # GoogleTest units, through ctest; the ONNX node tests' count; then the
@@ -13,6 +14,10 @@ asan_dir="${ASAN_BUILD_DIR:-build-asan}"
 if [ "${1:-}" = "--clean" ]; then rm -rf "$build_dir" "$asan_dir"; fi
 
 scripts/install-deps.sh
+# Today's PyTorch, exporter and transformers from PyPI, in .venv (the
+# tests of the dynamo exporter, Hugging Face's GPT-2 and the PyTorch
+# bridge; docs/Testing.md has its cost).
+scripts/install-pytorch.sh
 status=0
 # The sources as clang-format 22 writes them (a failure is reported, and
 # the tests still run).

@@ -118,6 +118,24 @@ try:
 except (OSError, subprocess.SubprocessError):
     pass
 
+# The current PyTorch stack from PyPI (scripts/install-pytorch.sh: torch
+# 2.15 with the dynamo exporter, onnx, onnxscript, transformers) for the
+# tests of today's exporter, Hugging Face's GPT-2 and the PyTorch bridge:
+# `%torch_python` runs them, where GPTC_TORCH_VENV (default .venv) has it.
+torch_venv = os.environ.get("GPTC_TORCH_VENV", os.path.join(config.gptc_src_root, ".venv"))
+if not os.path.isabs(torch_venv):
+    torch_venv = os.path.join(config.gptc_src_root, torch_venv)
+torch_python = os.path.join(torch_venv, "bin", "python")
+if os.path.exists(torch_python):
+    try:
+        probe = subprocess.run([torch_python, "-c", "import torch, onnx, onnxscript, transformers"],
+                               capture_output=True, timeout=300)
+        if probe.returncode == 0:
+            config.available_features.add("torch-current")
+            config.substitutions.append(("%torch_python", torch_python))
+    except (OSError, subprocess.SubprocessError):
+        pass
+
 nvsmi = shutil.which("nvidia-smi")
 if nvsmi:
     try:

@@ -461,8 +461,10 @@ FunctionExporter::lowerForward(Operation *op, pg::Kernel &kernel) {
         kernel.mutable_norm()->set_epsilon(o.getEpsilon().convertToDouble());
         return success();
       })
-      .Case([&](GeluOp) {
+      .Case([&](GeluOp o) {
         kernel.set_op(pg::GELU);
+        if (o.getExact())
+          kernel.mutable_elementwise()->set_gelu_exact(true);
         return success();
       })
       .Case([&](SoftmaxOp) {
@@ -558,8 +560,10 @@ FunctionExporter::lowerGradient(Operation *op, pg::Kernel &kernel) {
         kernel.mutable_norm()->set_epsilon(o.getEpsilon().convertToDouble());
         return success();
       })
-      .Case([&](GeluGradOp) {
+      .Case([&](GeluGradOp o) {
         kernel.set_op(pg::GELU_GRAD);
+        if (o.getExact())
+          kernel.mutable_elementwise()->set_gelu_exact(true);
         return success();
       })
       .Case([&](SoftmaxGradOp) {

@@ -147,6 +147,21 @@ struct Scalar : linalg_lowering::ScalarBuilder {
     Value right = mul(mul(mul(c(0.5), x), sub(c(1.0), mul(t, t))), du);
     return mul(dy, add(left, right));
   }
+
+  /// The exact GELU: 0.5 x (1 + erf(x / sqrt(2))).
+  Value geluExact(Value x) {
+    Value e = erf(mul(c(0.7071067811865476), x));
+    return mul(mul(c(0.5), x), add(c(1.0), e));
+  }
+
+  /// dy (0.5 (1 + erf(x / sqrt(2))) + x exp(-x^2 / 2) / sqrt(2 pi)), as
+  /// the runtime's kernel computes it.
+  Value geluExactGrad(Value x, Value dy) {
+    Value cdf = mul(c(0.5), add(c(1.0), erf(mul(c(0.7071067811865476), x))));
+    Value pdf = mul(c(0.3989422804014327),
+                    unary(UnaryFn::exp, mul(c(-0.5), mul(x, x))));
+    return mul(dy, add(cdf, mul(x, pdf)));
+  }
 };
 } // namespace
 
@@ -188,20 +203,40 @@ lowerElementwise(Operation *op, PatternRewriter &rewriter,
 }
 
 static Value addFormula(Scalar &s, ValueRange x) { return s.add(x[0], x[1]); }
-static Value geluFormula(Scalar &s, ValueRange x) { return s.gelu(x[0]); }
-static Value geluGradFormula(Scalar &s, ValueRange x) {
-  return s.geluGrad(x[0], x[1]);
-}
 
 namespace {
 /// An elementwise gptc op -> one linalg.generic whose body is `Formula`
-/// of the operands' elements (add: x + y; gelu; gelu_grad: dy gelu'(x)).
+/// of the operands' elements (add: x + y).
 template <typename OpTy, Value (*Formula)(Scalar &, ValueRange)>
 struct ElementwiseToLinalg final : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     return lowerElementwise(op, rewriter, Formula);
+  }
+};
+
+/// gptc.gelu -> linalg.generic { gelu(x) }, the tanh or the exact form.
+struct GeluToLinalg final : OpRewritePattern<GeluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GeluOp op,
+                                PatternRewriter &rewriter) const override {
+    bool exact = op.getExact();
+    return lowerElementwise(op, rewriter, [exact](Scalar &s, ValueRange x) {
+      return exact ? s.geluExact(x[0]) : s.gelu(x[0]);
+    });
+  }
+};
+
+/// gptc.gelu_grad -> linalg.generic { dy gelu'(x) }.
+struct GeluGradToLinalg final : OpRewritePattern<GeluGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GeluGradOp op,
+                                PatternRewriter &rewriter) const override {
+    bool exact = op.getExact();
+    return lowerElementwise(op, rewriter, [exact](Scalar &s, ValueRange x) {
+      return exact ? s.geluExactGrad(x[0], x[1]) : s.geluGrad(x[0], x[1]);
+    });
   }
 };
 
@@ -267,10 +302,9 @@ struct CastToLinalg final : OpRewritePattern<CastOp> {
 
 void mlir::gptc::populateGptcElementwiseToLinalgPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<ElementwiseToLinalg<AddOp, addFormula>,
-               ElementwiseToLinalg<GeluOp, geluFormula>,
-               ElementwiseToLinalg<GeluGradOp, geluGradFormula>, CastToLinalg,
-               UnaryToLinalg, BinaryToLinalg>(patterns.getContext());
+  patterns.add<ElementwiseToLinalg<AddOp, addFormula>, GeluToLinalg,
+               GeluGradToLinalg, CastToLinalg, UnaryToLinalg, BinaryToLinalg>(
+      patterns.getContext());
 }
 
 bool mlir::gptc::hasLinalgLowering(Operation *op) {

@@ -1570,8 +1570,8 @@ LogicalResult Importer::foldElementwise(StringRef op) {
 // Ops that run
 //===----------------------------------------------------------------------===//
 
-/// Gelu (opset 20): the tanh form is gptc.gelu; the exact one,
-/// x/2 (1 + erf(x / sqrt 2)), is written out in primitives.
+/// Gelu (opset 20): gptc.gelu, the tanh form or the exact one (x/2 (1 +
+/// erf(x / sqrt 2))).
 LogicalResult Importer::convertGelu() {
   FailureOr<Value> x = ir(0);
   if (failed(x))
@@ -1581,18 +1581,12 @@ LogicalResult Importer::convertGelu() {
     return unsupported("Gelu on integer tensors");
   const auto *a = attr("approximate");
   std::string form = a ? a->s() : "none";
-  if (form == "tanh")
-    return define(0, GeluOp::create(b, loc, *x)), success();
-  if (form != "none")
+  if (form != "none" && form != "tanh")
     return error("Gelu: approximate is '")
                << form << "', where ONNX has 'none' or 'tanh'",
            failure();
-  Type e = t.getElementType();
-  Value scaled = binary(BinaryFn::mul, *x, splat(e, t.getShape(), M_SQRT1_2));
-  Value onePlus = AddOp::create(b, loc, unary(UnaryFn::erf, scaled),
-                                splat(e, t.getShape(), 1.0));
-  Value half = binary(BinaryFn::mul, *x, splat(e, t.getShape(), 0.5));
-  return define(0, binary(BinaryFn::mul, half, onePlus)), success();
+  return define(0, GeluOp::create(b, loc, *x, /*exact=*/form == "none")),
+         success();
 }
 
 LogicalResult Importer::convertElementwise(StringRef op) {

@@ -14,6 +14,7 @@
 //
 //   matmul(reshape(x), transpose(W)) [+ broadcast(b)]   -> gptc.linear x, W, b
 //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))    -> gptc.gelu x
+//   0.5 x (1 + erf(x / sqrt(2)))                        -> gptc.gelu x exact
 //   softmax(mask(Q K^T / sqrt(D))) V over H heads       ->
 //   gptc.causal_attention (x - mean) / sqrt(var + eps) * gamma + beta ->
 //   gptc.layer_norm
@@ -242,6 +243,38 @@ Value matchGelu(Value v) {
           llvm::all_of(cf, [&](Value f) { return f == x; }))
         return x;
     }
+  }
+  return {};
+}
+
+/// 0.5 x (1 + erf(x / sqrt(2))) at `v` (the division by sqrt(2) or the
+/// product with 1/sqrt(2), as PyTorch's exporters write F.gelu): x, or
+/// null.
+Value matchExactGelu(Value v) {
+  SmallVector<Value> outer;
+  factors(v, outer);
+  if (!near(constantPart(outer), 0.5) || outer.size() != 2)
+    return {};
+  for (int which = 0; which < 2; ++which) {
+    Value x = outer[which], onePlus = outer[1 - which];
+    auto sum = addOperands(onePlus);
+    if (!sum)
+      continue;
+    auto [a, c] = *sum;
+    Value e = near(splat(a), 1.0) ? c : near(splat(c), 1.0) ? a : Value();
+    auto erf = e ? e.getDefiningOp<UnaryOp>() : UnaryOp();
+    if (!erf || erf.getFn() != UnaryFn::erf)
+      continue;
+    Value arg = erf.getInput();
+    if (auto div = arg.getDefiningOp<BinaryOp>();
+        div && div.getFn() == BinaryFn::div && div.getLhs() == x &&
+        near(splat(div.getRhs()), M_SQRT2))
+      return x;
+    SmallVector<Value> inner;
+    factors(arg, inner, 1);
+    if (near(constantPart(inner), M_SQRT1_2) && inner.size() == 1 &&
+        inner[0] == x)
+      return x;
   }
   return {};
 }
@@ -498,10 +531,13 @@ OnnxRaiseCounts mlir::gptc::raiseGptPatterns(func::FuncOp func) {
     if (op.getResult().use_empty())
       continue; // inside a GELU already raised
     Value x = matchGelu(op.getResult());
+    bool exact = !x;
+    if (exact)
+      x = matchExactGelu(op.getResult());
     if (!x)
       continue;
     b.setInsertionPoint(op);
-    auto gelu = GeluOp::create(b, op.getLoc(), x);
+    auto gelu = GeluOp::create(b, op.getLoc(), x, exact);
     op.getResult().replaceAllUsesWith(gelu.getResult());
     ++counts.gelu;
   }

@@ -567,10 +567,16 @@ bool runFloat(Call &c) {
     T *y = out[0]->data<T>();
     switch (k.op()) {
     case program::GELU:
-      gelu(in[0]->data<T>(), n, y);
+      if (k.elementwise().gelu_exact())
+        geluExact(in[0]->data<T>(), n, y);
+      else
+        gelu(in[0]->data<T>(), n, y);
       break;
     case program::GELU_GRAD:
-      geluGrad(in[0]->data<T>(), in[1]->data<T>(), n, y);
+      if (k.elementwise().gelu_exact())
+        geluExactGrad(in[0]->data<T>(), in[1]->data<T>(), n, y);
+      else
+        geluGrad(in[0]->data<T>(), in[1]->data<T>(), n, y);
       break;
     case program::ADD:
       add(in[0]->data<T>(), in[1]->data<T>(), n, y);

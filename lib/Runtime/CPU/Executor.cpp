@@ -309,7 +309,11 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
         (arity.outputs >= 0 && nout != arity.outputs) || nout == 0)
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " has the wrong number of operands");
-    if (k.params_case() != paramsOf(k.op()) &&
+    // GELU's elementwise parameters (the exact form) are optional.
+    bool optionalParams =
+        (k.op() == program::GELU || k.op() == program::GELU_GRAD) &&
+        k.params_case() == Kernel::kElementwise;
+    if (k.params_case() != paramsOf(k.op()) && !optionalParams &&
         !(epilogue != MP::NONE && k.params_case() == Kernel::kMatmul))
       return fail("kernel " + program::OpKind_Name(k.op()) + " at " +
                   k.location() + " does not carry its op's parameters");

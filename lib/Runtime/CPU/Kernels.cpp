@@ -352,6 +352,28 @@ static inline float fastErf(float x) {
 }
 static inline double fastErf(double x) { return std::erf(x); }
 
+template <typename T>
+void geluExact(const T *xIn, int64_t n, T *yOut) {
+  const T *__restrict x = xIn;
+  T *__restrict y = yOut;
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = T(0.5) * x[i] * (T(1) + fastErf(T(0.7071067811865476) * x[i]));
+}
+
+template <typename T>
+void geluExactGrad(const T *xIn, const T *dyIn, int64_t n, T *dxOut) {
+  const T *__restrict x = xIn, *__restrict dy = dyIn;
+  T *__restrict dx = dxOut;
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    T v = x[i];
+    T cdf = T(0.5) * (T(1) + fastErf(T(0.7071067811865476) * v));
+    T pdf = T(0.3989422804014327) * fastExp(T(-0.5) * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
+  }
+}
+
 std::optional<UnaryFunction> unaryFunction(program::UnaryFunction f) {
   switch (f) {
   case program::UNARY_NEG:
@@ -1142,6 +1164,8 @@ void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,
   template void unary<T>(UnaryFunction, const T *, int64_t, T *);              \
   template void binary<T>(BinaryFunction, const T *, const T *, int64_t, T *); \
   template void geluGrad<T>(const T *, const T *, int64_t, T *);               \
+  template void geluExact<T>(const T *, int64_t, T *);                         \
+  template void geluExactGrad<T>(const T *, const T *, int64_t, T *);          \
   template void softmax<T>(const T *, int64_t, int64_t, T *);                  \
   template void softmaxGrad<T>(const T *, const T *, int64_t, int64_t, T *);   \
   template void add<T>(const T *, const T *, int64_t, T *);                    \

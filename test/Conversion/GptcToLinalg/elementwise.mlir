@@ -38,6 +38,29 @@ func.func @gelu_f32(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // -----
 
+// The exact GELU in f32: 0.5 x (1 + erf(x / sqrt 2)) with the runtime's
+// rational erf (clamped to +-4), no tanh; its gradient adds the Gaussian
+// density x exp(-x^2 / 2) / sqrt(2 pi).
+// CHECK-LABEL: func.func @gelu_exact_f32
+//   CHECK-DAG: arith.constant 0.398942292 : f32
+//   CHECK-DAG: arith.constant -5.000000e-01 : f32
+//   CHECK-DAG: arith.constant 0.707106769 : f32
+//   CHECK-DAG: arith.constant 4.000000e+00 : f32
+//   CHECK-DAG: arith.constant -2.72614237E-10 : f32
+//   CHECK-NOT: arith.constant 0.797884583 : f32
+//       CHECK: linalg.generic
+//       CHECK:   linalg.yield
+//       CHECK: linalg.generic
+//       CHECK:   math.exp
+//       CHECK:   linalg.yield
+func.func @gelu_exact_f32(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %g = gptc.gelu %x exact : tensor<16xf32>
+  %d = gptc.gelu_grad %x, %g exact : tensor<16xf32>
+  return %g, %d : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // In f64 (the finite-difference checks) GELU uses math.tanh.
 // CHECK-LABEL: func.func @gelu_grad_f64
 //       CHECK: linalg.generic

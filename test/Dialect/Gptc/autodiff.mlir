@@ -83,6 +83,18 @@ func.func @forward(%t: tensor<10x4xf32> {gptc.param = "wte"}, %ids: tensor<2x3xi
 
 // -----
 
+// The exact GELU's gradient is the exact one.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G:.*]] = gptc.gelu %{{.*}} exact
+// CHECK: gptc.gelu_grad %{{.*}}, %{{.*}} exact : tensor<2x3xf32>
+func.func @forward(%x: tensor<2x3xf32> {gptc.param = "x"}) -> tensor<f32> {
+  %g = gptc.gelu %x exact : tensor<2x3xf32>
+  %l = gptc.reduce_sum %g [0, 1] : tensor<2x3xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Layer norm, softmax and attention recompute from their forward inputs.
 // CHECK-LABEL: func.func @forward_backward
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32> {gptc.param = "x"}, %[[G:.*]]: tensor<4xf32> {gptc.param = "g"}, %[[B:.*]]: tensor<4xf32> {gptc.param = "b"})

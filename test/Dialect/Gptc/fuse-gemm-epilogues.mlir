@@ -110,3 +110,22 @@ func.func @near_misses(%x: tensor<32x16xbf16>, %w1: tensor<64x16xbf16>, %dy: ten
   %s2 = gptc.reduce_sum %x2 [1] : tensor<32x64xf32> -> tensor<32xf32>
   return %an, %a, %g, %d, %ad, %tw, %s1, %s2 : tensor<32x64xbf16>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<32x64xf64>, tensor<64x16xf32>, tensor<16xf32>, tensor<32xf32>
 }
+
+// -----
+
+// The exact GELU stays outside: cuBLASLt's GELU epilogues (and the CPU's
+// fused ones, which compute what they do) are the tanh approximation.
+// CHECK-LABEL: func.func @mlp_exact
+//   CHECK-NOT: gelu_aux
+//   CHECK-NOT: dgelu
+//       CHECK: gptc.gelu %{{.*}} exact
+//       CHECK: gptc.gelu_grad %{{.*}}, %{{.*}} exact
+func.func @mlp_exact(%x: tensor<8x4x16xf32>, %w1: tensor<64x16xf32>, %b1: tensor<64xf32>, %w2: tensor<16x64xf32>, %dy: tensor<32x16xf32>)
+    -> (tensor<8x4x64xf32>, tensor<8x4x64xf32>) {
+  %h = gptc.linear %x, %w1, %b1 : tensor<8x4x16xf32>, tensor<64x16xf32>, tensor<64xf32> -> tensor<8x4x64xf32>
+  %a = gptc.gelu %h exact : tensor<8x4x64xf32>
+  %g = gptc.matmul %dy, %w2 : tensor<32x16xf32>, tensor<16x64xf32> -> tensor<32x64xf32>
+  %g3 = gptc.reshape %g : tensor<32x64xf32> -> tensor<8x4x64xf32>
+  %dh = gptc.gelu_grad %h, %g3 exact : tensor<8x4x64xf32>
+  return %a, %dh : tensor<8x4x64xf32>, tensor<8x4x64xf32>
+}

@@ -102,3 +102,16 @@ func.func @block_arguments(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor
   }
   return %0#0, %0#1 : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+func.func @gelu_aux_exact(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  // expected-error@+1 {{with epilogue 'gelu_aux' expects the tanh GELU (the GEMM epilogues compute no exact one)}}
+  %0:2 = gptc.fused_gemm gelu_aux(%x, %w) : (tensor<4x8xf32>, tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>):
+    %h = gptc.linear %a, %b : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+    %g = gptc.gelu %h exact : tensor<4x16xf32>
+    gptc.yield %g, %h : tensor<4x16xf32>, tensor<4x16xf32>
+  }
+  return %0#0, %0#1 : tensor<4x16xf32>, tensor<4x16xf32>
+}

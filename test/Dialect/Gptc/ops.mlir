@@ -53,6 +53,8 @@ func.func @norm_and_activations(%x: tensor<4x8x16xf32>, %g: tensor<16xf32>, %b: 
   %0 = gptc.layer_norm %x, %g, %b eps 1.0e-05 : tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> tensor<4x8x16xf32>
   // CHECK: %[[G:.*]] = gptc.gelu %[[N]] : tensor<4x8x16xf32>
   %1 = gptc.gelu %0 : tensor<4x8x16xf32>
+  // CHECK: gptc.gelu %[[G]] exact : tensor<4x8x16xf32>
+  %e = gptc.gelu %1 exact : tensor<4x8x16xf32>
   // CHECK: %[[S:.*]] = gptc.softmax %[[G]] : tensor<4x8x16xf32>
   %2 = gptc.softmax %1 : tensor<4x8x16xf32>
   // CHECK: gptc.add %[[S]], %[[N]] : tensor<4x8x16xf32>
@@ -126,6 +128,8 @@ func.func @backward_ops(%ids: tensor<2x8xi32>, %x: tensor<2x8x12xf32>, %g: tenso
   %1:3 = gptc.layer_norm_grad %x, %g, %x eps 1.0e-05 : tensor<2x8x12xf32>, tensor<12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<12xf32>, tensor<12xf32>
   // CHECK: gptc.gelu_grad %{{.*}}, %{{.*}} : tensor<2x8x12xf32>
   %2 = gptc.gelu_grad %x, %x : tensor<2x8x12xf32>
+  // CHECK: gptc.gelu_grad %{{.*}}, %{{.*}} exact : tensor<2x8x12xf32>
+  %e = gptc.gelu_grad %x, %x exact : tensor<2x8x12xf32>
   // CHECK: gptc.softmax_grad %{{.*}}, %{{.*}} : tensor<2x8x12xf32>
   %3 = gptc.softmax_grad %x, %x : tensor<2x8x12xf32>
   // CHECK: = gptc.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads 3 : tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>

@@ -16,7 +16,10 @@ import sys
 import numpy as np
 
 
-def build(V=96, T=16, C=32, H=4, L=2):
+def build(V=96, T=16, C=32, H=4, L=2, exact=False):
+    """The module; `exact`: F.gelu's exact (erf) form and the causal mask as
+    masked_fill(triu(ones, 1), -inf) computed in forward, as a plain GPT
+    written today has them."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -39,11 +42,17 @@ def build(V=96, T=16, C=32, H=4, L=2):
             k = k.view(B, Tx, H, C // H).transpose(1, 2)
             v = v.view(B, Tx, H, C // H).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
-            att = att.masked_fill(self.bias[:, :, :Tx, :Tx] == 0, float("-inf"))
+            if exact:
+                future = torch.triu(torch.ones(Tx, Tx, dtype=torch.bool), diagonal=1)
+                att = att.masked_fill(future, float("-inf"))
+            else:
+                att = att.masked_fill(self.bias[:, :, :Tx, :Tx] == 0, float("-inf"))
             att = F.softmax(att, dim=-1)
             y = (att @ v).transpose(1, 2).contiguous().view(B, Tx, C)
             x = x + self.c_proj(y)
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+            h = self.c_fc(self.ln_2(x))
+            h = F.gelu(h) if exact else F.gelu(h, approximate="tanh")
+            return x + self.mlp_proj(h)
 
     class GPT(nn.Module):
         def __init__(self):
@@ -77,6 +86,12 @@ def build(V=96, T=16, C=32, H=4, L=2):
     return model, V, T
 
 
+def legacy_exporter(torch):
+    """torch.onnx.export's TorchScript exporter: the default before torch
+    2.9 (which has no `dynamo` argument), asked for by name after."""
+    return {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
+
+
 def export(out):
     import torch
     model, V, T = build()
@@ -87,7 +102,7 @@ def export(out):
     # No constant folding: the position embedding stays a parameter
     # (folded, wpe(arange) would become a constant).
     torch.onnx.export(model, (it, tt), os.path.join(out, "gpt2.onnx"),
-                      opset_version=17, input_names=["idx", "targets"],
+                      **legacy_exporter(torch), opset_version=17, input_names=["idx", "targets"],
                       output_names=["loss", "logits"],
                       do_constant_folding=False)
     with torch.no_grad():

@@ -1,8 +1,11 @@
 """Training an ONNX-exported GPT-2 with gptc, checked against PyTorch
 training the same module.
 
-  gpt2_train.py export DIR [OPSET]  writes DIR/gpt2.onnx (opset 17, or
-                                OPSET: 16 has no LayerNormalization) (gpt2_export.py's
+  gpt2_train.py export DIR [OPSET] [exact]
+                                writes DIR/gpt2.onnx (opset 17, or
+                                OPSET: 16 has no LayerNormalization;
+                                `exact`: exact GELU and a masked_fill(triu)
+                                mask, gpt2_export.build's) (gpt2_export.py's
                                 module: V 256, T 32, C 64, 4 heads, 2
                                 layers, 4 sequences a rank) and DIR/init.npz
                                 (PyTorch's parameters, by name)
@@ -31,14 +34,15 @@ LR, MIN_RATIO, STEPS = 6e-4, 0.1, 10
 BETAS, EPS, WD, CLIP = (0.9, 0.95), 1e-8, 0.1, 1.0
 
 
-def export(out, opset=17):
+def export(out, opset=17, exact=False):
     import torch
-    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
+    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L, exact=exact)
     ids = torch.zeros((B, T), dtype=torch.long)
     torch.onnx.export(model, (ids, ids), os.path.join(out, "gpt2.onnx"),
-                      opset_version=opset, input_names=["idx", "targets"],
+                      **gpt2_export.legacy_exporter(torch), opset_version=opset, input_names=["idx", "targets"],
                       output_names=["loss", "logits"],
                       do_constant_folding=False)
+    open(os.path.join(out, "variant"), "w").write("exact" if exact else "tanh")
     np.savez(os.path.join(out, "init.npz"),
              **{n: p.detach().numpy() for n, p in model.named_parameters()})
     return 0
@@ -73,7 +77,9 @@ def check(out, dump):
         print("%s %s" % ("PASS" if ok else "FAIL", what))
 
     init = dict(np.load(os.path.join(out, "init.npz")))
-    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
+    variant = os.path.join(out, "variant")
+    exact = os.path.exists(variant) and open(variant).read() == "exact"
+    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L, exact=exact)
     # 1. gptc starts from the ONNX initializers (the tied head is wte).
     same = all(np.array_equal(load(dump, "param", n), v) for n, v in init.items())
     report(same, "%d initial parameters are the ONNX initializers" % len(init))
@@ -121,5 +127,6 @@ def check(out, dump):
 
 if __name__ == "__main__":
     if sys.argv[1] == "export":
-        sys.exit(export(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 17))
+        sys.exit(export(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 17,
+                        len(sys.argv) > 4 and sys.argv[4] == "exact"))
     sys.exit(check(sys.argv[2], sys.argv[3]))

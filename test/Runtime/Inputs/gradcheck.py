@@ -74,6 +74,7 @@ case("embedding", '%t: tensor<7x4xf64> {gptc.param = "table"}, %ids: tensor<2x3x
 case("layer_norm", f'%x: {T2} {{gptc.param = "x"}}, %g: tensor<4xf64> {{gptc.param = "g"}}, %b: tensor<4xf64> {{gptc.param = "b"}}',
      f"  %y = gptc.layer_norm %x, %g, %b eps 1.0e-05 : {T2}, tensor<4xf64>, tensor<4xf64> -> {T2}", T2, 4)
 case("gelu", f'%x: {T2} {{gptc.param = "x"}}', f"  %y = gptc.gelu %x : {T2}", T2, 4)
+case("gelu_exact", f'%x: {T2} {{gptc.param = "x"}}', f"  %y = gptc.gelu %x exact : {T2}", T2, 4)
 case("softmax", f'%x: {T2} {{gptc.param = "x"}}', f"  %y = gptc.softmax %x : {T2}", T2, 4)
 case("add_fanout", f'%x: {T2} {{gptc.param = "x"}}, %z: {T2} {{gptc.param = "z"}}',
      f"""  %g = gptc.gelu %x : {T2}

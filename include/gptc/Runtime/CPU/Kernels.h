@@ -101,6 +101,14 @@ float expForSoftmax(float x);
 template <typename T>
 void geluGrad(const T *x, const T *dy, int64_t n, T *dx);
 
+/// The exact GELU, 0.5 x (1 + erf(x / sqrt 2)) (erf in float: the
+/// rational approximation the generated kernels compute), and its gradient
+/// dy (0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)).
+template <typename T>
+void geluExact(const T *x, int64_t n, T *y);
+template <typename T>
+void geluExactGrad(const T *x, const T *dy, int64_t n, T *dx);
+
 template <typename T>
 void softmax(const T *x, int64_t rows, int64_t cols, T *y);
 template <typename T>

@@ -144,7 +144,7 @@ LogicalResult
 GeluOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
                                    SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
-      GeluGradOp::create(b, getLoc(), getInput(), resultGrads[0]));
+      GeluGradOp::create(b, getLoc(), getInput(), resultGrads[0], getExact()));
   return success();
 }
 

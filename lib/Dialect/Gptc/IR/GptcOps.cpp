@@ -1184,6 +1184,8 @@ LogicalResult FusedGemmOp::verify() {
     Type element = getElementTypeOrSelf(pre.getType());
     Value wide = cursor.widened(pre);
     auto gelu = wide ? cursor.take<GeluOp>(wide) : GeluOp();
+    if (gelu && gelu.getExact())
+      return form("the tanh GELU (the GEMM epilogues compute no exact one)");
     Value act = gelu ? cursor.narrowed(gelu.getResult(), element) : Value();
     if (!act)
       return form("gelu of the product (between exact casts to f32 and "
@@ -1209,6 +1211,9 @@ LogicalResult FusedGemmOp::verify() {
     auto grad = gWide ? cursor.take<GeluGradOp>(preWide) : GeluGradOp();
     if (grad && grad.getGrad() != gWide)
       grad = GeluGradOp();
+    if (grad && grad.getExact())
+      return form("the tanh GELU's gradient (the GEMM epilogues compute no "
+                  "exact one)");
     Value d = grad ? cursor.narrowed(grad.getResult(), element) : Value();
     if (!d)
       return form("gelu_grad of the third operand and the product (between "

@@ -120,7 +120,8 @@ static bool matchGeluAux(LinearOp linear, Chain &chain) {
   }
   GeluOp gelu;
   for (Operation *user : wide.getUsers())
-    if (auto g = dyn_cast<GeluOp>(user); g && g->getBlock() == block) {
+    if (auto g = dyn_cast<GeluOp>(user);
+        g && g->getBlock() == block && !g.getExact()) {
       gelu = g;
       break;
     }
@@ -149,7 +150,7 @@ static bool matchDgelu(GeluGradOp grad, Chain &chain) {
   Block *block = grad->getBlock();
   Value preWide = grad.getInput(), gWide = grad.getGrad();
   Type f32 = getElementTypeOrSelf(preWide.getType());
-  if (!f32.isF32() || preWide == gWide)
+  if (!f32.isF32() || preWide == gWide || grad.getExact())
     return false;
   // Undo the exact widenings of 16-bit values (both or neither).
   auto castOp = [&](Value v) {

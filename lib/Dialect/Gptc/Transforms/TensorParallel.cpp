@@ -416,7 +416,8 @@ LogicalResult TensorParallelRewriter::run() {
     }
     if (auto gelu = dyn_cast<GeluOp>(op)) {
       b.setInsertionPoint(&op);
-      auto local = GeluOp::create(b, op.getLoc(), gelu.getInput());
+      auto local =
+          GeluOp::create(b, op.getLoc(), gelu.getInput(), gelu.getExact());
       gelu.getResult().replaceAllUsesWith(local.getResult());
       gelu.erase();
       sharded.insert(local.getResult());

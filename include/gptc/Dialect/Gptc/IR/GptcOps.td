@@ -179,18 +179,22 @@ def Gptc_LayerNormOp : Gptc_DiffOp<"layer_norm", [Pure, InferTypeOpAdaptor]> {
 }
 
 def Gptc_GeluOp : Gptc_DiffOp<"gelu", [Pure, SameOperandsAndResultType]> {
-  let summary = "GELU activation, tanh approximation (as GPT-2)";
+  let summary = "GELU activation: the tanh approximation (as GPT-2) or exact";
   let description = [{
-    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, elementwise; this is
-    PyTorch's `gelu(approximate="tanh")`.
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, elementwise: PyTorch's
+    `gelu(approximate="tanh")` and GPT-2's. With `exact`, the Gaussian CDF
+    itself, `0.5 x (1 + erf(x / sqrt(2)))`: PyTorch's default `gelu(x)` and
+    ONNX's `Gelu` without `approximate` (erf in f32 is the runtime's
+    rational approximation, within 1e-7 of the library's).
 
     ```mlir
     %y = gptc.gelu %x : tensor<4x64x3072xf32>
+    %z = gptc.gelu %x exact : tensor<4x64x3072xf32>
     ```
   }];
-  let arguments = (ins Gptc_FloatTensor:$input);
+  let arguments = (ins Gptc_FloatTensor:$input, UnitAttr:$exact);
   let results = (outs Gptc_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = "$input (`exact` $exact^)? attr-dict `:` type($result)";
 }
 
 def Gptc_SoftmaxOp : Gptc_DiffOp<"softmax", [Pure, SameOperandsAndResultType]> {
@@ -452,17 +456,21 @@ def Gptc_LayerNormGradOp : Gptc_Op<"layer_norm_grad",
 }
 
 def Gptc_GeluGradOp : Gptc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
-  let summary = "Gradient of the tanh-approximated GELU";
+  let summary = "Gradient of GELU (the tanh approximation, or exact)";
   let description = [{
-    `grad * gelu'(input)`, elementwise.
+    `grad * gelu'(input)`, elementwise; with `exact`, of the exact GELU:
+    `gelu'(x) = 0.5 (1 + erf(x / sqrt(2))) + x exp(-x^2 / 2) / sqrt(2 pi)`.
 
     ```mlir
     %dx = gptc.gelu_grad %x, %dy : tensor<4x64x3072xf32>
+    %dz = gptc.gelu_grad %x, %dy exact : tensor<4x64x3072xf32>
     ```
   }];
-  let arguments = (ins Gptc_FloatTensor:$input, Gptc_FloatTensor:$grad);
+  let arguments = (ins Gptc_FloatTensor:$input, Gptc_FloatTensor:$grad,
+                       UnitAttr:$exact);
   let results = (outs Gptc_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$input `,` $grad (`exact` $exact^)? attr-dict `:` type($result)";
 }
 
 def Gptc_SoftmaxGradOp : Gptc_Op<"softmax_grad",
