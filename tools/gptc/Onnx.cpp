@@ -39,7 +39,16 @@ static cl::list<std::string>
                       "(dim_param), e.g. --onnx-dim batch=8"),
              cl::cat(onnxCategory));
 
+static cl::opt<bool> onnxRaise(
+    "onnx-raise",
+    cl::desc("Training an ONNX model: raise its exported layers to gptc's "
+             "fused ops (linear, attention, GELU, layer norm; default). "
+             "--onnx-raise=0 trains ONNX's primitives as they are: unfused, "
+             "and unsharded by tensor parallelism"),
+    cl::init(true), cl::cat(onnxCategory));
+
 bool mlir::gptc::getOnnxImportOptions(OnnxImportOptions &options) {
+  options.raiseLayers = onnxRaise;
   std::string error;
   for (const std::string &dim : onnxDims)
     if (!parseOnnxDim(dim, options, error)) {

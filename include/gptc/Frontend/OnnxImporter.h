@@ -48,6 +48,10 @@ struct OnnxImportOptions {
   /// arguments (shape operands, masks; the node tests bind their integer
   /// inputs this way).
   std::map<std::string, OnnxTensorData> knownInputs;
+  /// Training raises the exported layers to gptc's fused ops
+  /// (raiseGptPatterns); false keeps ONNX's primitives (`--onnx-raise=0`:
+  /// to compare, or to get past a wrong raise).
+  bool raiseLayers = true;
   /// The function's name.
   std::string functionName = "forward";
   /// Whether a tensor whose data lives in an external file (ONNX's
@@ -63,6 +67,16 @@ struct OnnxImport {
   /// One per function argument marked `gptc.param`, in argument order: the
   /// initializer's data (the parameters' values).
   std::vector<OnnxTensorData> parameters;
+  /// A model torch.onnx.export (dynamo) wrote names the module's parameters
+  /// in its graph signature: then only those initializers are parameters
+  /// (the rest, constants its optimizer folded: scales, masks, shapes, are
+  /// constants), and these are the module's parameters the graph no longer
+  /// holds as initializers (the optimizer folded them into constants: a
+  /// zero bias dropped, a position table gathered, identical initializers
+  /// merged, a weight transposed). Training warns about them.
+  std::vector<std::string> foldedParameters;
+  /// OnnxImportOptions::raiseLayers, for prepareOnnxForTraining.
+  bool raiseLayers = true;
 };
 
 /// Imports the serialized ONNX ModelProto in `bytes` (named `fileName` in

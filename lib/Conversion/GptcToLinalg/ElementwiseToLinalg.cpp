@@ -122,6 +122,11 @@ struct Scalar : linalg_lowering::ScalarBuilder {
       return div(x, y);
     case BinaryFn::pow:
       return math::PowFOp::create(b, loc, x, y);
+    case BinaryFn::unless_nan: {
+      Value nan =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
+      return select(nan, c(0.0), y);
+    }
     }
     llvm_unreachable("unknown binary function");
   }
@@ -312,8 +317,8 @@ bool mlir::gptc::hasLinalgLowering(Operation *op) {
     return false;
   // Static float tensors of one shape (which these ops' verifiers imply),
   // with a dimension 0 for the runtime to split over threads: scalars stay
-  // with the runtime.
+  // with the runtime, and so do empty tensors (nothing to generate).
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   return type && type.hasStaticShape() && type.getRank() >= 1 &&
-         isa<FloatType>(type.getElementType());
+         type.getNumElements() > 0 && isa<FloatType>(type.getElementType());
 }

@@ -458,6 +458,11 @@ struct Entry {
   bool fromParameter = false;
   const onnx::NodeProto *producer = nullptr;
   int producerIndex = 0;
+  /// A sequence of tensors (SplitToSequence's), which SequenceAt reads.
+  std::optional<SmallVector<Value>> sequence;
+  /// IsNaN of a value computed at run time: gptc has no bool tensors, so
+  /// only Where reads it (the guard `Where(IsNaN(p), 0, p)`).
+  Value nanTestOf;
 };
 
 /// The opsets gptc reads. What changed after 17 for the ops of the table:
@@ -647,6 +652,8 @@ private:
   LogicalResult convertReduce(StringRef op);
   LogicalResult convertShapeOp(StringRef op);
   LogicalResult convertSplit();
+  FailureOr<SmallVector<Value>>
+  splitBySizes(Value x, int64_t axis, ArrayRef<int64_t> sizes, StringRef op);
   LogicalResult convertGelu();
   LogicalResult convertSlice();
   LogicalResult convertConcat();
@@ -654,6 +661,11 @@ private:
   LogicalResult convertCast();
   LogicalResult convertTrilu();
   LogicalResult convertWhere();
+  LogicalResult convertNanGuard();
+  LogicalResult convertIsNaN();
+  LogicalResult convertSplitToSequence();
+  LogicalResult convertSequenceAt();
+  LogicalResult foldScan(StringRef op);
   Value gatherAlong(Value data, int64_t axis, Value ids);
   Value indexConstant(ArrayRef<int64_t> shape, ArrayRef<int32_t> values);
 
@@ -766,6 +778,15 @@ FailureOr<Value> Importer::ir(int k) {
     return failure();
   if ((*entry)->ir)
     return (*entry)->ir;
+  if ((*entry)->sequence)
+    return error("reads the sequence '")
+               << name << "' as a tensor (gptc reads a sequence only with "
+               << "SequenceAt)",
+           failure();
+  if ((*entry)->nanTestOf)
+    return unsupported(Twine("reading IsNaN's result '") + name +
+                       "' other than as Where's condition of the NaN guard "
+                       "Where(IsNaN(x), 0, x)");
   if ((*entry)->fromParameter && (*entry)->producer) {
     // Folded from a parameter, needed by an op that runs: its node becomes
     // ops after all (and, recursively, the folded nodes it reads).
@@ -1157,7 +1178,9 @@ bool Importer::foldable(StringRef op) {
     return false;
   // Every data input known (a shape operand is required known anyway), and
   // small: folding is for shape arithmetic and masks, not for weights.
-  for (int k = 0; k < node->input_size(); ++k) {
+  // CastLike's second input gives only the type.
+  int inputs = op == "CastLike" ? 1 : node->input_size();
+  for (int k = 0; k < inputs; ++k) {
     if (!hasInput(k))
       continue;
     const Known *v = known(k);
@@ -1301,7 +1324,21 @@ LogicalResult Importer::foldCast(StringRef op) {
   if (op == "Identity")
     return defineKnown(0, x), success();
   if (op == "Cast" || op == "CastLike") {
-    int32_t to = op == "Cast" ? int32_t(intAttr("to", 0)) : known(1)->onnxType;
+    int32_t to = op == "Cast" ? int32_t(intAttr("to", 0)) : 0;
+    if (op == "CastLike" && known(1)) {
+      to = known(1)->onnxType;
+    } else if (op == "CastLike") {
+      // The target computed at run time: only its element type matters.
+      FailureOr<Value> like = ir(1);
+      if (failed(like))
+        return failure();
+      Type e = typeOf(*like).getElementType();
+      to = e.isF32()    ? DT::TensorProto_DataType_FLOAT
+           : e.isF64()  ? DT::TensorProto_DataType_DOUBLE
+           : e.isF16()  ? DT::TensorProto_DataType_FLOAT16
+           : e.isBF16() ? DT::TensorProto_DataType_BFLOAT16
+                        : DT::TensorProto_DataType_INT64;
+    }
     FailureOr<Known> r = castKnown(x, to);
     if (failed(r))
       return failure();
@@ -1506,6 +1543,19 @@ LogicalResult Importer::foldElementwise(StringRef op) {
       {"Relu", [](double v) { return v > 0 ? v : 0.0; }},
       {"Sigmoid", [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
       {"Not", [](double v) { return double(v == 0); }}};
+  if (op == "IsNaN" || op == "IsInf") {
+    bool negative = intAttr("detect_negative", 1) != 0,
+         positive = intAttr("detect_positive", 1) != 0;
+    std::vector<int64_t> flags(x.size());
+    for (int64_t e = 0; e < x.size(); ++e) {
+      double v = x.at(e);
+      flags[e] = op == "IsNaN" ? v != v
+                               : std::isinf(v) && (v > 0 ? positive : negative);
+    }
+    return defineKnown(0, Known::ints(x.shape, std::move(flags),
+                                      DT::TensorProto_DataType_BOOL)),
+           success();
+  }
   if (auto it = unaries.find(op); it != unaries.end()) {
     Known r = x;
     for (int64_t e = 0; e < r.size(); ++e) {
@@ -1524,7 +1574,8 @@ LogicalResult Importer::foldElementwise(StringRef op) {
   if (resultTooLarge(*shape))
     return failure();
   bool compare = op == "Equal" || op == "Less" || op == "Greater" ||
-                 op == "And" || op == "Or";
+                 op == "LessOrEqual" || op == "GreaterOrEqual" || op == "And" ||
+                 op == "Or";
   Known r = compare ? Known::ints(*shape, std::vector<int64_t>(countOf(*shape)),
                                   DT::TensorProto_DataType_BOOL)
                     : x.like(*shape);
@@ -1537,6 +1588,8 @@ LogicalResult Importer::foldElementwise(StringRef op) {
       auto wrap = [](uint64_t w) { return int64_t(w); };
       int64_t res =
           op == "Add"   ? wrap(uint64_t(u) + uint64_t(v))
+          : op == "Max" ? std::max(u, v)
+          : op == "Min" ? std::min(u, v)
           : op == "Sub" ? wrap(uint64_t(u) - uint64_t(v))
           : op == "Mul" ? wrap(uint64_t(u) * uint64_t(v))
           : op == "Div"
@@ -1548,16 +1601,20 @@ LogicalResult Importer::foldElementwise(StringRef op) {
       continue;
     }
     double u = x.at(ix[e]), v = y.at(iy[e]);
-    double res = op == "Add"       ? u + v
-                 : op == "Sub"     ? u - v
-                 : op == "Mul"     ? u * v
-                 : op == "Div"     ? u / v
-                 : op == "Pow"     ? std::pow(u, v)
-                 : op == "Equal"   ? double(u == v)
-                 : op == "Less"    ? double(u < v)
-                 : op == "Greater" ? double(u > v)
-                 : op == "And"     ? double(u != 0 && v != 0)
-                                   : double(u != 0 || v != 0);
+    double res = op == "Add"   ? u + v
+                 : op == "Max" ? (u != u || v != v ? NAN : std::max(u, v))
+                 : op == "Min" ? (u != u || v != v ? NAN : std::min(u, v))
+                 : op == "LessOrEqual"    ? double(u <= v)
+                 : op == "GreaterOrEqual" ? double(u >= v)
+                 : op == "Sub"            ? u - v
+                 : op == "Mul"            ? u * v
+                 : op == "Div"            ? u / v
+                 : op == "Pow"            ? std::pow(u, v)
+                 : op == "Equal"          ? double(u == v)
+                 : op == "Less"           ? double(u < v)
+                 : op == "Greater"        ? double(u > v)
+                 : op == "And"            ? double(u != 0 && v != 0)
+                                          : double(u != 0 || v != 0);
     if (compare)
       r.i[e] = int64_t(res);
     else
@@ -2017,27 +2074,45 @@ LogicalResult Importer::convertSplit() {
              failure();
     sizes.assign(parts, dim / parts);
   }
-  int64_t total = 0;
+  if (int64_t(sizes.size()) != parts)
+    return error("Split: ")
+               << sizes.size() << " sizes for " << parts << " parts",
+           failure();
+  FailureOr<SmallVector<Value>> pieces =
+      splitBySizes(*x, *axis, sizes, "Split");
+  if (failed(pieces))
+    return failure();
+  for (int64_t k = 0; k < parts; ++k)
+    define(k, (*pieces)[k]);
+  return success();
+}
+
+/// `x` cut along `axis` into pieces of `sizes` (each in [0, dim], adding
+/// up to it): one gptc.split, or `x` itself for one piece.
+FailureOr<SmallVector<Value>> Importer::splitBySizes(Value x, int64_t axis,
+                                                     ArrayRef<int64_t> sizes,
+                                                     StringRef op) {
+  RankedTensorType t = typeOf(x);
+  int64_t dim = t.getDimSize(axis), total = 0;
   for (int64_t s : sizes) {
     if (s < 0 || s > dim)
-      return error("Split: a size of ") << s << " for a dimension of " << dim,
+      return error(op) << ": a size of " << s << " for a dimension of " << dim,
              failure();
     total += s;
   }
-  if (int64_t(sizes.size()) != parts || total != dim)
-    return error("Split: sizes do not add up to ")
-               << dim << " in " << parts << " parts",
-           failure();
+  if (total != dim || sizes.empty())
+    return error(op) << ": sizes do not add up to " << dim, failure();
+  if (sizes.size() == 1)
+    return SmallVector<Value>{x};
   SmallVector<Type> types;
   for (int64_t s : sizes) {
     SmallVector<int64_t> shape(t.getShape());
-    shape[*axis] = s;
+    shape[axis] = s;
     types.push_back(RankedTensorType::get(shape, t.getElementType()));
   }
-  auto split = SplitOp::create(b, loc, types, *x, *axis);
-  for (int64_t k = 0; k < parts; ++k)
-    define(k, split.getResult(k));
-  return success();
+  auto split = SplitOp::create(b, loc, types, x, axis);
+  return SmallVector<Value>(split.getResults().begin(),
+                            split.getResults().end());
 }
 
 LogicalResult Importer::convertSlice() {
@@ -2303,6 +2378,192 @@ LogicalResult Importer::convertWhere() {
   return success();
 }
 
+/// IsNaN of a value computed at run time: remembered for Where, the only
+/// reader gptc takes (it computes no bool tensors).
+LogicalResult Importer::convertIsNaN() {
+  FailureOr<Value> x = ir(0);
+  if (failed(x))
+    return failure();
+  if (node->output_size() > 0)
+    values[node->output(0)].nanTestOf = *x;
+  return success();
+}
+
+/// Where(IsNaN(x), c, x) with c a known 0: the NaN guard exporters write
+/// after a softmax whose rows may be fully masked (PyTorch's
+/// scaled_dot_product_attention decomposition): `gptc.binary unless_nan
+/// x, x`, 0 where x is NaN; its gradient is dy where x is not NaN.
+LogicalResult Importer::convertNanGuard() {
+  Value x = values[input(0)].nanTestOf;
+  auto kept = values.find(input(2));
+  const Known *fill = known(1);
+  bool guard = kept != values.end() && kept->second.ir == x && fill &&
+               fill->size() == 1 && fill->isFloat() && fill->f[0] == 0;
+  if (!guard)
+    return unsupported(
+        "Where on IsNaN other than the guard Where(IsNaN(x), 0, x) (gptc "
+        "computes no bool tensors)");
+  define(0, binary(BinaryFn::unless_nan, x, x));
+  return success();
+}
+
+/// SplitToSequence: the pieces of a gptc.split (chunks of the `split`
+/// input's size, the last smaller, or its sizes; without it, pieces of 1,
+/// squeezed unless keepdims), kept for SequenceAt.
+LogicalResult Importer::convertSplitToSequence() {
+  FailureOr<Value> x = ir(0);
+  if (failed(x))
+    return failure();
+  RankedTensorType t = typeOf(*x);
+  FailureOr<int64_t> axis = normalizeAxis(intAttr("axis", 0), t.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = t.getDimSize(*axis);
+  SmallVector<int64_t> sizes;
+  bool squeeze = false;
+  if (hasInput(1)) {
+    const Known *k = known(1);
+    FailureOr<SmallVector<int64_t>> s = knownInts(1, "SplitToSequence's split");
+    if (failed(s))
+      return failure();
+    if (k->shape.empty()) {
+      int64_t each = (*s)[0];
+      if (each <= 0)
+        return error("SplitToSequence: a split of ") << each, failure();
+      for (int64_t at = 0; at < dim; at += each)
+        sizes.push_back(std::min(each, dim - at));
+    } else {
+      sizes = *s;
+    }
+  } else {
+    sizes.assign(dim, 1);
+    squeeze = intAttr("keepdims", 1) == 0;
+  }
+  FailureOr<SmallVector<Value>> split =
+      splitBySizes(*x, *axis, sizes, "SplitToSequence");
+  if (failed(split))
+    return failure();
+  SmallVector<Value> pieces = std::move(*split);
+  if (squeeze)
+    for (Value &p : pieces) {
+      SmallVector<int64_t> shape(t.getShape());
+      shape.erase(shape.begin() + *axis);
+      p = reshape(p, shape);
+    }
+  if (node->output_size() > 0)
+    values[node->output(0)].sequence = std::move(pieces);
+  return success();
+}
+
+/// SequenceAt of a sequence SplitToSequence made, at a known position.
+LogicalResult Importer::convertSequenceAt() {
+  FailureOr<Entry *> entry = lookup(input(0));
+  if (failed(entry))
+    return failure();
+  if (!(*entry)->sequence)
+    return unsupported(Twine("SequenceAt of '") + input(0) +
+                       "', which is not a sequence SplitToSequence made");
+  FailureOr<SmallVector<int64_t>> at = knownInts(1, "SequenceAt's position");
+  if (failed(at))
+    return failure();
+  const SmallVector<Value> &seq = *(*entry)->sequence;
+  int64_t n = seq.size(), p = at->empty() ? 0 : (*at)[0];
+  if (p < -n || p >= n)
+    return error("SequenceAt: position ")
+               << p << " is outside a sequence of " << n,
+           failure();
+  define(0, seq[p < 0 ? p + n : p]);
+  return success();
+}
+
+/// CumSum (axis a known input; exclusive and reverse honoured) and
+/// GatherND (batch_dims), on values known at import: the index arithmetic
+/// of Hugging Face's mask builders.
+LogicalResult Importer::foldScan(StringRef op) {
+  const Known &x = *known(0);
+  int64_t rank = x.shape.size();
+  if (op == "CumSum") {
+    FailureOr<SmallVector<int64_t>> a = knownInts(1, "CumSum's axis");
+    if (failed(a))
+      return failure();
+    FailureOr<int64_t> axis = normalizeAxis(a->empty() ? 0 : (*a)[0], rank);
+    if (failed(axis))
+      return failure();
+    bool exclusive = intAttr("exclusive", 0) != 0,
+         reverse = intAttr("reverse", 0) != 0;
+    int64_t n = x.shape[*axis], inner = 1;
+    for (int64_t d = *axis + 1; d < rank; ++d)
+      inner *= x.shape[d];
+    Known r = x.like(x.shape);
+    int64_t outer = n ? x.size() / (n * inner) : 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double fsum = 0;
+        int64_t isum = 0;
+        for (int64_t s = 0; s < n; ++s) {
+          int64_t j = reverse ? n - 1 - s : s;
+          int64_t e = (o * n + j) * inner + i;
+          if (exclusive) {
+            r.isFloat() ? void(r.f[e] = fsum) : void(r.i[e] = isum);
+          }
+          if (r.isFloat())
+            fsum += x.f[e];
+          else
+            isum = int64_t(uint64_t(isum) + uint64_t(x.i[e]));
+          if (!exclusive) {
+            r.isFloat() ? void(r.f[e] = fsum) : void(r.i[e] = isum);
+          }
+        }
+      }
+    return defineKnown(0, std::move(r)), success();
+  }
+  // GatherND.
+  const Known &ind = *known(1);
+  int64_t batch = intAttr("batch_dims", 0), q = ind.shape.size();
+  if (q < 1 || batch < 0 || batch >= std::min<int64_t>(rank, q))
+    return error("GatherND: batch_dims ")
+               << batch << " for data of rank " << rank
+               << " and indices of rank " << q,
+           failure();
+  int64_t k = ind.shape.back();
+  if (k < 1 || batch + k > rank)
+    return error("GatherND: index tuples of ")
+               << k << " for data of rank " << rank << " after " << batch
+               << " batch dimensions",
+           failure();
+  for (int64_t d = 0; d < batch; ++d)
+    if (ind.shape[d] != x.shape[d])
+      return error("GatherND: batch dimension ") << d << " differs", failure();
+  SmallVector<int64_t> shape(ind.shape.begin(), ind.shape.end() - 1);
+  shape.append(x.shape.begin() + batch + k, x.shape.end());
+  if (resultTooLarge(shape))
+    return failure();
+  int64_t slice = 1, batchCount = 1;
+  for (int64_t d = batch + k; d < rank; ++d)
+    slice *= x.shape[d];
+  for (int64_t d = 0; d < batch; ++d)
+    batchCount *= x.shape[d];
+  int64_t perBatchData = batchCount ? x.size() / batchCount : 0;
+  int64_t tuples = k ? ind.size() / k : 0;
+  int64_t tuplesPerBatch = batchCount ? tuples / batchCount : 0;
+  Known r = x.like(shape);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t bIdx = tuplesPerBatch ? t / tuplesPerBatch : 0;
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = x.shape[batch + j], v = ind.intAt(t * k + j);
+      if (v < -dim || v >= dim)
+        return error("GatherND: index ")
+                   << v << " is outside a dimension of " << dim,
+               failure();
+      offset = offset * dim + (v < 0 ? v + dim : v);
+    }
+    for (int64_t s = 0; s < slice; ++s)
+      r.copyElement(x, bIdx * perBatchData + offset * slice + s, t * slice + s);
+  }
+  return defineKnown(0, std::move(r)), success();
+}
+
 //===----------------------------------------------------------------------===//
 // The graph
 //===----------------------------------------------------------------------===//
@@ -2366,6 +2627,20 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
       {"Equal", {2, H::WhenKnown, atRunTime, arithmetic}},
       {"Less", {2, H::WhenKnown, atRunTime, arithmetic}},
       {"Greater", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"LessOrEqual", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"GreaterOrEqual", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"Max", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"Min", {2, H::WhenKnown, atRunTime, arithmetic}},
+      {"IsNaN",
+       {1, H::WhenKnown,
+        +[](Importer &I, StringRef) { return I.convertIsNaN(); }, arithmetic}},
+      {"IsInf", {1, H::WhenKnown, atRunTime, arithmetic}},
+      {"CumSum",
+       {2, H::WhenKnown, atRunTime,
+        +[](Importer &I, StringRef op) { return I.foldScan(op); }}},
+      {"GatherND",
+       {2, H::WhenKnown, atRunTime,
+        +[](Importer &I, StringRef op) { return I.foldScan(op); }}},
       {"Not", {1, H::WhenKnown, atRunTime, arithmetic}},
       {"And", {2, H::WhenKnown, atRunTime, arithmetic}},
       {"Or", {2, H::WhenKnown, atRunTime, arithmetic}},
@@ -2373,8 +2648,13 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
       {"Where",
        {3, H::WhenKnown,
         +[](Importer &I, StringRef op) {
-          // A mask known at import selects; a computed one does not run.
-          return I.known(0) ? I.convertWhere() : unsupportedAtRunTime(I, op);
+          // A mask known at import selects; IsNaN of a computed value is
+          // the NaN guard; another computed one does not run.
+          if (I.known(0))
+            return I.convertWhere();
+          if (I.values[I.input(0)].nanTestOf)
+            return I.convertNanGuard();
+          return unsupportedAtRunTime(I, op);
         },
         masks}},
       {"Trilu",
@@ -2419,6 +2699,12 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
       {"Expand", {2, H::WhenKnown, shapeOp, movement}},
       {"Split",
        {1, H::Never, +[](Importer &I, StringRef) { return I.convertSplit(); }}},
+      {"SplitToSequence",
+       {1, H::Never,
+        +[](Importer &I, StringRef) { return I.convertSplitToSequence(); }}},
+      {"SequenceAt",
+       {2, H::Never,
+        +[](Importer &I, StringRef) { return I.convertSequenceAt(); }}},
       {"Slice",
        {3, H::WhenKnown,
         +[](Importer &I, StringRef) { return I.convertSlice(); }, movement}},
@@ -2533,6 +2819,38 @@ LogicalResult Importer::convertConstant() {
   return success();
 }
 
+/// The module's parameters as torch.onnx.export (torch.export) lists them
+/// in the graph's `pkg.torch.export.ExportedProgram.graph_signature`
+/// metadata (`p_x: PARAMETER target='x'` lines), or nothing when the model
+/// has none. GraphProto's metadata_props (field 16) is newer than Debian's
+/// ONNX 1.12 schema: it is read from the unknown fields.
+static std::optional<llvm::StringSet<>>
+exportedParameters(const onnx::GraphProto &graph) {
+  const google::protobuf::UnknownFieldSet &unknown = graph.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    if (f.number() != 16 ||
+        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (!entry.ParseFromString(f.length_delimited()) ||
+        entry.key() != "pkg.torch.export.ExportedProgram.graph_signature")
+      continue;
+    llvm::StringSet<> names;
+    SmallVector<StringRef> lines;
+    StringRef(entry.value()).split(lines, '\n');
+    for (StringRef line : lines) {
+      size_t at = line.find(": PARAMETER target='");
+      if (at == StringRef::npos)
+        continue;
+      StringRef rest = line.drop_front(at + strlen(": PARAMETER target='"));
+      names.insert(rest.take_until([](char c) { return c == '\''; }));
+    }
+    return names;
+  }
+  return std::nullopt;
+}
+
 FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
   loc = FileLineColLoc::get(ctx, fileName, 0, 0);
   for (const auto &o : model.opset_import())
@@ -2548,6 +2866,7 @@ FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
   const onnx::GraphProto &graph = model.graph();
 
   OnnxImport result;
+  result.raiseLayers = options.raiseLayers;
   result.module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(result.module->getBody());
   auto func = func::FuncOp::create(b, loc, options.functionName,
@@ -2555,7 +2874,17 @@ FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
   body = new Block();
   func.getBody().push_back(body);
 
-  // 1. Initializers: known values; float ones are parameters.
+  // 1. Initializers: known values; float ones are parameters (those the
+  // exporter's signature names, where it has one).
+  std::optional<llvm::StringSet<>> signature = exportedParameters(graph);
+  llvm::StringSet<> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  if (signature)
+    for (const auto &name : *signature)
+      if (!initializerNames.contains(name.getKey()))
+        result.foldedParameters.push_back(name.getKey().str());
+  llvm::sort(result.foldedParameters);
   for (const auto &init : graph.initializer()) {
     auto data = std::make_unique<OnnxTensorData>();
     std::string err;
@@ -2563,7 +2892,8 @@ FailureOr<OnnxImport> Importer::run(const onnx::ModelProto &model) {
       return emitError(loc, "initializer: ") << err, failure();
     Entry e;
     e.known = toKnown(*data);
-    e.parameter = isFloatType(data->onnxType);
+    e.parameter = isFloatType(data->onnxType) &&
+                  (!signature || signature->contains(init.name()));
     e.data = data.get();
     initializerData.push_back(std::move(data));
     values[init.name()] = std::move(e);

@@ -140,8 +140,34 @@ std::optional<std::pair<Value, Value>> addOperands(Value v) {
 // Linear layers
 //===----------------------------------------------------------------------===//
 
-/// matmul(reshape(x), transpose(W)) [+ broadcast(b)] becomes
-/// gptc.linear x, W, b.
+/// `v + broadcast(b)` with b a vector of `n` over the last dimension of
+/// v's rank-`rank` result (either operand order): the add and b.
+std::optional<std::pair<AddOp, Value>> biasAddOf(Value v, int64_t n) {
+  auto add = dyn_cast_or_null<AddOp>(onlyUser(v));
+  if (!add)
+    return std::nullopt;
+  Value other = add.getLhs() == v ? add.getRhs() : add.getLhs();
+  auto bc = other.getDefiningOp<BroadcastOp>();
+  if (!bc)
+    return std::nullopt;
+  auto bType = typeOf(bc.getInput());
+  int64_t rank = typeOf(v).getRank();
+  SmallVector<int64_t> lead;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    lead.push_back(d);
+  if (!bType || bType.getRank() != 1 || bType.getDimSize(0) != n ||
+      bc.getDimensions() != ArrayRef<int64_t>(lead))
+    return std::nullopt;
+  return std::make_pair(add, bc.getInput());
+}
+
+/// matmul(reshape(x), W') [+ broadcast(b)] [reshaped back to x's leading
+/// dimensions, before or after the bias] becomes gptc.linear x, W, b. W'
+/// is transpose(W) (nn.Linear as exporters write it), W with the matmul's
+/// transpose_rhs (Gemm with transB), or a [K, N] weight itself (Hugging
+/// Face's Conv1D, and a weight the exporter stored transposed): then the
+/// linear reads transpose(W'), which training makes a parameter of its own
+/// (OnnxTraining.cpp).
 bool raiseLinear(MatmulOp mm, OpBuilder &b) {
   if (mm.getTransposeLhs())
     return false;
@@ -149,18 +175,22 @@ bool raiseLinear(MatmulOp mm, OpBuilder &b) {
   if (!lhsType || lhsType.getRank() != 2 || !outType)
     return false;
   Value weight;
+  bool kn = false;
   if (mm.getTransposeRhs()) {
     weight = mm.getRhs();
-  } else {
-    auto t = mm.getRhs().getDefiningOp<TransposeOp>();
-    if (!t || t.getPermutation() != ArrayRef<int64_t>{1, 0})
-      return false;
+  } else if (auto t = mm.getRhs().getDefiningOp<TransposeOp>();
+             t && t.getPermutation() == ArrayRef<int64_t>{1, 0}) {
     weight = t.getInput();
+  } else if (isa<BlockArgument>(mm.getRhs())) {
+    weight = mm.getRhs();
+    kn = true;
+  } else {
+    return false;
   }
   auto wType = typeOf(weight);
   if (!wType || wType.getRank() != 2)
     return false;
-  int64_t n = wType.getDimSize(0), k = wType.getDimSize(1);
+  int64_t n = wType.getDimSize(kn ? 1 : 0), k = wType.getDimSize(kn ? 0 : 1);
   // The input: the rows' original shape (... x K).
   Value x = mm.getLhs();
   if (auto r = x.getDefiningOp<ReshapeOp>()) {
@@ -174,35 +204,33 @@ bool raiseLinear(MatmulOp mm, OpBuilder &b) {
   SmallVector<int64_t> shape(xType.getShape().drop_back());
   shape.push_back(n);
   auto resultType = RankedTensorType::get(shape, outType.getElementType());
-  // The result, reshaped back to x's leading dimensions.
-  Value result = mm.getResult();
+  // The bias and the reshape back, in either order.
+  Value result = mm.getResult(), bias;
+  Operation *last = mm;
+  auto takeBias = [&]() {
+    if (bias)
+      return;
+    if (auto found = biasAddOf(result, n)) {
+      bias = found->second;
+      result = found->first.getResult();
+      last = found->first;
+    }
+  };
+  takeBias();
   if (xType.getRank() != 2) {
     auto r = dyn_cast_or_null<ReshapeOp>(onlyUser(result));
     if (!r || r.getResult().getType() != resultType)
       return false;
     result = r.getResult();
+    last = r;
   }
-  // An added bias over the last dimension.
-  Value bias;
-  Operation *biasAdd = nullptr;
-  if (auto add = dyn_cast_or_null<AddOp>(onlyUser(result))) {
-    Value other = add.getLhs() == result ? add.getRhs() : add.getLhs();
-    if (auto bc = other.getDefiningOp<BroadcastOp>()) {
-      auto bType = typeOf(bc.getInput());
-      SmallVector<int64_t> lead;
-      for (int64_t d = 0; d + 1 < resultType.getRank(); ++d)
-        lead.push_back(d);
-      if (bType && bType.getRank() == 1 && bType.getDimSize(0) == n &&
-          bc.getDimensions() == ArrayRef<int64_t>(lead)) {
-        bias = bc.getInput();
-        biasAdd = add;
-      }
-    }
-  }
-  Operation *last = biasAdd ? biasAdd : result.getDefiningOp();
+  takeBias();
   b.setInsertionPoint(last);
+  if (kn)
+    weight =
+        TransposeOp::create(b, mm.getLoc(), weight, ArrayRef<int64_t>{1, 0});
   auto linear = LinearOp::create(b, mm.getLoc(), x, weight, bias);
-  last->getResult(0).replaceAllUsesWith(linear.getResult());
+  result.replaceAllUsesWith(linear.getResult());
   return true;
 }
 
@@ -439,49 +467,166 @@ Value causalMaskInput(Value v) {
   return scores;
 }
 
-/// softmax(mask(Q K^T / sqrt(D))) V: replaces the heads' merged output.
-bool raiseAttention(SoftmaxOp softmax, OpBuilder &b) {
-  Value scaled = causalMaskInput(softmax.getInput());
-  if (!scaled)
+/// An additive causal mask at `v`: a constant (through broadcasts over
+/// leading dimensions and reshapes that keep the last two) whose last two
+/// dimensions are T x T, 0 for every key up to the query and -inf or a
+/// value at most -1e30 (finfo.min, which Hugging Face's mask builders and
+/// PyTorch's scaled_dot_product_attention decomposition use) after it.
+bool isAdditiveCausalMask(Value v, int64_t t) {
+  while (true) {
+    if (auto bc = v.getDefiningOp<BroadcastOp>()) {
+      int64_t r = typeOf(bc.getResult()).getRank();
+      if (llvm::any_of(bc.getDimensions(),
+                       [&](int64_t d) { return d >= r - 2; }))
+        return false;
+      v = bc.getInput();
+    } else if (auto rs = v.getDefiningOp<ReshapeOp>()) {
+      auto in = typeOf(rs.getInput()), out = typeOf(rs.getResult());
+      if (!in || in.getRank() < 2 || out.getRank() < 2 ||
+          in.getShape().take_back(2) != out.getShape().take_back(2))
+        return false;
+      v = rs.getInput();
+    } else {
+      break;
+    }
+  }
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto type = typeOf(v);
+  if (!c || !type || type.getRank() < 2 ||
+      type.getShape().take_back(2) != ArrayRef<int64_t>{t, t})
     return false;
-  // The scale.
+  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+  if (!dense)
+    return false;
+  if (dense.isSplat())
+    return false; // a splat is no causal mask (T > 1) or no mask at all
+  int64_t idx = 0;
+  for (const APFloat &x : dense.getValues<APFloat>()) {
+    int64_t i = (idx / t) % t, j = idx % t;
+    double value = x.convertToDouble();
+    bool ok = j <= i ? value == 0 : (value <= -1e30);
+    if (!ok)
+      return false;
+    ++idx;
+  }
+  return true;
+}
+
+/// The scores under a causal mask at `v` (through reshapes): the masked
+/// fill the importer makes a gather of, or `scores + mask` with an additive
+/// causal mask; null otherwise.
+Value maskedScores(Value v) {
+  if (Value scores = causalMaskInput(v))
+    return scores;
+  auto add = throughReshapes(v).getDefiningOp<AddOp>();
+  if (!add)
+    return {};
+  for (auto [scores, mask] : {std::make_pair(add.getLhs(), add.getRhs()),
+                              std::make_pair(add.getRhs(), add.getLhs())}) {
+    auto st = typeOf(scores);
+    if (st && st.getRank() >= 2 &&
+        isAdditiveCausalMask(mask, st.getShape().back()))
+      return scores;
+  }
+  return {};
+}
+
+/// `v` through reshapes and products with splat constants: the one other
+/// factor (null if there are several), the constants multiplied into
+/// `scale`.
+Value stripScale(Value v, double &scale) {
   SmallVector<Value> fs;
-  factors(scaled, fs, 1);
-  double scale = constantPart(fs);
-  if (fs.size() != 1)
+  factors(throughReshapes(v), fs, 2);
+  scale *= constantPart(fs);
+  return fs.size() == 1 ? throughReshapes(fs[0]) : Value();
+}
+
+/// The keys transposed for Q K^T as the exporters write it: the heads
+/// (transpose(reshape(K, B x T x H x D), [0, 2, 3, 1])), or the heads in
+/// B x H x T x D transposed in their last two dimensions (as a 3-D
+/// [B H, T, D] view, [0, 2, 1], or 4-D, [0, 1, 3, 2]): K, and the heads.
+Value transposedKeyHeads(Value v, int64_t &heads) {
+  if (Value k = headsOf(v, {0, 2, 3, 1}, heads))
+    return k;
+  auto t = throughReshapes(v).getDefiningOp<TransposeOp>();
+  if (!t)
+    return {};
+  auto in = typeOf(t.getInput());
+  ArrayRef<int64_t> perm = t.getPermutation();
+  bool lastTwo = (in.getRank() == 3 && perm == ArrayRef<int64_t>{0, 2, 1}) ||
+                 (in.getRank() == 4 && perm == ArrayRef<int64_t>{0, 1, 3, 2});
+  if (!lastTwo)
+    return {};
+  Value k = headsOf(t.getInput(), {0, 2, 1, 3}, heads);
+  if (!k)
+    return {};
+  auto kt = typeOf(k);
+  int64_t tk = kt.getDimSize(1), d = kt.getDimSize(2) / heads;
+  if (in.getShape().take_back(2) != ArrayRef<int64_t>{tk, d})
+    return {};
+  return k;
+}
+
+/// softmax(mask(Q K^T / sqrt(D))) V: replaces the heads' merged output.
+/// The scale may be applied to the scores or split over Q and K^T (PyTorch's
+/// scaled_dot_product_attention decomposition multiplies each by
+/// D^-1/4); a NaN guard between softmax and P V (`unless_nan p, p`) is
+/// dropped with it (a causal row always has its own key).
+bool raiseAttention(SoftmaxOp softmax, OpBuilder &b) {
+  Value scores = maskedScores(softmax.getInput());
+  if (!scores)
     return false;
-  auto qk = throughReshapes(fs[0]).getDefiningOp<MatmulOp>();
+  double scale = 1.0;
+  Value product = stripScale(scores, scale);
+  auto qk = product ? product.getDefiningOp<MatmulOp>() : MatmulOp();
   if (!qk || qk.getTransposeLhs() || qk.getTransposeRhs())
     return false;
+  Value qHeads = stripScale(qk.getLhs(), scale);
+  Value kHeads = stripScale(qk.getRhs(), scale);
   int64_t hq = 0, hk = 0, hv = 0;
-  Value q = headsOf(qk.getLhs(), {0, 2, 1, 3}, hq);
-  Value k = headsOf(qk.getRhs(), {0, 2, 3, 1}, hk);
+  Value q = qHeads ? headsOf(qHeads, {0, 2, 1, 3}, hq) : Value();
+  Value k = kHeads ? transposedKeyHeads(kHeads, hk) : Value();
   if (!q || !k || hq != hk)
     return false;
   auto qType = typeOf(q);
   int64_t d = qType.getDimSize(2) / hq;
   if (!near(scale, 1.0 / std::sqrt(static_cast<double>(d))))
     return false;
-  // P V.
+  // P V, past a NaN guard.
   Value p = forwardThroughReshapes(softmax.getResult());
+  if (!p.use_empty()) {
+    auto guard = dyn_cast<BinaryOp>(*p.getUsers().begin());
+    if (guard && guard.getFn() == BinaryFn::unless_nan && guard.getLhs() == p &&
+        guard.getRhs() == p && llvm::all_of(p.getUsers(), [&](Operation *u) {
+          return u == guard.getOperation();
+        }))
+      p = forwardThroughReshapes(guard.getResult());
+  }
   auto pv = dyn_cast_or_null<MatmulOp>(onlyUser(p));
   if (!pv || pv.getLhs() != p || pv.getTransposeLhs() || pv.getTransposeRhs())
     return false;
   Value v = headsOf(pv.getRhs(), {0, 2, 1, 3}, hv);
   if (!v || hv != hq || typeOf(v) != qType || typeOf(k) != qType)
     return false;
-  // The heads merged back: transpose to B x T x H x D, reshape to B x T x C.
+  // The heads merged back: transpose to B x T x H x D, reshape to B x T x C
+  // (or to the rows, B T x C, as Hugging Face's view before c_proj).
   Value o = forwardThroughReshapes(pv.getResult());
   auto back = dyn_cast_or_null<TransposeOp>(onlyUser(o));
   if (!back || back.getPermutation() != ArrayRef<int64_t>{0, 2, 1, 3})
     return false;
   auto merged = dyn_cast_or_null<ReshapeOp>(onlyUser(back.getResult()));
-  if (!merged || merged.getResult().getType() != qType)
+  if (!merged)
+    return false;
+  auto mType = typeOf(merged.getResult());
+  if (mType.getNumElements() != qType.getNumElements() ||
+      mType.getShape().back() != qType.getShape().back())
     return false;
   b.setInsertionPoint(merged);
-  auto attn = CausalAttentionOp::create(b, softmax.getLoc(), q, k, v,
-                                        b.getI64IntegerAttr(hq));
-  merged.getResult().replaceAllUsesWith(attn.getResult());
+  Value attn = CausalAttentionOp::create(b, softmax.getLoc(), q, k, v,
+                                         b.getI64IntegerAttr(hq));
+  if (mType != qType)
+    attn = ReshapeOp::create(b, softmax.getLoc(), mType, attn);
+  merged.getResult().replaceAllUsesWith(attn);
   return true;
 }
 

@@ -43,6 +43,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cctype>
+#include <cstring>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -57,6 +58,51 @@ static BlockArgument argumentBehindReshapes(Value v) {
 static bool isIntegerTensor(Type t) {
   auto type = dyn_cast<RankedTensorType>(t);
   return type && type.getElementType().isSignlessInteger();
+}
+
+/// A linear reading transpose(W) of a [K, N] float32 parameter W that
+/// nothing else reads (Hugging Face's Conv1D, or a weight the exporter
+/// stored transposed) reads a parameter of its own instead: W's data
+/// transposed to gptc.linear's [N, K], named `<name>.T`. Sharding and the
+/// fused-projection split then see an ordinary linear weight.
+static void holdTransposedWeights(func::FuncOp func, OnnxImport &imported) {
+  Block &body = func.getBody().front();
+  unsigned numParams = imported.parameters.size();
+  SmallVector<LinearOp> linears;
+  func.walk([&](LinearOp op) { linears.push_back(op); });
+  OpBuilder b(func.getContext());
+  for (LinearOp lin : linears) {
+    auto t = lin.getWeight().getDefiningOp<TransposeOp>();
+    if (!t || !t.getResult().hasOneUse())
+      continue;
+    auto arg = dyn_cast<BlockArgument>(t.getInput());
+    if (!arg || arg.getOwner() != &body || arg.getArgNumber() >= numParams ||
+        !arg.hasOneUse() ||
+        imported.parameters[arg.getArgNumber()].onnxType != 1)
+      continue;
+    const OnnxTensorData &w = imported.parameters[arg.getArgNumber()];
+    if (w.shape.size() != 2)
+      continue;
+    int64_t k = w.shape[0], n = w.shape[1];
+    OnnxTensorData held;
+    held.name = w.name + ".T";
+    held.onnxType = 1;
+    held.shape = {n, k};
+    held.bytes.resize(w.bytes.size());
+    const char *src = w.bytes.data();
+    char *dst = held.bytes.data();
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(dst + (j * k + i) * 4, src + (i * n + j) * 4, 4);
+    unsigned at = imported.parameters.size();
+    (void)func.insertArgument(at, t.getResult().getType(),
+                              b.getDictionaryAttr(b.getNamedAttr(
+                                  kParamAttrName, b.getStringAttr(held.name))),
+                              arg.getLoc());
+    imported.parameters.push_back(std::move(held));
+    t.getResult().replaceAllUsesWith(body.getArgument(at));
+    t.erase();
+  }
 }
 
 /// A linear whose result is only split along its last dimension (GPT-2's
@@ -138,10 +184,33 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
     return name ? name.str() : std::string("?");
   };
 
+  // The module's parameters an exporter's optimizer folded into constants
+  // do not train: say which, and how to keep them.
+  if (!imported.foldedParameters.empty()) {
+    auto w = emitWarning(loc)
+             << imported.foldedParameters.size()
+             << " of the parameters the export's signature names are not "
+                "initializers of the graph: tied to another (as GPT-2's "
+                "embedding and head), or folded into constants by the "
+                "exporter's optimizer, which gptc then does not train (";
+    for (auto [i, name] : llvm::enumerate(imported.foldedParameters)) {
+      if (i == 3) {
+        w << ", ...";
+        break;
+      }
+      w << (i ? ", " : "") << "'" << name << "'";
+    }
+    w << "); to train the module as it is, export it with "
+         "torch.onnx.export(..., optimize=False)";
+  }
+
   // 0. The exported layers as gptc's ops (OnnxRaise.cpp), and fused
   //    projections split into one per piece (each piece a parameter).
-  raiseGptPatterns(func);
-  splitFusedProjections(func, imported);
+  if (imported.raiseLayers) {
+    raiseGptPatterns(func);
+    holdTransposedWeights(func, imported);
+    splitFusedProjections(func, imported);
+  }
 
   // 1. The data inputs: integer tensors; a float input has no place in a
   //    language model's step.

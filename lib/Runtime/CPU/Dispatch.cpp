@@ -17,6 +17,7 @@
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -65,13 +66,17 @@ bool isType(const Tensor &t) {
 static bool reducedElements(Call &c, const Tensor &full,
                             const std::vector<int64_t> &dims,
                             const Tensor &reduced, int64_t &n) {
-  n = full.numElements();
-  for (size_t i = 0; i < dims.size(); ++i) {
+  for (size_t i = 0; i < dims.size(); ++i)
     if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(full.shape.size()) ||
         (i && dims[i] <= dims[i - 1]))
       return c.fail("invalid dimensions");
-    n = full.shape[dims[i]] ? n / full.shape[dims[i]] : 0;
-  }
+  // The kept dimensions' product (a reduced dimension of size 0, an empty
+  // sum, still leaves the others).
+  n = 1;
+  for (size_t d = 0; d < full.shape.size(); ++d)
+    if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) ==
+        dims.end())
+      n *= full.shape[d];
   return c.expect(n == reduced.numElements(), "operand shapes do not match");
 }
 

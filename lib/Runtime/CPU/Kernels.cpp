@@ -415,6 +415,8 @@ std::optional<BinaryFunction> binaryFunction(program::BinaryFunction f) {
     return BinaryFunction::Div;
   case program::BINARY_POW:
     return BinaryFunction::Pow;
+  case program::BINARY_UNLESS_NAN:
+    return BinaryFunction::UnlessNan;
   default:
     return std::nullopt;
   }
@@ -483,6 +485,9 @@ void binary(BinaryFunction fn, const T *a, const T *b, int64_t n, T *y) {
       break;
     case BinaryFunction::Pow:
       y[i] = std::pow(a[i], b[i]);
+      break;
+    case BinaryFunction::UnlessNan:
+      y[i] = a[i] != a[i] ? T(0) : b[i];
       break;
     }
   }
@@ -900,10 +905,13 @@ static void forEachReduced(const std::vector<int64_t> &fullShape,
 template <typename T>
 void reduceSum(const T *x, const std::vector<int64_t> &shape,
                const std::vector<int64_t> &dims, T *y) {
-  int64_t outN = product(shape);
-  for (int64_t d : dims)
-    outN /= shape[d];
+  int64_t outN = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end())
+      outN *= shape[d];
   std::fill(y, y + outN, T(0));
+  if (product(shape) == 0)
+    return; // an empty sum (a reduced dimension of size 0)
   // Fast paths: leading dimensions (bias gradients) or trailing ones, as
   // rows x columns.
   int64_t rank = static_cast<int64_t>(shape.size()), k = dims.size();

@@ -16,10 +16,11 @@ import sys
 import numpy as np
 
 
-def build(V=96, T=16, C=32, H=4, L=2, exact=False):
+def build(V=96, T=16, C=32, H=4, L=2, exact=False, sdpa=False):
     """The module; `exact`: F.gelu's exact (erf) form and the causal mask as
     masked_fill(triu(ones, 1), -inf) computed in forward, as a plain GPT
-    written today has them."""
+    written today has them; `sdpa`: attention by
+    F.scaled_dot_product_attention(is_causal=True) (torch 2)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -41,6 +42,13 @@ def build(V=96, T=16, C=32, H=4, L=2, exact=False):
             q = q.view(B, Tx, H, C // H).transpose(1, 2)
             k = k.view(B, Tx, H, C // H).transpose(1, 2)
             v = v.view(B, Tx, H, C // H).transpose(1, 2)
+            if sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                y = y.transpose(1, 2).contiguous().view(B, Tx, C)
+                x = x + self.c_proj(y)
+                h = self.c_fc(self.ln_2(x))
+                h = F.gelu(h) if exact else F.gelu(h, approximate="tanh")
+                return x + self.mlp_proj(h)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
             if exact:
                 future = torch.triu(torch.ones(Tx, Tx, dtype=torch.bool), diagonal=1)

@@ -66,6 +66,39 @@ def load(dump, prefix, name):
     return np.concatenate(parts, axis=0)
 
 
+def train_like_gptc(params, decay, dump, loss_of):
+    """Ten AdamW steps of PyTorch as gptc takes them (the parameters in
+    `decay` decayed, the rest not; clipping; the cosine schedule) on DUMP's
+    batches, `loss_of(tokens, labels)` the module's loss: the worst relative
+    errors of gptc's losses and gradient norms (steps.tsv) against PyTorch's,
+    and whether gptc's were all finite and ten."""
+    import torch
+    steps = [l.split("\t") for l in open(os.path.join(dump, "steps.tsv")).read().split("\n")[1:] if l]
+    g_loss = [float(s[1]) for s in steps]
+    g_norm = [float(s[2]) for s in steps]
+    decayed = {id(p) for p in decay}
+    adam = torch.optim.AdamW(
+        [{"params": [p for p in params if id(p) in decayed], "weight_decay": WD},
+         {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}],
+        lr=LR, betas=BETAS, eps=EPS)
+    worst_loss = worst_norm = 0.0
+    finite = len(steps) == STEPS
+    for step in range(min(STEPS, len(steps))):
+        t = torch.from_numpy(np.load(os.path.join(dump, "batch.%d.tokens.npy" % step))).long()
+        y = torch.from_numpy(np.load(os.path.join(dump, "batch.%d.labels.npy" % step))).long()
+        adam.zero_grad()
+        loss = loss_of(t, y)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, CLIP)
+        for group in adam.param_groups:
+            group["lr"] = schedule(step)
+        adam.step()
+        finite &= math.isfinite(g_loss[step]) and math.isfinite(g_norm[step])
+        worst_loss = max(worst_loss, abs(g_loss[step] - loss.item()) / abs(loss.item()))
+        worst_norm = max(worst_norm, abs(g_norm[step] - norm.item()) / abs(norm.item()))
+    return worst_loss, worst_norm, finite
+
+
 def check(out, dump):
     import torch
     torch.set_num_threads(1)
@@ -87,31 +120,13 @@ def check(out, dump):
         for n, p in model.named_parameters():
             p.copy_(torch.from_numpy(init[n]))
 
-    steps = [l.split("\t") for l in open(os.path.join(dump, "steps.tsv")).read().split("\n")[1:] if l]
-    g_loss = [float(s[1]) for s in steps]
-    g_norm = [float(s[2]) for s in steps]
     params = dict(model.named_parameters())
     embeddings = ("wte.weight", "wpe.weight")
     decay = [p for n, p in params.items() if p.dim() >= 2 and n not in embeddings]
-    no_decay = [p for n, p in params.items() if not (p.dim() >= 2 and n not in embeddings)]
-    adam = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=LR, betas=BETAS, eps=EPS)
-    worst_loss = worst_norm = 0.0
     model.train()
-    for step in range(STEPS):
-        t = torch.from_numpy(np.load(os.path.join(dump, "batch.%d.tokens.npy" % step))).long()
-        y = torch.from_numpy(np.load(os.path.join(dump, "batch.%d.labels.npy" % step))).long()
-        adam.zero_grad()
-        loss, _ = model(t, y)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)
-        for group in adam.param_groups:
-            group["lr"] = schedule(step)
-        adam.step()
-        worst_loss = max(worst_loss, abs(g_loss[step] - loss.item()) / abs(loss.item()))
-        worst_norm = max(worst_norm, abs(g_norm[step] - norm.item()) / abs(norm.item()))
-    report(len(steps) == STEPS and worst_loss < 1e-4,
+    worst_loss, worst_norm, complete = train_like_gptc(
+        list(params.values()), decay, dump, lambda t, y: model(t, y)[0])
+    report(complete and worst_loss < 1e-4,
            "%d AdamW steps: losses agree with PyTorch's, worst relative error %.1e"
            % (STEPS, worst_loss))
     report(worst_norm < 1e-4, "gradient norms agree, worst relative error %.1e" % worst_norm)

@@ -133,7 +133,8 @@ enum class UnaryFunction {
   Step,
   Sign
 };
-enum class BinaryFunction { Sub, Mul, Div, Pow };
+/// UnlessNan: b where a is not NaN, else 0.
+enum class BinaryFunction { Sub, Mul, Div, Pow, UnlessNan };
 /// The artifact's function (program.proto), or nullopt for one unknown.
 std::optional<UnaryFunction> unaryFunction(program::UnaryFunction f);
 std::optional<BinaryFunction> binaryFunction(program::BinaryFunction f);

@@ -269,6 +269,10 @@ BinaryOp::buildVectorJacobianProduct(OpBuilder &b, ValueRange resultGrads,
     operandGrads.append({dl, mul(dyY, logL)});
     break;
   }
+  case BinaryFn::unless_nan: // 0 (piecewise constant in l), unless_nan(l, dy)
+    operandGrads.append(
+        {splat(b, loc, l.getType(), 0.0), binary(BinaryFn::unless_nan, l, dy)});
+    break;
   }
   return success();
 }

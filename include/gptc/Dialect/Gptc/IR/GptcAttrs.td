@@ -35,7 +35,10 @@ def Gptc_UnaryFn : I32EnumAttr<"UnaryFn", "an elementwise function of one tensor
 
 def Gptc_BinaryFn : I32EnumAttr<"BinaryFn", "an elementwise function of two tensors", [
     I32EnumAttrCase<"sub", 0>, I32EnumAttrCase<"mul", 1>,
-    I32EnumAttrCase<"div", 2>, I32EnumAttrCase<"pow", 3>]> {
+    I32EnumAttrCase<"div", 2>, I32EnumAttrCase<"pow", 3>,
+    // rhs where lhs is not NaN, else 0: the NaN guard exporters write
+    // after a softmax (Where(IsNaN(p), 0, p) is `unless_nan p, p`).
+    I32EnumAttrCase<"unless_nan", 4>]> {
   let cppNamespace = "::mlir::gptc";
 }
 
