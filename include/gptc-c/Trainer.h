@@ -123,6 +123,18 @@ GPTC_CAPI_EXPORTED bool gptcTrainerTrain(GptcTrainer trainer,
                                          const char *dataPath, int64_t steps,
                                          double *loss, char **error);
 
+/// One step on the caller's batch: `tokens` and `labels` are the step's
+/// whole batch, `rows` x `seqLen` token ids row-major (rows =
+/// gptcTrainerGetBatchSize, seqLen = gptcTrainerGetSeqLen; labels are the
+/// tokens each position predicts), the same on every rank of a mesh. The
+/// step's loss and gradient norm go to `*loss` and `*norm` (when not
+/// NULL). Fails past the schedule, on another shape, an id outside the
+/// vocabulary, or a non-finite step.
+GPTC_CAPI_EXPORTED bool
+gptcTrainerTrainBatch(GptcTrainer trainer, const int32_t *tokens,
+                      const int32_t *labels, int64_t rows, int64_t seqLen,
+                      double *loss, double *norm, char **error);
+
 /// The mean loss over the validation batches of `dataPath` (its last 10%).
 GPTC_CAPI_EXPORTED bool gptcTrainerEvaluate(GptcTrainer trainer,
                                             const char *dataPath, double *loss,

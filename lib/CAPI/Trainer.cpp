@@ -419,6 +419,41 @@ bool gptcTrainerTrain(GptcTrainer t, const char *dataPath, int64_t steps,
   return true;
 }
 
+bool gptcTrainerTrainBatch(GptcTrainer t, const int32_t *tokens,
+                           const int32_t *labels, int64_t rows, int64_t seqLen,
+                           double *loss, double *norm, char **error) {
+  TrainerImpl &impl = *unwrap(t);
+  if (!tokens || !labels)
+    return setError(error, "gptcTrainerTrainBatch: no tokens or labels");
+  if (rows != impl.trainer->wholeBatchRows() || seqLen != impl.options.seqLen)
+    return setError(error, "gptcTrainerTrainBatch: a step's batch is " +
+                               std::to_string(impl.trainer->wholeBatchRows()) +
+                               " x " + std::to_string(impl.options.seqLen) +
+                               " token ids, got " + std::to_string(rows) +
+                               " x " + std::to_string(seqLen));
+  rt::Tensor tk(::gptc::program::I32, {rows, seqLen}),
+      lb(::gptc::program::I32, {rows, seqLen});
+  for (int64_t i = 0; i < rows * seqLen; ++i) {
+    for (int32_t id : {tokens[i], labels[i]})
+      if (id < 0 || id >= impl.options.vocab)
+        return setError(
+            error, "gptcTrainerTrainBatch: token id " + std::to_string(id) +
+                       " at " + std::to_string(i) + " is outside the " +
+                       "vocabulary of " + std::to_string(impl.options.vocab));
+    tk.data<int32_t>()[i] = tokens[i];
+    lb.data<int32_t>()[i] = labels[i];
+  }
+  double l = 0, n = 0;
+  std::string message;
+  if (!impl.trainer->trainBatch(tk, lb, l, n, message))
+    return setError(error, message);
+  if (loss)
+    *loss = l;
+  if (norm)
+    *norm = n;
+  return true;
+}
+
 bool gptcTrainerEvaluate(GptcTrainer t, const char *dataPath, double *loss,
                          char **error) {
   TrainerImpl &impl = *unwrap(t);

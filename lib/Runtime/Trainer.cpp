@@ -412,6 +412,40 @@ bool TrainingRun::trainSteps(const Dataset &data, int64_t count,
   return ok;
 }
 
+bool TrainingRun::trainBatch(Tensor &tokens, Tensor &labels, double &loss,
+                             double &norm, std::string &error) {
+  TrainOptions &options = runOptions();
+  if (getStep() >= options.steps) {
+    error = "training has reached the schedule's last step (" +
+            std::to_string(options.steps) + ")";
+    return false;
+  }
+  std::vector<int64_t> shape = {batchRows(), options.seqLen};
+  for (const Tensor *t : {&tokens, &labels})
+    if (t->shape != shape || t->dtype != program::I32) {
+      error = "a step's batch is " + std::to_string(shape[0]) + " x " +
+              std::to_string(shape[1]) + " token ids (tokens and labels)";
+      return false;
+    }
+  if (!beginSteps(step, step + 1, nullptr, error))
+    return false;
+  StepResult r;
+  bool ok = runStep(step, tokens, labels, r, error);
+  endSteps();
+  if (!ok)
+    return false;
+  loss = r.loss;
+  norm = r.norm;
+  if (!std::isfinite(r.loss) || (!r.skipped && !std::isfinite(r.norm))) {
+    error = "the step's loss or gradient norm is not finite (loss " +
+            std::to_string(r.loss) + ", norm " + std::to_string(r.norm) + ")";
+    return false;
+  }
+  lastLoss = r.loss;
+  ++step;
+  return true;
+}
+
 bool Trainer::writeParameter(const std::string &name, const Tensor &whole,
                              std::string &error) {
   auto it = std::find(names.begin(), names.end(), name);

@@ -107,6 +107,15 @@ public:
   /// the C API's step-by-step training.
   bool trainSteps(const Dataset &data, int64_t count, std::ostream &log,
                   std::string &error);
+  /// One step on a batch the caller gives (`tokens`, `labels`: the step's
+  /// whole batch, batchRows() x seqLen i32, every rank the same): the
+  /// PyTorch bridge's training on the user's batches. `loss` and `norm`
+  /// are the step's; fails past the schedule's length, on a batch of
+  /// another shape, or on a non-finite step the trainer did not skip.
+  bool trainBatch(Tensor &tokens, Tensor &labels, double &loss, double &norm,
+                  std::string &error);
+  /// The step's whole batch: sequences over all ranks, and tokens each.
+  int64_t wholeBatchRows() const { return batchRows(); }
   /// Mean loss over the fixed validation batches; every rank gets it.
   virtual bool evaluate(const Dataset &data, double &loss,
                         std::string &error) = 0;

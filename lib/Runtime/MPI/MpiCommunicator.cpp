@@ -76,7 +76,15 @@ public:
       // The watchdog's thread talks to the other ranks while this one
       // waits in a collective.
       MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-      owns = true;
+      // MPI is finalized when the process exits, not with this
+      // communicator: MPI cannot be initialized twice, and a process may
+      // make another trainer after this one (the C API, gptc.torch).
+      std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized)
+          MPI_Finalize();
+      });
     } else {
       MPI_Query_thread(&provided);
     }
@@ -106,8 +114,6 @@ public:
       MPI_Comm_free(&watchComm);
     for (auto &entry : groups)
       MPI_Comm_free(&entry.second);
-    if (owns)
-      MPI_Finalize();
   }
 
   double getWatchdog() const override { return limit; }
@@ -532,7 +538,6 @@ private:
   MPI_Comm watchComm = MPI_COMM_NULL;
 
   int myRank = 0, mySize = 1;
-  bool owns = false;
   /// Sends started and not yet completed.
   std::vector<MPI_Request> pending;
 

@@ -7,6 +7,10 @@
     t.save("tiny.ckpt")
     wte = t.read("wte")                                # numpy float32 array
     t.write("wte", wte * 0.5)
+    loss, norm = t.train_batch(tokens, labels)         # a step on your batch
+
+`gptc.torch` (import gptc.torch) trains a PyTorch module this way:
+gptc.torch.train(module, batches, mesh=...) (docs/PyTorch.md).
 
 The library is found beside this package in a build tree
 (build/python/gptc -> build/lib/libGptcCAPI.so), or at $GPTC_CAPI_LIBRARY.
@@ -73,6 +77,10 @@ def _load():
         "gptcTrainerWriteParameter": (ctypes.c_bool, [_Handle, ctypes.c_char_p, f32p, i64, err]),
         "gptcTrainerTrain": (ctypes.c_bool, [_Handle, ctypes.c_char_p, i64, ctypes.POINTER(ctypes.c_double), err]),
         "gptcTrainerEvaluate": (ctypes.c_bool, [_Handle, ctypes.c_char_p, ctypes.POINTER(ctypes.c_double), err]),
+        "gptcTrainerTrainBatch": (ctypes.c_bool, [_Handle, ctypes.POINTER(ctypes.c_int32),
+                                                  ctypes.POINTER(ctypes.c_int32), i64, i64,
+                                                  ctypes.POINTER(ctypes.c_double),
+                                                  ctypes.POINTER(ctypes.c_double), err]),
         "gptcTrainerSaveCheckpoint": (ctypes.c_bool, [_Handle, ctypes.c_char_p, err]),
         "gptcTrainerLoadCheckpoint": (ctypes.c_bool, [_Handle, ctypes.c_char_p, err]),
         "gptcFreeString": (None, [ctypes.c_void_p]),
@@ -205,6 +213,22 @@ class Trainer:
         _call(self._lib.gptcTrainerTrain, self._h, _bytes(data), int(steps),
               ctypes.byref(loss))
         return loss.value
+
+    def train_batch(self, tokens, labels):
+        """One step on this batch: `tokens` and `labels` are the step's
+        whole batch (batch_shape, integer ids; labels the ids each position
+        predicts), the same on every rank. Returns (loss, gradient norm)."""
+        tokens = np.ascontiguousarray(tokens, dtype=np.int32)
+        labels = np.ascontiguousarray(labels, dtype=np.int32)
+        if tokens.shape != labels.shape or tokens.ndim != 2:
+            raise GptcError("a batch is tokens and labels of one [B, T] shape, got %s and %s"
+                            % (tokens.shape, labels.shape))
+        loss, norm = ctypes.c_double(), ctypes.c_double()
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        _call(self._lib.gptcTrainerTrainBatch, self._h, tokens.ctypes.data_as(i32p),
+              labels.ctypes.data_as(i32p), tokens.shape[0], tokens.shape[1],
+              ctypes.byref(loss), ctypes.byref(norm))
+        return loss.value, norm.value
 
     def evaluate(self, data=None):
         """The validation loss (the last 10% of `data`)."""
