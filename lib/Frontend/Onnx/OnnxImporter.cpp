@@ -2495,7 +2495,7 @@ LogicalResult Importer::foldScan(StringRef op) {
     for (int64_t d = *axis + 1; d < rank; ++d)
       inner *= x.shape[d];
     Known r = x.like(x.shape);
-    int64_t outer = n ? x.size() / (n * inner) : 0;
+    int64_t block = n * inner, outer = block ? x.size() / block : 0;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
         double fsum = 0;
