@@ -1,6 +1,14 @@
 """Training an ONNX-exported GPT-2 on the CPU: gptc against PyTorch.
 
     bench/.venv/bin/python bench/onnx_train.py [--build build] [--rounds 3]
+    .venv/bin/python bench/onnx_train.py --model hf [--rounds 3]
+
+--model hf: Hugging Face's GPT2LMHeadModel (transformers from PyPI,
+scripts/install-pytorch.sh) at the same size with sdpa attention, exported
+as gptc.torch does (torch.onnx.export(dynamo=True, optimize=False)): gptc
+trains the export (Conv1D weights held transposed, every block raised),
+PyTorch the module itself (eager, torch.compile, autocast bf16); there is no
+gptc-native contender.
 
 The module of test/Onnx/Inputs/gpt2_export.py (nanoGPT's layout: fused
 c_attn, tanh GELU, tied head) at mid-4x256's size (vocabulary 256, 4
@@ -43,12 +51,38 @@ training { batch_size: %d seq_len: %d steps: 100000 }
 """ % (V, T, L, H, C, B, T)
 
 
-def worker(kind, threads):
+def hf_model():
+    """The Hugging Face module and a (tokens, targets) -> (loss, logits)
+    wrapper of it, as gpt2_export.build's modules compute."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    config = GPT2Config(vocab_size=V, n_positions=T, n_embd=C, n_layer=L, n_head=H,
+                        bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
+    gpt2 = GPT2LMHeadModel(config)
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, idx, targets):
+            logits = self.m(input_ids=idx, use_cache=False).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+            return loss, logits
+
+    return WithLoss(gpt2)
+
+
+def worker(kind, threads, which="nanogpt"):
     import torch
     import gpt2_export
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
+    if which == "hf":
+        model = hf_model()
+    else:
+        model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
                             weight_decay=0.1)
@@ -84,12 +118,19 @@ def worker(kind, threads):
         print("rate %f" % (steps * B * T / (time.perf_counter() - start)), flush=True)
 
 
-def export(path):
+def export(path, which="nanogpt"):
     import torch
     import gpt2_export
     torch.manual_seed(0)
-    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
     ids = torch.zeros((B, T), dtype=torch.long)
+    if which == "hf":
+        model = hf_model()
+        torch.onnx.export(model, (ids, torch.ones((B, T), dtype=torch.long)), path,
+                          dynamo=True, optimize=False, external_data=True,
+                          input_names=["idx", "targets"],
+                          output_names=["loss", "logits"])
+        return
+    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L)
     torch.onnx.export(model, (ids, ids), path, opset_version=17,
                       input_names=["idx", "targets"],
                       output_names=["loss", "logits"],
@@ -106,17 +147,18 @@ def gptc_rate(gptc, model, steps, work):
 
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--worker":
-        return worker(sys.argv[2], int(sys.argv[3]))
+        return worker(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--model", choices=("nanogpt", "hf"), default="nanogpt")
     args = ap.parse_args()
     gptc = os.path.join(args.build, "bin", "gptc")
     work = tempfile.mkdtemp(prefix="gptc-onnx-bench-")
     onnx = os.path.join(work, "gpt2.onnx")
-    export(onnx)
+    export(onnx, args.model)
     native = os.path.join(work, "native.pbtxt")
     with open(native, "w") as f:
         f.write(NATIVE)
@@ -125,14 +167,16 @@ def main():
         f.write(BF16)
     workers = {}
     for kind in ("eager", "compile", "autocast"):
-        p = subprocess.Popen([sys.executable, __file__, "--worker", kind, str(args.threads)],
+        p = subprocess.Popen([sys.executable, __file__, "--worker", kind, str(args.threads),
+                              args.model],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "ready"
         workers[kind] = p
     best = {}
     for r in range(args.rounds):
-        for kind in ("gptc-onnx", "gptc-native", "eager", "compile",
-                     "gptc-onnx-bf16", "autocast"):
+        kinds = ("gptc-onnx", "gptc-native", "eager", "compile", "gptc-onnx-bf16",
+                 "autocast")
+        for kind in kinds[:1] + kinds[2:] if args.model == "hf" else kinds:
             if kind == "gptc-onnx":
                 rate = gptc_rate(gptc, onnx, args.steps, work)
             elif kind == "gptc-onnx-bf16":
@@ -150,8 +194,8 @@ def main():
         p.stdin.write("quit\n")
         p.stdin.flush()
         p.wait()
-    print("\nbest of %d rounds, %d threads, batch %d x %d, %d steps a window:"
-          % (args.rounds, args.threads, B, T, args.steps))
+    print("\n%s: best of %d rounds, %d threads, batch %d x %d, %d steps a window:"
+          % (args.model, args.rounds, args.threads, B, T, args.steps))
     for kind, rate in best.items():
         print("  %-12s %9.0f tok/s  %.2fx eager" % (kind, rate, rate / best["eager"]))
     print("  gptc-onnx / compile: %.2fx; gptc-onnx-bf16 / autocast: %.2fx"

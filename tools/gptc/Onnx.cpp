@@ -67,17 +67,9 @@ mlir::gptc::importOnnxForTraining(llvm::StringRef path, MLIRContext &context,
   return importOnnxFileForTraining(path, &context, options, shape);
 }
 
-int mlir::gptc::runOnnx(llvm::StringRef inputFilename, bool emitMlir,
+int mlir::gptc::runOnnx(llvm::StringRef inputFilename,
                         llvm::StringRef outputFilename,
                         DialectRegistry &registry) {
-  if (!emitMlir) {
-    llvm::errs() << "gptc: " << inputFilename
-                 << ": ONNX models are imported (--emit=mlir) and trained "
-                    "(gptc train MODEL.onnx, or a description's "
-                    "onnx_model); the other --emit kinds read gptc's own "
-                    "descriptions so far\n";
-    return 1;
-  }
   OnnxImportOptions options;
   if (!getOnnxImportOptions(options))
     return 1;

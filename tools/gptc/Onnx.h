@@ -14,9 +14,11 @@
 
 namespace mlir::gptc {
 
-/// `gptc MODEL.onnx`: imports the model and prints it (--emit=mlir).
-int runOnnx(llvm::StringRef inputFilename, bool emitMlir,
-            llvm::StringRef outputFilename, DialectRegistry &registry);
+/// `gptc MODEL.onnx --emit=mlir`: imports the model and prints it (with
+/// --onnx-training, as gptc train compiles it). The other --emit kinds
+/// compile it through a description naming it (gptc.cpp).
+int runOnnx(llvm::StringRef inputFilename, llvm::StringRef outputFilename,
+            DialectRegistry &registry);
 
 /// The import options of the command line (--onnx-dim); false after
 /// printing an error.

@@ -357,8 +357,19 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
   if (!size || !forward)
     return emitError(module.getLoc()) << "cannot size this model";
   ModelStats ir = computeModelStats(forward);
+  // An ONNX model is sized as the GPT its raised blocks describe: only
+  // where that GPT's parameters are the graph's.
+  if (!desc.getOnnxModelPath().empty() && size->totalParams != ir.numParams)
+    return emitError(module.getLoc())
+           << "cannot size this ONNX model as a GPT: its raised blocks ("
+           << m.numLayers << " layers, width " << m.modelDim
+           << ") make a GPT-2 of " << size->totalParams
+           << " parameters, and the graph holds " << ir.numParams;
 
   os << "model: " << desc.getName() << "\n";
+  if (!desc.getOnnxModelPath().empty())
+    os << "onnx model: " << desc.getOnnxModelPath()
+       << " (the architecture read from its raised graph)\n";
   os << "architecture: " << m.numLayers << " layers, " << m.numHeads
      << " heads, width " << m.modelDim << ", MLP " << m.mlpDim << ", context "
      << m.contextLength << ", vocab " << m.vocabSize << ", "
@@ -549,8 +560,12 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
           inLayer0 += k.layer == 0;
         }
         os << "generated kernels: " << kernels.size() << " in the training "
-           << "step (" << ops << " ops), " << inLayer0
-           << " per transformer block\n";
+           << "step (" << ops << " ops)";
+        // (An ONNX graph's ops are located at its nodes, not at gptc's
+        // layer names: no per-block count.)
+        if (desc.getOnnxModelPath().empty())
+          os << ", " << inLayer0 << " per transformer block";
+        os << "\n";
       }
       // What gptc train adds to the process at its peak: the parameters
       // and moments it keeps between steps (updated in place), the step's

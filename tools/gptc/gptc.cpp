@@ -329,11 +329,32 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   FailureOr<ModelDescription> desc = parseDescription(sourceMgr, context);
   if (failed(desc))
     return failure();
-  if (!desc->getOnnxModelPath().empty())
-    return emitError(desc->locate({{"onnx_model"}}))
-           << "the --emit kinds compile gptc's own GPTs so far; a "
-              "description of an ONNX model trains (gptc train), and its "
-              "graph prints with gptc MODEL.onnx --emit=mlir";
+  const EmitKind &emit = emitKind(emitAction);
+  // An ONNX model (a description's onnx_model, or MODEL.onnx itself): the
+  // graph prepared for training is the model, as gptc train compiles it.
+  std::optional<OnnxImport> onnx;
+  if (!desc->getOnnxModelPath().empty()) {
+    if (emit.needs == Needs::Nothing)
+      return emitError(desc->locate({{"onnx_model"}}))
+             << "--emit=" << emit.name
+             << " plans gptc's own descriptions' pipelines; an ONNX model "
+                "does not train on a pipeline mesh yet";
+    OnnxImportOptions importOptions;
+    OnnxTrainingShape shape;
+    if (!getOnnxImportOptions(importOptions) ||
+        failed(resolveOnnxModel(*desc, &context, importOptions, onnx, shape)))
+      return failure();
+    if (emit.kind == Emit::Summary) {
+      if (shape.numLayers == 0)
+        return emitError(desc->locate({{"onnx_model"}}))
+               << "cannot size this ONNX model: none of its layers was "
+                  "raised to gptc's transformer blocks (docs/Onnx.md, "
+                  "\"What training raises\")";
+      desc->setImportedArchitecture(shape.numLayers, shape.numHeads,
+                                    shape.modelDim, shape.mlpDim,
+                                    shape.tiedEmbeddings, shape.bias);
+    }
+  }
   FailureOr<CompileOptions> options = getCompileOptions();
   if (failed(options))
     return failure();
@@ -346,7 +367,7 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     }
     desc->setSteps(*steps);
   }
-  const EmitKind &kind = emitKind(emitAction);
+  const EmitKind &kind = emit;
   ::gptc::program::Program program;
   StringRef text =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
@@ -354,11 +375,16 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     EmitInput in{kind.kind, *desc, text, ModuleOp(), *options, program};
     return kind.print(in, os);
   }
-  OwningOpRef<ModuleOp> module = importModel(*desc, &context);
+  std::map<std::string, std::string> initialValues;
+  OwningOpRef<ModuleOp> module =
+      onnx ? buildTrainingModule(*desc, &context, onnx, initialValues)
+           : importModel(*desc, &context);
   if (!module)
     return failure();
   if (kind.needs == Needs::Frontend) {
-    if (failed(runPasses(*module, *options, [](OpPassManager &pm) {
+    // (An ONNX model's graph is already in the training convention.)
+    if (!onnx && desc->getOnnxModelPath().empty() &&
+        failed(runPasses(*module, *options, [](OpPassManager &pm) {
           buildFrontendPipeline(pm, FrontendPipelineOptions());
         })))
       return failure();
@@ -447,13 +473,36 @@ int main(int argc, char **argv) {
     return runCalibrate(outputFilename == "-" ? std::string()
                                               : outputFilename.getValue());
 
-  if (StringRef(inputFilename).ends_with(".onnx"))
-    return runOnnx(inputFilename, emitAction == Emit::MLIR, outputFilename,
-                   registry);
-
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &error);
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  if (StringRef(inputFilename).ends_with(".onnx")) {
+    if (emitAction == Emit::MLIR)
+      return runOnnx(inputFilename, outputFilename, registry);
+    // The other kinds compile the graph as gptc train does: a description
+    // naming it, with gptc's default training settings and the flags.
+    MLIRContext context(registry);
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    // Its warnings come when the model is compiled (a second import).
+    context.getDiagEngine().registerHandler([](Diagnostic &d) {
+      return success(d.getSeverity() == DiagnosticSeverity::Warning);
+    });
+    OnnxTrainingShape shape;
+    FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+    if (failed(overrides) ||
+        failed(importOnnxForTraining(inputFilename, context, shape)))
+      return 1;
+    FailureOr<std::string> text =
+        onnxTrainingDescription(inputFilename, shape, *overrides, error);
+    if (failed(text)) {
+      llvm::errs() << "gptc: " << error << "\n";
+      return 1;
+    }
+    input = llvm::MemoryBuffer::getMemBufferCopy(
+        *text, inputFilename + " (training settings)");
+  } else {
+    input = openInputFile(inputFilename, &error);
+  }
   if (!input) {
     llvm::errs() << "gptc: " << error << "\n";
     return 1;

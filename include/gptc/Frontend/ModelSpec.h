@@ -118,6 +118,18 @@ public:
     config.vocabSize = vocabSize;
     config.contextLength = contextLength;
   }
+  /// For an ONNX model: the architecture its raised graph has (what
+  /// --emit=summary sizes).
+  void setImportedArchitecture(int64_t numLayers, int64_t numHeads,
+                               int64_t modelDim, int64_t mlpDim, bool tied,
+                               bool bias) {
+    config.numLayers = numLayers;
+    config.numHeads = numHeads;
+    config.modelDim = modelDim;
+    config.mlpDim = mlpDim;
+    config.tiedEmbeddings = tied;
+    config.bias = bias;
+  }
 
   /// The model's name (the file's stem when the description has none).
   llvm::StringRef getName() const { return name; }

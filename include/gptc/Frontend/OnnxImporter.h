@@ -104,6 +104,12 @@ struct OnnxTrainingShape {
   int64_t batch = 0;
   int64_t seqLen = 0;
   int64_t vocab = 0;
+  /// The architecture read from the raised graph (0 layers when no block
+  /// was raised): blocks (causal attentions), heads, width, the MLP's
+  /// hidden size, whether the head reads the token table and whether the
+  /// linears have biases. --emit=summary sizes the model with it.
+  int64_t numLayers = 0, numHeads = 0, modelDim = 0, mlpDim = 0;
+  bool tiedEmbeddings = false, bias = false;
 };
 
 /// Rewrites the imported @forward into gptc's training convention

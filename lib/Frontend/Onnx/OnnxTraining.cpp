@@ -397,6 +397,23 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
     shape.vocab =
         cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
   });
+  // 6. The architecture of the raised blocks.
+  func.walk([&](CausalAttentionOp op) {
+    ++shape.numLayers;
+    shape.numHeads = op.getNumHeads();
+    shape.modelDim = op.getQuery().getType().getShape().back();
+  });
+  func.walk([&](GeluOp op) {
+    if (!shape.mlpDim)
+      shape.mlpDim =
+          cast<RankedTensorType>(op.getType()).getShape().back();
+  });
+  func.walk([&](LinearOp op) {
+    shape.bias |= static_cast<bool>(op.getBias());
+    if (auto w = dyn_cast<BlockArgument>(op.getWeight()))
+      shape.tiedEmbeddings |= static_cast<bool>(
+          func.getArgAttr(w.getArgNumber(), kEmbeddingTableAttrName));
+  });
   return shape;
 }
 
