@@ -405,8 +405,7 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   });
   func.walk([&](GeluOp op) {
     if (!shape.mlpDim)
-      shape.mlpDim =
-          cast<RankedTensorType>(op.getType()).getShape().back();
+      shape.mlpDim = cast<RankedTensorType>(op.getType()).getShape().back();
   });
   func.walk([&](LinearOp op) {
     shape.bias |= static_cast<bool>(op.getBias());
