@@ -238,8 +238,10 @@ bool raiseLinear(MatmulOp mm, OpBuilder &b) {
 // GELU
 //===----------------------------------------------------------------------===//
 
-/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) at `v`: x, or null.
-Value matchGelu(Value v) {
+/// 0.5 x (1 + fn(u)) at `v`, in any grouping and order of its products:
+/// x, when `argument(x, u)` holds; null otherwise. Both GELUs have this form.
+Value matchHalfXOnePlus(Value v, UnaryFn fn,
+                        function_ref<bool(Value x, Value u)> argument) {
   SmallVector<Value> outer;
   factors(v, outer);
   if (!near(constantPart(outer), 0.5) || outer.size() != 2)
@@ -250,61 +252,50 @@ Value matchGelu(Value v) {
     if (!sum)
       continue;
     auto [a, c] = *sum;
-    Value th = near(splat(a), 1.0) ? c : near(splat(c), 1.0) ? a : Value();
-    auto tanh = th ? th.getDefiningOp<UnaryOp>() : UnaryOp();
-    if (!tanh || tanh.getFn() != UnaryFn::tanh)
-      continue;
-    SmallVector<Value> inner;
-    factors(tanh.getInput(), inner);
-    if (!near(constantPart(inner), std::sqrt(2.0 / M_PI)) || inner.size() != 1)
-      continue;
-    auto poly = addOperands(inner[0]);
-    if (!poly)
-      continue;
-    for (auto [lin, cube] :
-         {*poly, std::make_pair(poly->second, poly->first)}) {
-      if (lin != x)
-        continue;
-      SmallVector<Value> cf;
-      factors(cube, cf);
-      if (near(constantPart(cf), 0.044715) && cf.size() == 3 &&
-          llvm::all_of(cf, [&](Value f) { return f == x; }))
-        return x;
-    }
+    Value f = near(splat(a), 1.0) ? c : near(splat(c), 1.0) ? a : Value();
+    auto op = f ? f.getDefiningOp<UnaryOp>() : UnaryOp();
+    if (op && op.getFn() == fn && argument(x, op.getInput()))
+      return x;
   }
   return {};
+}
+
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) at `v`: x, or null.
+Value matchGelu(Value v) {
+  return matchHalfXOnePlus(v, UnaryFn::tanh, [](Value x, Value u) {
+    SmallVector<Value> inner;
+    factors(u, inner);
+    if (!near(constantPart(inner), std::sqrt(2.0 / M_PI)) || inner.size() != 1)
+      return false;
+    auto poly = addOperands(inner[0]);
+    if (!poly)
+      return false;
+    for (auto [lin, cube] :
+         {*poly, std::make_pair(poly->second, poly->first)}) {
+      SmallVector<Value> cf;
+      factors(cube, cf);
+      if (lin == x && near(constantPart(cf), 0.044715) && cf.size() == 3 &&
+          llvm::all_of(cf, [&](Value f) { return f == x; }))
+        return true;
+    }
+    return false;
+  });
 }
 
 /// 0.5 x (1 + erf(x / sqrt(2))) at `v` (the division by sqrt(2) or the
 /// product with 1/sqrt(2), as PyTorch's exporters write F.gelu): x, or
 /// null.
 Value matchExactGelu(Value v) {
-  SmallVector<Value> outer;
-  factors(v, outer);
-  if (!near(constantPart(outer), 0.5) || outer.size() != 2)
-    return {};
-  for (int which = 0; which < 2; ++which) {
-    Value x = outer[which], onePlus = outer[1 - which];
-    auto sum = addOperands(onePlus);
-    if (!sum)
-      continue;
-    auto [a, c] = *sum;
-    Value e = near(splat(a), 1.0) ? c : near(splat(c), 1.0) ? a : Value();
-    auto erf = e ? e.getDefiningOp<UnaryOp>() : UnaryOp();
-    if (!erf || erf.getFn() != UnaryFn::erf)
-      continue;
-    Value arg = erf.getInput();
-    if (auto div = arg.getDefiningOp<BinaryOp>();
+  return matchHalfXOnePlus(v, UnaryFn::erf, [](Value x, Value u) {
+    if (auto div = u.getDefiningOp<BinaryOp>();
         div && div.getFn() == BinaryFn::div && div.getLhs() == x &&
         near(splat(div.getRhs()), M_SQRT2))
-      return x;
+      return true;
     SmallVector<Value> inner;
-    factors(arg, inner, 1);
-    if (near(constantPart(inner), M_SQRT1_2) && inner.size() == 1 &&
-        inner[0] == x)
-      return x;
-  }
-  return {};
+    factors(u, inner, 1);
+    return near(constantPart(inner), M_SQRT1_2) && inner.size() == 1 &&
+           inner[0] == x;
+  });
 }
 
 //===----------------------------------------------------------------------===//
