@@ -4,11 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// float products run on oneDNN's matmul primitive. Building a primitive
-// costs far more than running a small one, so each distinct problem (its
-// shape, strides, accumulation and bias) builds one on first use and keeps
-// it. oneDNN threads with OpenMP, the same pool the runtime's own loops
-// use, so the two never oversubscribe the cores.
+// float products run on oneDNN's matmul primitive (bf16 ones too, widened
+// to float where this CPU's oneDNN has no bf16 matmul: before AVX-512).
+// Building a primitive costs far more than running a small one, so each
+// distinct problem (its shape, strides, accumulation and bias) builds one on
+// first use and keeps it. oneDNN threads with OpenMP, the same pool the
+// runtime's own loops use, so the two never oversubscribe the cores.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace gptc::cpu {
 
@@ -136,11 +138,76 @@ void gemm(const GemmProblem &p, const float *a, const float *b, float *c,
   runPrimitive(q, a, b, c, bias);
 }
 
+/// Whether this CPU's oneDNN has a bf16 matmul (oneDNN 2.x needs AVX-512;
+/// an AVX2 machine has none, and building the primitive throws).
+static bool nativeBFloat16() {
+  static const bool native = [] {
+    try {
+      dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      using md = dnnl::memory::desc;
+      using dt = dnnl::memory::data_type;
+      using tag = dnnl::memory::format_tag;
+      md a({1, 1, 16, 16}, dt::bf16, tag::abcd);
+      dnnl::matmul::desc desc(a, a, a);
+      dnnl::matmul::primitive_desc pd(desc, engine);
+      return true;
+    } catch (const dnnl::error &) {
+      return false;
+    }
+  }();
+  return native;
+}
+
+/// The float problem a bf16 one runs as without a native bf16 matmul: its
+/// operands converted to dense float buffers.
+static GemmProblem denseFloatProblem(const GemmProblem &p) {
+  GemmProblem q = p;
+  q.bf16 = false;
+  q.a = {p.batch1 * p.m * p.k, p.m * p.k, p.k, 1};
+  q.b = {p.batch1 * p.k * p.n, p.k * p.n, p.n, 1};
+  q.c = {p.batch1 * p.m * p.n, p.m * p.n, p.n, 1};
+  return q;
+}
+
 void gemm(const GemmProblem &p, const BFloat16 *a, const BFloat16 *b,
           BFloat16 *c, const BFloat16 *bias) {
   GemmProblem q = p;
   q.bf16 = true;
-  runPrimitive(q, a, b, c, bias);
+  if (nativeBFloat16())
+    return runPrimitive(q, a, b, c, bias);
+  // Without one, the same arithmetic in float: bf16 operands widen exactly,
+  // the product accumulates in float (with the bias and, accumulating, C's
+  // old value) and is rounded to bf16 once, as oneDNN's bf16 matmul does.
+  GemmProblem f = denseFloatProblem(p);
+  std::vector<float> fa(p.batch0 * f.a.batch0), fb(p.batch0 * f.b.batch0),
+      fc(p.batch0 * f.c.batch0), fbias(p.bias ? p.n : 0);
+  for (int64_t i = 0; i < p.batch0; ++i)
+    for (int64_t j = 0; j < p.batch1; ++j) {
+      auto widen = [&](const BFloat16 *src, MatrixStrides s, float *dst,
+                       MatrixStrides d, int64_t rows, int64_t cols) {
+        src += i * s.batch0 + j * s.batch1;
+        dst += i * d.batch0 + j * d.batch1;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t x = 0; x < cols; ++x)
+            dst[r * d.row + x * d.col] = toFloat(src[r * s.row + x * s.col]);
+      };
+      widen(a, p.a, fa.data(), f.a, p.m, p.k);
+      widen(b, p.b, fb.data(), f.b, p.k, p.n);
+      if (p.accumulate)
+        widen(c, p.c, fc.data(), f.c, p.m, p.n);
+    }
+  for (int64_t x = 0; x < static_cast<int64_t>(fbias.size()); ++x)
+    fbias[x] = toFloat(bias[x]);
+  runPrimitive(f, fa.data(), fb.data(), fc.data(),
+               p.bias ? fbias.data() : nullptr);
+  for (int64_t i = 0; i < p.batch0; ++i)
+    for (int64_t j = 0; j < p.batch1; ++j) {
+      BFloat16 *dst = c + i * p.c.batch0 + j * p.c.batch1;
+      const float *src = fc.data() + i * f.c.batch0 + j * f.c.batch1;
+      for (int64_t r = 0; r < p.m; ++r)
+        for (int64_t x = 0; x < p.n; ++x)
+          dst[r * p.c.row + x * p.c.col] = toBFloat16(src[r * f.c.row + x]);
+    }
 }
 
 void gemm(const GemmProblem &p, const double *a, const double *b, double *c,
@@ -206,19 +273,23 @@ int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems) {
     if (std::max({p.m, p.n, p.k, batch}) > kLimit ||
         std::max({p.m * p.k, p.k * p.n, p.m * p.n}) > kLimit / batch)
       continue;
+    GemmProblem q = p.bf16 && !nativeBFloat16() ? denseFloatProblem(p) : p;
     {
       std::lock_guard<std::mutex> lock(lib.mutex);
-      if (lib.primitives.count(keyOf(p)))
+      if (lib.primitives.count(keyOf(q)))
         continue;
     }
     int64_t before = inUse();
-    lib.lookup(p);
+    lib.lookup(q);
     total += std::max<int64_t>(0, inUse() - before);
   }
   return total;
 }
 
 std::string gemmImplementation(const GemmProblem &problem) {
+  if (problem.bf16 && !nativeBFloat16())
+    return Library::get().lookup(denseFloatProblem(problem)).implementation +
+           " (bf16 widened to f32: this CPU's oneDNN has no bf16 matmul)";
   return Library::get().lookup(problem).implementation;
 }
 
