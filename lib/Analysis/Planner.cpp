@@ -312,7 +312,8 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
 std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
                                                   const HardwareSpec &hw,
                                                   int64_t devices,
-                                                  std::string &error) {
+                                                  std::string &error,
+                                                  int64_t microBatch) {
   if (devices < 1) {
     error = "--devices needs a count >= 1";
     return std::nullopt;
@@ -352,6 +353,11 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
       ParallelPlan plan;
       plan.dp = devices;
       plan.zeroStage = devices > 1 ? 3 : 0;
+      if (microBatch > 0) {
+        plan.microBatch = microBatch;
+        plan.microbatches =
+            std::max<int64_t>(1, m.batchSize / devices / microBatch);
+      }
       out.dataParallelMemory = evaluatePlan(cfg, *size, plan, hw).memoryBytes;
     }
   }
@@ -376,8 +382,10 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
         continue;
       int64_t perReplica = m.batchSize / dp;
       for (int64_t b : divisors(perReplica)) {
-        if (b > 64)
+        if (b > 64 && microBatch == 0)
           break;
+        if (microBatch > 0 && b != microBatch)
+          continue;
         int64_t micro = perReplica / b;
         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
           // What gptc's runtime runs: pipelines take ZeRO-1/2, fp32 or

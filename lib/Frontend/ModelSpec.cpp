@@ -584,10 +584,6 @@ LogicalResult ModelDescription::validate() {
             {"mesh"}, {"axis", static_cast<int>(i)}, {"size"}};
     return SmallVector<FieldRef>{{"mesh"}};
   };
-  if (spec.has_onnx_model() && m.pipelineParallel > 1)
-    v.error(axisField(MeshAxis::Kind::Pipeline))
-        << "an ONNX model does not train on a pipeline yet: its layers are "
-           "not known to gptc's stage partition";
   if (spec.has_model()) {
     if (m.numHeads % m.tensorParallel != 0)
       v.error(axisField(MeshAxis::Kind::Tensor))

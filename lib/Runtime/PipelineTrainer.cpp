@@ -62,6 +62,8 @@ struct PipelineTrainer::Impl {
   /// The plan's parameters' names and whole shapes, in its order.
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
+  /// setInitialValues's values, by name.
+  std::map<std::string, std::string> initialValues;
   TrainOptions options;
   Communicator *comm = nullptr;
   int stage = 0;
@@ -395,16 +397,22 @@ void PipelineTrainer::initialize() {
     Tensor whole(pv.type().dtype(), layout.shape);
     int64_t count = whole.numElements();
     const program::ParamInit &init = pv.init();
-    std::normal_distribution<double> normal(0.0, init.std());
-    int64_t drawn = count;
-    if (init.rows() > 0 && !whole.shape.empty() && whole.shape[0] > 0)
-      drawn = std::min(count, init.rows() * (count / whole.shape[0]));
-    for (int64_t j = 0; j < count; ++j) {
-      double x = j >= drawn                                  ? 0.0
-                 : init.kind() == program::ParamInit::NORMAL ? normal(rng)
-                 : init.kind() == program::ParamInit::ONES   ? 1.0
-                                                             : 0.0;
-      whole.data<float>()[j] = static_cast<float>(x);
+    // A given value draws nothing, as on one device.
+    if (auto given = I.initialValues.find(pv.name());
+        given != I.initialValues.end()) {
+      std::memcpy(whole.raw(), given->second.data(), given->second.size());
+    } else {
+      std::normal_distribution<double> normal(0.0, init.std());
+      int64_t drawn = count;
+      if (init.rows() > 0 && !whole.shape.empty() && whole.shape[0] > 0)
+        drawn = std::min(count, init.rows() * (count / whole.shape[0]));
+      for (int64_t j = 0; j < count; ++j) {
+        double x = j >= drawn                                  ? 0.0
+                   : init.kind() == program::ParamInit::NORMAL ? normal(rng)
+                   : init.kind() == program::ParamInit::ONES   ? 1.0
+                                                               : 0.0;
+        whole.data<float>()[j] = static_cast<float>(x);
+      }
     }
     auto it = I.ownIndex.find(pv.name());
     if (it == I.ownIndex.end())
@@ -420,6 +428,30 @@ void PipelineTrainer::initialize() {
   step = 0;
 }
 
+bool PipelineTrainer::setInitialValues(
+    std::map<std::string, std::string> values, std::string &error) {
+  Impl &I = *impl;
+  for (const auto &[name, bytes] : values) {
+    int i = 0;
+    while (i < I.plan.params_size() && I.plan.params(i).name() != name)
+      ++i;
+    if (i == I.plan.params_size()) {
+      error = "the program has no parameter '" + name + "' to initialize";
+      return false;
+    }
+    Tensor whole(I.plan.params(i).type().dtype(),
+                 layoutOf(I.plan.params(i)).shape);
+    if (static_cast<int64_t>(bytes.size()) != whole.byteSize()) {
+      error = "the initial value of parameter '" + name + "' has " +
+              std::to_string(bytes.size()) + " bytes; the parameter needs " +
+              std::to_string(whole.byteSize());
+      return false;
+    }
+  }
+  I.initialValues = std::move(values);
+  return true;
+}
+
 std::string PipelineTrainer::device() const {
   return impl->backend->describe();
 }
@@ -431,8 +463,11 @@ int64_t PipelineTrainer::batchRows() const {
 Communicator *PipelineTrainer::communicator() const { return impl->comm; }
 
 bool PipelineTrainer::beginSteps(int64_t, int64_t, TraceRecorder *trace,
-                                 std::string &) {
+                                 std::string &error) {
   Impl &I = *impl;
+  // The parameters the steps start from, as one device dumps them.
+  if (!dumpParameters("param", error))
+    return false;
   I.trace = trace;
   for (auto *fns : {&I.forward, &I.backward})
     for (auto &[c, f] : *fns)
@@ -709,9 +744,15 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
 
 bool PipelineTrainer::finishSteps(std::ostream &, const Progress &,
                                   std::string &error) {
+  // The final parameters.
+  return dumpParameters("final", error);
+}
+
+bool PipelineTrainer::dumpParameters(const std::string &prefix,
+                                     std::string &error) const {
   Impl &I = *impl;
   const TrainOptions &o = I.options;
-  // The final parameters, from where the state lives.
+  // From where the state lives.
   if (!o.dumpDir.empty() && !I.backend->syncToHost(error))
     return false;
   if (!o.dumpDir.empty() && I.replica == 0)
@@ -729,7 +770,8 @@ bool PipelineTrainer::finishSteps(std::ostream &, const Progress &,
         t = &whole;
       }
       if (I.tpRank == 0 &&
-          !writeNpy(o.dumpDir + "/final." + pv.name() + ".npy", *t, error))
+          !writeNpy(o.dumpDir + "/" + prefix + "." + pv.name() + ".npy", *t,
+                    error))
         return false;
     }
   return true;

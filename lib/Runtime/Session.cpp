@@ -69,22 +69,14 @@ openTrainingRun(const program::Program &program, const TrainOptions &options,
   if (!backend && !error.empty())
     return nullptr;
   std::unique_ptr<TrainingRun> run;
-  if (program.has_pipeline()) {
-    if (!initial.empty()) {
-      error = "a pipeline's stages take no initial parameter values";
-      return nullptr;
-    }
+  if (program.has_pipeline())
     run = PipelineTrainer::create(program, options, error, comm,
                                   std::move(backend));
-  } else {
-    std::unique_ptr<Trainer> trainer =
-        Trainer::create(program, options, error, comm, std::move(backend));
-    if (trainer && !initial.empty() &&
-        !trainer->setInitialValues(std::move(initial), error))
-      return nullptr;
-    run = std::move(trainer);
-  }
+  else
+    run = Trainer::create(program, options, error, comm, std::move(backend));
   if (!run)
+    return nullptr;
+  if (!initial.empty() && !run->setInitialValues(std::move(initial), error))
     return nullptr;
   if (resume) {
     if (!run->loadCheckpoint(options.checkpointPath, error))

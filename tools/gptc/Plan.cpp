@@ -13,7 +13,9 @@
 #include "Plan.h"
 
 #include "CompileFlags.h"
+#include "Onnx.h"
 
+#include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/Planner.h"
 #include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -98,6 +100,91 @@ static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
   return parseHardware(sourceMgr, &context);
 }
 
+/// What the planner reads of an unplanned description that names an ONNX
+/// model: the description's batch and settings, with the architecture of
+/// the graph's raised blocks (`shape`, imported here unless `given`); the
+/// graph fixes each microbatch (`microBatch`, its token input's rows), and
+/// `pipelines` says whether its blocks were located (the stages are cut
+/// between them). The cost model prices GPT-2's blocks, so the graph must
+/// hold what they hold.
+static FailureOr<ModelConfig> onnxPlanningConfig(const ModelDescription &desc,
+                                                 MLIRContext &context,
+                                                 const OnnxTrainingShape *given,
+                                                 int64_t &microBatch,
+                                                 bool &pipelines) {
+  OnnxTrainingShape shape;
+  if (given) {
+    shape = *given;
+  } else if (failed(importOnnxForTraining(desc.getOnnxModelPath(), context,
+                                          shape))) {
+    return failure();
+  }
+  Location at = desc.locate({{"onnx_model"}});
+  if (shape.numLayers == 0)
+    return emitError(at) << "the planner (gptc plan, --mesh auto) prices an "
+                            "ONNX model by its raised transformer blocks, and "
+                            "none of this graph's was raised (docs/Onnx.md, "
+                            "\"What training raises\")";
+  ModelConfig m = desc.getConfig();
+  if (m.seqLen != shape.seqLen)
+    return emitError(desc.locate({{"training"}, {"seq_len"}}))
+           << "seq_len is " << m.seqLen
+           << ", but the ONNX graph's token input holds sequences of "
+           << shape.seqLen;
+  if (m.batchSize % shape.batch)
+    return emitError(desc.locate({{"training"}, {"batch_size"}}))
+           << "the ONNX graph takes microbatches of " << shape.batch
+           << " sequences, which do not divide batch_size (" << m.batchSize
+           << ")";
+  m.vocabSize = shape.vocab;
+  m.contextLength = shape.seqLen;
+  m.numLayers = shape.numLayers;
+  m.numHeads = shape.numHeads;
+  m.modelDim = shape.modelDim;
+  m.mlpDim = shape.mlpDim;
+  m.tiedEmbeddings = shape.tiedEmbeddings;
+  m.bias = shape.bias;
+  std::optional<ModelSize> size = computeModelSize(m);
+  if (!size || size->totalParams != shape.numParams)
+    return emitError(at) << "cannot price this ONNX model as a GPT: its "
+                            "raised blocks ("
+                         << m.numLayers << " layers, width " << m.modelDim
+                         << ") make a GPT-2 of "
+                         << (size ? size->totalParams : 0)
+                         << " parameters, and the graph holds "
+                         << shape.numParams;
+  microBatch = shape.batch;
+  pipelines = shape.locatedLayers > 0;
+  return m;
+}
+
+/// Drops the plans with a pipeline axis where the model cannot be cut into
+/// stages.
+static void keepPipelines(PlanSearch &search, bool pipelines) {
+  if (!pipelines)
+    llvm::erase_if(search.plans,
+                   [](const auto &plan) { return plan.first.pp > 1; });
+}
+
+/// The step the plans of MODEL.onnx share: one graph-sized microbatch per
+/// device.
+static ParallelOverrides planningOverrides() {
+  ParallelOverrides o;
+  o.mesh = std::vector<MeshAxis>{{"dp", devicesOpt, MeshAxis::Kind::Data}};
+  return o;
+}
+
+FailureOr<ParallelOverrides> mlir::gptc::getOnnxDescriptionOverrides() {
+  if (!isMeshAuto())
+    return getParallelOverrides();
+  if (hardwareOpt.empty() || devicesOpt < 1) {
+    llvm::errs() << "gptc: error: --mesh auto needs --hardware (a preset or "
+                    "a file) and --devices N >= 1\n";
+    return failure();
+  }
+  return planningOverrides();
+}
+
 /// The description with the mesh and the parallel settings a plan chooses
 /// left out (gptc plan and --mesh auto).
 static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
@@ -107,7 +194,8 @@ static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
 }
 
 FailureOr<ModelDescription>
-mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
+mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
+                             const OnnxTrainingShape *onnxShape) {
   if (!isMeshAuto()) {
     FailureOr<ParallelOverrides> overrides = getParallelOverrides();
     if (failed(overrides))
@@ -133,15 +221,21 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context) {
   FailureOr<ModelDescription> unplanned = parseUnplanned(sourceMgr, context);
   if (failed(unplanned))
     return failure();
+  ModelConfig config = unplanned->getConfig();
+  int64_t microBatch = 0;
+  bool pipelines = true;
   if (!unplanned->getOnnxModelPath().empty()) {
-    llvm::errs() << "gptc: error: --mesh auto plans gptc's own GPTs (its "
-                    "cost model reads their layers); a description of an "
-                    "ONNX model trains on the mesh it or --mesh names\n";
-    return failure();
+    FailureOr<ModelConfig> onnx = onnxPlanningConfig(
+        *unplanned, context, onnxShape, microBatch, pipelines);
+    if (failed(onnx))
+      return failure();
+    config = *onnx;
   }
   std::string error;
   std::optional<PlanSearch> search =
-      searchPlans(unplanned->getConfig(), *hw, devicesOpt, error);
+      searchPlans(config, *hw, devicesOpt, error, microBatch);
+  if (search)
+    keepPipelines(*search, pipelines);
   if (!search || search->plans.empty()) {
     llvm::errs() << "gptc: error: --mesh auto: "
                  << (search ? "no plan fits the devices' memory" : error)
@@ -196,6 +290,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                  << "\n";
     return 1;
   }
+  bool isOnnx = StringRef(modelPath).ends_with(".onnx");
   if (modelPath == "-" && isatty(0)) {
     llvm::errs() << "gptc: error: gptc plan needs a model description, as "
                     "in gptc plan models/gpt3-175b.pbtxt --hardware "
@@ -205,29 +300,54 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   FailureOr<HardwareSpec> hw = loadHardware(context);
   if (failed(hw))
     return 1;
-  // The model as described (its mesh is what the plan replaces).
+  // The model as described (its mesh is what the plan replaces). An ONNX
+  // model itself is described as gptc train describes it, with one
+  // microbatch of the graph's per device in the step.
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(modelPath, &error);
-  if (!file) {
-    llvm::errs() << "gptc: " << error << "\n";
-    return 1;
-  }
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::optional<OnnxTrainingShape> onnxShape;
+  if (isOnnx) {
+    onnxShape.emplace();
+    if (failed(importOnnxForTraining(modelPath, context, *onnxShape)))
+      return 1;
+    FailureOr<std::string> text = onnxTrainingDescription(
+        modelPath, *onnxShape, planningOverrides(), error);
+    if (failed(text)) {
+      llvm::errs() << "gptc: error: " << error << "\n";
+      return 1;
+    }
+    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(
+                                     *text, modelPath + " (training settings)"),
+                                 llvm::SMLoc());
+  } else {
+    std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(modelPath, &error);
+    if (!file) {
+      llvm::errs() << "gptc: " << error << "\n";
+      return 1;
+    }
+    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  }
   FailureOr<ModelDescription> desc = parseUnplanned(sourceMgr, context);
   if (failed(desc))
     return 1;
+  ModelConfig m = desc->getConfig();
+  int64_t microBatch = 0;
+  bool pipelines = true;
   if (!desc->getOnnxModelPath().empty()) {
-    emitError(desc->locate({{"onnx_model"}}))
-        << "gptc plan prices gptc's own GPTs (its cost model reads their "
-           "layers); an ONNX model's plan is not modelled yet";
-    return 1;
+    FailureOr<ModelConfig> onnx =
+        onnxPlanningConfig(*desc, context, onnxShape ? &*onnxShape : nullptr,
+                           microBatch, pipelines);
+    if (failed(onnx))
+      return 1;
+    m = *onnx;
   }
-  const ModelConfig &m = desc->getConfig();
 
   auto start = std::chrono::steady_clock::now();
-  std::optional<PlanSearch> search = searchPlans(m, *hw, devicesOpt, error);
+  std::optional<PlanSearch> search =
+      searchPlans(m, *hw, devicesOpt, error, microBatch);
+  if (search)
+    keepPipelines(*search, pipelines);
   double planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -245,6 +365,11 @@ int mlir::gptc::runPlan(const std::string &modelPath,
      << " x " << hw->deviceName << " (" << hw->name << ": "
      << hw->devicesPerNode << " per node, " << nodes << " node"
      << (nodes > 1 ? "s" : "") << ")\n";
+  if (microBatch > 0)
+    os << "onnx model: " << desc->getOnnxModelPath() << " (" << m.numLayers
+       << " raised blocks of width " << m.modelDim << ", " << m.numHeads
+       << " heads; its microbatches hold the graph's " << microBatch
+       << " sequences)\n";
   os << "considered " << search->considered << " plans in "
      << llvm::format("%.3f", planSeconds) << " s; " << search->plans.size()
      << " fit in " << gib(double(hw->memoryBytes) * hw->usableMemory)

@@ -8,6 +8,7 @@
 #define GPTC_TOOLS_GPTC_PLAN_H
 
 #include "gptc/Frontend/ModelSpec.h"
+#include "gptc/Frontend/OnnxImporter.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -30,8 +31,19 @@ int runCalibrate(const std::string &outputPath);
 /// mesh, ZeRO stage, sequence parallelism, microbatches and pipeline
 /// schedule by gptc plan's first plan, reported as a remark at the
 /// description.
-FailureOr<ModelDescription> parseDescription(llvm::SourceMgr &sourceMgr,
-                                             MLIRContext &context);
+///
+/// For a description of an ONNX model the planner reads the architecture of
+/// the graph's raised blocks: from `onnxShape` where the caller imported the
+/// graph (gptc train MODEL.onnx), else from a new import.
+FailureOr<ModelDescription>
+parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
+                 const OnnxTrainingShape *onnxShape = nullptr);
+
+/// The parallel settings that size the description gptc writes for
+/// MODEL.onnx (onnxTrainingDescription): the command line's, or with
+/// `--mesh auto` a data axis over --devices (the plans then share a step of
+/// one graph-sized microbatch per device).
+FailureOr<ParallelOverrides> getOnnxDescriptionOverrides();
 
 } // namespace mlir::gptc
 

@@ -39,6 +39,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -165,7 +166,8 @@ static rt::DeviceOptions deviceOptions(bool cuda) {
   return device;
 }
 
-static cl::opt<int64_t> lengthOpt("length", cl::desc("Bytes to generate"),
+static cl::opt<int64_t> lengthOpt("length",
+                                  cl::desc("Bytes (token ids) to generate"),
                                   cl::init(300), cl::cat(sampleCategory));
 static cl::opt<std::string> promptOpt("prompt", cl::desc("Text to continue"),
                                       cl::init("\n"), cl::cat(sampleCategory));
@@ -177,6 +179,12 @@ static cl::opt<int64_t>
             cl::init(40), cl::cat(sampleCategory));
 static cl::opt<uint64_t> seedOpt("seed", cl::desc("Sampling seed"), cl::init(0),
                                  cl::cat(sampleCategory));
+static cl::opt<bool> tokenIdsOpt(
+    "token-ids",
+    cl::desc("Sample token ids, not bytes: --prompt is ids (\"464 318\"), "
+             "and the ids generated are printed (a model with its own "
+             "tokenizer, e.g. an imported GPT-2)"),
+    cl::init(false), cl::cat(sampleCategory));
 
 static int fail(const std::string &message) {
   llvm::errs() << "gptc: error: " << message << "\n";
@@ -259,8 +267,8 @@ static bool printProcesses(rt::Communicator &comm, std::string &error) {
 /// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
 static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
-                            MLIRContext &context,
-                            const CompileOptions &options) {
+                            MLIRContext &context, const CompileOptions &options,
+                            std::optional<OnnxImport> &onnx) {
   const ModelConfig &m = desc.getConfig();
   if (failed(checkPipelineSupported(desc, options)))
     return 1;
@@ -294,7 +302,10 @@ static int runPipelineTrain(ModelDescription &desc,
     return 1;
   }
   // Every process compiles the same program; an error stops them all.
-  OwningOpRef<ModuleOp> module = importModel(desc, &context);
+  bool fromOnnx = onnx.has_value();
+  std::map<std::string, std::string> initialValues;
+  OwningOpRef<ModuleOp> module =
+      buildTrainingModule(desc, &context, onnx, initialValues);
   ::gptc::program::Program program;
   if (!module || failed(compilePipeline(desc, *module, options,
                                         ProgramCode::Compiled, program))) {
@@ -308,9 +319,11 @@ static int runPipelineTrain(ModelDescription &desc,
                          error))
     return failAll(error);
   rt::TrainOptions opts = trainOptions(desc, description, program);
-  std::unique_ptr<rt::TrainingRun> trainer =
-      rt::openTrainingRun(program, opts, deviceOptions(options.cuda()),
-                          comm.get(), {}, resumeOpt, error);
+  std::unique_ptr<rt::TrainingRun> trainer = rt::openTrainingRun(
+      program, opts, deviceOptions(options.cuda()), comm.get(),
+      resumeOpt ? std::map<std::string, std::string>()
+                : std::move(initialValues),
+      resumeOpt, error);
   if (!trainer)
     return failAll(error);
   if (resumeOpt && leader)
@@ -318,6 +331,11 @@ static int runPipelineTrain(ModelDescription &desc,
                  << trainer->getStep() << "\n";
   if (leader) {
     const ::gptc::program::PipelinePlan &plan = program.pipeline();
+    if (fromOnnx)
+      llvm::errs() << "gptc: the model is the ONNX graph "
+                   << desc.getOnnxModelPath()
+                   << " (its initializers are the initial parameters; its "
+                   << m.numLayers << " raised blocks cut into the stages)\n";
     llvm::errs() << "gptc: training " << opts.model << " ("
                  << trainer->numParameters() << " parameters) on "
                  << data.getPath() << ", batch " << m.batchSize << " x "
@@ -369,15 +387,12 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   std::optional<OnnxImport> onnx;
   OnnxTrainingShape onnxShape;
   if (StringRef(modelPath).ends_with(".onnx")) {
-    if (isMeshAuto())
-      return fail("--mesh auto plans gptc's own descriptions; an ONNX model "
-                  "trains on the mesh --mesh names");
     FailureOr<OnnxImport> imported =
         importOnnxForTraining(modelPath, context, onnxShape);
     if (failed(imported))
       return 1;
     onnx = std::move(*imported);
-    FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+    FailureOr<ParallelOverrides> overrides = getOnnxDescriptionOverrides();
     if (failed(overrides))
       return 1;
     FailureOr<std::string> text =
@@ -399,7 +414,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
 
   // 1. The description (with --mesh and friends), with the limits of this
   //    runtime.
-  FailureOr<ModelDescription> desc = parseDescription(sourceMgr, context);
+  FailureOr<ModelDescription> desc =
+      parseDescription(sourceMgr, context, onnx ? &onnxShape : nullptr);
   if (failed(desc))
     return 1;
   const ModelConfig &m = desc->getConfig();
@@ -435,7 +451,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!nanPolicyOpt.empty())
     desc->setSkipNonFinite(nanPolicyOpt == "skip");
   if (m.pipelineParallel > 1)
-    return runPipelineTrain(*desc, description, context, *options);
+    return runPipelineTrain(*desc, description, context, *options, onnx);
   int64_t injectStep = -1, injectRank = 0;
   if (!injectOverflowOpt.empty()) {
     StringRef spec = injectOverflowOpt;
@@ -607,14 +623,22 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
       ModelDescription::parse(sourceMgr, &context);
   if (failed(desc))
     return 1;
-  if (!desc->getOnnxModelPath().empty())
-    return fail("'" + checkpointPath +
-                "' holds an ONNX model's training state: gptc sample "
-                "generates from gptc's own GPTs (an imported graph's logits "
-                "are not yet compiled for sampling; docs/Limitations.md)");
-
-  // 2. Compile @logits for one sequence.
-  OwningOpRef<ModuleOp> module = importLogits(*desc, &context, 1);
+  // 2. Compile @logits for one sequence (an ONNX model's for the graph's
+  //    batch, whose first row is sampled).
+  OwningOpRef<ModuleOp> module;
+  if (std::string onnxPath = desc->getOnnxModelPath(); !onnxPath.empty()) {
+    OnnxImportOptions onnxOptions;
+    if (!getOnnxImportOptions(onnxOptions))
+      return 1;
+    if (!llvm::sys::fs::exists(onnxPath))
+      return fail("'" + checkpointPath + "' was trained from the ONNX model '" +
+                  onnxPath + "', which gptc sample reads again: it is gone");
+    module = importOnnxLogits(onnxPath, &context, onnxOptions);
+    if (!module)
+      return 1;
+  } else {
+    module = importLogits(*desc, &context, 1);
+  }
   ::gptc::program::Program program;
   auto cleanup = [](OpPassManager &pm) {
     FrontendPipelineOptions options;
@@ -651,10 +675,50 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
   for (const rt::Tensor &t : params)
     ptrs.push_back(&t);
 
-  std::string text;
-  if (!rt::sampleText(*exec, ptrs, promptOpt, lengthOpt, temperatureOpt,
-                      topKOpt, seedOpt, text, error))
+  // 4. Bytes (ids 0-255), or with --token-ids any id of the vocabulary.
+  int64_t vocab = fn.values(fn.outputs(0)).type().shape().empty()
+                      ? 0
+                      : *fn.values(fn.outputs(0)).type().shape().rbegin();
+  std::vector<int32_t> prompt;
+  if (tokenIdsOpt) {
+    SmallVector<StringRef> words;
+    StringRef(promptOpt).split(words, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef word : words) {
+      int64_t id;
+      if (word.trim().getAsInteger(10, id) || id < 0 || id >= vocab)
+        return fail("--token-ids: the prompt's '" + word.trim().str() +
+                    "' is not a token id of the model's vocabulary [0, " +
+                    std::to_string(vocab) + ")");
+      prompt.push_back(static_cast<int32_t>(id));
+    }
+    if (prompt.empty())
+      return fail("--token-ids needs a --prompt of token ids, e.g. "
+                  "--prompt \"464 318\"");
+  } else {
+    for (unsigned char c : promptOpt.getValue().empty() ? std::string("\n")
+                                                        : promptOpt.getValue())
+      if (c >= vocab)
+        return fail("the prompt's byte " + std::to_string(c) +
+                    " is outside the model's vocabulary of " +
+                    std::to_string(vocab) +
+                    " ids: give token ids with --token-ids");
+      else
+        prompt.push_back(c);
+  }
+  std::vector<int32_t> generated;
+  if (!rt::sampleTokens(*exec, ptrs, prompt, lengthOpt, temperatureOpt, topKOpt,
+                        seedOpt, tokenIdsOpt ? vocab : 256, generated, error))
     return fail(error);
-  llvm::outs() << promptOpt << text << "\n";
+  if (tokenIdsOpt) {
+    for (size_t i = 0; i < prompt.size() + generated.size(); ++i)
+      llvm::outs() << (i ? " " : "")
+                   << (i < prompt.size() ? prompt[i]
+                                         : generated[i - prompt.size()]);
+  } else {
+    llvm::outs() << promptOpt;
+    for (int32_t id : generated)
+      llvm::outs() << static_cast<char>(id);
+  }
+  llvm::outs() << "\n";
   return 0;
 }

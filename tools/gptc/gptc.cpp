@@ -334,26 +334,16 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   // graph prepared for training is the model, as gptc train compiles it.
   std::optional<OnnxImport> onnx;
   if (!desc->getOnnxModelPath().empty()) {
-    if (emit.needs == Needs::Nothing)
-      return emitError(desc->locate({{"onnx_model"}}))
-             << "--emit=" << emit.name
-             << " plans gptc's own descriptions' pipelines; an ONNX model "
-                "does not train on a pipeline mesh yet";
     OnnxImportOptions importOptions;
     OnnxTrainingShape shape;
     if (!getOnnxImportOptions(importOptions) ||
         failed(resolveOnnxModel(*desc, &context, importOptions, onnx, shape)))
       return failure();
-    if (emit.kind == Emit::Summary) {
-      if (shape.numLayers == 0)
-        return emitError(desc->locate({{"onnx_model"}}))
-               << "cannot size this ONNX model: none of its layers was "
-                  "raised to gptc's transformer blocks (docs/Onnx.md, "
-                  "\"What training raises\")";
-      desc->setImportedArchitecture(shape.numLayers, shape.numHeads,
-                                    shape.modelDim, shape.mlpDim,
-                                    shape.tiedEmbeddings, shape.bias);
-    }
+    if (emit.kind == Emit::Summary && shape.numLayers == 0)
+      return emitError(desc->locate({{"onnx_model"}}))
+             << "cannot size this ONNX model: none of its layers was "
+                "raised to gptc's transformer blocks (docs/Onnx.md, "
+                "\"What training raises\")";
   }
   FailureOr<CompileOptions> options = getCompileOptions();
   if (failed(options))
@@ -488,7 +478,7 @@ int main(int argc, char **argv) {
       return success(d.getSeverity() == DiagnosticSeverity::Warning);
     });
     OnnxTrainingShape shape;
-    FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+    FailureOr<ParallelOverrides> overrides = getOnnxDescriptionOverrides();
     if (failed(overrides) ||
         failed(importOnnxForTraining(inputFilename, context, shape)))
       return 1;

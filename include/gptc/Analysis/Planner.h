@@ -113,17 +113,21 @@ PlanCost evaluatePlan(const ModelConfig &config, const ModelSize &size,
                       const ParallelPlan &plan, const HardwareSpec &hw);
 
 /// Every runnable plan of `config` on `devices` devices of `hw`, fastest
-/// first (ties: less communication), and how many were considered.
+/// first (ties: less communication), and how many were considered. A
+/// nonzero `microBatch` keeps only plans whose microbatches hold that many
+/// sequences (an imported ONNX graph's, which its token input fixes).
 struct PlanSearch {
   std::vector<std::pair<ParallelPlan, PlanCost>> plans;
   int64_t considered = 0;
   /// The memory per device of data parallelism alone with ZeRO-3 and one
-  /// sequence per microbatch (its least), fitting or not.
+  /// sequence per microbatch (its least; the fixed microbatch's where
+  /// there is one), fitting or not.
   int64_t dataParallelMemory = 0;
 };
 std::optional<PlanSearch> searchPlans(const ModelConfig &config,
                                       const HardwareSpec &hw, int64_t devices,
-                                      std::string &error);
+                                      std::string &error,
+                                      int64_t microBatch = 0);
 
 } // namespace mlir::gptc
 

@@ -110,6 +110,14 @@ struct OnnxTrainingShape {
   /// linears have biases. --emit=summary sizes the model with it.
   int64_t numLayers = 0, numHeads = 0, modelDim = 0, mlpDim = 0;
   bool tiedEmbeddings = false, bias = false;
+  /// The blocks whose ops are located at them (`loc("h.<i>"(...))`, as
+  /// gptc's own GPTs'): numLayers, or 0 where the raised blocks are not a
+  /// chain of residual steps. Pipeline stages and full recomputation cut
+  /// the graph there.
+  int64_t locatedLayers = 0;
+  /// The parameters' elements (what the architecture's formula must give
+  /// for the planner and --emit=summary to size the model by it).
+  int64_t numParams = 0;
 };
 
 /// Rewrites the imported @forward into gptc's training convention
@@ -142,6 +150,14 @@ importOnnxFileForTraining(llvm::StringRef path, MLIRContext *context,
                           const OnnxImportOptions &options,
                           OnnxTrainingShape &shape);
 
+/// What gptc sample compiles for an ONNX model: the graph as training
+/// imports it (so that its parameters are the checkpoint's), as
+/// `@logits(<params>..., tokens) -> logits` (B x T x V: the logits its loss
+/// reads; B and T the graph's). Null after an error through `context`.
+OwningOpRef<ModuleOp> importOnnxLogits(llvm::StringRef path,
+                                       MLIRContext *context,
+                                       const OnnxImportOptions &options);
+
 /// The description `gptc train MODEL.onnx` trains with: the graph named by
 /// its absolute path, a batch of the graph's rows x the data-parallel size
 /// and accumulation `overrides` ask for, the graph's sequence, gptc's
@@ -152,16 +168,17 @@ onnxTrainingDescription(llvm::StringRef path, const OnnxTrainingShape &shape,
                         const ParallelOverrides &overrides, std::string &error);
 
 /// The description's sizes against the graph, which fixes them (its token
-/// input is one rank's micro-batch), and what an imported graph does not
-/// train with yet (tensor parallelism), as errors at the fields.
+/// input is one rank's micro-batch) and a pipeline mesh against its located
+/// blocks, as errors at the fields.
 LogicalResult checkOnnxTrainingShape(const ModelDescription &desc,
                                      const OnnxTrainingShape &shape);
 
 /// For a description that names an ONNX model (`onnx_model`): imports it
 /// into `onnx`, unless `onnx` holds it already (gptc train MODEL.onnx
 /// imported it to write the description), checks the description's sizes
-/// against the graph and gives the description the graph's vocabulary and
-/// context; errors at the description's fields. Nothing to do for gptc's
+/// against the graph and gives the description the graph's vocabulary,
+/// context and (where blocks were raised) architecture; errors at the
+/// description's fields. Nothing to do for gptc's
 /// own GPTs.
 LogicalResult resolveOnnxModel(ModelDescription &desc, MLIRContext *context,
                                const OnnxImportOptions &options,

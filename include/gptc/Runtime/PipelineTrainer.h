@@ -42,8 +42,11 @@ public:
          std::unique_ptr<Backend> backend = nullptr);
   ~PipelineTrainer() override;
 
-  /// Draws every parameter as one device would and keeps this stage's.
+  /// Draws every parameter as one device would (or takes the value
+  /// setInitialValues gave it) and keeps this stage's.
   void initialize() override;
+  bool setInitialValues(std::map<std::string, std::string> values,
+                        std::string &error) override;
   /// Mean loss over the fixed validation batches (as Trainer::evaluate),
   /// each passed forward through the stages; every rank gets it.
   bool evaluate(const Dataset &data, double &loss, std::string &error) override;
@@ -81,9 +84,13 @@ private:
                std::string &error) override;
   void endSteps() override;
   /// Each rank's final parameters (whole, on the first stage holding each)
-  /// into the dump directory.
+  /// into the dump directory (beginSteps writes the initial ones).
   bool finishSteps(std::ostream &log, const Progress &progress,
                    std::string &error) override;
+  /// `<dump dir>/<prefix>.<name>.npy` for each parameter, whole, written by
+  /// the first stage holding it (replica 0, tensor rank 0); nothing without
+  /// a dump directory.
+  bool dumpParameters(const std::string &prefix, std::string &error) const;
   int64_t batchRows() const override;
   Communicator *communicator() const override;
   /// Pipeline stages stop at a non-finite step (nan_policy SKIP is refused

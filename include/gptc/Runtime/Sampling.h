@@ -19,10 +19,18 @@
 
 namespace gptc::runtime {
 
-/// Generates `length` bytes after `prompt` with @logits (batch 1): each new
-/// token is drawn from softmax(logits / temperature) restricted to the
-/// `topK` most likely (0: all), with a seeded generator. The context slides
-/// when it outgrows the compiled sequence length.
+/// Generates `length` token ids after `context` with @logits (the first
+/// row of its batch): each drawn from softmax(logits / temperature) over the
+/// first `usable` ids, restricted to the `topK` most likely (0: all), with a
+/// seeded generator. The context slides when it outgrows the compiled
+/// sequence length.
+bool sampleTokens(Executor &logits, const std::vector<const Tensor *> &params,
+                  std::vector<int32_t> context, int64_t length,
+                  double temperature, int64_t topK, uint64_t seed,
+                  int64_t usable, std::vector<int32_t> &generated,
+                  std::string &error);
+
+/// sampleTokens with bytes: `length` bytes after `prompt` (ids 0-255).
 bool sampleText(Executor &logits, const std::vector<const Tensor *> &params,
                 const std::string &prompt, int64_t length, double temperature,
                 int64_t topK, uint64_t seed, std::string &text,

@@ -97,6 +97,12 @@ public:
   /// Every parameter from its init (or the value setInitialValues gave
   /// it), the optimizer state zero, at step 0.
   virtual void initialize() = 0;
+  /// The initial values of some parameters, by name, for initialize: each
+  /// the whole tensor's elements in its dtype, little-endian (an imported
+  /// model's weights). Fails naming a parameter the program does not have
+  /// or whose size differs.
+  virtual bool setInitialValues(std::map<std::string, std::string> values,
+                                std::string &error) = 0;
   /// Trains to options.stopAfter (options.steps by default). One loop for
   /// every trainer (TrainLoop.cpp): each step's batch, the watchdog, the
   /// progress lines and table, the non-finite policy, evaluation and
@@ -206,12 +212,8 @@ public:
   /// ones), or from the value setInitialValues gave it, and zeroes the
   /// optimizer state.
   void initialize() override;
-  /// The initial values of some parameters, by name: each the whole
-  /// tensor's elements in its dtype, little-endian (an imported model's
-  /// weights). Fails naming a parameter the program does not have or
-  /// whose size differs.
   bool setInitialValues(std::map<std::string, std::string> values,
-                        std::string &error);
+                        std::string &error) override;
   /// Loads parameters and optimizer state; fails on a checkpoint of
   /// another model.
   bool loadCheckpoint(const std::string &path, std::string &error) override;

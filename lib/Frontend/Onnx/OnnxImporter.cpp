@@ -1947,16 +1947,21 @@ LogicalResult Importer::convertLayerNorm() {
       typeOf(bias).getElementType() != element || !isa<FloatType>(element))
     return unsupported("LayerNormalization whose input, scale and bias are "
                        "not floats of one type");
-  Value x2 = reshape(*x, {rows, cols});
-  Value y = LayerNormOp::create(b, loc, x2, reshape(*w, {cols}), bias,
-                                b.getF64FloatAttr(double(float(eps))));
-  define(0, reshape(y, shape));
+  // gptc.layer_norm normalizes the last dimension of any rank: a norm over
+  // it keeps its shape (no reshape for sequence parallelism to refuse);
+  // over several, they are flattened into one.
+  bool lastOnly = *axis == rank - 1;
+  Value y = LayerNormOp::create(
+      b, loc, lastOnly ? *x : reshape(*x, {rows, cols}), reshape(*w, {cols}),
+      bias, b.getF64FloatAttr(double(float(eps))));
+  define(0, lastOnly ? y : reshape(y, shape));
   // Mean and 1/sqrt(var + eps), shaped [d0, ..., d_axis-1, 1, ..., 1].
   bool wantMean = node->output_size() > 1 && !node->output(1).empty();
   bool wantInv = node->output_size() > 2 && !node->output(2).empty();
   if (wantMean || wantInv) {
     SmallVector<int64_t> statShape(shape.take_front(*axis));
     statShape.append(rank - *axis, 1);
+    Value x2 = reshape(*x, {rows, cols});
     Value mean = reduceMean(x2, {1}, true);
     if (wantMean)
       define(1, reshape(mean, statShape));

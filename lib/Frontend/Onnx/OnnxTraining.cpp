@@ -169,6 +169,119 @@ static void splitFusedProjections(func::FuncOp func, OnnxImport &imported) {
   }
 }
 
+/// Locates each op of the raised blocks at its block, as gptc's own GPTs are
+/// (`loc("h.<i>"(<node>))`), so that pipeline stages (gptc-pipeline-split),
+/// full recomputation and the kernel report find an imported model's layers.
+///
+/// Block i starts at its residual stream x_i: walking back from the i-th
+/// causal attention's query (through its projection and norm), the first
+/// value something outside the attention's inputs also reads (the residual
+/// connection). An op belongs to the latest block whose x_i it depends on
+/// (the final norm, head and loss to the last); an op that computes no
+/// activation (a weight's reshape, the labels' reshape) to the earliest
+/// block among its users; the embedding to none. Returns
+/// the number of blocks located: 0 when no block was raised or the blocks
+/// are not a chain of residual steps (a value of block i read before x_i).
+static int64_t locateBlocks(func::FuncOp func, BlockArgument tokens) {
+  Block &body = func.getBody().front();
+  SmallVector<CausalAttentionOp> attentions;
+  for (Operation &op : body)
+    if (auto a = dyn_cast<CausalAttentionOp>(op))
+      attentions.push_back(a);
+  if (attentions.empty())
+    return 0;
+  // Values computed from the tokens (the activations).
+  DenseSet<Value> active;
+  active.insert(tokens);
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return active.contains(v); }))
+      for (Value r : op.getResults())
+        active.insert(r);
+  DenseMap<Operation *, int64_t> order;
+  for (auto [i, op] : llvm::enumerate(body))
+    order[&op] = static_cast<int64_t>(i);
+
+  // 1. Each block's residual input.
+  DenseMap<Value, int64_t> blockInput;
+  int64_t previous = -1;
+  for (auto [i, attention] : llvm::enumerate(attentions)) {
+    DenseSet<Operation *> inputs; // the attention's transitive inputs
+    SmallVector<Operation *> work{attention};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && active.contains(v) && inputs.insert(def).second)
+          work.push_back(def);
+    }
+    Value x = attention.getQuery();
+    Value found;
+    while (Operation *def = x.getDefiningOp()) {
+      if (llvm::any_of(x.getUsers(), [&](Operation *u) {
+            return u != attention.getOperation() && !inputs.contains(u);
+          })) {
+        found = x;
+        break;
+      }
+      // Up the earliest-computed activation operand.
+      Value next;
+      for (Value v : def->getOperands())
+        if (active.contains(v) && v.getDefiningOp() &&
+            (!next || order[v.getDefiningOp()] < order[next.getDefiningOp()]))
+          next = v;
+      if (!next)
+        break;
+      x = next;
+    }
+    if (!found || order[found.getDefiningOp()] <= previous ||
+        blockInput.count(found))
+      return 0;
+    previous = order[found.getDefiningOp()];
+    blockInput[found] = static_cast<int64_t>(i);
+  }
+
+  // 2. Each op's block: the latest block input it depends on ...
+  DenseMap<Operation *, int64_t> block;
+  for (Operation &op : body.without_terminator()) {
+    int64_t b = -1;
+    for (Value v : op.getOperands()) {
+      if (auto it = blockInput.find(v); it != blockInput.end())
+        b = std::max(b, it->second);
+      else if (Operation *def = v.getDefiningOp())
+        b = std::max(b, block.lookup(def));
+    }
+    block[&op] = b;
+  }
+  // ... or, computing no activation (a constant, a weight's reshape, the
+  // labels' reshape), its earliest user's. The embedding stays before the
+  // blocks, as gptc's own GPTs'.
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (block[&op] >= 0 || llvm::any_of(op.getResults(), [&](Value r) {
+          return active.contains(r);
+        }))
+      continue;
+    int64_t b = -1;
+    for (Operation *user : op.getUsers())
+      if (int64_t u = block.lookup(user); u >= 0)
+        b = b < 0 ? u : std::min(b, u);
+    block[&op] = b;
+  }
+  for (auto [i, attention] : llvm::enumerate(attentions))
+    if (block[attention] != static_cast<int64_t>(i))
+      return 0;
+
+  // 3. The locations.
+  MLIRContext *context = func.getContext();
+  SmallVector<StringAttr> names;
+  for (size_t i = 0; i < attentions.size(); ++i)
+    names.push_back(StringAttr::get(context, "h." + Twine(i)));
+  for (Operation &op : body.without_terminator())
+    if (int64_t b = block[&op]; b >= 0)
+      op.setLoc(NameLoc::get(names[b], op.getLoc()));
+  return static_cast<int64_t>(attentions.size());
+}
+
 FailureOr<OnnxTrainingShape>
 mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
   ModuleOp module = *imported.module;
@@ -397,7 +510,11 @@ mlir::gptc::prepareOnnxForTraining(OnnxImport &imported) {
     shape.vocab =
         cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
   });
-  // 6. The architecture of the raised blocks.
+  for (unsigned i = 0; i < imported.parameters.size(); ++i)
+    shape.numParams +=
+        cast<RankedTensorType>(body.getArgument(i).getType()).getNumElements();
+  // 6. The architecture of the raised blocks, and where each starts.
+  shape.locatedLayers = locateBlocks(func, tokens);
   func.walk([&](CausalAttentionOp op) {
     ++shape.numLayers;
     shape.numHeads = op.getNumHeads();
@@ -433,6 +550,45 @@ FailureOr<OnnxImport> mlir::gptc::importOnnxFileForTraining(
     return failure();
   shape = *s;
   return imported;
+}
+
+OwningOpRef<ModuleOp>
+mlir::gptc::importOnnxLogits(llvm::StringRef path, MLIRContext *context,
+                             const OnnxImportOptions &options) {
+  OnnxTrainingShape shape;
+  FailureOr<OnnxImport> imported =
+      importOnnxFileForTraining(path, context, options, shape);
+  if (failed(imported))
+    return nullptr;
+  ModuleOp module = *imported->module;
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  CrossEntropyOp loss;
+  func.walk([&](CrossEntropyOp op) { loss = op; });
+  if (!loss || loss.getLoss() != ret.getOperand(0))
+    return emitError(func.getLoc(),
+                     "the graph's loss is not a cross-entropy of its logits "
+                     "alone, so gptc cannot read the logits to sample from"),
+           nullptr;
+  Value logits = loss.getLogits();
+  OpBuilder b(ret);
+  func::ReturnOp::create(b, ret.getLoc(), logits);
+  ret.erase();
+  onnx_detail::eraseDeadOps(body);
+  // The labels are read by nothing now.
+  llvm::BitVector erase(body.getNumArguments());
+  for (BlockArgument arg : body.getArguments())
+    if (auto input = func.getArgAttrOfType<InputAttr>(arg.getArgNumber(),
+                                                      kInputAttrName);
+        input && input.getKind() == InputKind::Labels && arg.use_empty())
+      erase.set(arg.getArgNumber());
+  if (failed(func.eraseArguments(erase)))
+    return nullptr;
+  func.setFunctionType(
+      b.getFunctionType(body.getArgumentTypes(), TypeRange{logits.getType()}));
+  func.setSymName("logits");
+  return std::move(imported->module);
 }
 
 FailureOr<std::string> mlir::gptc::onnxTrainingDescription(
@@ -489,6 +645,25 @@ mlir::gptc::checkOnnxTrainingShape(const ModelDescription &desc,
            << shape.batch << " x " << m.dataParallel << " (data parallel) x "
            << m.gradAccumSteps << " (accumulation) = " << shape.batch * slots
            << ", not " << m.batchSize;
+  if (m.pipelineParallel > 1) {
+    Location mesh = desc.locate({{"mesh"}});
+    if (shape.numLayers == 0)
+      return emitError(mesh)
+             << "an ONNX model trains on a pipeline when its blocks are "
+                "raised to gptc's ops (the stages are cut between them), and "
+                "none of this graph's was (docs/Onnx.md, \"What training "
+                "raises\")";
+    if (shape.locatedLayers == 0)
+      return emitError(mesh)
+             << "this ONNX model's " << shape.numLayers
+             << " raised blocks are not a chain of residual steps (a block "
+                "reads a value of a later one), so gptc cannot cut it into "
+                "pipeline stages";
+    if (shape.numLayers < m.pipelineParallel)
+      return emitError(mesh) << "pipeline size " << m.pipelineParallel
+                             << " exceeds the ONNX model's " << shape.numLayers
+                             << " blocks: every stage needs a block";
+  }
   return success();
 }
 
@@ -513,6 +688,10 @@ LogicalResult mlir::gptc::resolveOnnxModel(ModelDescription &desc,
   if (failed(checkOnnxTrainingShape(desc, shape)))
     return failure();
   desc.setImportedModel(shape.vocab, shape.seqLen);
+  if (shape.numLayers > 0)
+    desc.setImportedArchitecture(shape.numLayers, shape.numHeads,
+                                 shape.modelDim, shape.mlpDim,
+                                 shape.tiedEmbeddings, shape.bias);
   return success();
 }
 

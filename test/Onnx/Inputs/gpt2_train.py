@@ -9,6 +9,11 @@ training the same module.
                                 module: V 256, T 32, C 64, 4 heads, 2
                                 layers, 4 sequences a rank) and DIR/init.npz
                                 (PyTorch's parameters, by name)
+  gpt2_train.py greedy DIR DUMP "IDS" N
+                                the N ids PyTorch's module with DUMP's
+                                final parameters picks greedily after the
+                                prompt IDS (what gptc sample --token-ids
+                                --top-k 1 prints)
   gpt2_train.py check DIR DUMP  DUMP is `gptc train DIR/gpt2.onnx
                                 --steps 10 --dump-dir DUMP`'s: the initial
                                 parameters must be the ONNX initializers
@@ -140,7 +145,29 @@ def check(out, dump):
     return 1 if failures else 0
 
 
+def greedy(out, dump, prompt, length):
+    """The token ids PyTorch's module, with DUMP's final parameters, picks
+    greedily after PROMPT (ids): what `gptc sample --token-ids --top-k 1`
+    must print (the prompt, then the ids)."""
+    import torch
+    variant = os.path.join(out, "variant")
+    exact = os.path.exists(variant) and open(variant).read() == "exact"
+    model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L, exact=exact)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(torch.from_numpy(load(dump, "final", n)))
+        ids = [int(t) for t in prompt.split()]
+        for _ in range(length):
+            window = torch.tensor([ids[-T:]])
+            _, logits = model(window, window)
+            ids.append(int(logits[0, -1].argmax()))
+    print(" ".join(str(i) for i in ids))
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "greedy":
+        sys.exit(greedy(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     if sys.argv[1] == "export":
         sys.exit(export(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 17,
                         len(sys.argv) > 4 and sys.argv[4] == "exact"))
