@@ -227,3 +227,24 @@ TEST(Planner, RecomputationTradesTimeForActivations) {
   EXPECT_EQ(full.weightBytes + full.gradBytes + full.optimizerBytes,
             none.weightBytes + none.gradBytes + none.optimizerBytes);
 }
+
+// An imported graph fixes the microbatch (its token input's rows): every
+// plan the search keeps has microbatches of exactly that many sequences.
+TEST(Planner, FixedMicroBatchKeepsOnlyPlansOfIt) {
+  std::string error;
+  ModelConfig m = gpt2Medium();
+  auto free = searchPlans(m, node(), 16, error);
+  auto fixed = searchPlans(m, node(), 16, error, /*microBatch=*/4);
+  ASSERT_TRUE(free && fixed) << error;
+  ASSERT_FALSE(fixed->plans.empty());
+  EXPECT_LT(fixed->considered, free->considered);
+  for (const auto &[plan, cost] : fixed->plans) {
+    EXPECT_EQ(plan.microBatch, 4);
+    EXPECT_EQ(plan.dp * plan.microbatches * plan.microBatch, m.batchSize);
+  }
+  // A batch the fixed microbatch does not fill on any replica count gives
+  // nothing to rank.
+  auto none = searchPlans(m, node(), 16, error, /*microBatch=*/m.batchSize + 1);
+  ASSERT_TRUE(none) << error;
+  EXPECT_TRUE(none->plans.empty());
+}

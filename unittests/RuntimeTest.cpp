@@ -62,6 +62,82 @@ TEST(Gemm, StridedBatchedAgreesWithReference) {
     EXPECT_NEAR(toFloat(ch[i]), cd[i], 0.05 + 0.01 * std::abs(cd[i])) << i;
 }
 
+/// The bf16 product of a CPU without oneDNN's bf16 matmul (AVX2): exact on
+/// products whose f32 result is exact, accumulating into C once rounded,
+/// and within bf16 rounding of the double reference on a strided batch.
+TEST(Gemm, WidenedBFloat16IsRoundedOnce) {
+  // Small integers: every product and sum is exact in f32 and bf16.
+  const int64_t m = 2, n = 3, k = 4;
+  std::vector<BFloat16> a(m * k), b(k * n), c(m * n), bias(n);
+  for (int64_t i = 0; i < m * k; ++i)
+    a[i] = toBFloat16(float(i % 5) - 2);
+  for (int64_t i = 0; i < k * n; ++i)
+    b[i] = toBFloat16(float(i % 3));
+  for (int64_t i = 0; i < n; ++i)
+    bias[i] = toBFloat16(float(i));
+  for (int64_t i = 0; i < m * n; ++i)
+    c[i] = toBFloat16(10.0f);
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {0, 0, k, 1};
+  p.b = {0, 0, n, 1};
+  p.c = {0, 0, n, 1};
+  p.bias = true;
+  p.accumulate = true;
+  p.bf16 = true;
+  gemmWidened(p, a.data(), b.data(), c.data(), bias.data());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t q = 0; q < n; ++q) {
+      float want = 10.0f + float(q);
+      for (int64_t x = 0; x < k; ++x)
+        want += toFloat(a[r * k + x]) * toFloat(b[x * n + q]);
+      EXPECT_EQ(toFloat(c[r * n + q]), want) << r << "," << q;
+    }
+  // Accumulated in f32 and rounded once: 1 + 3 * 2^-9 -> 1 + 2^-7 (bf16's
+  // spacing at 1). Summed in bf16, each partial sum would round back to 1.
+  std::vector<BFloat16> one{toBFloat16(1.0f), toBFloat16(0.001953125f),
+                            toBFloat16(0.001953125f), toBFloat16(0.001953125f)};
+  std::vector<BFloat16> ones(4, toBFloat16(1.0f)), out(1);
+  GemmProblem dot;
+  dot.m = 1;
+  dot.n = 1;
+  dot.k = 4;
+  dot.a = {0, 0, 4, 1};
+  dot.b = {0, 0, 1, 1};
+  dot.c = {0, 0, 1, 1};
+  dot.bf16 = true;
+  gemmWidened(dot, one.data(), ones.data(), out.data());
+  EXPECT_EQ(out[0].bits, toBFloat16(1.0f + 3 * 0.001953125f).bits);
+  EXPECT_EQ(toFloat(out[0]), 1.0078125f);
+  // A strided batch: as the native path, within bf16 rounding.
+  const int64_t batch = 3, mm = 5, nn = 7, kk = 9;
+  std::vector<BFloat16> ah(batch * kk * mm), bh(batch * kk * nn),
+      ch(batch * mm * nn), bb(nn);
+  std::vector<double> ad(ah.size()), bd(bh.size()), cd(ch.size()), biasd(nn);
+  for (size_t i = 0; i < ah.size(); ++i)
+    ad[i] = toFloat(ah[i] = toBFloat16(std::sin(0.37 * i)));
+  for (size_t i = 0; i < bh.size(); ++i)
+    bd[i] = toFloat(bh[i] = toBFloat16(std::cos(0.11 * i)));
+  for (int64_t i = 0; i < nn; ++i)
+    biasd[i] = toFloat(bb[i] = toBFloat16(0.5f - 0.1f * i));
+  GemmProblem s;
+  s.batch1 = batch;
+  s.m = mm;
+  s.n = nn;
+  s.k = kk;
+  s.a = {0, kk * mm, 1, mm}; // A stored transposed
+  s.b = {0, kk * nn, nn, 1};
+  s.c = {0, mm * nn, nn, 1};
+  s.bias = true;
+  s.bf16 = true;
+  gemmWidened(s, ah.data(), bh.data(), ch.data(), bb.data());
+  gemm(s, ad.data(), bd.data(), cd.data(), biasd.data());
+  for (size_t i = 0; i < ch.size(); ++i)
+    EXPECT_NEAR(toFloat(ch[i]), cd[i], std::abs(cd[i]) / 256 + 1e-6) << i;
+}
+
 /// bf16 rounding is to nearest even, and NaN stays NaN.
 TEST(Gemm, BFloat16RoundsToNearestEven) {
   EXPECT_EQ(toBFloat16(1.0f).bits, 0x3f80);

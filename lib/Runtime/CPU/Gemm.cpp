@@ -175,9 +175,11 @@ void gemm(const GemmProblem &p, const BFloat16 *a, const BFloat16 *b,
   q.bf16 = true;
   if (nativeBFloat16())
     return runPrimitive(q, a, b, c, bias);
-  // Without one, the same arithmetic in float: bf16 operands widen exactly,
-  // the product accumulates in float (with the bias and, accumulating, C's
-  // old value) and is rounded to bf16 once, as oneDNN's bf16 matmul does.
+  gemmWidened(p, a, b, c, bias);
+}
+
+void gemmWidened(const GemmProblem &p, const BFloat16 *a, const BFloat16 *b,
+                 BFloat16 *c, const BFloat16 *bias) {
   GemmProblem f = denseFloatProblem(p);
   std::vector<float> fa(p.batch0 * f.a.batch0), fb(p.batch0 * f.b.batch0),
       fc(p.batch0 * f.c.batch0), fbias(p.bias ? p.n : 0);

@@ -119,10 +119,16 @@ void gemm(const GemmProblem &problem, const float *a, const float *b, float *c,
           const float *bias = nullptr);
 void gemm(const GemmProblem &problem, const double *a, const double *b,
           double *c, const double *bias = nullptr);
-/// bf16 products through oneDNN (`problem.bf16` must be set): AMX or
-/// AVX512-BF16 where the CPU has them.
+/// bf16 products through oneDNN: AMX or AVX512-BF16 where the CPU has them;
+/// where its oneDNN has no bf16 matmul (before AVX-512), gemmWidened.
 void gemm(const GemmProblem &problem, const BFloat16 *a, const BFloat16 *b,
           BFloat16 *c, const BFloat16 *bias = nullptr);
+/// A bf16 product in f32: the operands widened (exactly) to dense f32, the
+/// product accumulated in f32 with the bias and, accumulating, C's old
+/// value, then rounded to bf16 once, as oneDNN's bf16 matmul computes it.
+void gemmWidened(const GemmProblem &problem, const BFloat16 *a,
+                 const BFloat16 *b, BFloat16 *c,
+                 const BFloat16 *bias = nullptr);
 
 /// Row-major C[M, N] = beta C + op(A) op(B) with leading dimensions, as
 /// BLAS's gemm (beta is 0 or 1).
