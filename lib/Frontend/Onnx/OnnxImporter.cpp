@@ -647,6 +647,7 @@ private:
   LogicalResult convertGemm();
   LogicalResult convertSoftmax(bool log);
   LogicalResult convertLayerNorm();
+  LogicalResult convertAttention();
   LogicalResult convertSoftmaxCrossEntropy();
   Value logSoftmaxLast(Value in);
   LogicalResult convertReduce(StringRef op);
@@ -1980,6 +1981,209 @@ LogicalResult Importer::convertLayerNorm() {
   return success();
 }
 
+/// ONNX's Attention (opset 23; what torch.onnx.export writes for
+/// scaled_dot_product_attention there): softmax(scale Q K^T + mask) V per
+/// head, on [B, H, S, D] operands or [B, S, H x D] ones with q_num_heads
+/// and kv_num_heads; fewer key/value heads (grouped-query attention) are
+/// repeated over the query heads. Causal self-attention (is_causal, or a
+/// known causal mask, square) is gptc.causal_attention (a scale other than
+/// 1/sqrt(D) scales Q); the rest is its decomposition: batched products, a
+/// softmax and the mask added (a known boolean mask as 0 / -inf; a row it
+/// hides entirely gives 0). Not: a key/value cache, softcap, the extra
+/// outputs, operands other than f32.
+LogicalResult Importer::convertAttention() {
+  FailureOr<Value> q = ir(0), k = ir(1), v = ir(2);
+  if (failed(q) || failed(k) || failed(v))
+    return failure();
+  if (hasInput(4) || hasInput(5))
+    return unsupported("Attention with a key/value cache (past_key, "
+                       "past_value)");
+  for (int o = 1; o < node->output_size(); ++o)
+    if (!node->output(o).empty())
+      return unsupported("Attention's present_key, present_value or "
+                         "qk_matmul_output outputs");
+  if (floatAttr("softcap", 0.0) != 0.0)
+    return unsupported("Attention with a softcap");
+  RankedTensorType qt = typeOf(*q), kt = typeOf(*k), vt = typeOf(*v);
+  int64_t rank = qt.getRank();
+  Type element = qt.getElementType();
+  if ((rank != 3 && rank != 4) || kt.getRank() != rank || vt.getRank() != rank)
+    return error("Attention takes Q, K and V of rank 3 or 4, got ")
+               << qt << ", " << kt << " and " << vt,
+           failure();
+  if (kt.getElementType() != element || vt.getElementType() != element ||
+      !element.isF32())
+    return unsupported("Attention whose Q, K and V are not all f32 (bf16 "
+                       "is gptc's mixed precision of an f32 graph)");
+  int64_t heads = rank == 4 ? qt.getDimSize(1) : intAttr("q_num_heads", 0);
+  int64_t kvHeads = rank == 4 ? kt.getDimSize(1) : intAttr("kv_num_heads", 0);
+  if (heads < 1 || kvHeads < 1 || heads % kvHeads)
+    return error("Attention: ")
+               << heads << " query heads do not share " << kvHeads
+               << " key/value heads evenly"
+               << (rank == 3 ? " (3-D operands need q_num_heads and "
+                               "kv_num_heads)"
+                             : ""),
+           failure();
+  // [B, H, S, D] each.
+  auto split = [&](Value x, int64_t h) -> FailureOr<Value> {
+    if (rank == 4)
+      return x;
+    ArrayRef<int64_t> s = typeOf(x).getShape();
+    if (s[2] % h)
+      return error("Attention: a hidden size of ")
+                 << s[2] << " does not split into " << h << " heads",
+             failure();
+    return transpose(reshape(x, {s[0], s[1], h, s[2] / h}), {0, 2, 1, 3});
+  };
+  FailureOr<Value> q4 = split(*q, heads), k4 = split(*k, kvHeads),
+                   v4 = split(*v, kvHeads);
+  if (failed(q4) || failed(k4) || failed(v4))
+    return failure();
+  ArrayRef<int64_t> qs = typeOf(*q4).getShape(), ks = typeOf(*k4).getShape(),
+                    vs = typeOf(*v4).getShape();
+  int64_t B = qs[0], Sq = qs[2], D = qs[3], Skv = ks[2], Dv = vs[3];
+  if (ks[0] != B || vs[0] != B || ks[3] != D || vs[2] != Skv || vs[1] != ks[1])
+    return error("Attention: Q ")
+               << typeOf(*q4) << ", K " << typeOf(*k4) << " and V "
+               << typeOf(*v4) << " are not one attention's",
+           failure();
+  // Grouped-query attention: each key/value head serves heads / kvHeads
+  // query heads.
+  auto repeat = [&](Value x) -> FailureOr<Value> {
+    ArrayRef<int64_t> s = typeOf(x).getShape();
+    if (s[1] == heads)
+      return x;
+    int64_t g = heads / s[1];
+    FailureOr<Value> wide = broadcastTo(reshape(x, {s[0], s[1], 1, s[2], s[3]}),
+                                        {s[0], s[1], g, s[2], s[3]});
+    if (failed(wide))
+      return failure();
+    return reshape(*wide, {s[0], heads, s[2], s[3]});
+  };
+  FailureOr<Value> kr = repeat(*k4), vr = repeat(*v4);
+  if (failed(kr) || failed(vr))
+    return failure();
+  double defaultScale = 1.0 / std::sqrt(double(D));
+  double scale = floatAttr("scale", defaultScale);
+  bool causal = intAttr("is_causal", 0) != 0;
+
+  // A known mask: causal ones (0 / true up to the diagonal, -inf or at
+  // most -1e30 / false after it, over every leading index) are the causal
+  // op's; others become an additive constant.
+  Value mask;
+  if (hasInput(3)) {
+    const Known *m = known(3);
+    if (m) {
+      bool isBool = !m->isFloat();
+      auto masked = [&](int64_t i) {
+        return isBool ? m->intAt(i) == 0 : m->at(i) <= -1e30;
+      };
+      auto open = [&](int64_t i) {
+        return isBool ? m->intAt(i) != 0 : m->at(i) == 0;
+      };
+      int64_t rows = m->shape.size() >= 2 ? m->shape[m->shape.size() - 2] : 1;
+      int64_t cols = m->shape.empty() ? 1 : m->shape.back();
+      bool isCausal = !causal && m->shape.size() >= 2 && rows == Sq &&
+                      cols == Skv && Sq == Skv && m->size() > 0;
+      for (int64_t i = 0; isCausal && i < m->size(); ++i) {
+        int64_t r = (i / cols) % rows, c = i % cols;
+        isCausal = c > r ? masked(i) : open(i);
+      }
+      if (isCausal) {
+        causal = true;
+      } else {
+        std::vector<APFloat> additive;
+        const auto &sem = cast<FloatType>(element).getFloatSemantics();
+        for (int64_t i = 0; i < m->size(); ++i) {
+          double x =
+              isBool ? (m->intAt(i) ? 0.0
+                                    : -std::numeric_limits<double>::infinity())
+                     : m->at(i);
+          APFloat f(x);
+          bool lost;
+          f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+          additive.push_back(f);
+        }
+        auto t = RankedTensorType::get(m->shape, element);
+        mask =
+            ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, additive));
+      }
+    } else {
+      FailureOr<Value> mv = ir(3);
+      if (failed(mv))
+        return failure();
+      if (typeOf(*mv).getElementType() != element)
+        return unsupported("Attention with a mask computed at run time "
+                           "that is not of Q's float type");
+      mask = *mv;
+    }
+  }
+
+  // Causal self-attention: the fused op.
+  if (causal && !mask && Sq == Skv && Dv == D) {
+    Value qs4 = *q4;
+    if (std::abs(scale - defaultScale) > 1e-6 * defaultScale)
+      qs4 =
+          binary(BinaryFn::mul, qs4,
+                 splat(element, typeOf(qs4).getShape(), scale / defaultScale));
+    auto merge = [&](Value x) {
+      return reshape(transpose(x, {0, 2, 1, 3}), {B, Sq, heads * D});
+    };
+    Value y = CausalAttentionOp::create(b, loc, merge(qs4), merge(*kr),
+                                        merge(*vr), heads);
+    define(0, rank == 3
+                  ? y
+                  : transpose(reshape(y, {B, Sq, heads, D}), {0, 2, 1, 3}));
+    return success();
+  }
+
+  // The decomposition, per (batch, head): scale Q K^T (+ mask), softmax, V.
+  int64_t bh = B * heads;
+  Value q3 = reshape(*q4, {bh, Sq, D}), k3 = reshape(*kr, {bh, Skv, D}),
+        v3 = reshape(*vr, {bh, Skv, Dv});
+  Value scores =
+      MatmulOp::create(b, loc, RankedTensorType::get({bh, Sq, Skv}, element),
+                       q3, k3, false, true);
+  scores = binary(BinaryFn::mul, scores, splat(element, {bh, Sq, Skv}, scale));
+  scores = reshape(scores, {B, heads, Sq, Skv});
+  if (causal) {
+    // Upper-left aligned: query i sees keys 0..i.
+    std::vector<APFloat> values;
+    const auto &sem = cast<FloatType>(element).getFloatSemantics();
+    for (int64_t i = 0; i < Sq; ++i)
+      for (int64_t j = 0; j < Skv; ++j)
+        values.push_back(j > i ? APFloat::getInf(sem, /*Negative=*/true)
+                               : APFloat::getZero(sem));
+    auto t = RankedTensorType::get({Sq, Skv}, element);
+    FailureOr<Value> cm = broadcastTo(
+        ConstantOp::create(b, loc, t, DenseElementsAttr::get(t, values)),
+        {B, heads, Sq, Skv});
+    if (failed(cm))
+      return failure();
+    scores = AddOp::create(b, loc, scores, *cm);
+  }
+  if (mask) {
+    FailureOr<Value> mb = broadcastTo(mask, {B, heads, Sq, Skv});
+    if (failed(mb))
+      return failure();
+    scores = AddOp::create(b, loc, scores, *mb);
+  }
+  Value p = SoftmaxOp::create(b, loc, reshape(scores, {bh, Sq, Skv}));
+  // A row the mask hides entirely attends to nothing (ONNX's output is 0
+  // there; the softmax's is NaN).
+  if (mask)
+    p = binary(BinaryFn::unless_nan, p, p);
+  Value y =
+      MatmulOp::create(b, loc, RankedTensorType::get({bh, Sq, Dv}, element), p,
+                       v3, false, false);
+  Value y4 = reshape(y, {B, heads, Sq, Dv});
+  define(0, rank == 4
+                ? y4
+                : reshape(transpose(y4, {0, 2, 1, 3}), {B, Sq, heads * Dv}));
+  return success();
+}
+
 LogicalResult Importer::convertReduce(StringRef op) {
   FailureOr<Value> x = ir(0);
   if (failed(x))
@@ -2680,6 +2884,9 @@ const llvm::StringMap<Importer::OpHandler> &Importer::ops() {
       {"LayerNormalization",
        {2, H::Never,
         +[](Importer &I, StringRef) { return I.convertLayerNorm(); }}},
+      {"Attention",
+       {3, H::Never,
+        +[](Importer &I, StringRef) { return I.convertAttention(); }}},
       {"SoftmaxCrossEntropyLoss",
        {2, H::Never,
         +[](Importer &I, StringRef) {

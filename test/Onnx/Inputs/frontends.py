@@ -18,6 +18,8 @@ transformers).
 Variants (V 256, T 32, C 64, 4 heads, 2 layers, 4 sequences a rank):
   dynamo    nanoGPT's layout with F.scaled_dot_product_attention(is_causal)
             and the exact GELU, torch.onnx.export(dynamo=True) at opset 18
+  dynamo23  the same at opset 23, where the exporter writes the attention
+            as ONNX's Attention op (is_causal)
   hf-eager  Hugging Face's GPT2LMHeadModel (its own config, tied head,
             Conv1D projections), attn_implementation="eager": the additive
             finfo.min mask of its mask builders; the logits exported
@@ -46,7 +48,7 @@ def build(variant):
     alike), and whether it computes its own loss (idx, targets) -> (loss,
     logits) or only the logits."""
     import torch
-    if variant == "dynamo":
+    if variant in ("dynamo", "dynamo23"):
         model, _, _ = gpt2_export.build(V=V, T=T, C=C, H=H, L=L, exact=True, sdpa=True)
         return model, True
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -81,7 +83,8 @@ def export(out, variant):
     args = (ids, torch.randint(0, V, (B, T))) if own_loss else (ids,)
     names = ["idx", "targets"] if own_loss else ["ids"]
     outputs = ["loss", "logits"] if own_loss else ["logits"]
-    opset = {"opset_version": 18} if variant == "dynamo" else {}
+    opset = ({"opset_version": 18} if variant == "dynamo" else
+             {"opset_version": 23} if variant == "dynamo23" else {})
     torch.onnx.export(model, args, os.path.join(out, "model.onnx"), dynamo=True,
                       optimize=False, external_data=True, input_names=names,
                       output_names=outputs, **opset)
