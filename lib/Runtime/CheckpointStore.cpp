@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 using namespace gptc;
@@ -239,6 +240,66 @@ bool runtime::firstHolder(const BlockLayout &layout,
 // Writing
 //===----------------------------------------------------------------------===//
 
+static std::string gibibytes(double bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(bytes < (1 << 30) ? 3 : 1)
+     << bytes / (1 << 30) << " GiB";
+  return os.str();
+}
+
+bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
+                                       std::string &error,
+                                       std::string &warning) {
+  std::error_code ec;
+  std::string root = path;
+  struct stat st;
+  if (::access((path + "/" + kManifest).c_str(), F_OK) == 0) {
+    fs::path step = fs::path(path).lexically_normal();
+    if (step.filename().empty())
+      step = step.parent_path();
+    root = step.parent_path().empty() ? "." : step.parent_path().string();
+  } else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    fs::path parent = fs::path(path).parent_path();
+    root = parent.empty() ? "." : parent.string();
+  }
+  fs::create_directories(root, ec);
+  if (ec) {
+    error = "cannot create the checkpoint directory '" + root +
+            "': " + ec.message() + " (--checkpoint names where it goes)";
+    return false;
+  }
+  std::string probe = root + "/.gptc-write-test-" + std::to_string(::getpid());
+  int fd =
+      ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool written = fd >= 0 && ::write(fd, "gptc\n", 5) == 5;
+  if (fd >= 0)
+    written = ::close(fd) == 0 && written;
+  ::unlink(probe.c_str());
+  if (!written) {
+    error = systemError("cannot write a checkpoint into", root) +
+            " (--checkpoint names where it goes)";
+    return false;
+  }
+  struct statvfs vfs;
+  if (::statvfs(root.c_str(), &vfs) == 0) {
+    double free = double(vfs.f_bavail) * double(vfs.f_frsize);
+    if (free < double(bytes)) {
+      error = "a checkpoint of this run needs about " + gibibytes(bytes) +
+              " and '" + root + "' has " + gibibytes(free) +
+              " free: free space there or name another place with "
+              "--checkpoint";
+      return false;
+    }
+    if (free < 2.0 * double(bytes))
+      warning = "'" + root + "' has " + gibibytes(free) +
+                " free, less than two checkpoints of this run (about " +
+                gibibytes(bytes) +
+                " each): a checkpoint is complete before the previous one "
+                "is removed, so the second one will not fit";
+  }
+  return true;
+}
+
 bool runtime::writeCheckpointDirectory(const std::string &path,
                                        const checkpoint::Manifest &header,
                                        const std::vector<HeldBlock> &blocks,
@@ -333,8 +394,13 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
       ::close(fd);
     }
   }
-  if (!agree(ok, comm, error))
+  if (!agree(ok, comm, error)) {
+    // The previous checkpoint and `latest` are as they were; the partial
+    // step goes.
+    if (rank == 0)
+      fs::remove_all(tmpDir, ec);
     return false;
+  }
 
   // 3. Rank 0 collects where every block went and writes the manifest.
   std::string mineText;

@@ -51,6 +51,7 @@ bool Progress::openTable(const std::string &path, std::string &error) {
 
 void Progress::step(const StepReport &r) {
   auto now = std::chrono::steady_clock::now();
+  reached = r.step + 1;
   // The first step pays for page faults and cold caches; the steady rate
   // is measured from the end of it.
   if (r.step == first)
@@ -102,14 +103,19 @@ void Progress::validation(int64_t step, double loss) {
         << std::flush;
 }
 
-void Progress::finish() { end = std::chrono::steady_clock::now(); }
+void Progress::finish() {
+  end = std::chrono::steady_clock::now();
+  // Stopped early (a signal): the live line ends here.
+  if (enabled && live && reached > first && reached < stop)
+    log << "\n" << std::flush;
+}
 
 void Progress::summary() {
   if (!enabled)
     return;
   double total = std::chrono::duration<double>(end - start).count();
   double steady = std::chrono::duration<double>(end - afterFirst).count();
-  int64_t steps = stop - first;
+  int64_t steps = std::max<int64_t>(reached, first) - first;
   if (steps > 0) {
     log << "gptc: " << steps << " steps in " << std::fixed
         << std::setprecision(2) << total << " s";
@@ -122,7 +128,7 @@ void Progress::summary() {
 }
 
 double Progress::secondsPerStep() const {
-  int64_t steps = stop - first;
+  int64_t steps = std::max<int64_t>(reached, first) - first;
   if (steps <= 0)
     return 0;
   if (steps == 1)

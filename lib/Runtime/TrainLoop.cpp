@@ -14,10 +14,12 @@
 #include "gptc/Runtime/Trainer.h"
 
 #include "gptc/Runtime/Npy.h"
+#include "gptc/Runtime/Preemption.h"
 #include "gptc/Runtime/Progress.h"
 #include "gptc/Runtime/Trace.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iomanip>
 #include <random>
@@ -49,6 +51,13 @@ std::string number(double x) {
 
 const char *nonFinite(double x) { return std::isnan(x) ? "NaN" : "infinite"; }
 } // namespace
+
+std::string TrainingRun::lastGoodCheckpoint(const std::string &path) const {
+  if (checkpointStep < 0)
+    return "; no checkpoint of this run was written before";
+  return "; the checkpoint of step " + std::to_string(checkpointStep) +
+         " in '" + path + "' is as it was (--resume continues from it)";
+}
 
 bool TrainingRun::train(const Dataset &data, std::ostream &log,
                         std::string &error) {
@@ -95,6 +104,24 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
                                     : std::max(o.collectiveTimeout, 600.0));
   };
   armWatchdog();
+  stoppedBySignal = 0;
+  auto minutesSince = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+               .count() /
+           60;
+  };
+  auto lastCheckpoint = std::chrono::steady_clock::now();
+  auto checkpoint = [&](int64_t stepsDone) {
+    double start = TraceRecorder::now();
+    if (!saveCheckpoint(o.checkpointPath, stepsDone, error)) {
+      error += lastGoodCheckpoint(o.checkpointPath);
+      return false;
+    }
+    lastCheckpoint = std::chrono::steady_clock::now();
+    if (trace)
+      trace->slice("checkpoint", "checkpoint", start, TraceRecorder::now(), 0);
+    return true;
+  };
   for (; step < stop; ++step) {
     std::mt19937_64 rng(o.dataSeed * 1000003 + step);
     data.sampleTrain(rng, rows, T, tokens.data<int32_t>(),
@@ -161,16 +188,30 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
         trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
       progress.validation(step, val);
     }
-    if (o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0 &&
-        !final && !o.checkpointPath.empty()) {
-      // The checkpoint records the steps completed, this one included.
-      double start = TraceRecorder::now();
-      if (!saveCheckpoint(o.checkpointPath, step + 1, error))
-        return false;
-      if (trace)
-        trace->slice("checkpoint", "checkpoint", start, TraceRecorder::now(),
-                     0);
+    // What every rank does after this step, agreed: stop (a signal reached
+    // some rank) and checkpoint by the clock (rank 0's decides).
+    double agreed[2] = {0, 0};
+    if (o.stopOnSignal)
+      agreed[0] = preemptionSignal();
+    if (o.checkpointMinutes > 0 && writer && !final &&
+        minutesSince(lastCheckpoint) >= o.checkpointMinutes)
+      agreed[1] = 1;
+    if (comm && comm->size() > 1 &&
+        (o.stopOnSignal || o.checkpointMinutes > 0) &&
+        !comm->allReduceMax(agreed, 2, program::F64, {comm->size()}, {0},
+                            error))
+      return false;
+    if (agreed[0] > 0 && !final) {
+      // Stopped with the steps done so far; the caller checkpoints them.
+      stoppedBySignal = static_cast<int>(agreed[0]);
+      ++step;
+      break;
     }
+    bool byInterval =
+        o.checkpointInterval > 0 && (step + 1) % o.checkpointInterval == 0;
+    if ((byInterval || agreed[1] > 0) && !final && !o.checkpointPath.empty() &&
+        !checkpoint(step + 1))
+      return false; // the checkpoint records the steps done, this one too
   }
   progress.finish();
   if (trace &&

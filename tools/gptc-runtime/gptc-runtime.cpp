@@ -114,7 +114,7 @@ static int trainPipeline(const pg::Program &program,
   }
   if (!rt::trainAndSave(*trainer, opts, dataset, leader, "gptc-runtime", error))
     return failAll(error);
-  return 0;
+  return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
 }
 
 int main(int argc, char **argv) {
@@ -275,6 +275,8 @@ int main(int argc, char **argv) {
   if (!checkpoint.empty())
     opts.checkpointPath = checkpoint;
   opts.collectiveTimeout = collectiveTimeout;
+  // SIGTERM, SIGINT, SIGUSR1: checkpoint after the step and exit 75.
+  opts.stopOnSignal = true;
   opts.logInterval = logInterval;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDir;
@@ -296,5 +298,5 @@ int main(int argc, char **argv) {
             << opts.steps << "\n";
   if (!rt::trainAndSave(*trainer, opts, dataset, true, "gptc-runtime", error))
     return fail(error);
-  return 0;
+  return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
 }

@@ -101,6 +101,16 @@ static cl::opt<double> collectiveTimeoutOpt(
              "ends every rank, naming the ranks that did not reach it; 0: "
              "never (default 20)"),
     cl::init(20), cl::cat(trainCategory));
+static cl::opt<int64_t> checkpointIntervalOpt(
+    "checkpoint-interval",
+    cl::desc("A checkpoint every N steps (default: the description's "
+             "training.checkpoint_interval; 0: none by steps)"),
+    cl::init(-1), cl::cat(trainCategory));
+static cl::opt<double> checkpointMinutesOpt(
+    "checkpoint-minutes",
+    cl::desc("A checkpoint once this many minutes have passed since the "
+             "last (rank 0's clock, for every rank; 0: none by time)"),
+    cl::init(30), cl::cat(trainCategory));
 static cl::opt<int64_t> keepCheckpointsOpt(
     "keep-checkpoints",
     cl::desc("Keep the newest N step directories in the checkpoint "
@@ -237,6 +247,11 @@ static rt::TrainOptions trainOptions(const ModelDescription &desc,
     opts.evalInterval = evalIntervalOpt;
   if (keepCheckpointsOpt >= 0)
     opts.keepCheckpoints = static_cast<int>(keepCheckpointsOpt);
+  if (checkpointIntervalOpt >= 0)
+    opts.checkpointInterval = checkpointIntervalOpt;
+  opts.checkpointMinutes = checkpointMinutesOpt;
+  // SIGTERM, SIGINT, SIGUSR1: checkpoint after the step, exit 75.
+  opts.stopOnSignal = true;
   if (!checkpointOpt.empty())
     opts.checkpointPath = checkpointOpt;
   else
@@ -367,7 +382,7 @@ static int runPipelineTrain(ModelDescription &desc,
     return failAll(error);
   if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
     return failAll(error);
-  return 0;
+  return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
 }
 
 int mlir::gptc::runTrain(const std::string &modelPath,
@@ -589,7 +604,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
       llvm::errs() << "\n";
     }
   }
-  return 0;
+  return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
 }
 
 int mlir::gptc::runSample(const std::string &checkpointPath,

@@ -58,6 +58,16 @@ struct HeldBlock {
   const Tensor *data = nullptr;
 };
 
+/// Before the first step: the directory checkpoints at `path` go into (the
+/// path itself, or the directory holding a step directory or an older
+/// single-file checkpoint) is created, a file is written and removed in it,
+/// and its free space is compared with `bytes` (one checkpoint). False with
+/// `error` where it cannot be created or written or cannot hold one
+/// checkpoint; `warning` set where it cannot hold two (a new checkpoint is
+/// complete before the previous one goes).
+bool checkCheckpointDirectory(const std::string &path, int64_t bytes,
+                              std::string &error, std::string &warning);
+
 /// Writes one checkpoint: `PATH/step-<N>/` with `header`'s fields and every
 /// block of `blocks` (this rank's: each rank passes the blocks it writes),
 /// then points `PATH/latest` at it and removes all but the newest `keep`

@@ -59,6 +59,8 @@ private:
   std::ostream &log;
   bool enabled;
   int64_t first, stop, last, tokensPerStep, logInterval;
+  /// One past the last step reported (the steps run: reached - first).
+  int64_t reached = 0;
   bool live, lossScaling;
   std::ofstream table;
   std::chrono::steady_clock::time_point start, afterFirst, end;

@@ -47,6 +47,12 @@ struct TrainOptions {
   int64_t stopAfter = -1;
   int64_t evalInterval = 0, evalBatches = 8;
   int64_t checkpointInterval = 0;
+  /// Also a checkpoint once this many minutes have passed since the last
+  /// (rank 0's clock decides for every rank; <= 0: none).
+  double checkpointMinutes = 0;
+  /// Stop after the step in progress when a SIGTERM, SIGINT or SIGUSR1
+  /// arrives (installPreemptionHandlers; every rank after the same step).
+  bool stopOnSignal = false;
   /// Step directories kept in the checkpoint directory (< 1: all).
   int keepCheckpoints = 1;
   /// nan_policy SKIP: the step carries a skip flag (\"overflow\" output);
@@ -134,6 +140,14 @@ public:
   int64_t getStep() const { return step; }
   /// The loss of the last step trained.
   double getLastLoss() const { return lastLoss; }
+  /// The signal that stopped the last train call before its end (0: it
+  /// ran to its end); the steps done are getStep().
+  int getStoppedBySignal() const { return stoppedBySignal; }
+  /// The step of the checkpoint last written or loaded (-1: none).
+  int64_t getCheckpointStep() const { return checkpointStep; }
+  /// After a checkpoint failed to be written to `path`: what is left (the
+  /// previous checkpoint, untouched, or none), for the error message.
+  std::string lastGoodCheckpoint(const std::string &path) const;
   /// Parameters of the whole model.
   virtual int64_t numParameters() const = 0;
   /// What runs the steps ("cpu", or the GPU's name).
@@ -188,6 +202,7 @@ protected:
 
   int64_t step = 0;
   double lastLoss = 0;
+  int stoppedBySignal = 0;
   /// The step of the checkpoint last written or loaded (-1: none).
   mutable int64_t checkpointStep = -1;
   /// nan_policy SKIP: non-finite steps skipped in a row; this many stop.
