@@ -44,7 +44,9 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Support/ToolUtilities.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -52,7 +54,9 @@
 #include <google/protobuf/text_format.h>
 
 #include <functional>
+#include <optional>
 #include <sstream>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -417,19 +421,69 @@ static LogicalResult processBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
   return handler.verify();
 }
 
+static constexpr const char *kOverview =
+    "gptc: GPT model compiler\n\n"
+    "  gptc MODEL.pbtxt|MODEL.onnx [--emit=summary|mlir|train|program|comm|"
+    "kernels|schedule|artifact|...]\n"
+    "  gptc train MODEL [--data FILE] [--mesh dp=D,tp=T,pp=P]   train\n"
+    "  gptc sample CHECKPOINT [--prompt TEXT] [--token-ids]     generate\n"
+    "  gptc plan MODEL --hardware h100-node --devices N   rank parallel "
+    "plans\n"
+    "  [mpirun -np N] gptc calibrate -o FILE    measure this machine for "
+    "gptc plan\n\n"
+    "  (under mpirun: mpirun.mpich -np N gptc train MODEL --mesh ...; "
+    "docs/Training.md)\n";
+
+static constexpr const char *kCommands[] = {"train", "sample", "plan",
+                                            "calibrate"};
+
+/// `word` is meant as a subcommand when it is no file, no option and no
+/// path: the nearest subcommand by edit distance (at most 2), or none.
+static std::optional<std::string> misspeltCommand(StringRef word) {
+  if (word.empty() || word.starts_with("-") || word.contains('/') ||
+      word.contains('.') || llvm::sys::fs::exists(word))
+    return std::nullopt;
+  std::string best;
+  unsigned bestDistance = 3;
+  for (StringRef c : kCommands)
+    if (unsigned d = word.edit_distance(c); d < bestDistance) {
+      best = c.str();
+      bestDistance = d;
+    }
+  return best;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   // `gptc train MODEL` and `gptc sample CHECKPOINT` are subcommands; the
   // rest of the command line is parsed as usual.
   std::string command;
-  if (argc > 1 &&
-      (StringRef(argv[1]) == "train" || StringRef(argv[1]) == "sample" ||
-       StringRef(argv[1]) == "plan" || StringRef(argv[1]) == "calibrate")) {
+  if (argc > 1 && llvm::is_contained(kCommands, StringRef(argv[1]))) {
     command = argv[1];
     for (int i = 1; i + 1 < argc; ++i)
       argv[i] = argv[i + 1];
     --argc;
+  } else if (argc > 1) {
+    if (std::optional<std::string> near = misspeltCommand(argv[1])) {
+      llvm::errs() << "gptc: error: '" << argv[1]
+                   << "' is neither a command nor a file";
+      if (!near->empty())
+        llvm::errs() << "; did you mean 'gptc " << *near << "'?";
+      llvm::errs() << " (commands: train, sample, plan, calibrate; "
+                      "gptc --help)\n";
+      return 1;
+    }
   }
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "gptc " << GPTC_VERSION;
+    if (*GPTC_GIT_COMMIT)
+      os << " (commit " << GPTC_GIT_COMMIT << ")";
+    os << "\n  built with MLIR/LLVM " << LLVM_VERSION_STRING
+#ifdef GPTC_HAVE_CUDA
+       << ", the CUDA runtime"
+#endif
+       << "\n";
+  });
   // Register before parsing: --mlir-print-ir-after=<pass> needs the names.
   registerAllPasses();
   registerMLIRContextCLOptions();
@@ -437,19 +491,21 @@ int main(int argc, char **argv) {
   registerDefaultTimingManagerCLOptions();
   registerAsmPrinterCLOptions();
   hideUnrelatedCommandLineOptions(&gptcOptionCategory());
+  // MLIR's debugging options (--mlir-print-ir-after-all, ...) are behind
+  // --help-hidden: gptc's own come first.
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.first.starts_with("mlir-"))
+      entry.second->setHiddenFlag(cl::Hidden);
   for (const EmitKind &kind : kEmitKinds)
     emitAction.getParser().addLiteralOption(kind.name, kind.kind, kind.help);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "gptc: GPT model compiler\n\n"
-      "  gptc MODEL.pbtxt --emit=mlir|train|program|summary\n"
-      "  gptc MODEL.onnx --emit=mlir [--onnx-dim NAME=N]\n"
-      "  gptc train MODEL.pbtxt [--data FILE]   train on the CPU\n"
-      "  gptc sample CHECKPOINT                 generate text\n"
-      "  gptc plan MODEL.pbtxt --hardware h100-node --devices N\n"
-      "                                         rank parallel plans\n"
-      "  [mpirun -np N] gptc calibrate -o F     measure this machine for "
-      "gptc plan\n");
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
+  // No model: the overview, not a wait on standard input (a pipe is read).
+  if (command != "calibrate" && inputFilename == "-" && isatty(0)) {
+    llvm::errs() << kOverview << "\ngptc: error: no "
+                 << (command == "sample" ? "checkpoint" : "model")
+                 << " given (gptc --help lists the options)\n";
+    return 1;
+  }
 
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -77,6 +77,7 @@ CHECKS = {
     "build/bin/gptc model.onnx --emit=mlir --onnx-dim batch=8": (RUN,),
     "build/bin/gptc model.onnx --emit=mlir --onnx-training": (RUN,),
     "build/bin/gptc train model.onnx --steps 100": (SHORT,),
+    "build/bin/gptc plan model.onnx --hardware h100-node --devices 8": (RUN,),
     "PYTHONPATH=build/python python3 -c 'import gptc; t = gptc.Trainer(\"models/tiny.pbtxt\"); print(t.train(steps=10))'": (HOSTED,),
     "build/bin/gptc-capi-example models/tiny.pbtxt 5 tiny-capi.ckpt": (RUN,),
     "build/bin/gptc-onnx-test /usr/share/libonnx-testdata/data/node": (SUITE, "test/Onnx/node-tests.test", "gptc-onnx-test %onnx_node_tests"),
@@ -106,9 +107,9 @@ DOC_CHECKS = {
     "mpirun -np 8 gptc train models/gpt2-124m.pbtxt --mesh auto --hardware h100-node --devices 8": (
         INSTEAD, "gptc models/gpt2-124m.pbtxt --mesh auto --hardware h100-node --devices 8 --emit=summary",
         "8 processes of GPT-2 124M: the plan it trains is compiled, not trained"),
-    "[mpirun.mpich -np N] gptc train MODEL.pbtxt [--mesh dp=D,tp=T] [--sequence-parallel] [--zero-stage S] [--grad-accum A] [--recompute none|selective|full] [--data FILE [--val-data FILE]] [--steps N] [--stop-at-step K] [--checkpoint PATH] [--resume] [--eval-interval N] [--log-interval N] [--profile] [--profile-json FILE] [--trace FILE] [--dump-dir DIR]": (
+    "[mpirun.mpich -np N] gptc train MODEL.pbtxt [--mesh dp=D,tp=T] [--sequence-parallel] [--zero-stage S] [--grad-accum A] [--recompute none|selective|full] [--data FILE [--val-data FILE]] [--steps N] [--stop-at-step K] [--checkpoint PATH] [--resume] [--checkpoint-interval N] [--checkpoint-minutes M] [--keep-checkpoints K] [--eval-interval N] [--log-interval N] [--profile] [--profile-json FILE] [--trace FILE] [--dump-dir DIR]": (
         SYNOPSIS, "gptc train --help"),
-    "gptc sample CHECKPOINT [--prompt TEXT] [--length N] [--temperature T] [--top-k K] [--seed S]": (
+    "gptc sample CHECKPOINT [--prompt TEXT] [--length N] [--temperature T] [--top-k K] [--seed S] [--token-ids]": (
         SYNOPSIS, "gptc sample --help"),
     "mpirun.mpich -np 4 gptc train models/tiny.pbtxt --mesh dp=2,tp=2 --sequence-parallel --zero-stage 1": (SHORT,),
 }
