@@ -17,6 +17,7 @@
 #include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/Importer.h"
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Frontend/OnnxImporter.h"
 #include "gptc/InitAll.h"
@@ -34,6 +35,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -92,6 +94,14 @@ static FailureOr<HardwareSpec> loadHardware(const std::string &name,
       text = body;
   if (text.empty()) {
     std::string error;
+    if (llvm::sys::fs::exists(name)) {
+      std::unique_ptr<llvm::MemoryBuffer> file = openBoundedInput(
+          name, kMaxDescriptionBytes, "hardware description", error);
+      if (!file)
+        return os << error, failure();
+      sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+      return parseHardware(sourceMgr, &context);
+    }
     std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(name, &error);
     if (!file)
       return os << "hardware '" << name
@@ -182,8 +192,8 @@ static bool compile(const std::string &modelPath,
             description, modelPath + " (training settings)"),
         llvm::SMLoc());
   } else {
-    std::unique_ptr<llvm::MemoryBuffer> buffer =
-        openInputFile(modelPath, &error);
+    std::unique_ptr<llvm::MemoryBuffer> buffer = openBoundedInput(
+        modelPath, kMaxDescriptionBytes, "model description", error);
     if (!buffer)
       return os << error, false;
     description = buffer->getBuffer().str();

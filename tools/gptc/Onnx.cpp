@@ -12,6 +12,7 @@
 
 #include "Onnx.h"
 
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/OnnxImporter.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -75,9 +76,9 @@ int mlir::gptc::runOnnx(llvm::StringRef inputFilename,
     return 1;
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &error);
+      openBoundedInput(inputFilename, kMaxOnnxBytes, "ONNX model", error);
   if (!input) {
-    llvm::errs() << "gptc: " << error << "\n";
+    llvm::errs() << "gptc: error: " << error << "\n";
     return 1;
   }
   MLIRContext context(registry);

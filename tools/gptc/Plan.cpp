@@ -18,12 +18,14 @@
 #include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/Planner.h"
 #include "gptc/Frontend/HardwareDescription.h"
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -82,6 +84,19 @@ static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
     }
   if (text.empty()) {
     std::string error;
+    // A path that exists is read (a FIFO, device or directory refused, a
+    // size bound); else it was meant as a preset.
+    if (llvm::sys::fs::exists(name)) {
+      std::unique_ptr<llvm::MemoryBuffer> file = openBoundedInput(
+          name, kMaxDescriptionBytes, "hardware description", error);
+      if (!file) {
+        llvm::errs() << "gptc: error: --hardware: " << error << "\n";
+        return failure();
+      }
+      sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+      SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+      return parseHardware(sourceMgr, &context);
+    }
     std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(name, &error);
     if (!file) {
       llvm::errs() << "gptc: error: --hardware: '" << name
@@ -321,9 +336,10 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                                      *text, modelPath + " (training settings)"),
                                  llvm::SMLoc());
   } else {
-    std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(modelPath, &error);
+    std::unique_ptr<llvm::MemoryBuffer> file = openBoundedInput(
+        modelPath, kMaxDescriptionBytes, "model description", error);
     if (!file) {
-      llvm::errs() << "gptc: " << error << "\n";
+      llvm::errs() << "gptc: error: " << error << "\n";
       return 1;
     }
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());

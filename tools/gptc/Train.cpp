@@ -19,6 +19,7 @@
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/Importer.h"
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/CPU/Kernels.h"
@@ -420,7 +421,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
             description, modelPath + " (training settings)"),
         llvm::SMLoc());
   } else {
-    auto buffer = openInputFile(modelPath, &error);
+    auto buffer = openBoundedInput(modelPath, kMaxDescriptionBytes,
+                                   "model description", error);
     if (!buffer)
       return fail(error);
     description = buffer->getBuffer().str();

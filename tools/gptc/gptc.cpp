@@ -29,6 +29,7 @@
 #include "gptc/Analysis/KernelReport.h"
 #include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/Importer.h"
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
@@ -547,11 +548,12 @@ int main(int argc, char **argv) {
     input = llvm::MemoryBuffer::getMemBufferCopy(
         *text, inputFilename + " (training settings)");
   } else {
-    input = openInputFile(inputFilename, &error);
-  }
-  if (!input) {
-    llvm::errs() << "gptc: " << error << "\n";
-    return 1;
+    input = openBoundedInput(inputFilename, kMaxDescriptionBytes,
+                             "model description", error);
+    if (!input) {
+      llvm::errs() << "gptc: error: " << error << "\n";
+      return 1;
+    }
   }
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &error);

@@ -29,6 +29,7 @@
 #include "gptc/Analysis/ModelStats.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Frontend/Importer.h"
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -537,7 +538,8 @@ FailureOr<OnnxImport> mlir::gptc::importOnnxFileForTraining(
     llvm::StringRef path, MLIRContext *context,
     const OnnxImportOptions &options, OnnxTrainingShape &shape) {
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(path, &error);
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openBoundedInput(path, kMaxOnnxBytes, "ONNX model", error);
   if (!input)
     return emitError(FileLineColLoc::get(context, path, 0, 0), error),
            failure();
