@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -77,6 +78,13 @@ static std::string field(const std::string &header, const std::string &key,
 
 bool runtime::readNpy(const std::string &path, Tensor &tensor,
                       std::string &error) {
+  // A regular file only: opening a FIFO would wait for a writer, and a
+  // device need not end.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = path + " is not a regular file (a .npy file is read whole)";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = "cannot open " + path;
