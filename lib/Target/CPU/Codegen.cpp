@@ -239,8 +239,14 @@ mlir::gptc::compileKernelsToSharedObject(ModuleOp kernels,
     return fail("no C compiler driver (cc) to link the generated kernels "
                 "with: install gcc, or run without generated kernels "
                 "(gptc train --codegen=false)");
-  llvm::SmallVector<llvm::StringRef> args = {*driver,     "-shared",  "-o",
-                                             libraryPath, objectPath, "-lm"};
+  llvm::SmallVector<llvm::StringRef> args = {*driver, "-shared", "-o",
+                                             libraryPath, objectPath};
+#ifdef GPTC_COMPILER_RT_BUILTINS
+  // What the code calls for an instruction the CPU lacks (__truncsfbf2).
+  if (llvm::sys::fs::exists(GPTC_COMPILER_RT_BUILTINS))
+    args.push_back(GPTC_COMPILER_RT_BUILTINS);
+#endif
+  args.push_back("-lm");
   std::string message;
   int rc = llvm::sys::ExecuteAndWait(*driver, args, std::nullopt, {}, 0, 0,
                                      &message);
