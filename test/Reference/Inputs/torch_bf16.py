@@ -10,7 +10,9 @@ same parameters on the same batches twice:
    back; attention on bf16 operands, computed in fp32 as gptc's CPU
    kernel does, its result and its three gradients rounded to bf16;
    everything else fp32; fp32 master weights and AdamW): the same
-   roundings at the same places, so the two differ only in fp32
+   roundings at the same places (the GEMMs written in fp32 on bf16-rounded
+   operands: PyTorch's own bf16 matmul accumulates in bf16 on a CPU
+   without AVX-512), so the two differ only in fp32
    accumulation order inside the GEMMs, which can flip a bf16 rounding
    (one bf16 ulp is 2^-8 = 0.4% relative) in a few elements. Averaged over
    the 256 positions of a batch that moves the loss by far less: the check
@@ -45,12 +47,38 @@ def forward_bf16(P, tokens, labels):
     the gradients that pass it to bf16 as well)."""
     real, real_attention = F.linear, ref.attention
 
-    def linear(x, w, b=None):
-        return real(x.bfloat16(), w.bfloat16(),
-                    None if b is None else b.bfloat16()).float()
-
     def bf16(x):
         return x.bfloat16().float()
+
+    class Bf16Linear(torch.autograd.Function):
+        """A linear layer as gptc's bf16 GEMMs compute it, forward and
+        backward: bf16 operands, fp32 accumulation, the result rounded to
+        bf16 (the cast's backward rounds the incoming gradient to bf16
+        too). Written in fp32 on bf16-rounded values rather than with
+        PyTorch's bf16 matmul, which on a CPU without AVX-512 (Debian's
+        torch 1.13) accumulates in bf16 and would be the less exact side."""
+
+        @staticmethod
+        def forward(ctx, x, w, b):
+            xb, wb = bf16(x), bf16(w)
+            ctx.save_for_backward(xb, wb)
+            ctx.has_bias = b is not None
+            y = xb @ wb.t()
+            if b is not None:
+                y = y + bf16(b)
+            return bf16(y)
+
+        @staticmethod
+        def backward(ctx, gy):
+            xb, wb = ctx.saved_tensors
+            g = bf16(gy)
+            gx = bf16(g @ wb)
+            gw = bf16(g.reshape(-1, g.shape[-1]).t() @ xb.reshape(-1, xb.shape[-1]))
+            gb = bf16(g.reshape(-1, g.shape[-1]).sum(0)) if ctx.has_bias else None
+            return gx, gw, gb
+
+    def linear(x, w, b=None):
+        return Bf16Linear.apply(x, w, b)
 
     def attention(q, k, v):
         return bf16(real_attention(bf16(q), bf16(k), bf16(v)))
