@@ -18,7 +18,9 @@
 //  - parameters nothing reads any more are dropped with their data;
 //  - the tables gptc.embedding reads are marked (`gptc.embedding_table`:
 //    weight decay treats them as embeddings);
-//  - each parameter's initial value stays its initializer's data.
+//  - each parameter's initial value stays its initializer's data;
+//  - the ops of each raised block are located at it (`loc("h.<i>"(...))`,
+//    as gptc's own GPTs are), for pipeline stages and recomputation.
 //
 //===----------------------------------------------------------------------===//
 
