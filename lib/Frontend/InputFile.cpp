@@ -64,8 +64,7 @@ mlir::gptc::openBoundedInput(llvm::StringRef path, int64_t maxBytes,
                        : S_ISBLK(st.st_mode)  ? "a block device"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "not a regular file";
-    error = "the " + what.str() + " '" + name + "' is " + kind +
-            ", not a file";
+    error = "the " + what.str() + " '" + name + "' is " + kind + ", not a file";
     return nullptr;
   }
   if (st.st_size > maxBytes)

@@ -262,6 +262,20 @@ bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
     fs::path parent = fs::path(path).parent_path();
     root = parent.empty() ? "." : parent.string();
   }
+  // The directories this check creates go again after it: a run that
+  // writes no checkpoint (it fails first) leaves none behind.
+  fs::path created;
+  for (fs::path p = fs::path(root).lexically_normal();
+       !p.empty() && !fs::exists(p, ec); p = p.parent_path())
+    created = p;
+  struct RemoveCreated {
+    const fs::path &dir;
+    ~RemoveCreated() {
+      std::error_code ignored;
+      if (!dir.empty())
+        fs::remove_all(dir, ignored);
+    }
+  } removeCreated{created};
   fs::create_directories(root, ec);
   if (ec) {
     error = "cannot create the checkpoint directory '" + root +

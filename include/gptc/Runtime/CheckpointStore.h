@@ -60,7 +60,8 @@ struct HeldBlock {
 
 /// Before the first step: the directory checkpoints at `path` go into (the
 /// path itself, or the directory holding a step directory or an older
-/// single-file checkpoint) is created, a file is written and removed in it,
+/// single-file checkpoint) is created (the directories created for the
+/// check are removed after it), a file is written and removed in it,
 /// and its free space is compared with `bytes` (one checkpoint). False with
 /// `error` where it cannot be created or written or cannot hold one
 /// checkpoint; `warning` set where it cannot hold two (a new checkpoint is
