@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -240,6 +241,19 @@ bool runtime::firstHolder(const BlockLayout &layout,
 // Writing
 //===----------------------------------------------------------------------===//
 
+/// Where a run resumed from a step directory (`PATH/step-N`, holding a
+/// manifest) writes its steps: the directory beside it. None for any other
+/// path.
+static std::optional<std::string> besideStepDirectory(const std::string &path) {
+  if (::access((path + "/" + kManifest).c_str(), F_OK) != 0)
+    return std::nullopt;
+  fs::path step = fs::path(path).lexically_normal();
+  if (step.filename().empty())
+    step = step.parent_path();
+  return step.parent_path().empty() ? std::string(".")
+                                    : step.parent_path().string();
+}
+
 static std::string gibibytes(double bytes) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(bytes < (1 << 30) ? 3 : 1)
@@ -253,11 +267,8 @@ bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
   std::error_code ec;
   std::string root = path;
   struct stat st;
-  if (::access((path + "/" + kManifest).c_str(), F_OK) == 0) {
-    fs::path step = fs::path(path).lexically_normal();
-    if (step.filename().empty())
-      step = step.parent_path();
-    root = step.parent_path().empty() ? "." : step.parent_path().string();
+  if (std::optional<std::string> beside = besideStepDirectory(path)) {
+    root = *beside;
   } else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     fs::path parent = fs::path(path).parent_path();
     root = parent.empty() ? "." : parent.string();
@@ -329,13 +340,9 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
   std::string root = path;
   if (rank == 0) {
     struct stat st;
-    // Resumed from a step directory: the steps go beside it.
-    if (::access((path + "/" + kManifest).c_str(), F_OK) == 0) {
-      fs::path step = fs::path(path).lexically_normal();
-      if (step.filename().empty())
-        step = step.parent_path();
-      root = step.parent_path().empty() ? "." : step.parent_path().string();
-    } else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    if (std::optional<std::string> beside = besideStepDirectory(path))
+      root = *beside;
+    else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
       root = path + ".format3.tmp";
     tmpDir = root + "/" + name + ".tmp";
     fs::create_directories(root, ec);

@@ -121,8 +121,9 @@ static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
 /// graph fixes each microbatch (`microBatch`, its token input's rows), and
 /// `pipelines` says whether its blocks were located (the stages are cut
 /// between them). The cost model prices GPT-2's blocks, so the graph must
-/// hold what they hold.
-static FailureOr<ModelConfig> onnxPlanningConfig(const ModelDescription &desc,
+/// hold what they hold. The description gets the graph's vocabulary,
+/// context and architecture.
+static FailureOr<ModelConfig> onnxPlanningConfig(ModelDescription &desc,
                                                  MLIRContext &context,
                                                  const OnnxTrainingShape *given,
                                                  int64_t &microBatch,
@@ -151,14 +152,10 @@ static FailureOr<ModelConfig> onnxPlanningConfig(const ModelDescription &desc,
            << "the ONNX graph takes microbatches of " << shape.batch
            << " sequences, which do not divide batch_size (" << m.batchSize
            << ")";
-  m.vocabSize = shape.vocab;
-  m.contextLength = shape.seqLen;
-  m.numLayers = shape.numLayers;
-  m.numHeads = shape.numHeads;
-  m.modelDim = shape.modelDim;
-  m.mlpDim = shape.mlpDim;
-  m.tiedEmbeddings = shape.tiedEmbeddings;
-  m.bias = shape.bias;
+  desc.setImportedModel(shape.vocab, shape.seqLen);
+  desc.setImportedArchitecture(shape.numLayers, shape.numHeads, shape.modelDim,
+                               shape.mlpDim, shape.tiedEmbeddings, shape.bias);
+  m = desc.getConfig();
   std::optional<ModelSize> size = computeModelSize(m);
   if (!size || size->totalParams != shape.numParams)
     return emitError(at) << "cannot price this ONNX model as a GPT: its "
