@@ -8,8 +8,8 @@ usage: preempt.py GPTC MODEL DIR STEP [MPIRUN -np N --mesh M]
 
 Prints the stop line, the exit status, the resumed step and compare_runs.py's
 line. With `twice` as STEP's suffix (e.g. 3twice) a SIGINT follows the
-SIGTERM at once: the run ends by that second signal, without a
-checkpoint."""
+SIGTERM at once: the run ends by whichever of the two is handled second,
+without a stop line."""
 import os
 import re
 import signal
@@ -61,9 +61,15 @@ text = "".join(lines)
 stopped = re.search(r"gptc: SIGTERM: stopped after step (\d+) of 40; "
                     r"continue with --resume", text)
 print(stopped.group(0) if stopped else "no stop line", flush=True)
-print("exit status %d" % proc.returncode, flush=True)
 if twice:
+    # Both signals may be pending together when the process next runs, and
+    # Linux delivers the lower-numbered first (SIGINT), so either signal
+    # may be the "second" one that ends the run.
+    ended = {-signal.SIGTERM: "SIGTERM", -signal.SIGINT: "SIGINT"}
+    print("ended by %s" % ("a stop signal" if proc.returncode in ended else
+                           "exit status %d" % proc.returncode), flush=True)
     sys.exit(0)
+print("exit status %d" % proc.returncode, flush=True)
 resumed = subprocess.run(train("stopped", "--resume"), capture_output=True,
                          text=True)
 if resumed.returncode:
