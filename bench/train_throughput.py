@@ -158,9 +158,10 @@ class TorchContender:
 
 
 class GptcContender:
-    def __init__(self, build, model, precision=None, extra=()):
+    def __init__(self, build, model, precision=None, extra=(), env=None):
         self.gptc = os.path.join(build, "bin", "gptc")
         self.model = model
+        self.env = env
         self.added = 0
         self.extra = list(extra)
         self.rss = 0
@@ -180,7 +181,7 @@ class GptcContender:
                     [self.gptc, "train", self.model, "--steps", str(steps + 1),
                      "--eval-interval", "0", "--log-interval", "0",
                      "--checkpoint", os.path.join(tmp, "c.ckpt")] + self.extra,
-                    stdout=subprocess.DEVNULL, stderr=err)
+                    stdout=subprocess.DEVNULL, stderr=err, env=self.env)
                 status = proc.wait()
             text = open(log).read()
         if status:

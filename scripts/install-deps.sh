@@ -10,6 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev
   libdnnl-dev
+  libtcmalloc-minimal4
   libonnx-dev libonnx-testdata
   mpich libmpich-dev
   clang-22 libclang-rt-22-dev clang-format-22

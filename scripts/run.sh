@@ -22,7 +22,7 @@ echo "   ... ($(grep -c ' = gptc\.' "$build_dir/$(basename "$model" .pbtxt).mlir
 
 echo
 echo "== gptc train $model"
-"$build_dir/bin/gptc" train "$model" --checkpoint "$build_dir/$(basename "$model" .pbtxt).ckpt"
+"$build_dir/bin/gptc" train "$model" --checkpoint "$build_dir/$(basename "$model" .pbtxt).ckpt" --overwrite
 echo
 echo "== gptc sample $build_dir/$(basename "$model" .pbtxt).ckpt"
 "$build_dir/bin/gptc" sample "$build_dir/$(basename "$model" .pbtxt).ckpt" --length 300

@@ -8,7 +8,9 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLExtras.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -90,13 +92,17 @@ namespace {
 /// Forwards protobuf's syntax errors to MLIR diagnostics.
 class DiagnosticCollector : public pb::io::ErrorCollector {
 public:
-  explicit DiagnosticCollector(const TextProtoSource::Impl &impl)
-      : impl(impl) {}
+  DiagnosticCollector(const TextProtoSource::Impl &impl,
+                      const pb::Descriptor *root)
+      : impl(impl), root(root) {}
 
   void AddError(int line, pb::io::ColumnNumber column,
                 const std::string &message) override {
     hadError = true;
-    emitError(atName(line, column, message)) << rephrase(message);
+    std::string text = rephrase(message), hint = suggestion(message);
+    if (!hint.empty() && StringRef(text).ends_with("."))
+      text.pop_back();
+    emitError(atName(line, column, message)) << text << hint;
   }
   void AddWarning(int line, pb::io::ColumnNumber column,
                   const std::string &message) override {
@@ -153,12 +159,83 @@ private:
     return text;
   }
 
+  /// The text between `key` and the next quote in `message`, or "".
+  static StringRef quoted(StringRef message, StringRef key) {
+    size_t open = message.find(key);
+    if (open == StringRef::npos)
+      return "";
+    size_t begin = open + key.size();
+    size_t close = message.find('"', begin);
+    return close == StringRef::npos ? "" : message.slice(begin, close);
+  }
+
+  /// The candidate nearest `word` (case aside, within 2 edits, or a
+  /// third of its length up to 3), or "".
+  static std::string nearest(StringRef word, ArrayRef<std::string> candidates) {
+    std::string best;
+    unsigned bestDistance =
+        std::min<unsigned>(3, std::max<size_t>(2, word.size() / 3)) + 1;
+    for (const std::string &c : candidates) {
+      unsigned d = StringRef(c).edit_distance_insensitive(word);
+      if (d < bestDistance) {
+        best = c;
+        bestDistance = d;
+      }
+    }
+    return best;
+  }
+
+  /// The enum of the first field named `field` in `message` or the
+  /// messages it holds (the parser names the field, not its type).
+  static const pb::EnumDescriptor *
+  enumOfField(const pb::Descriptor *message, StringRef field,
+              std::vector<const pb::Descriptor *> &seen) {
+    if (!message || llvm::is_contained(seen, message))
+      return nullptr;
+    seen.push_back(message);
+    for (int i = 0; i < message->field_count(); ++i) {
+      const pb::FieldDescriptor *f = message->field(i);
+      if (f->name() == field.str() && f->enum_type())
+        return f->enum_type();
+      if (const pb::EnumDescriptor *e =
+              enumOfField(f->message_type(), field, seen))
+        return e;
+    }
+    return nullptr;
+  }
+
+  /// "; did you mean "num_heads"?" for a misspelt field or enum value.
+  std::string suggestion(StringRef message) const {
+    std::vector<std::string> names;
+    StringRef word;
+    if (StringRef type = quoted(message, "Message type \""); !type.empty()) {
+      word = quoted(message, "has no field named \"");
+      const pb::Descriptor *d =
+          pb::DescriptorPool::generated_pool()->FindMessageTypeByName(
+              type.str());
+      for (int i = 0; d && i < d->field_count(); ++i)
+        names.push_back(std::string(d->field(i)->name()));
+    } else if (StringRef field = quoted(message, "for field \"");
+               !field.empty()) {
+      word = quoted(message, "enumeration value of \"");
+      std::vector<const pb::Descriptor *> seen;
+      if (const pb::EnumDescriptor *e = enumOfField(root, field, seen))
+        for (int i = 0; i < e->value_count(); ++i)
+          names.push_back(std::string(e->value(i)->name()));
+    }
+    if (word.empty())
+      return "";
+    std::string best = nearest(word, names);
+    return best.empty() ? "" : "; did you mean \"" + best + "\"?";
+  }
+
   const TextProtoSource::Impl &impl;
+  const pb::Descriptor *root;
 };
 } // namespace
 
 LogicalResult TextProtoSource::parse(pb::Message &message, StringRef what) {
-  DiagnosticCollector collector(*impl);
+  DiagnosticCollector collector(*impl, message.GetDescriptor());
   pb::TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
   parser.WriteLocationsTo(&impl->tree);

@@ -254,6 +254,79 @@ static std::optional<std::string> besideStepDirectory(const std::string &path) {
                                     : step.parent_path().string();
 }
 
+/// The step directories in `dir`, by step.
+static std::map<int64_t, std::string> stepDirectories(const std::string &dir) {
+  std::map<int64_t, std::string> steps;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    int64_t step = stepOf(it->path().filename().string());
+    if (step >= 0 && it->is_directory(ec))
+      steps[step] = it->path().string();
+  }
+  return steps;
+}
+
+std::string runtime::existingCheckpoints(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return "";
+  if (!S_ISDIR(st.st_mode))
+    return S_ISREG(st.st_mode) && st.st_size > 0 ? "a checkpoint file" : "";
+  if (besideStepDirectory(path))
+    return "a step directory";
+  std::map<int64_t, std::string> steps = stepDirectories(path);
+  std::ifstream latest(path + "/" + kLatest);
+  std::string current;
+  if (latest)
+    std::getline(latest, current);
+  if (steps.empty() && current.empty())
+    return "";
+  int64_t step = stepOf(current);
+  if (step < 0 && !steps.empty())
+    step = steps.rbegin()->first;
+  std::string text =
+      step >= 0 ? "step " + std::to_string(step) : "a 'latest' file";
+  size_t others = steps.size() - (steps.count(step) ? 1 : 0);
+  if (others)
+    text += " (and " + std::to_string(others) + " other step director" +
+            (others == 1 ? "y" : "ies") + ")";
+  return text;
+}
+
+bool runtime::removeCheckpoints(const std::string &path, std::string &error) {
+  std::error_code ec;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return true;
+  if (!S_ISDIR(st.st_mode)) {
+    if (!fs::remove(path, ec) && ec) {
+      error = "cannot remove the checkpoint '" + path + "': " + ec.message();
+      return false;
+    }
+    return true;
+  }
+  if (besideStepDirectory(path)) {
+    error = "'" + path +
+            "' is one step directory of a checkpoint: name the checkpoint "
+            "directory holding it to start over there";
+    return false;
+  }
+  for (const auto &[step, dir] : stepDirectories(path)) {
+    fs::remove_all(dir, ec);
+    if (ec) {
+      error = "cannot remove '" + dir + "': " + ec.message();
+      return false;
+    }
+  }
+  fs::remove(path + "/" + kLatest, ec);
+  if (ec) {
+    error = "cannot remove '" + path + "/" + kLatest + "': " + ec.message();
+    return false;
+  }
+  return true;
+}
+
 static std::string gibibytes(double bytes) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(bytes < (1 << 30) ? 3 : 1)

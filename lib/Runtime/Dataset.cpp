@@ -6,8 +6,10 @@
 
 #include "gptc/Runtime/Dataset.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,56 +116,114 @@ static bool tokenSpan(const std::string &path, const std::string &what,
   return true;
 }
 
+bool Dataset::expandPaths(const std::string &spec,
+                          std::vector<std::string> &paths, std::string &error) {
+  paths.clear();
+  size_t begin = 0;
+  while (begin <= spec.size()) {
+    size_t comma = spec.find(',', begin);
+    if (comma == std::string::npos)
+      comma = spec.size();
+    std::string entry = spec.substr(begin, comma - begin);
+    begin = comma + 1;
+    if (entry.empty()) {
+      error = "'" + spec + "' has an empty entry in its list of files";
+      return false;
+    }
+    if (entry.find_first_of("*?[") == std::string::npos) {
+      paths.push_back(entry);
+      continue;
+    }
+    glob_t matches;
+    int rc = ::glob(entry.c_str(), GLOB_ERR, nullptr, &matches);
+    if (rc != 0) {
+      if (rc != GLOB_NOMATCH)
+        ::globfree(&matches);
+      error = "'" + entry + "' matches no file";
+      return false;
+    }
+    // glob(3) sorts its matches by name: train_000001.bin, ...
+    for (size_t i = 0; i < matches.gl_pathc; ++i)
+      paths.push_back(matches.gl_pathv[i]);
+    ::globfree(&matches);
+  }
+  return true;
+}
+
+/// Maps the files of `spec` and appends their tokens to `stream`; `tokens`
+/// is set from the first file (text or token ids) and every other must be
+/// of its kind.
+static bool openStream(const std::string &spec, const std::string &what,
+                       int64_t vocab, int &tokens,
+                       std::vector<std::shared_ptr<MappedFile>> &files,
+                       std::vector<std::pair<const void *, int64_t>> &pieces,
+                       std::string &error) {
+  std::vector<std::string> paths;
+  if (!Dataset::expandPaths(spec, paths, error)) {
+    error = what + ": " + error;
+    return false;
+  }
+  std::string first;
+  for (const std::string &path : paths) {
+    std::shared_ptr<MappedFile> file = mapFile(path, what, error);
+    if (!file)
+      return false;
+    int isTokens = isTokenFile(path, *file) ? 1 : 0;
+    if (tokens < 0) {
+      tokens = isTokens;
+      first = path;
+    } else if (isTokens != tokens) {
+      error = what + " '" + path + "' is " +
+              (isTokens ? "a token file" : "text") + "; " +
+              (first.empty() ? "the training data is "
+                             : "'" + first + "' before it is ") +
+              (tokens ? "a token file" : "text");
+      return false;
+    }
+    if (tokens) {
+      const void *data = nullptr;
+      int64_t count = 0;
+      if (!tokenSpan(path, what, *file, vocab, data, count, error))
+        return false;
+      pieces.push_back({data, count});
+    } else {
+      pieces.push_back({file->base, static_cast<int64_t>(file->size)});
+    }
+    files.push_back(std::move(file));
+  }
+  return true;
+}
+
 bool Dataset::open(const std::string &path, const std::string &valPath,
                    int64_t seqLen, int64_t vocab, Dataset &out,
                    std::string &error) {
   out = Dataset();
   out.path = path;
-  out.trainFile = mapFile(path, "the training data", error);
-  if (!out.trainFile)
+  int tokens = -1;
+  std::vector<std::pair<const void *, int64_t>> trainPieces, valPieces;
+  if (!openStream(path, "the training data", vocab, tokens, out.files,
+                  trainPieces, error))
     return false;
-  bool tokens = isTokenFile(path, *out.trainFile);
-  if (tokens) {
-    out.train.width = 2;
-    if (!tokenSpan(path, "the training data", *out.trainFile, vocab,
-                   out.train.data, out.train.count, error))
-      return false;
-  } else {
-    if (vocab < 256) {
-      error = "byte-level training (text data '" + path +
-              "') needs vocab_size >= 256, got " + std::to_string(vocab);
-      return false;
-    }
-    out.train.data = out.trainFile->base;
-    out.train.count = static_cast<int64_t>(out.trainFile->size);
+  if (!tokens && vocab < 256) {
+    error = "byte-level training (text data '" + path +
+            "') needs vocab_size >= 256, got " + std::to_string(vocab);
+    return false;
   }
+  out.train.width = tokens ? 2 : 1;
+  for (auto [data, n] : trainPieces)
+    out.train.append(data, n);
   if (!valPath.empty()) {
-    out.valFile = mapFile(valPath, "the validation data", error);
-    if (!out.valFile)
+    if (!openStream(valPath, "the validation data", vocab, tokens, out.files,
+                    valPieces, error))
       return false;
-    if (isTokenFile(valPath, *out.valFile) != tokens) {
-      error = "the validation data '" + valPath + "' is " +
-              (tokens ? "text" : "a token file") + "; the training data is " +
-              (tokens ? "a token file" : "text");
-      return false;
-    }
     out.validation.width = out.train.width;
-    if (tokens) {
-      if (!tokenSpan(valPath, "the validation data", *out.valFile, vocab,
-                     out.validation.data, out.validation.count, error))
-        return false;
-    } else {
-      out.validation.data = out.valFile->base;
-      out.validation.count = static_cast<int64_t>(out.valFile->size);
-    }
+    for (auto [data, n] : valPieces)
+      out.validation.append(data, n);
   } else {
     // The last 10% of the training data.
     int64_t n = out.train.count, split = n * 9 / 10;
-    out.validation = out.train;
-    out.validation.data =
-        static_cast<const uint8_t *>(out.train.data) + split * out.train.width;
-    out.validation.count = n - split;
-    out.train.count = split;
+    out.validation = out.train.slice(split, n);
+    out.train = out.train.slice(0, split);
   }
   // Each split must hold one window of seq_len + 1 tokens.
   if (out.train.count < seqLen + 1 || out.validation.count < seqLen + 1) {
@@ -184,15 +244,52 @@ bool Dataset::open(const std::string &path, const std::string &valPath,
   return true;
 }
 
+Dataset::Stream Dataset::Stream::slice(int64_t begin, int64_t end) const {
+  Stream out;
+  out.width = width;
+  for (const Piece &p : pieces) {
+    int64_t lo = std::max(begin, p.start),
+            hi = std::min(end, p.start + p.count);
+    if (lo < hi)
+      out.append(static_cast<const uint8_t *>(p.data) + (lo - p.start) * width,
+                 hi - lo);
+  }
+  return out;
+}
+
+void Dataset::Stream::read(int64_t at, int64_t n, int32_t *out) const {
+  // The piece holding `at`: the last that starts at or before it.
+  auto it =
+      std::upper_bound(pieces.begin(), pieces.end(), at,
+                       [](int64_t x, const Piece &p) { return x < p.start; });
+  size_t k = static_cast<size_t>(it - pieces.begin()) - 1;
+  while (n > 0) {
+    const Piece &p = pieces[k++];
+    int64_t from = at - p.start, take = std::min(n, p.count - from);
+    if (width == 1) {
+      const auto *b = static_cast<const uint8_t *>(p.data) + from;
+      for (int64_t i = 0; i < take; ++i)
+        out[i] = b[i];
+    } else {
+      const auto *u = static_cast<const uint16_t *>(p.data) + from;
+      for (int64_t i = 0; i < take; ++i)
+        out[i] = u[i];
+    }
+    out += take;
+    at += take;
+    n -= take;
+  }
+}
+
 void Dataset::sampleTrain(std::mt19937_64 &rng, int64_t batch, int64_t seqLen,
                           int32_t *tokens, int32_t *labels) const {
   std::uniform_int_distribution<int64_t> start(0, train.count - seqLen - 1);
+  std::vector<int32_t> window(static_cast<size_t>(seqLen + 1));
   for (int64_t b = 0; b < batch; ++b) {
     int64_t s = start(rng);
-    for (int64_t t = 0; t < seqLen; ++t) {
-      tokens[b * seqLen + t] = train.at(s + t);
-      labels[b * seqLen + t] = train.at(s + t + 1);
-    }
+    train.read(s, seqLen + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, tokens + b * seqLen);
+    std::copy(window.begin() + 1, window.end(), labels + b * seqLen);
   }
 }
 
@@ -201,12 +298,12 @@ void Dataset::validationBatch(int64_t index, int64_t count, int64_t batch,
                               int32_t *labels) const {
   int64_t windows = count * batch;
   int64_t span = validation.count - seqLen - 1;
+  std::vector<int32_t> window(static_cast<size_t>(seqLen + 1));
   for (int64_t b = 0; b < batch; ++b) {
     int64_t w = index * batch + b;
     int64_t s = windows > 1 ? span * w / (windows - 1) : 0;
-    for (int64_t t = 0; t < seqLen; ++t) {
-      tokens[b * seqLen + t] = validation.at(s + t);
-      labels[b * seqLen + t] = validation.at(s + t + 1);
-    }
+    validation.read(s, seqLen + 1, window.data());
+    std::copy(window.begin(), window.end() - 1, tokens + b * seqLen);
+    std::copy(window.begin() + 1, window.end(), labels + b * seqLen);
   }
 }

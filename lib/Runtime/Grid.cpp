@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -183,12 +184,35 @@ bool runtime::gatherBlocks(const Tensor &block, const BlockLayout &layout,
   return true;
 }
 
+/// The first of `names` set to a non-negative decimal number, or -1.
+static int firstRankVariable(std::initializer_list<const char *> names) {
+  for (const char *name : names) {
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+      continue;
+    long value = 0;
+    const char *c = v;
+    for (; *c >= '0' && *c <= '9' && value < (1L << 30); ++c)
+      value = value * 10 + (*c - '0');
+    if (*c == 0)
+      return static_cast<int>(value);
+  }
+  return -1;
+}
+
+int runtime::launcherLocalRank() {
+  return firstRankVariable({"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                            "PMIX_LOCAL_RANK", "SLURM_LOCALID"});
+}
+
+int runtime::launcherRank() {
+  return firstRankVariable(
+      {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"});
+}
+
 int runtime::localDeviceIndex(int rank, int devices) {
-  int local = rank;
-  for (const char *name : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"})
-    if (const char *v = std::getenv(name)) {
-      local = std::atoi(v);
-      break;
-    }
+  int local = launcherLocalRank();
+  if (local < 0)
+    local = rank;
   return devices > 0 ? local % devices : 0;
 }

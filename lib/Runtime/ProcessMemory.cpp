@@ -14,6 +14,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <dlfcn.h>
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -39,8 +40,60 @@ bool runtime::resetPeakResident() {
   return static_cast<bool>(clear);
 }
 
+namespace {
+// tcmalloc's C interface, looked up in the process rather than linked: the
+// runtime library also runs inside processes that keep glibc's malloc (the
+// Python binding, the sanitizer build), and an allocator cannot be swapped
+// in after the first allocation.
+struct Tcmalloc {
+  int (*getNumericProperty)(const char *, size_t *) = nullptr;
+  void (*releaseFreeMemory)() = nullptr;
+  Tcmalloc() {
+    getNumericProperty = reinterpret_cast<int (*)(const char *, size_t *)>(
+        dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty"));
+    releaseFreeMemory = reinterpret_cast<void (*)()>(
+        dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+  }
+  bool present() const { return getNumericProperty && releaseFreeMemory; }
+};
+const Tcmalloc &tcmalloc() {
+  static const Tcmalloc instance;
+  return instance;
+}
+} // namespace
+
 void runtime::returnFreeHeap() {
+  if (tcmalloc().present()) {
+    tcmalloc().releaseFreeMemory();
+    return;
+  }
 #ifdef __GLIBC__
   malloc_trim(0);
+#endif
+}
+
+int64_t runtime::heapBytesInUse() {
+  if (tcmalloc().present()) {
+    size_t bytes = 0;
+    if (tcmalloc().getNumericProperty("generic.current_allocated_bytes",
+                                      &bytes))
+      return static_cast<int64_t>(bytes);
+    return -1;
+  }
+#ifdef __GLIBC__
+  struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+#else
+  return -1;
+#endif
+}
+
+const char *runtime::heapAllocatorName() {
+  if (tcmalloc().present())
+    return "tcmalloc";
+#ifdef __GLIBC__
+  return "glibc";
+#else
+  return "other";
 #endif
 }

@@ -13,18 +13,24 @@
 
 #include "gptc/Runtime/Trainer.h"
 
+#include "gptc/Runtime/CPU/Cores.h"
 #include "gptc/Runtime/Npy.h"
 #include "gptc/Runtime/Preemption.h"
 #include "gptc/Runtime/Progress.h"
 #include "gptc/Runtime/Trace.h"
+#include "gptc/Runtime/TrainLoop.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <iomanip>
 #include <random>
+#include <sched.h>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace gptc;
 using namespace gptc::runtime;
@@ -221,4 +227,75 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
     return false;
   progress.summary();
   return finishSteps(log, progress, error);
+}
+
+std::string runtime::shareCores(Communicator *comm, std::string &error) {
+  cpu::CoreBudget budget = cpu::readCoreBudget();
+  // Per rank: a hash of its host name, its quota in thousandths of a core
+  // and its affinity mask (the first 1024 CPUs).
+  constexpr int kMaskWords = 16, kWords = 2 + kMaskWords;
+  int64_t mine[kWords] = {};
+  char host[256] = "?";
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::strcpy(host, "?");
+  host[sizeof host - 1] = 0;
+  mine[0] = static_cast<int64_t>(std::hash<std::string>()(host) >> 1);
+  mine[1] = static_cast<int64_t>(budget.quota * 1000);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < kMaskWords * 64 && c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        mine[2 + c / 64] |= int64_t(1) << (c % 64);
+  int n = comm ? comm->size() : 1;
+  std::vector<int64_t> all(static_cast<size_t>(n) * kWords);
+  if (n > 1) {
+    if (!comm->allGather(mine, all.data(), kWords, program::I64, {n}, {0},
+                         error))
+      return "";
+  } else {
+    std::copy(mine, mine + kWords, all.begin());
+  }
+  // The ranks of this host, and those of them given this rank's cores.
+  int onHost = 0, sameMask = 0;
+  for (int r = 0; r < n; ++r) {
+    const int64_t *w = all.data() + static_cast<size_t>(r) * kWords;
+    if (w[0] != mine[0])
+      continue;
+    ++onHost;
+    sameMask += std::equal(w + 2, w + kWords, mine + 2);
+  }
+  int threads = std::max(1, budget.affinity / std::max(1, sameMask));
+  if (budget.quota > 0)
+    threads =
+        std::min(threads, std::max(1, static_cast<int>(std::floor(
+                                          budget.quota / onHost + 1e-9))));
+  // How idle threads wait, as libgomp read it at its start (ThreadDefaults.cpp
+  // bounds the spin where the user did not choose).
+  std::string waiting;
+  if (const char *policy = std::getenv("OMP_WAIT_POLICY"))
+    waiting = std::string("; OMP_WAIT_POLICY=") + policy;
+  else if (const char *spin = std::getenv("GOMP_SPINCOUNT"))
+    waiting = std::string("; idle threads spin ") + spin +
+              " times, then sleep (GOMP_SPINCOUNT)";
+  else
+    waiting = "; idle threads spin as libgomp's default";
+  std::ostringstream line;
+  if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+    // The user's choice: OpenMP already runs that many.
+    line << cpu::numThreads()
+         << (cpu::numThreads() == 1 ? " thread" : " threads")
+         << (n > 1 ? " per rank" : "") << ": OMP_NUM_THREADS=" << omp
+         << waiting;
+    return line.str();
+  }
+  cpu::setNumThreads(threads);
+  line << threads << (threads == 1 ? " thread" : " threads")
+       << (n > 1 ? " per rank" : "") << ": " << budget.describe();
+  if (sameMask > 1)
+    line << ", shared by " << sameMask << " ranks on " << host;
+  else if (budget.quota > 0 && onHost > 1)
+    line << " shared by " << onHost << " ranks on " << host;
+  line << waiting;
+  return line.str();
 }

@@ -12,7 +12,8 @@
 //
 //   [mpirun -np N] gptc-runtime ARTIFACT [--device cpu|cuda|virtual-cuda]
 //                [--data FILE] [--val-data FILE] [--stop-at-step N]
-//                [--checkpoint DIR] [--resume] [--keep-checkpoints N]
+//                [--checkpoint DIR] [--resume | --overwrite]
+//                [--keep-checkpoints N]
 //                [--log-interval N] [--eval-interval N]
 //                [--collective-timeout SECONDS] [--dump-dir DIR]
 //                [--profile] [--profile-json FILE] [--trace FILE]
@@ -53,7 +54,8 @@ static const char *kUsage =
     "usage: gptc-runtime ARTIFACT [--device cpu|cuda|virtual-cuda] [--data "
     "FILE]\n"
     "                    [--val-data FILE] [--stop-at-step N]\n"
-    "                    [--checkpoint DIR] [--resume] [--keep-checkpoints "
+    "                    [--checkpoint DIR] [--resume | --overwrite] "
+    "[--keep-checkpoints "
     "N]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
     "                    [--collective-timeout SECONDS] [--dump-dir DIR]\n"
@@ -96,7 +98,11 @@ static int trainPipeline(const pg::Program &program,
   };
   if (!started)
     return failAll(error);
-  rt::shareCores(*comm);
+  std::string threadsLine = rt::shareCores(comm.get(), error);
+  if (threadsLine.empty())
+    return failAll(error);
+  if (comm->rank() == 0)
+    std::cerr << "gptc-runtime: " << threadsLine << "\n";
   std::unique_ptr<rt::TrainingRun> trainer =
       rt::openTrainingRun(program, opts, {cuda}, comm.get(), {}, resume, error);
   if (!trainer)
@@ -124,7 +130,7 @@ int main(int argc, char **argv) {
   int64_t stopAt = -1, logInterval = 10, evalInterval = -1,
           keepCheckpoints = -1, injectStep = -1;
   double collectiveTimeout = 20;
-  bool resume = false, profile = false;
+  bool resume = false, overwrite = false, profile = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -178,6 +184,8 @@ int main(int argc, char **argv) {
       ok = count(evalInterval);
     else if (arg == "--resume")
       resume = true;
+    else if (arg == "--overwrite")
+      overwrite = true;
     else if (arg == "--profile")
       profile = true;
     else if (arg == "--steps")
@@ -284,10 +292,16 @@ int main(int argc, char **argv) {
   opts.profileJson = profileJson;
   opts.tracePath = tracePath;
   opts.injectOverflowStep = injectStep - 1;
+  opts.resumed = resume;
+  opts.overwrite = overwrite;
 
   if (program.has_pipeline())
     return trainPipeline(program, opts, cuda, resume, dataset);
 
+  std::string threadsLine = rt::shareCores(nullptr, error);
+  if (threadsLine.empty())
+    return fail(error);
+  std::cerr << "gptc-runtime: " << threadsLine << "\n";
   std::unique_ptr<rt::TrainingRun> trainer =
       rt::openTrainingRun(program, opts, {cuda}, nullptr, {}, resume, error);
   if (!trainer)

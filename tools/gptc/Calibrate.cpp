@@ -19,6 +19,7 @@
 #include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/TrainLoop.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/Format.h"
@@ -104,10 +105,13 @@ int mlir::gptc::runCalibrate(const std::string &outputPath) {
   auto comm = rt::createMpiCommunicator(nullptr, nullptr);
   int ranks = comm->size();
   bool leader = comm->rank() == 0;
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  int threads = std::max(1, static_cast<int>(cores) / ranks);
-  cpu::setNumThreads(threads);
   std::string error;
+  std::string threadsLine = rt::shareCores(comm.get(), error);
+  if (threadsLine.empty()) {
+    llvm::errs() << "gptc: error: " << error << "\n";
+    return 1;
+  }
+  int threads = cpu::numThreads();
   std::vector<int64_t> grid{ranks}, axes{0};
   auto mean = [&](double x) {
     if (ranks > 1 &&
@@ -166,7 +170,7 @@ int mlir::gptc::runCalibrate(const std::string &outputPath) {
   llvm::raw_ostream &os = out->os();
   os << "# Measured by gptc calibrate on " << ranks << " process"
      << (ranks > 1 ? "es" : "") << " x " << threads << " thread"
-     << (threads > 1 ? "s" : "") << " (" << cores << " cores): a device is\n"
+     << (threads > 1 ? "s" : "") << " (" << threadsLine << "): a device is\n"
      << "# one process. GEMMs of 128 x 256 x 256 and 2048 x 1024 x 1024 "
         "(oneDNN), a\n"
      << "# copy of 128 MiB, an all-reduce of 64 MiB and of one value; each "

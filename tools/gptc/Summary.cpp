@@ -13,6 +13,7 @@
 
 #include "CompileFlags.h"
 
+#include "gptc/Analysis/CommReport.h"
 #include "gptc/Analysis/KernelReport.h"
 #include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/ModelStats.h"
@@ -613,6 +614,23 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
       if (m.evalInterval > 0 && forward)
         if (auto a = forward->getAttrOfType<IntegerAttr>(kArenaBytesAttrName))
           evaluation = a.getInt();
+      // MPI's reduction buffer: MPICH all-reduces a large message by
+      // reduce-scatter then all-gather into a temporary the message's size,
+      // of which each rank receives (and so touches) all but its own 1/N;
+      // it reduce-scatters one by exchanging blocks in pairs through a
+      // temporary of one block (1/N). The largest of the step sets it; one
+      // runs at a time. Gathers receive in place.
+      int64_t mpiBuffer = 0;
+      if (FailureOr<std::vector<Collective>> all = collectCollectives(train);
+          succeeded(all))
+        for (const Collective &c : *all) {
+          if (c.ranks < 2)
+            continue;
+          if (c.kind == "all_reduce")
+            mpiBuffer = std::max(mpiBuffer, c.bytes / c.ranks * (c.ranks - 1));
+          else if (c.kind == "reduce_scatter")
+            mpiBuffer = std::max(mpiBuffer, c.bytes / c.ranks);
+        }
       // The GEMM library's state: oneDNN keeps a primitive (its kernels'
       // descriptors and scratchpad) for each distinct product the step
       // runs, which the runtime builds on first use; here they are built
@@ -624,12 +642,13 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
       if (arena) {
         int64_t peak = size->weightBytes + size->optimizerBytes +
                        arena.getInt() + loopArena + scratch + evaluation +
-                       gemmState + packing;
+                       gemmState + packing + mpiBuffer;
         os << "training memory per device: " << peak << " bytes ("
            << bytes(peak) << ": parameters and moments + step buffers"
            << (loopArena ? " + microbatch loop buffers" : "")
            << " + kernel scratch" << (evaluation ? " + evaluation buffers" : "")
            << (packing ? " + collective packing buffers" : "")
+           << (mpiBuffer >= 4096 ? " + MPI's reduction buffer" : "")
            << " + GEMM library state)\n";
       }
     }

@@ -25,6 +25,7 @@
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/CheckpointStore.h"
 #include "gptc/Runtime/Communicator.h"
+#include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/ProcessMemory.h"
 #include "gptc/Runtime/Sampling.h"
@@ -52,7 +53,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <thread>
 #include <unistd.h>
 
 using namespace mlir;
@@ -67,8 +67,10 @@ static cl::opt<std::string>
     dataPath("data",
              cl::desc("Training data: a token file (uint16 ids, flat as "
                       "nanoGPT's train.bin or with llm.c's header) or a text "
-                      "file (bytes are tokens); default: the GPL-3 text "
-                      "every Debian system ships"),
+                      "file (bytes are tokens), or several read in order: a "
+                      "comma-separated list of files and quoted globs "
+                      "('data/train_*.bin'); default: the GPL-3 text every "
+                      "Debian system ships"),
              cl::init("/usr/share/common-licenses/GPL-3"),
              cl::cat(trainCategory));
 static cl::opt<std::string> valDataPath(
@@ -119,6 +121,11 @@ static cl::opt<int64_t> keepCheckpointsOpt(
     cl::init(-1), cl::cat(trainCategory));
 static cl::opt<bool> resumeOpt("resume", cl::desc("Continue from --checkpoint"),
                                cl::init(false), cl::cat(trainCategory));
+static cl::opt<bool> overwriteOpt(
+    "overwrite",
+    cl::desc("Start a fresh run where --checkpoint already holds "
+             "checkpoints, removing them (without it, gptc refuses)"),
+    cl::init(false), cl::cat(trainCategory));
 static cl::opt<int64_t> evalIntervalOpt(
     "eval-interval",
     cl::desc("Validation loss every N steps (default: the description's)"),
@@ -197,8 +204,11 @@ static cl::opt<bool> tokenIdsOpt(
              "tokenizer, e.g. an imported GPT-2)"),
     cl::init(false), cl::cat(sampleCategory));
 
+/// An error before the processes connect. Under an MPI launcher every rank
+/// reads the same command line and files and finds it: rank 0 says it.
 static int fail(const std::string &message) {
-  llvm::errs() << "gptc: error: " << message << "\n";
+  if (rt::launcherRank() <= 0)
+    llvm::errs() << "gptc: error: " << message << "\n";
   return 1;
 }
 
@@ -257,6 +267,8 @@ static rt::TrainOptions trainOptions(const ModelDescription &desc,
     opts.checkpointPath = checkpointOpt;
   else
     opts.checkpointPath = opts.model + ".ckpt";
+  opts.resumed = resumeOpt;
+  opts.overwrite = overwriteOpt;
   opts.collectiveTimeout = collectiveTimeoutOpt;
   opts.logInterval = logIntervalOpt;
   opts.liveProgress = isatty(STDERR_FILENO);
@@ -329,7 +341,11 @@ static int runPipelineTrain(ModelDescription &desc,
       comm->abort(1);
     return 1;
   }
-  rt::shareCores(*comm);
+  std::string threadsLine = rt::shareCores(comm.get(), error);
+  if (threadsLine.empty())
+    return failAll(error);
+  if (leader)
+    llvm::errs() << "gptc: " << threadsLine << "\n";
   rt::Dataset data;
   if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
                          error))
@@ -394,6 +410,14 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  // Under an MPI launcher every rank compiles the same description: rank 0
+  // prints the diagnostics (errors, warnings, remarks), the others none
+  // (their launcher reports their exit status). A rank whose files differ
+  // from rank 0's could fail alone, silently: docs/Training.md says to
+  // keep the inputs the same on every host.
+  std::optional<ScopedDiagnosticHandler> quiet;
+  if (rt::launcherRank() > 0)
+    quiet.emplace(&context, [](Diagnostic &) { return success(); });
   std::string error;
   std::string description;
   // An ONNX model: its graph is the model (docs/Onnx.md, "Training"). For
@@ -505,7 +529,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   // An error on one rank ends every rank (MPI_Abort), so that none waits
   // in a collective; the message is one write, so ranks' lines do not
   // interleave. An error every rank finds (`everyRank`) is printed once,
-  // by rank 0, before all abort together.
+  // by rank 0, and every rank ends with it.
   auto failAll = [&](const std::string &message, bool everyRank = false) {
     bool many = comm && comm->size() > 1;
     if (!everyRank || !many || comm->rank() == 0)
@@ -516,10 +540,14 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                        message + "\n");
     if (many) {
       if (everyRank) {
-        // Rank 0 has printed before anyone aborts.
+        // Every rank stops here: each ends normally (MPI finalized as the
+        // communicator goes), so the launcher forwards rank 0's message
+        // before it ends the job. (An abort could end the launcher first:
+        // 1 run in 30 printed nothing.)
         char done = 0;
         std::string ignored;
-        (void)comm->broadcast(&done, 1, {comm->size()}, {0}, ignored);
+        if (comm->broadcast(&done, 1, {comm->size()}, {0}, ignored))
+          return 1;
       }
       comm->abort(1);
     }
@@ -528,8 +556,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!started)
     return failAll(error, /*everyRank=*/true);
 
-  if (comm)
-    rt::shareCores(*comm);
+  std::string threadsLine = rt::shareCores(comm.get(), error);
+  if (threadsLine.empty())
+    return failAll(error);
+  if (leader)
+    llvm::errs() << "gptc: " << threadsLine << "\n";
 
   // 4. Data, options, parameters.
   rt::Dataset data;
@@ -568,8 +599,11 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    << " (its initializers are the initial parameters)\n";
     llvm::errs() << "gptc: training " << opts.model << " ("
                  << trainer->numParameters() << " parameters) on "
-                 << data.getPath() << " (" << data.trainSize() << " + "
-                 << data.validationSize()
+                 << data.getPath() << " ("
+                 << (data.trainShards() > 1
+                         ? std::to_string(data.trainShards()) + " files, "
+                         : std::string())
+                 << data.trainSize() << " + " << data.validationSize()
                  << (std::string(data.kind()) == "text" ? " bytes" : " tokens")
                  << "), batch " << m.batchSize << " x " << opts.seqLen
                  << ", steps " << trainer->getStep() << ".." << opts.steps

@@ -438,6 +438,16 @@ static constexpr const char *kOverview =
 static constexpr const char *kCommands[] = {"train", "sample", "plan",
                                             "calibrate"};
 
+/// Only training, sampling and calibration run the CPU runtime's thread
+/// pool: the others need not start twice to bound its spinning
+/// (lib/Runtime/CPU/ThreadDefaults.cpp).
+extern "C" bool gptcRunsThreadPool(int argc, char **argv) {
+  if (argc < 2)
+    return false;
+  StringRef command(argv[1]);
+  return command == "train" || command == "sample" || command == "calibrate";
+}
+
 /// `word` is meant as a subcommand when it is no file, no option and no
 /// path: the nearest subcommand by edit distance (at most 2), or none.
 static std::optional<std::string> misspeltCommand(StringRef word) {

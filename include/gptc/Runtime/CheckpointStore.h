@@ -69,6 +69,16 @@ struct HeldBlock {
 bool checkCheckpointDirectory(const std::string &path, int64_t bytes,
                               std::string &error, std::string &warning);
 
+/// The checkpoints a fresh run at `path` would write over: "step 200 (and
+/// 2 older step directories)" for a directory holding `latest` or step
+/// directories, "a checkpoint file" for an older single-file checkpoint,
+/// "a step directory" for one; "" where there are none.
+std::string existingCheckpoints(const std::string &path);
+
+/// Removes the checkpoints existingCheckpoints() finds at `path` (the
+/// step directories and `latest`, or the file), nothing else.
+bool removeCheckpoints(const std::string &path, std::string &error);
+
 /// Writes one checkpoint: `PATH/step-<N>/` with `header`'s fields and every
 /// block of `blocks` (this rank's: each rank passes the blocks it writes),
 /// then points `PATH/latest` at it and removes all but the newest `keep`

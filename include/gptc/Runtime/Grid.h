@@ -47,9 +47,19 @@ int64_t groupSize(const std::vector<int64_t> &grid,
                   const std::vector<int64_t> &axes);
 
 /// The GPU a process of `rank` uses among `devices` visible ones: its rank
-/// on its node (MPICH's MPI_LOCALRANKID, Open MPI's
-/// OMPI_COMM_WORLD_LOCAL_RANK, else `rank`) modulo `devices`.
+/// on its node (launcherLocalRank, else `rank`) modulo `devices`.
 int localDeviceIndex(int rank, int devices);
+
+/// This process's rank on its node as its launcher says, before MPI
+/// starts: MPICH's MPI_LOCALRANKID, Open MPI's OMPI_COMM_WORLD_LOCAL_RANK,
+/// PMIx's PMIX_LOCAL_RANK, srun's SLURM_LOCALID (the first set, digits
+/// only); -1 where none is.
+int launcherLocalRank();
+
+/// This process's rank in the job as its launcher says, before MPI starts:
+/// PMI_RANK (MPICH's Hydra), OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID
+/// (srun); -1 where none is.
+int launcherRank();
 
 /// A tensor split into blocks over grid axes (program::Sharding): `axes[d]`
 /// split dimension d of `shape`, the whole tensor.

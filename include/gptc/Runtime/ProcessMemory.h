@@ -24,10 +24,17 @@ int64_t residentBytes();
 /// Restarts the peak (VmHWM) from the current resident memory (Linux's
 /// /proc/self/clear_refs); false where the system does not allow it.
 bool resetPeakResident();
-/// Gives the C library's free heap back to the system (glibc's
+/// Gives the allocator's free heap back to the system (tcmalloc's
+/// ReleaseFreeMemory where the process runs on it, else glibc's
 /// malloc_trim), so that what a later phase adds to the resident memory
 /// does not depend on what an earlier one freed.
 void returnFreeHeap();
+/// The bytes the allocator has handed out and not had back (tcmalloc's
+/// generic.current_allocated_bytes, else glibc's mallinfo2), or -1.
+int64_t heapBytesInUse();
+/// "tcmalloc" where gptc's executables were linked with it (the default,
+/// docs/Architecture.md), else "glibc" (or "other").
+const char *heapAllocatorName();
 
 } // namespace gptc::runtime
 

@@ -45,6 +45,34 @@ inline bool trainAndSave(TrainingRun &trainer, const TrainOptions &opts,
   // reported, the previous checkpoint left as it was, instead of killing
   // the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A resumed run with no step left to take says so, instead of
+  // rewriting its checkpoint (the leader; its error ends every rank).
+  int64_t last =
+      opts.stopAfter >= 0 ? std::min(opts.stopAfter, opts.steps) : opts.steps;
+  if (leader && opts.resumed && trainer.getStep() >= last) {
+    error = "the checkpoint '" + opts.checkpointPath + "' is at step " +
+            std::to_string(trainer.getStep()) + " and the run ends at step " +
+            std::to_string(last) +
+            ": nothing is left to train (--steps sets where the run ends)";
+    return false;
+  }
+  // A fresh run does not write into another run's checkpoints.
+  if (leader && !opts.resumed && !opts.checkpointPath.empty()) {
+    std::string existing = existingCheckpoints(opts.checkpointPath);
+    if (!existing.empty() && !opts.overwrite) {
+      error = "'" + opts.checkpointPath + "' already holds checkpoints (" +
+              existing +
+              "): continue that run with --resume, start this one "
+              "elsewhere with --checkpoint, or replace them with --overwrite";
+      return false;
+    }
+    if (!existing.empty()) {
+      if (!removeCheckpoints(opts.checkpointPath, error))
+        return false;
+      std::cerr << tool << ": --overwrite: removed the checkpoints at "
+                << opts.checkpointPath << " (" << existing << ")\n";
+    }
+  }
   // Where the checkpoints go is writable and has room, before any work.
   if (leader && !opts.checkpointPath.empty()) {
     std::string warning;
@@ -78,17 +106,14 @@ inline bool trainAndSave(TrainingRun &trainer, const TrainOptions &opts,
   return true;
 }
 
-/// Processes on one node share its cores (unless the user chose with
-/// OMP_NUM_THREADS).
-inline void shareCores(const Communicator &comm) {
-  if (comm.size() < 2 || std::getenv("OMP_NUM_THREADS"))
-    return;
-  int local = comm.size();
-  if (const char *n = std::getenv("MPI_LOCALNRANKS"))
-    local = std::max(1, std::atoi(n));
-  cpu::setNumThreads(std::max(
-      1, static_cast<int>(std::thread::hardware_concurrency()) / local));
-}
+/// Sets the CPU runtime's threads for this rank (cpu/Cores.h): the cores
+/// of its affinity mask, shared with the other ranks of its host that
+/// have the same mask, and the host's cgroup quota shared by all of its
+/// ranks; OMP_NUM_THREADS, where set, decides instead. Collective over
+/// `comm` (null: one process). Returns
+/// a line for the leader to print: "2 threads per rank: 2 cores in the
+/// affinity mask" (with the sharing), or "" on error.
+std::string shareCores(Communicator *comm, std::string &error);
 
 } // namespace gptc::runtime
 

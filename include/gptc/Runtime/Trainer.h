@@ -64,6 +64,11 @@ struct TrainOptions {
   /// it waits for (Communicator::setWatchdog). 0: no watchdog.
   double collectiveTimeout = 20;
   std::string checkpointPath;
+  /// The run continues the checkpoint at checkpointPath (--resume).
+  bool resumed = false;
+  /// A fresh run may replace the checkpoints already at checkpointPath
+  /// (--overwrite); without it, it refuses to start there.
+  bool overwrite = false;
   uint64_t initSeed = 0, dataSeed = 0;
   /// Print a progress line every `logInterval` steps (and a live line on a
   /// terminal).

@@ -14,13 +14,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "gptc/Runtime/CPU/Gemm.h"
+#include "gptc/Runtime/ProcessMemory.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <array>
 #include <limits>
-#include <malloc.h>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -258,10 +258,7 @@ GemmProblem matmulProblem(int64_t batch, int64_t m, int64_t n, int64_t k,
 }
 
 int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems) {
-  auto inUse = [] {
-    struct mallinfo2 info = mallinfo2();
-    return static_cast<int64_t>(info.uordblks + info.hblkhd);
-  };
+  auto inUse = [] { return runtime::heapBytesInUse(); };
   Library &lib = Library::get();
   int64_t total = 0;
   for (const GemmProblem &p : problems) {

@@ -13,6 +13,7 @@
 
 #include "gptc/Runtime/CPU/Kernels.h"
 
+#include "gptc/Runtime/CPU/Cores.h"
 #include "gptc/Runtime/CPU/Gemm.h"
 
 #include "Avx512.h"
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -1106,9 +1108,16 @@ void setNumThreads(int threads) {
 }
 
 int numThreads() {
-  return threadCount ? threadCount
-                     : static_cast<int>(
-                           std::max(1u, std::thread::hardware_concurrency()));
+  if (threadCount)
+    return threadCount;
+  // OpenMP's own default where the user set it; else the process's cores
+  // (its affinity mask and cgroup quota, Cores.h).
+  static const int initial = [] {
+    if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp)
+      return std::max(1, omp_get_max_threads());
+    return readCoreBudget().cores();
+  }();
+  return initial;
 }
 
 void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,

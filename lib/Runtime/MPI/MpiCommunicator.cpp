@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Grid.h"
 #include "gptc/Runtime/Tensor.h"
@@ -148,6 +149,13 @@ public:
   }
 
   [[noreturn]] void abort(int code) override {
+    // The launcher forwards what the ranks wrote to their standard error
+    // through its proxies, and an abort can end it before they have: the
+    // message that says why would be lost. Give it a moment.
+    if (mySize > 1) {
+      std::fflush(nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
     MPI_Abort(MPI_COMM_WORLD, code);
     std::exit(code);
   }
@@ -565,10 +573,12 @@ std::unique_ptr<Communicator> runtime::createMpiCommunicator(int *argc,
 
 bool runtime::describeProcesses(Communicator &comm, std::string &text,
                                 std::string &error) {
-  // PID and host name per rank, as 17 int64 words (one PID, 128 bytes).
-  constexpr int kWords = 17;
-  int64_t mine[kWords] = {static_cast<int64_t>(::getpid())};
-  char *host = reinterpret_cast<char *>(mine + 1);
+  // PID, threads and host name per rank, as 18 int64 words (PID, threads,
+  // 128 bytes).
+  constexpr int kWords = 18;
+  int64_t mine[kWords] = {static_cast<int64_t>(::getpid()),
+                          static_cast<int64_t>(cpu::numThreads())};
+  char *host = reinterpret_cast<char *>(mine + 2);
   if (::gethostname(host, 127) != 0)
     std::strcpy(host, "?");
   host[127] = 0;
@@ -579,8 +589,9 @@ bool runtime::describeProcesses(Communicator &comm, std::string &text,
   std::ostringstream os;
   for (int r = 0; r < n; ++r) {
     const int64_t *w = all.data() + static_cast<size_t>(r) * kWords;
-    std::string name(reinterpret_cast<const char *>(w + 1));
-    os << (r ? ", " : "") << "rank " << r << " PID " << w[0] << " on " << name;
+    std::string name(reinterpret_cast<const char *>(w + 2));
+    os << (r ? ", " : "") << "rank " << r << " PID " << w[0] << " on " << name
+       << " (" << w[1] << (w[1] == 1 ? " thread)" : " threads)");
   }
   text = os.str();
   return true;
