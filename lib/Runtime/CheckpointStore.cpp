@@ -577,15 +577,11 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
     // 5. The newest `keep` steps up to this one stay. Steps after it (an
     //    abandoned later run) are left alone.
     if (ok && keep > 0) {
-      std::vector<std::pair<int64_t, fs::path>> steps;
-      for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
-        int64_t s = stepOf(e.path().filename().string());
-        if (s >= 0 && s <= header.step() && e.is_directory(ec))
-          steps.push_back({s, e.path()});
-      }
-      std::sort(steps.rbegin(), steps.rend());
-      for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i)
-        fs::remove_all(steps[i].second, ec);
+      int kept = 0;
+      std::map<int64_t, std::string> steps = stepDirectories(root);
+      for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+        if (it->first <= header.step() && ++kept > keep)
+          fs::remove_all(it->second, ec);
     }
     if (!ok)
       fs::remove_all(tmpDir, ec);

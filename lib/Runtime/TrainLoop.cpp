@@ -231,22 +231,21 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
 
 std::string runtime::shareCores(Communicator *comm, std::string &error) {
   cpu::CoreBudget budget = cpu::readCoreBudget();
-  // Per rank: a hash of its host name, its quota in thousandths of a core
-  // and its affinity mask (the first 1024 CPUs).
-  constexpr int kMaskWords = 16, kWords = 2 + kMaskWords;
+  // Per rank: a hash of its host name and its affinity mask (the first
+  // 1024 CPUs).
+  constexpr int kMaskWords = 16, kWords = 1 + kMaskWords;
   int64_t mine[kWords] = {};
   char host[256] = "?";
   if (::gethostname(host, sizeof host - 1) != 0)
     std::strcpy(host, "?");
   host[sizeof host - 1] = 0;
   mine[0] = static_cast<int64_t>(std::hash<std::string>()(host) >> 1);
-  mine[1] = static_cast<int64_t>(budget.quota * 1000);
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0)
     for (int c = 0; c < kMaskWords * 64 && c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &set))
-        mine[2 + c / 64] |= int64_t(1) << (c % 64);
+        mine[1 + c / 64] |= int64_t(1) << (c % 64);
   int n = comm ? comm->size() : 1;
   std::vector<int64_t> all(static_cast<size_t>(n) * kWords);
   if (n > 1) {
@@ -263,7 +262,7 @@ std::string runtime::shareCores(Communicator *comm, std::string &error) {
     if (w[0] != mine[0])
       continue;
     ++onHost;
-    sameMask += std::equal(w + 2, w + kWords, mine + 2);
+    sameMask += std::equal(w + 1, w + kWords, mine + 1);
   }
   int threads = std::max(1, budget.affinity / std::max(1, sameMask));
   if (budget.quota > 0)

@@ -258,7 +258,6 @@ GemmProblem matmulProblem(int64_t batch, int64_t m, int64_t n, int64_t k,
 }
 
 int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems) {
-  auto inUse = [] { return runtime::heapBytesInUse(); };
   Library &lib = Library::get();
   int64_t total = 0;
   for (const GemmProblem &p : problems) {
@@ -278,9 +277,9 @@ int64_t gemmPrimitiveBytes(const std::vector<GemmProblem> &problems) {
       if (lib.primitives.count(keyOf(q)))
         continue;
     }
-    int64_t before = inUse();
+    int64_t before = runtime::heapBytesInUse();
     lib.lookup(q);
-    total += std::max<int64_t>(0, inUse() - before);
+    total += std::max<int64_t>(0, runtime::heapBytesInUse() - before);
   }
   return total;
 }
