@@ -71,6 +71,42 @@ TEST(ModelSpec, DefaultsAreApplied) {
   EXPECT_TRUE(p.desc->getMeshAxes().empty());
 }
 
+/// A rate given for a reference batch is scaled to the batch (Goyal et
+/// al.'s linear rule, or the square root); the flags replace the
+/// description's rate and schedule before that.
+TEST(ModelSpec, ReferenceBatchScalesTheRate) {
+  MLIRContext ctx;
+  std::string text = kMinimal;
+  text.replace(text.find("training {"), 10,
+               "training { optimizer { lr: 1e-3 reference_batch_size: 24 "
+               "lr_scaling: SQRT }");
+  Parsed p = parse(ctx, text);
+  ASSERT_TRUE(succeeded(p.desc)) << (p.diags.empty() ? "" : p.diags[0]);
+  const OptimizerConfig &o = p.desc->getConfig().optimizer;
+  EXPECT_DOUBLE_EQ(o.lr, 5e-4); // 1e-3 x sqrt(6 / 24)
+  EXPECT_DOUBLE_EQ(o.referenceLr, 1e-3);
+  EXPECT_EQ(o.referenceBatch, 24);
+  EXPECT_EQ(o.lrScaling, OptimizerConfig::LrScaling::Sqrt);
+
+  text.replace(text.find("SQRT"), 4, "LINEAR");
+  DescriptionOverrides flags;
+  flags.lr = 2e-3;
+  flags.warmupSteps = 7;
+  flags.lrDecay = LrDecay::Linear;
+  flags.minLrRatio = 0.25;
+  FailureOr<ModelDescription> desc =
+      ModelDescription::parse(text, "test.pbtxt", &ctx, flags);
+  ASSERT_TRUE(succeeded(desc));
+  const OptimizerConfig &f = desc->getConfig().optimizer;
+  EXPECT_DOUBLE_EQ(f.lr, 5e-4); // --lr 2e-3 for 24 sequences, x 6 / 24
+  EXPECT_EQ(f.warmupSteps, 7);
+  EXPECT_EQ(f.decay, LrDecay::Linear);
+  EXPECT_DOUBLE_EQ(f.minLrRatio, 0.25);
+  EXPECT_EQ(describeLearningRate(desc->getConfig()),
+            "5.00e-04 (2.00e-03 for a batch of 24, scaled linearly to 6), "
+            "warm-up 7 steps, then linear to 1.25e-04 at step 1000");
+}
+
 TEST(ModelSpec, LocatesFields) {
   MLIRContext ctx;
   Parsed p = parse(ctx, kMinimal);

@@ -115,10 +115,11 @@ GPTC_CAPI_EXPORTED bool gptcTrainerWriteParameter(GptcTrainer trainer,
                                                   const float *data,
                                                   int64_t count, char **error);
 
-/// Trains up to `steps` more steps (not past the schedule) on `dataPath` (a
-/// text file, or uint16 token ids as nanoGPT's train.bin or llm.c's .bin;
-/// NULL: the GPL-3 text), with the batches `gptc train` draws at those
-/// steps; `*loss` (when not NULL) is the last step's loss.
+/// Trains `steps` more steps on `dataPath` (a text file, or uint16 token
+/// ids as nanoGPT's train.bin or llm.c's .bin; NULL: the GPL-3 text), with
+/// the batches `gptc train` draws at those steps; `*loss` (when not NULL)
+/// is the last step's loss. More steps than the schedule has left is an
+/// error, nothing trained.
 GPTC_CAPI_EXPORTED bool gptcTrainerTrain(GptcTrainer trainer,
                                          const char *dataPath, int64_t steps,
                                          double *loss, char **error);
@@ -144,8 +145,19 @@ GPTC_CAPI_EXPORTED bool gptcTrainerEvaluate(GptcTrainer trainer,
 /// one (a directory, a step directory in it, or a single-file checkpoint).
 GPTC_CAPI_EXPORTED bool
 gptcTrainerSaveCheckpoint(GptcTrainer trainer, const char *path, char **error);
+/// Loading refuses a checkpoint past the end of the trainer's schedule, and
+/// one trained with other settings (the learning rate or its schedule, its
+/// length included, the batch, the precision, ...), naming what differs.
 GPTC_CAPI_EXPORTED bool
 gptcTrainerLoadCheckpoint(GptcTrainer trainer, const char *path, char **error);
+/// Loads a checkpoint trained with other settings (not one past the
+/// schedule's end); `*notes` (when not NULL; free it with gptcFreeString)
+/// says what differs and, for the schedule's length, what the learning
+/// rate does next ("" where nothing does).
+GPTC_CAPI_EXPORTED bool gptcTrainerLoadCheckpointChanged(GptcTrainer trainer,
+                                                         const char *path,
+                                                         char **notes,
+                                                         char **error);
 
 /// Frees a message returned through an `error` argument.
 GPTC_CAPI_EXPORTED void gptcFreeString(char *string);

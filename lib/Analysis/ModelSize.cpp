@@ -25,6 +25,9 @@
 
 #include <vector>
 
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
 #include <algorithm>
 
 using namespace mlir::gptc;
@@ -176,4 +179,27 @@ std::optional<ModelSize> mlir::gptc::computeModelSize(const ModelConfig &m) {
   if (c.overflowed)
     return std::nullopt;
   return s;
+}
+
+std::string mlir::gptc::describeLearningRate(const ModelConfig &m) {
+  const OptimizerConfig &o = m.optimizer;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%.2e", o.lr);
+  if (o.referenceBatch > 0)
+    os << " (" << llvm::format("%.2e", o.referenceLr) << " for a batch of "
+       << o.referenceBatch << ", scaled "
+       << (o.lrScaling == OptimizerConfig::LrScaling::Sqrt
+               ? "by the square root"
+               : "linearly")
+       << " to " << m.batchSize << ")";
+  if (o.warmupSteps > 0)
+    os << ", warm-up " << o.warmupSteps << " steps";
+  if (o.decay == LrDecay::Constant)
+    os << (o.warmupSteps > 0 ? ", then constant" : ", constant");
+  else
+    os << (o.warmupSteps > 0 ? ", then " : ", ")
+       << (o.decay == LrDecay::Linear ? "linear" : "cosine") << " to "
+       << llvm::format("%.2e", o.lr * o.minLrRatio) << " at step " << m.steps;
+  return text;
 }

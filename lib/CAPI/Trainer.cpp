@@ -118,10 +118,10 @@ static FailureOr<HardwareSpec> loadHardware(const std::string &name,
 
 /// The parallel settings `options` asks for; "auto" plans them for the
 /// description in `sourceMgr`.
-static FailureOr<ParallelOverrides>
+static FailureOr<DescriptionOverrides>
 overridesFor(const GptcTrainerOptions &options, llvm::SourceMgr &sourceMgr,
              MLIRContext &context, llvm::raw_ostream &os) {
-  ParallelOverrides overrides;
+  DescriptionOverrides overrides;
   std::string error;
   std::string mesh = options.mesh ? options.mesh : "";
   if (mesh == "auto") {
@@ -133,7 +133,7 @@ overridesFor(const GptcTrainerOptions &options, llvm::SourceMgr &sourceMgr,
     if (failed(hw))
       return failure();
     FailureOr<ModelDescription> desc = ModelDescription::parse(
-        sourceMgr, &context, ParallelOverrides::unplanned());
+        sourceMgr, &context, DescriptionOverrides::unplanned());
     if (failed(desc))
       return failure();
     if (!desc->getOnnxModelPath().empty())
@@ -178,7 +178,7 @@ static bool compile(const std::string &modelPath,
     if (failed(imported))
       return false;
     onnx = std::move(*imported);
-    ParallelOverrides flags;
+    DescriptionOverrides flags;
     if (options.mesh && *options.mesh && std::string(options.mesh) != "auto" &&
         failed(flags.parseMesh(options.mesh, error)))
       return os << error, false;
@@ -199,7 +199,7 @@ static bool compile(const std::string &modelPath,
     description = buffer->getBuffer().str();
     sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   }
-  FailureOr<ParallelOverrides> overrides =
+  FailureOr<DescriptionOverrides> overrides =
       overridesFor(options, sourceMgr, context, os);
   if (failed(overrides))
     return false;
@@ -266,6 +266,12 @@ static bool compile(const std::string &modelPath,
   opts.evalInterval = 0;
   opts.checkpointInterval = 0;
   opts.collectiveTimeout = 0;
+  // Loading a checkpoint of other settings, the schedule's length among
+  // them, is refused unless the caller asks for it.
+  opts.resumePolicy.stepsChange = false;
+  opts.resumePolicy.whatToDo =
+      "Load it with these settings by gptcTrainerLoadCheckpointChanged "
+      "(Python: load(path, changed=True))";
   impl.batchSize = m.batchSize;
   // The processes, the device and the trainer as gptc train makes them
   // (rt::Session): a pipeline's stages, each process its own
@@ -495,6 +501,24 @@ bool gptcTrainerLoadCheckpoint(GptcTrainer t, const char *path, char **error) {
     return setError(error, "gptcTrainerLoadCheckpoint: no path");
   if (!unwrap(t)->trainer->loadCheckpoint(path, message))
     return setError(error, message);
+  return true;
+}
+
+bool gptcTrainerLoadCheckpointChanged(GptcTrainer t, const char *path,
+                                      char **notes, char **error) {
+  if (!path)
+    return setError(error, "gptcTrainerLoadCheckpointChanged: no path");
+  TrainerImpl &impl = *unwrap(t);
+  rt::ResumePolicy policy = impl.options.resumePolicy;
+  policy.anyChange = true;
+  impl.trainer->setResumePolicy(policy);
+  std::string message;
+  bool ok = impl.trainer->loadCheckpoint(path, message);
+  impl.trainer->setResumePolicy(impl.options.resumePolicy);
+  if (!ok)
+    return setError(error, message);
+  if (notes)
+    *notes = strdup(impl.trainer->getResumeNotes().c_str());
   return true;
 }
 

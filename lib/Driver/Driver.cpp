@@ -21,6 +21,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <charconv>
 #include <map>
 
 using namespace mlir;
@@ -420,10 +421,63 @@ LogicalResult mlir::gptc::compileTraining(const ModelDescription &desc,
   return emitProgram(module, {"forward", "train_step"}, options, code, program);
 }
 
+/// A double as the shortest text that reads back as it (0.0006, 1e-08).
+static std::string shortest(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+/// TrainSettings.recipe: what decides the steps from a checkpoint on, under
+/// the description's paths. The mesh, ZeRO, accumulation and recomputation
+/// are left out: a checkpoint continues on any layout.
+static void setRecipe(const ModelConfig &m, pg::TrainSettings &t) {
+  auto add = [&](StringRef name, std::string value) {
+    pg::Setting *s = t.add_recipe();
+    s->set_name(name.str());
+    s->set_value(std::move(value));
+  };
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  add("model.vocab_size", std::to_string(m.vocabSize));
+  add("model.context_length", std::to_string(m.contextLength));
+  add("model.num_layers", std::to_string(m.numLayers));
+  add("model.num_heads", std::to_string(m.numHeads));
+  add("model.model_dim", std::to_string(m.modelDim));
+  add("model.mlp_ratio",
+      m.modelDim ? std::to_string(m.mlpDim / m.modelDim) : "0");
+  add("model.tied_embeddings", flag(m.tiedEmbeddings));
+  add("model.bias", flag(m.bias));
+  add("model.layer_norm_epsilon", shortest(m.layerNormEpsilon));
+  add("training.batch_size", std::to_string(m.batchSize));
+  add("training.seq_len", std::to_string(m.seqLen));
+  add("training.steps", std::to_string(m.steps));
+  add("training.precision", m.precision == Precision::BF16   ? "BF16"
+                            : m.precision == Precision::FP16 ? "FP16"
+                                                             : "FP32");
+  if (m.precision == Precision::FP16)
+    add("training.loss_scaling.growth_interval",
+        std::to_string(m.lossScaleGrowthInterval));
+  add("training.grad_clip", shortest(m.optimizer.gradClip));
+  add("training.seed", std::to_string(m.dataSeed));
+  const OptimizerConfig &o = m.optimizer;
+  // The rate the step uses: a reference batch's, scaled.
+  add("training.optimizer.lr", shortest(o.lr));
+  add("training.optimizer.beta1", shortest(o.beta1));
+  add("training.optimizer.beta2", shortest(o.beta2));
+  add("training.optimizer.eps", shortest(o.eps));
+  add("training.optimizer.weight_decay", shortest(o.weightDecay));
+  add("training.optimizer.decay_embeddings", flag(o.decayEmbeddings));
+  add("training.lr_schedule.decay", stringifyLrDecay(o.decay).upper());
+  add("training.lr_schedule.warmup_steps", std::to_string(o.warmupSteps));
+  add("training.lr_schedule.min_lr_ratio", shortest(o.minLrRatio));
+}
+
 void mlir::gptc::setTrainSettings(const ModelDescription &desc, StringRef text,
                                   pg::Program &program) {
   const ModelConfig &m = desc.getConfig();
   pg::TrainSettings &t = *program.mutable_train();
+  t.clear_recipe();
+  setRecipe(m, t);
   t.set_description(text.str());
   t.set_micro_batch(m.microBatchSize);
   t.set_seq_len(m.seqLen);

@@ -85,11 +85,13 @@ std::string ModelDescription::getOnnxModelPath() const {
   return std::string(path);
 }
 
+static std::string compact(double v);
+
 /// The command line's replacements as text ("--mesh dp=2,tp=3
 /// --zero-stage 7"), each with the description's fields it replaces and
 /// its column: errors in those fields are reported there.
 static std::vector<OverrideFlag>
-overrideFlags(const ParallelOverrides &overrides) {
+overrideFlags(const DescriptionOverrides &overrides) {
   std::vector<OverrideFlag> flags;
   int column = 1;
   auto flag = [&](std::vector<std::string> path, std::string text) {
@@ -113,6 +115,17 @@ overrideFlags(const ParallelOverrides &overrides) {
   if (overrides.accumulation)
     flag({"training", "gradient_accumulation_steps"},
          "--grad-accum " + std::to_string(*overrides.accumulation));
+  if (overrides.lr)
+    flag({"training", "optimizer", "lr"}, "--lr " + compact(*overrides.lr));
+  if (overrides.warmupSteps)
+    flag({"training", "lr_schedule", "warmup_steps"},
+         "--warmup-steps " + std::to_string(*overrides.warmupSteps));
+  if (overrides.lrDecay)
+    flag({"training", "lr_schedule", "decay"},
+         ("--lr-decay " + stringifyLrDecay(*overrides.lrDecay)).str());
+  if (overrides.minLrRatio)
+    flag({"training", "lr_schedule", "min_lr_ratio"},
+         "--min-lr-ratio " + compact(*overrides.minLrRatio));
   return flags;
 }
 
@@ -146,7 +159,7 @@ FailureOr<ModelDescription> ModelDescription::parse(llvm::SourceMgr &sourceMgr,
 
 FailureOr<ModelDescription>
 ModelDescription::parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
-                        const ParallelOverrides &overrides) {
+                        const DescriptionOverrides &overrides) {
   const llvm::MemoryBuffer *buffer =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
   // The replacements as a buffer of their own, so that an error at a flag
@@ -164,8 +177,8 @@ ModelDescription::parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
                overrides);
 }
 
-ParallelOverrides ParallelOverrides::unplanned() {
-  ParallelOverrides o;
+DescriptionOverrides DescriptionOverrides::unplanned() {
+  DescriptionOverrides o;
   o.mesh = std::vector<MeshAxis>();
   o.zeroStage = 0;
   o.sequenceParallel = false;
@@ -175,8 +188,8 @@ ParallelOverrides ParallelOverrides::unplanned() {
   return o;
 }
 
-LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
-                                             std::string &error) {
+LogicalResult DescriptionOverrides::setFromPlan(const ParallelPlan &plan,
+                                                std::string &error) {
   if (failed(parseMesh(plan.meshString(), error)))
     return failure();
   zeroStage = plan.zeroStage;
@@ -191,7 +204,8 @@ LogicalResult ParallelOverrides::setFromPlan(const ParallelPlan &plan,
   return success();
 }
 
-LogicalResult ParallelOverrides::parseMesh(StringRef text, std::string &error) {
+LogicalResult DescriptionOverrides::parseMesh(StringRef text,
+                                              std::string &error) {
   std::vector<MeshAxis> axes;
   text = text.trim();
   if (!text.empty() && text != "1") {
@@ -235,7 +249,7 @@ LogicalResult ParallelOverrides::parseMesh(StringRef text, std::string &error) {
 FailureOr<ModelDescription>
 ModelDescription::parse(StringRef text, StringRef fileName,
                         MLIRContext *context,
-                        const ParallelOverrides &overrides) {
+                        const DescriptionOverrides &overrides) {
   auto impl = std::make_unique<Impl>(text, fileName, context);
   if (failed(impl->source.parse(impl->spec, "the model description")))
     return failure();
@@ -282,6 +296,22 @@ ModelDescription::parse(StringRef text, StringRef fileName,
   if (overrides.accumulation)
     spec.mutable_training()->set_gradient_accumulation_steps(
         *overrides.accumulation);
+  if (overrides.lr)
+    spec.mutable_training()->mutable_optimizer()->set_lr(*overrides.lr);
+  ::gptc::spec::LRSchedule *schedule =
+      overrides.warmupSteps || overrides.lrDecay || overrides.minLrRatio
+          ? spec.mutable_training()->mutable_lr_schedule()
+          : nullptr;
+  if (overrides.warmupSteps)
+    schedule->set_warmup_steps(*overrides.warmupSteps);
+  if (overrides.lrDecay)
+    schedule->set_decay(*overrides.lrDecay == LrDecay::Linear
+                            ? ::gptc::spec::LRSchedule::LINEAR
+                        : *overrides.lrDecay == LrDecay::Constant
+                            ? ::gptc::spec::LRSchedule::CONSTANT
+                            : ::gptc::spec::LRSchedule::COSINE);
+  if (overrides.minLrRatio)
+    schedule->set_min_lr_ratio(*overrides.minLrRatio);
   ModelDescription description(std::move(impl));
   if (failed(description.validate()))
     return failure();
@@ -507,6 +537,37 @@ LogicalResult ModelDescription::validate() {
                        /*openBelow=*/true);
       opt.weightDecay = v.real(o, at("weight_decay"), 0.1, 0, INFINITY, false);
       opt.decayEmbeddings = o.decay_embeddings();
+      // A rate for a reference batch, scaled to this one (Goyal et al.).
+      opt.referenceLr = opt.lr;
+      using Spec = ::gptc::spec::Optimizer;
+      if (o.has_reference_batch_size() !=
+          (o.has_lr_scaling() && o.lr_scaling() != Spec::NONE)) {
+        if (o.has_reference_batch_size())
+          v.error(at("reference_batch_size"))
+              << "'reference_batch_size' needs 'lr_scaling' (LINEAR or SQRT): "
+                 "how 'lr' scales from that batch to batch_size";
+        else
+          v.error(at("lr_scaling"))
+              << "'lr_scaling' needs 'reference_batch_size': the batch "
+                 "(sequences per step) that 'lr' is for";
+      } else if (o.has_reference_batch_size()) {
+        opt.referenceBatch = o.reference_batch_size();
+        if (opt.referenceBatch <= 0) {
+          v.error(at("reference_batch_size"))
+              << "'reference_batch_size' must be positive, got "
+              << opt.referenceBatch;
+          opt.referenceBatch = 1;
+        }
+        double ratio = static_cast<double>(m.batchSize) /
+                       static_cast<double>(opt.referenceBatch);
+        opt.lrScaling = o.lr_scaling() == Spec::SQRT
+                            ? OptimizerConfig::LrScaling::Sqrt
+                            : OptimizerConfig::LrScaling::Linear;
+        opt.lr =
+            opt.referenceLr * (opt.lrScaling == OptimizerConfig::LrScaling::Sqrt
+                                   ? std::sqrt(ratio)
+                                   : ratio);
+      }
     }
     if (t.has_lr_schedule()) {
       const auto &s = t.lr_schedule();
@@ -522,6 +583,12 @@ LogicalResult ModelDescription::validate() {
           : s.decay() == ::gptc::spec::LRSchedule::CONSTANT ? LrDecay::Constant
                                                             : LrDecay::Cosine;
     }
+    if (opt.referenceBatch > 0 && opt.lr > opt.referenceLr && !opt.warmupSteps)
+      emitWarning(locate({{"training"}, {"optimizer"}, {"lr_scaling"}}))
+          << "'lr' is scaled " << compact(opt.lr / opt.referenceLr) << "x to "
+          << compact(opt.lr) << " for batch_size " << m.batchSize
+          << " with no warm-up; a rate scaled up is usually reached by a "
+             "warm-up (Goyal et al.): set lr_schedule.warmup_steps";
   }
 
   // 3. The mesh: named axes, each of one parallel kind.

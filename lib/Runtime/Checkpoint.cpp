@@ -51,7 +51,22 @@ checkpoint::Manifest Trainer::checkpointHeader(int64_t stepsDone) const {
   h.set_val_loss(haveValLoss ? lastValLoss : NAN);
   for (int64_t d : grid)
     h.add_grid(d);
+  for (const auto &[name, value] : options.recipe) {
+    checkpoint::Setting *setting = h.add_recipe();
+    setting->set_name(name);
+    setting->set_value(value);
+  }
   return h;
+}
+
+bool TrainingRun::checkResume(const CheckpointReader &reader,
+                              const std::string &signature,
+                              std::string &error) {
+  const TrainOptions &o = runOptions();
+  resumeNotes.clear();
+  return reader.checkModel(signature, o.model, o.recipe, error) &&
+         reader.checkSettings(o.recipe, o.model, o.steps, o.resumePolicy,
+                              resumeNotes, error);
 }
 
 bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
@@ -91,7 +106,7 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
 
 bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
   auto reader = CheckpointReader::open(path, error);
-  if (!reader || !reader->checkModel(fingerprint, options.model, error))
+  if (!reader || !checkResume(*reader, fingerprint, error))
     return false;
   // Each rank reads its blocks, from whichever shards hold them: a
   // checkpoint of any mesh loads on any other.

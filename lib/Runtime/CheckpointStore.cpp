@@ -11,6 +11,7 @@
 
 #include "gptc/Runtime/CheckpointStore.h"
 
+#include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Checksum.h"
 #include "gptc/Runtime/Communicator.h"
 
@@ -746,8 +747,42 @@ CheckpointReader::find(const std::string &name) const {
   return it == records.end() ? nullptr : it->second;
 }
 
+namespace {
+/// A setting the checkpoint and the run both record, with two values.
+struct Difference {
+  std::string name, before, now;
+};
+} // namespace
+
+/// The settings of `recipe` the manifest records with another value, in
+/// the recipe's order; only those whose name starts with `prefix`.
+static std::vector<Difference> differences(const checkpoint::Manifest &m,
+                                           const Recipe &recipe,
+                                           const std::string &prefix = "") {
+  std::map<std::string, std::string> recorded;
+  for (const checkpoint::Setting &s : m.recipe())
+    recorded[s.name()] = s.value();
+  std::vector<Difference> out;
+  for (const auto &[name, value] : recipe) {
+    auto it = recorded.find(name);
+    if (name.rfind(prefix, 0) == 0 && it != recorded.end() &&
+        it->second != value)
+      out.push_back({name, it->second, value});
+  }
+  return out;
+}
+
+static std::string describe(const std::vector<Difference> &changes) {
+  std::string text;
+  for (const Difference &d : changes)
+    text += (text.empty() ? "" : "; ") + d.name + " was " + d.before +
+            ", now " + d.now;
+  return text;
+}
+
 bool CheckpointReader::checkModel(const std::string &signature,
                                   const std::string &model,
+                                  const Recipe &recipe,
                                   std::string &error) const {
   // Format 1 stored std::hash of the signature (this build's, for
   // compatibility with the checkpoints it wrote).
@@ -759,7 +794,116 @@ bool CheckpointReader::checkModel(const std::string &signature,
     return true;
   error = "the checkpoint '" + where + "' is of model '" + header.model() +
           "' with other parameters; it does not fit '" + model + "'";
+  std::vector<Difference> arch = differences(header, recipe, "model.");
+  if (!arch.empty())
+    error += " (" + describe(arch) + ")";
   return false;
+}
+
+/// A recipe's value as a number (0 where it does not read as one).
+static double number(const Recipe &recipe, const std::string &name) {
+  for (const auto &[n, v] : recipe)
+    if (n == name)
+      return std::strtod(v.c_str(), nullptr);
+  return 0;
+}
+
+/// The learning rate of 0-based step `step` under `recipe`'s schedule of
+/// `total` steps.
+static double rateAt(const Recipe &recipe, int64_t step, int64_t total) {
+  double peak = number(recipe, "training.optimizer.lr");
+  std::string decay;
+  for (const auto &[n, v] : recipe)
+    if (n == "training.lr_schedule.decay")
+      decay = v;
+  return cpu::learningRate(
+      step, peak, peak * number(recipe, "training.lr_schedule.min_lr_ratio"),
+      static_cast<int64_t>(number(recipe, "training.lr_schedule.warmup_steps")),
+      total,
+      decay == "LINEAR"     ? 1
+      : decay == "CONSTANT" ? 2
+                            : 0);
+}
+
+static std::string rateText(double lr) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2e", lr);
+  return buf;
+}
+
+bool CheckpointReader::checkSettings(const Recipe &recipe,
+                                     const std::string &model, int64_t steps,
+                                     const ResumePolicy &policy,
+                                     std::string &notes,
+                                     std::string &error) const {
+  int64_t at = header.step();
+  if (at > steps) {
+    error = "the checkpoint '" + where + "' is at step " + std::to_string(at) +
+            ", past the end of this run's schedule of " +
+            std::to_string(steps) +
+            " steps: continue it with a schedule of more steps (--steps; a "
+            "trainer's steps)";
+    return false;
+  }
+  if (header.recipe_size() == 0) {
+    notes = "the checkpoint '" + where +
+            "' records no training settings (written before gptc recorded "
+            "them): they are not compared";
+    return true;
+  }
+  // Another architecture is another model: nothing continues it.
+  std::vector<Difference> arch = differences(header, recipe, "model.");
+  if (!arch.empty()) {
+    error = "the checkpoint '" + where + "' is of model '" + header.model() +
+            "' with another architecture (" + describe(arch) +
+            "); it does not fit '" + model + "'";
+    return false;
+  }
+  std::vector<Difference> changes = differences(header, recipe);
+  std::optional<Difference> length;
+  for (auto it = changes.begin(); it != changes.end(); ++it)
+    if (it->name == "training.steps") {
+      length = *it;
+      changes.erase(it);
+      break;
+    }
+  // A schedule of another length: what the learning rate does next.
+  std::string lengthNote;
+  if (length) {
+    Recipe recorded;
+    for (const checkpoint::Setting &setting : header.recipe())
+      recorded.emplace_back(setting.name(), setting.value());
+    int64_t before = std::strtoll(length->before.c_str(), nullptr, 10);
+    std::string old = at < before
+                          ? "; the checkpoint's schedule of " + length->before +
+                                " steps would give " +
+                                rateText(rateAt(recorded, at, before))
+                          : "; the checkpoint's schedule of " + length->before +
+                                " steps ended at " +
+                                rateText(rateAt(recorded, before - 1, before));
+    lengthNote = "the schedule now spans " + length->now + " steps, not " +
+                 length->before + ": step " + std::to_string(at + 1) +
+                 "'s learning rate is " + rateText(rateAt(recipe, at, steps)) +
+                 old;
+  }
+  bool accepted =
+      policy.anyChange || (changes.empty() && (!length || policy.stepsChange));
+  if (!accepted) {
+    std::vector<Difference> all = changes;
+    if (length)
+      all.insert(all.begin(), *length);
+    error = "the checkpoint '" + where + "' was trained with other settings (" +
+            describe(all) + ")" + (length ? ": " + lengthNote : "") + ". " +
+            policy.whatToDo;
+    return false;
+  }
+  if (!changes.empty())
+    notes = "--resume-changed: continuing with other settings than the "
+            "checkpoint's (" +
+            describe(changes) + ")";
+  if (length)
+    notes += (notes.empty() ? "" : "\n") + lengthNote;
+  return true;
 }
 
 bool CheckpointReader::verifyAll(std::string &error) {

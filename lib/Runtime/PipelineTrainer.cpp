@@ -827,6 +827,11 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
   header.set_val_loss(NAN);
   for (int64_t d : I.grid)
     header.add_grid(d);
+  for (const auto &[name, value] : I.options.recipe) {
+    checkpoint::Setting *setting = header.add_recipe();
+    setting->set_name(name);
+    setting->set_value(value);
+  }
   if (!writeCheckpointDirectory(path, header, blocks, I.options.keepCheckpoints,
                                 I.comm, error))
     return false;
@@ -838,8 +843,7 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
                                      std::string &error) {
   Impl &I = *impl;
   auto reader = CheckpointReader::open(path, error);
-  if (!reader ||
-      !reader->checkModel(fingerprintOf(I.plan), I.options.model, error))
+  if (!reader || !checkResume(*reader, fingerprintOf(I.plan), error))
     return false;
   for (size_t k = 0; k < I.own.size(); ++k) {
     const program::Value &pv = I.plan.params(I.own[k]);

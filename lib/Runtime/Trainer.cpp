@@ -390,6 +390,8 @@ TrainOptions TrainOptions::fromProgram(const program::Program &program) {
   o.initSeed = s.init_seed();
   o.dataSeed = s.data_seed();
   o.checkpointPath = o.model + ".ckpt";
+  for (const program::Setting &setting : s.recipe())
+    o.recipe.emplace_back(setting.name(), setting.value());
   return o;
 }
 
@@ -405,8 +407,17 @@ bool TrainingRun::trainSteps(const Dataset &data, int64_t count,
             std::to_string(options.steps) + ")";
     return false;
   }
+  if (getStep() + count > options.steps) {
+    error = std::to_string(count) + " steps from step " +
+            std::to_string(getStep()) + " pass the end of the schedule (" +
+            std::to_string(options.steps) +
+            " steps): " + std::to_string(options.steps - getStep()) +
+            " are left (a longer run is a trainer with more steps, which "
+            "loads this one's checkpoint)";
+    return false;
+  }
   int64_t saved = options.stopAfter;
-  options.stopAfter = std::min(options.steps, getStep() + count);
+  options.stopAfter = getStep() + count;
   bool ok = train(data, log, error);
   options.stopAfter = saved;
   return ok;

@@ -15,7 +15,7 @@
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  mlir::gptc::ParallelOverrides overrides;
+  mlir::gptc::DescriptionOverrides overrides;
   std::string error;
   llvm::StringRef text(reinterpret_cast<const char *>(data), size);
   if (succeeded(overrides.parseMesh(text, error))) {

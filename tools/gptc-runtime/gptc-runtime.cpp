@@ -54,9 +54,9 @@ static const char *kUsage =
     "usage: gptc-runtime ARTIFACT [--device cpu|cuda|virtual-cuda] [--data "
     "FILE]\n"
     "                    [--val-data FILE] [--stop-at-step N]\n"
-    "                    [--checkpoint DIR] [--resume | --overwrite] "
-    "[--keep-checkpoints "
-    "N]\n"
+    "                    [--checkpoint DIR] [--resume [--resume-changed] | "
+    "--overwrite]\n"
+    "                    [--keep-checkpoints N]\n"
     "                    [--log-interval N] [--eval-interval N]\n"
     "                    [--collective-timeout SECONDS] [--dump-dir DIR]\n"
     "                    [--profile] [--profile-json FILE] [--trace FILE]\n"
@@ -64,6 +64,13 @@ static const char *kUsage =
     "compiled into the artifact\n"
     "a pipeline mesh's artifact runs one process per device: mpirun -np N "
     "gptc-runtime ...\n";
+
+/// What a resumed run accepted that differs from its checkpoint.
+static void printResumeNotes(const rt::TrainingRun &trainer) {
+  std::istringstream notes(trainer.getResumeNotes());
+  for (std::string line; std::getline(notes, line);)
+    std::cerr << "gptc-runtime: " << line << "\n";
+}
 
 /// A non-negative integer option's value, or -1.
 static int64_t parseCount(const std::string &text) {
@@ -108,6 +115,8 @@ static int trainPipeline(const pg::Program &program,
   if (!trainer)
     return failAll(error);
   bool leader = comm->rank() == 0;
+  if (leader)
+    printResumeNotes(*trainer);
   if (leader) {
     const pg::PipelinePlan &plan = program.pipeline();
     std::cerr << "gptc-runtime: training " << opts.model << " ("
@@ -130,7 +139,8 @@ int main(int argc, char **argv) {
   int64_t stopAt = -1, logInterval = 10, evalInterval = -1,
           keepCheckpoints = -1, injectStep = -1;
   double collectiveTimeout = 20;
-  bool resume = false, overwrite = false, profile = false;
+  bool resume = false, resumeChanged = false, overwrite = false,
+       profile = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -184,6 +194,8 @@ int main(int argc, char **argv) {
       ok = count(evalInterval);
     else if (arg == "--resume")
       resume = true;
+    else if (arg == "--resume-changed")
+      resumeChanged = true;
     else if (arg == "--overwrite")
       overwrite = true;
     else if (arg == "--profile")
@@ -293,7 +305,12 @@ int main(int argc, char **argv) {
   opts.tracePath = tracePath;
   opts.injectOverflowStep = injectStep - 1;
   opts.resumed = resume;
+  opts.resumePolicy.anyChange = resumeChanged;
   opts.overwrite = overwrite;
+  opts.recipe.emplace_back("data", dataset.identity());
+  if (resumeChanged && !resume)
+    return fail("--resume-changed continues a checkpoint: it goes with "
+                "--resume");
 
   if (program.has_pipeline())
     return trainPipeline(program, opts, cuda, resume, dataset);
@@ -306,6 +323,7 @@ int main(int argc, char **argv) {
       rt::openTrainingRun(program, opts, {cuda}, nullptr, {}, resume, error);
   if (!trainer)
     return fail(error);
+  printResumeNotes(*trainer);
   std::cerr << "gptc-runtime: training " << opts.model << " ("
             << trainer->numParameters() << " parameters) on "
             << trainer->device() << ", steps " << trainer->getStep() << ".."

@@ -82,6 +82,48 @@ static cl::opt<int64_t>
                       "(default: training.steps; gptc train, --emit=artifact)"),
              cl::init(-1), cl::cat(trainOptionCategory()));
 
+static cl::opt<double>
+    lrOpt("lr",
+          cl::desc("Peak learning rate (default: training.optimizer.lr; "
+                   "with a reference_batch_size, the reference batch's, "
+                   "scaled as the description says)"),
+          cl::init(0), cl::cat(trainOptionCategory()));
+static cl::opt<int64_t> warmupStepsOpt(
+    "warmup-steps",
+    cl::desc("Steps of linear warm-up to the peak learning rate (default: "
+             "training.lr_schedule.warmup_steps)"),
+    cl::init(0), cl::cat(trainOptionCategory()));
+static cl::opt<std::string> lrDecayOpt(
+    "lr-decay",
+    cl::desc("The learning rate's decay after warm-up, over the remaining "
+             "steps (default: training.lr_schedule.decay)"),
+    cl::value_desc("cosine|linear|constant"), cl::init(""),
+    cl::cat(trainOptionCategory()));
+static cl::opt<double> minLrRatioOpt(
+    "min-lr-ratio",
+    cl::desc("The last step's learning rate over the peak's (default: "
+             "training.lr_schedule.min_lr_ratio)"),
+    cl::init(0), cl::cat(trainOptionCategory()));
+
+LogicalResult mlir::gptc::addScheduleFlags(DescriptionOverrides &overrides) {
+  if (lrOpt.getNumOccurrences())
+    overrides.lr = lrOpt;
+  if (warmupStepsOpt.getNumOccurrences())
+    overrides.warmupSteps = warmupStepsOpt;
+  if (minLrRatioOpt.getNumOccurrences())
+    overrides.minLrRatio = minLrRatioOpt;
+  if (lrDecayOpt.getNumOccurrences()) {
+    overrides.lrDecay = symbolizeLrDecay(lrDecayOpt);
+    if (!overrides.lrDecay) {
+      llvm::errs() << "gptc: error: --lr-decay takes cosine, linear or "
+                      "constant, got '"
+                   << lrDecayOpt << "'\n";
+      return failure();
+    }
+  }
+  return success();
+}
+
 std::optional<int64_t> mlir::gptc::stepsFlag() {
   if (!stepsOpt.getNumOccurrences())
     return std::nullopt;
@@ -167,8 +209,8 @@ bool mlir::gptc::explicitParallelOptions() {
          virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
 }
 
-FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
-  ParallelOverrides o;
+FailureOr<DescriptionOverrides> mlir::gptc::getDescriptionOverrides() {
+  DescriptionOverrides o;
   if (meshOpt.getNumOccurrences()) {
     std::string error;
     if (failed(o.parseMesh(meshOpt, error))) {
@@ -192,6 +234,8 @@ FailureOr<ParallelOverrides> mlir::gptc::getParallelOverrides() {
     }
     o.recompute = *recompute;
   }
+  if (failed(addScheduleFlags(o)))
+    return failure();
   return o;
 }
 static void printError(const llvm::Twine &message) {

@@ -29,10 +29,13 @@ llvm::cl::OptionCategory &pipelineOptionCategory();
 /// an error is printed ("gptc: error: ...").
 FailureOr<CompileOptions> getCompileOptions();
 
-/// The mesh and parallel settings the command line gives in place of the
-/// description's (--mesh, --zero-stage, --grad-accum, --sequence-parallel,
-/// --recompute).
-FailureOr<ParallelOverrides> getParallelOverrides();
+/// The settings the command line gives in place of the description's: the
+/// mesh and parallel ones (--mesh, --zero-stage, --grad-accum,
+/// --sequence-parallel, --recompute) and the learning rate's.
+FailureOr<DescriptionOverrides> getDescriptionOverrides();
+/// Adds the learning-rate flags (--lr, --warmup-steps, --lr-decay,
+/// --min-lr-ratio) to `overrides` (what a plan chose, under --mesh auto).
+LogicalResult addScheduleFlags(DescriptionOverrides &overrides);
 /// --mesh auto: gptc plan's first plan.
 bool isMeshAuto();
 /// Whether any parallel or pipeline setting besides --mesh was given.

@@ -180,21 +180,24 @@ static void keepPipelines(PlanSearch &search, bool pipelines) {
 
 /// The step the plans of MODEL.onnx share: one graph-sized microbatch per
 /// device.
-static ParallelOverrides planningOverrides() {
-  ParallelOverrides o;
+static DescriptionOverrides planningOverrides() {
+  DescriptionOverrides o;
   o.mesh = std::vector<MeshAxis>{{"dp", devicesOpt, MeshAxis::Kind::Data}};
   return o;
 }
 
-FailureOr<ParallelOverrides> mlir::gptc::getOnnxDescriptionOverrides() {
+FailureOr<DescriptionOverrides> mlir::gptc::getOnnxDescriptionOverrides() {
   if (!isMeshAuto())
-    return getParallelOverrides();
+    return getDescriptionOverrides();
   if (hardwareOpt.empty() || devicesOpt < 1) {
     llvm::errs() << "gptc: error: --mesh auto needs --hardware (a preset or "
                     "a file) and --devices N >= 1\n";
     return failure();
   }
-  return planningOverrides();
+  DescriptionOverrides o = planningOverrides();
+  if (failed(addScheduleFlags(o)))
+    return failure();
+  return o;
 }
 
 /// The description with the mesh and the parallel settings a plan chooses
@@ -202,14 +205,14 @@ FailureOr<ParallelOverrides> mlir::gptc::getOnnxDescriptionOverrides() {
 static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
                                                   MLIRContext &context) {
   return ModelDescription::parse(sourceMgr, &context,
-                                 ParallelOverrides::unplanned());
+                                 DescriptionOverrides::unplanned());
 }
 
 FailureOr<ModelDescription>
 mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                              const OnnxTrainingShape *onnxShape) {
   if (!isMeshAuto()) {
-    FailureOr<ParallelOverrides> overrides = getParallelOverrides();
+    FailureOr<DescriptionOverrides> overrides = getDescriptionOverrides();
     if (failed(overrides))
       return failure();
     return ModelDescription::parse(sourceMgr, &context, *overrides);
@@ -256,11 +259,13 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   }
   const auto &[plan, cost] = search->plans.front();
   setPlanReducesEachMicrobatch(plan.reducesEachMicrobatch());
-  ParallelOverrides overrides;
+  DescriptionOverrides overrides;
   if (failed(overrides.setFromPlan(plan, error))) {
     llvm::errs() << "gptc: error: " << error << "\n";
     return failure();
   }
+  if (failed(addScheduleFlags(overrides)))
+    return failure();
   FailureOr<ModelDescription> desc =
       ModelDescription::parse(sourceMgr, &context, overrides);
   if (failed(desc))

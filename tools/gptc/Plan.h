@@ -43,7 +43,7 @@ parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
 /// MODEL.onnx (onnxTrainingDescription): the command line's, or with
 /// `--mesh auto` a data axis over --devices (the plans then share a step of
 /// one graph-sized microbatch per device).
-FailureOr<ParallelOverrides> getOnnxDescriptionOverrides();
+FailureOr<DescriptionOverrides> getOnnxDescriptionOverrides();
 
 } // namespace mlir::gptc
 

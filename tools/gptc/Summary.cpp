@@ -408,6 +408,7 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << human(static_cast<double>(size->flopsPerToken) * size->tokensPerStep,
               "FLOP")
      << "\n";
+  os << "learning rate: " << describeLearningRate(m) << "\n";
 
   // The parallel layout.
   int64_t devices = 1;

@@ -121,6 +121,12 @@ static cl::opt<int64_t> keepCheckpointsOpt(
     cl::init(-1), cl::cat(trainCategory));
 static cl::opt<bool> resumeOpt("resume", cl::desc("Continue from --checkpoint"),
                                cl::init(false), cl::cat(trainCategory));
+static cl::opt<bool> resumeChangedOpt(
+    "resume-changed",
+    cl::desc("With --resume: continue a checkpoint trained with other "
+             "settings (learning rate, schedule, batch, data, ...), each "
+             "named at start; without it, gptc refuses"),
+    cl::init(false), cl::cat(trainCategory));
 static cl::opt<bool> overwriteOpt(
     "overwrite",
     cl::desc("Start a fresh run where --checkpoint already holds "
@@ -212,6 +218,58 @@ static int fail(const std::string &message) {
   return 1;
 }
 
+/// An error once the processes have connected. An error on one rank ends
+/// every rank (MPI_Abort), so that none waits in a collective; the message
+/// is one write, so ranks' lines do not interleave. An error every rank
+/// finds (`everyRank`: the same files and settings) is printed once, by
+/// rank 0, and every rank ends with it.
+static int failRanks(rt::Communicator *comm, const std::string &message,
+                     bool everyRank) {
+  bool many = comm && comm->size() > 1;
+  if (!everyRank || !many || comm->rank() == 0)
+    llvm::errs() << ("gptc: error: " +
+                     (many && !everyRank
+                          ? "rank " + std::to_string(comm->rank()) + ": "
+                          : std::string()) +
+                     message + "\n");
+  if (many) {
+    if (everyRank) {
+      // Every rank stops here: each ends normally (MPI finalized as the
+      // communicator goes), so the launcher forwards rank 0's message
+      // before it ends the job. (An abort could end the launcher first:
+      // 1 run in 30 printed nothing.)
+      char done = 0;
+      std::string ignored;
+      if (comm->broadcast(&done, 1, {comm->size()}, {0}, ignored))
+        return 1;
+    }
+    comm->abort(1);
+  }
+  return 1;
+}
+
+/// --resume: whether the checkpoint's step and settings let this run
+/// continue it (the same on every rank, so checked before the ranks load
+/// their blocks, where an error is one rank's).
+static bool checkResumable(const rt::TrainOptions &opts, std::string &error) {
+  auto reader = rt::CheckpointReader::open(opts.checkpointPath, error);
+  std::string notes;
+  return reader && reader->checkSettings(opts.recipe, opts.model, opts.steps,
+                                         opts.resumePolicy, notes, error);
+}
+
+/// "gptc: resuming from PATH at step N", and what changed that the run
+/// accepts (the leader's).
+static void printResuming(const rt::TrainOptions &opts,
+                          const rt::TrainingRun &trainer) {
+  llvm::errs() << "gptc: resuming from " << opts.checkpointPath << " at step "
+               << trainer.getStep() << "\n";
+  llvm::SmallVector<StringRef> lines;
+  StringRef(trainer.getResumeNotes()).split(lines, '\n', -1, false);
+  for (StringRef line : lines)
+    llvm::errs() << "gptc: " << line << "\n";
+}
+
 /// The counts gptc train takes, checked before anything runs (a negative
 /// count used to mean "not given" and was silently replaced).
 static LogicalResult checkTrainOptions() {
@@ -227,6 +285,9 @@ static LogicalResult checkTrainOptions() {
       (stepsFlag() && *stepsFlag() < 1 &&
        (fail("--steps takes a step count >= 1, got " +
              std::to_string(*stepsFlag())),
+        true)) ||
+      (resumeChangedOpt && !resumeOpt &&
+       (fail("--resume-changed continues a checkpoint: it goes with --resume"),
         true)) ||
       failed(count(stopAfterOpt, 1, "a step >= 1")) ||
       failed(count(evalIntervalOpt, 0, "N >= 0 (0: no validation)")) ||
@@ -268,6 +329,7 @@ static rt::TrainOptions trainOptions(const ModelDescription &desc,
   else
     opts.checkpointPath = opts.model + ".ckpt";
   opts.resumed = resumeOpt;
+  opts.resumePolicy.anyChange = resumeChangedOpt;
   opts.overwrite = overwriteOpt;
   opts.collectiveTimeout = collectiveTimeoutOpt;
   opts.logInterval = logIntervalOpt;
@@ -316,19 +378,11 @@ static int runPipelineTrain(ModelDescription &desc,
   if (!comm)
     return fail(error);
   bool leader = comm->rank() == 0;
-  auto failAll = [&](const std::string &message) {
-    llvm::errs() << ("gptc: error: rank " + std::to_string(comm->rank()) +
-                     ": " + message + "\n");
-    comm->abort(1);
-    return 1;
+  auto failAll = [&](const std::string &message, bool everyRank = false) {
+    return failRanks(comm.get(), message, everyRank);
   };
-  if (!started) {
-    if (leader)
-      llvm::errs() << "gptc: error: " << error << "\n";
-    if (comm->size() > 1)
-      comm->abort(1);
-    return 1;
-  }
+  if (!started)
+    return failAll(error, /*everyRank=*/true);
   // Every process compiles the same program; an error stops them all.
   bool fromOnnx = onnx.has_value();
   std::map<std::string, std::string> initialValues;
@@ -351,6 +405,9 @@ static int runPipelineTrain(ModelDescription &desc,
                          error))
     return failAll(error);
   rt::TrainOptions opts = trainOptions(desc, description, program);
+  opts.recipe.emplace_back("data", data.identity());
+  if (resumeOpt && !checkResumable(opts, error))
+    return failAll(error, /*everyRank=*/true);
   std::unique_ptr<rt::TrainingRun> trainer = rt::openTrainingRun(
       program, opts, deviceOptions(options.cuda()), comm.get(),
       resumeOpt ? std::map<std::string, std::string>()
@@ -359,8 +416,7 @@ static int runPipelineTrain(ModelDescription &desc,
   if (!trainer)
     return failAll(error);
   if (resumeOpt && leader)
-    llvm::errs() << "gptc: resuming from " << opts.checkpointPath << " at step "
-                 << trainer->getStep() << "\n";
+    printResuming(opts, *trainer);
   if (leader) {
     const ::gptc::program::PipelinePlan &plan = program.pipeline();
     if (fromOnnx)
@@ -373,6 +429,7 @@ static int runPipelineTrain(ModelDescription &desc,
                  << data.getPath() << ", batch " << m.batchSize << " x "
                  << opts.seqLen << ", steps " << trainer->getStep() << ".."
                  << opts.steps << "\n";
+    llvm::errs() << "gptc: learning rate " << describeLearningRate(m) << "\n";
     llvm::errs() << "gptc: pipeline of " << plan.stages() << " stages"
                  << (plan.virtual_stages() > 1
                          ? " x " + std::to_string(plan.virtual_stages()) +
@@ -432,7 +489,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
     if (failed(imported))
       return 1;
     onnx = std::move(*imported);
-    FailureOr<ParallelOverrides> overrides = getOnnxDescriptionOverrides();
+    FailureOr<DescriptionOverrides> overrides = getOnnxDescriptionOverrides();
     if (failed(overrides))
       return 1;
     FailureOr<std::string> text =
@@ -531,27 +588,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   // interleave. An error every rank finds (`everyRank`) is printed once,
   // by rank 0, and every rank ends with it.
   auto failAll = [&](const std::string &message, bool everyRank = false) {
-    bool many = comm && comm->size() > 1;
-    if (!everyRank || !many || comm->rank() == 0)
-      llvm::errs() << ("gptc: error: " +
-                       (many && !everyRank
-                            ? "rank " + std::to_string(comm->rank()) + ": "
-                            : std::string()) +
-                       message + "\n");
-    if (many) {
-      if (everyRank) {
-        // Every rank stops here: each ends normally (MPI finalized as the
-        // communicator goes), so the launcher forwards rank 0's message
-        // before it ends the job. (An abort could end the launcher first:
-        // 1 run in 30 printed nothing.)
-        char done = 0;
-        std::string ignored;
-        if (comm->broadcast(&done, 1, {comm->size()}, {0}, ignored))
-          return 1;
-      }
-      comm->abort(1);
-    }
-    return 1;
+    return failRanks(comm.get(), message, everyRank);
   };
   if (!started)
     return failAll(error, /*everyRank=*/true);
@@ -568,6 +605,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                          error))
     return failAll(error);
   rt::TrainOptions opts = trainOptions(*desc, description, program);
+  opts.recipe.emplace_back("data", data.identity());
+  if (resumeOpt && !checkResumable(opts, error))
+    return failAll(error, /*everyRank=*/true);
   opts.injectOverflowStep = injectStep - 1;
   opts.injectOverflowRank = static_cast<int>(injectRank);
   if (injectStep > 0 && injectRank >= (comm ? comm->size() : 1))
@@ -590,8 +630,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!trainer)
     return failAll(error);
   if (resumeOpt && leader)
-    llvm::errs() << "gptc: resuming from " << opts.checkpointPath << " at step "
-                 << trainer->getStep() << "\n";
+    printResuming(opts, *trainer);
 
   if (leader) {
     if (fromOnnx)
@@ -608,6 +647,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                  << "), batch " << m.batchSize << " x " << opts.seqLen
                  << ", steps " << trainer->getStep() << ".." << opts.steps
                  << "\n";
+    llvm::errs() << "gptc: learning rate " << describeLearningRate(m) << "\n";
     if (options->cuda())
       llvm::errs() << "gptc: on " << trainer->device() << "\n";
     if (devices > 1 || m.gradAccumSteps > 1)

@@ -545,7 +545,7 @@ int main(int argc, char **argv) {
       return success(d.getSeverity() == DiagnosticSeverity::Warning);
     });
     OnnxTrainingShape shape;
-    FailureOr<ParallelOverrides> overrides = getOnnxDescriptionOverrides();
+    FailureOr<DescriptionOverrides> overrides = getOnnxDescriptionOverrides();
     if (failed(overrides) ||
         failed(importOnnxForTraining(inputFilename, context, shape)))
       return 1;

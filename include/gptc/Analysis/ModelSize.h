@@ -27,7 +27,15 @@ namespace mlir::gptc {
 
 /// AdamW, clipping and the learning-rate schedule, defaults applied.
 struct OptimizerConfig {
+  /// The peak learning rate the step uses (the description's `lr`, scaled
+  /// to the batch when it gives a reference batch).
   double lr = 6e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  /// `reference_batch_size` and `lr_scaling`: the description's `lr` is
+  /// for this many sequences per step (0: for the batch as it is), scaled
+  /// linearly or by the square root of batch_size / referenceBatch.
+  int64_t referenceBatch = 0;
+  enum class LrScaling { None, Linear, Sqrt } lrScaling = LrScaling::None;
+  double referenceLr = 6e-4;
   bool decayEmbeddings = false;
   double gradClip = 1.0;
   int64_t warmupSteps = 0;
@@ -104,6 +112,11 @@ struct ModelSize {
 
 /// Computes the figures, or std::nullopt when one of them overflows 64 bits.
 std::optional<ModelSize> computeModelSize(const ModelConfig &config);
+
+/// The peak learning rate, where it comes from and its schedule: "1.20e-03
+/// (6.00e-04 for a batch of 256, scaled linearly to 512), warm-up 100
+/// steps, then cosine to 1.20e-04 at step 2000".
+std::string describeLearningRate(const ModelConfig &config);
 
 /// Parameters of one block, for the checks that do not need the whole size.
 std::optional<int64_t> computeLayerParams(const ModelConfig &config);

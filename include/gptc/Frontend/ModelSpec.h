@@ -46,10 +46,11 @@ struct MeshAxis {
   enum class Kind { Data, Tensor, Pipeline } kind = Kind::Data;
 };
 
-/// Command-line replacements for the description's parallel settings
-/// (`gptc train --mesh dp=2,tp=2 --zero-stage 1 --grad-accum 4`); they are
-/// validated with the rest of the description.
-struct ParallelOverrides {
+/// Command-line replacements for the description's parallel and
+/// learning-rate settings (`gptc train --mesh dp=2,tp=2 --zero-stage 1
+/// --grad-accum 4 --lr 3e-4 --warmup-steps 100`); they are validated with
+/// the rest of the description, and an error in one is reported at its flag.
+struct DescriptionOverrides {
   std::optional<std::vector<MeshAxis>> mesh;
   std::optional<int> zeroStage;
   std::optional<int64_t> accumulation;
@@ -63,11 +64,17 @@ struct ParallelOverrides {
   std::optional<bool> sequenceParallel;
   /// "none", "selective" or "full".
   std::optional<mlir::gptc::Recompute> recompute;
+  /// training.optimizer.lr (the reference batch's when the description
+  /// scales it), lr_schedule.warmup_steps, .decay and .min_lr_ratio.
+  std::optional<double> lr;
+  std::optional<int64_t> warmupSteps;
+  std::optional<mlir::gptc::LrDecay> lrDecay;
+  std::optional<double> minLrRatio;
 
   /// One device, no ZeRO, sequence parallelism, recomputation or
   /// accumulation, no pipeline settings: what a planner starts from (gptc
   /// plan, --mesh auto).
-  static ParallelOverrides unplanned();
+  static DescriptionOverrides unplanned();
   /// The parallel settings of a planner's choice (--mesh auto): its mesh,
   /// ZeRO stage, sequence parallelism, microbatches and pipeline schedule
   /// or recomputation.
@@ -94,10 +101,10 @@ public:
   /// Same, for an in-memory text named `fileName` in locations.
   static FailureOr<ModelDescription>
   parse(llvm::StringRef text, llvm::StringRef fileName, MLIRContext *context,
-        const ParallelOverrides &overrides = {});
-  static FailureOr<ModelDescription> parse(llvm::SourceMgr &sourceMgr,
-                                           MLIRContext *context,
-                                           const ParallelOverrides &overrides);
+        const DescriptionOverrides &overrides = {});
+  static FailureOr<ModelDescription>
+  parse(llvm::SourceMgr &sourceMgr, MLIRContext *context,
+        const DescriptionOverrides &overrides);
 
   const ::gptc::spec::ModelSpec &getSpec() const;
   /// The description with defaults applied and derived sizes computed.

@@ -27,7 +27,7 @@
 namespace mlir::gptc {
 
 class ModelDescription;
-struct ParallelOverrides;
+struct DescriptionOverrides;
 
 /// A tensor's data as ONNX stores it: `onnxType` is ONNX's
 /// TensorProto.DataType (1 FLOAT, 7 INT64, ...), `bytes` the elements in
@@ -165,7 +165,8 @@ OwningOpRef<ModuleOp> importOnnxLogits(llvm::StringRef path,
 /// description).
 FailureOr<std::string>
 onnxTrainingDescription(llvm::StringRef path, const OnnxTrainingShape &shape,
-                        const ParallelOverrides &overrides, std::string &error);
+                        const DescriptionOverrides &overrides,
+                        std::string &error);
 
 /// The description's sizes against the graph, which fixes them (its token
 /// input is one rank's micro-batch) and a pipeline mesh against its located

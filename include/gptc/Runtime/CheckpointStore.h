@@ -91,6 +91,23 @@ bool writeCheckpointDirectory(const std::string &path,
                               const std::vector<HeldBlock> &blocks, int keep,
                               Communicator *comm, std::string &error);
 
+/// A run's settings as TrainSettings.recipe lists them: description paths
+/// and values, in order.
+using Recipe = std::vector<std::pair<std::string, std::string>>;
+
+/// Which differences from a checkpoint's settings a resumed run accepts.
+struct ResumePolicy {
+  /// --resume-changed: any (each named in the notes).
+  bool anyChange = false;
+  /// A schedule of another length (--steps): gptc train accepts it and
+  /// says what the learning rate does; the C API asks to be told.
+  bool stepsChange = true;
+  /// What a refusal tells the user to do.
+  std::string whatToDo = "Continue it with these settings by "
+                         "--resume-changed, or start afresh: another "
+                         "--checkpoint directory, or --overwrite";
+};
+
 /// Reads a checkpoint of any format: a directory (format 3: its `latest`
 /// step, or a step directory itself) or a single file (formats 1 and 2).
 class CheckpointReader {
@@ -120,9 +137,22 @@ public:
   bool verifyAll(std::string &error);
 
   /// Checks that the checkpoint is of the model with `signature`
-  /// (modelFingerprint) named `model`.
+  /// (modelFingerprint) named `model`; where not, the error names the
+  /// architecture's settings that differ from `recipe`'s (when the
+  /// checkpoint records them).
   bool checkModel(const std::string &signature, const std::string &model,
-                  std::string &error) const;
+                  const Recipe &recipe, std::string &error) const;
+
+  /// Whether a run of `model` whose schedule spans `steps` and whose
+  /// settings are `recipe` may continue this checkpoint
+  /// (docs/Checkpoints.md): never from past the schedule's end or with
+  /// another architecture; with the same settings, yes; with others, only
+  /// where `policy` allows them, `notes` then saying what changed (and,
+  /// for the schedule's length, what the learning rate does next).
+  /// Settings only one side records are not compared.
+  bool checkSettings(const Recipe &recipe, const std::string &model,
+                     int64_t steps, const ResumePolicy &policy,
+                     std::string &notes, std::string &error) const;
 
 private:
   CheckpointReader() = default;

@@ -62,6 +62,15 @@ public:
 
   /// The number of files the training stream reads.
   size_t trainShards() const { return train.pieces.size(); }
+  /// What a checkpoint records of the training data (TrainOptions::recipe's
+  /// "data"): its size and files, not their paths, which move between
+  /// hosts ("1048576 tokens in 3 files").
+  std::string identity() const {
+    return std::to_string(trainSize()) +
+           (std::string(kind()) == "text" ? " bytes" : " tokens") + " in " +
+           std::to_string(trainShards()) +
+           (trainShards() == 1 ? " file" : " files");
+  }
 
   /// The files `spec` names (a comma-separated list of files and globs),
   /// in order; fails on a glob matching nothing or an empty entry.

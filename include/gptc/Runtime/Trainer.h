@@ -41,6 +41,11 @@ struct TrainOptions {
 
   std::string model;       ///< the model's name
   std::string description; ///< the model description's text (for sampling)
+  /// The settings checkpoints record and a resumed run compares
+  /// (TrainSettings.recipe; gptc train adds "data"), and which differences
+  /// loading a checkpoint accepts.
+  Recipe recipe;
+  ResumePolicy resumePolicy;
   int64_t batch = 0, seqLen = 0, vocab = 0;
   int64_t steps = 0;
   /// Train up to this step (default: `steps`); the schedule spans `steps`.
@@ -150,6 +155,13 @@ public:
   int getStoppedBySignal() const { return stoppedBySignal; }
   /// The step of the checkpoint last written or loaded (-1: none).
   int64_t getCheckpointStep() const { return checkpointStep; }
+  /// What the last loadCheckpoint accepted that differs from the
+  /// checkpoint's settings (lines; "" where nothing did).
+  const std::string &getResumeNotes() const { return resumeNotes; }
+  /// Which differences from a checkpoint's settings loadCheckpoint accepts.
+  void setResumePolicy(const ResumePolicy &policy) {
+    runOptions().resumePolicy = policy;
+  }
   /// After a checkpoint failed to be written to `path`: what is left (the
   /// previous checkpoint, untouched, or none), for the error message.
   std::string lastGoodCheckpoint(const std::string &path) const;
@@ -210,6 +222,12 @@ protected:
   int stoppedBySignal = 0;
   /// The step of the checkpoint last written or loaded (-1: none).
   mutable int64_t checkpointStep = -1;
+  std::string resumeNotes;
+  /// Before loading `reader`'s checkpoint: that it is of the model with
+  /// `signature`, and that its settings and step fit the run's
+  /// (CheckpointReader::checkSettings, the notes kept for getResumeNotes).
+  bool checkResume(const CheckpointReader &reader, const std::string &signature,
+                   std::string &error);
   /// nan_policy SKIP: non-finite steps skipped in a row; this many stop.
   int64_t nonFiniteInARow = 0;
   static constexpr int64_t kMaxNonFiniteInARow = 10;

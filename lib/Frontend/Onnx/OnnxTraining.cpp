@@ -597,7 +597,7 @@ mlir::gptc::importOnnxLogits(llvm::StringRef path, MLIRContext *context,
 
 FailureOr<std::string> mlir::gptc::onnxTrainingDescription(
     llvm::StringRef path, const OnnxTrainingShape &shape,
-    const ParallelOverrides &overrides, std::string &error) {
+    const DescriptionOverrides &overrides, std::string &error) {
   int64_t dataParallel = 1;
   if (overrides.mesh)
     for (const MeshAxis &axis : *overrides.mesh)

@@ -25,6 +25,25 @@ with gptc.Trainer(model, steps=5) as u:
     u.load(ck)
     same = all(np.array_equal(u.read(n), t.read(n)) for n in shapes)
     print("checkpoint: step %d, parameters %s" % (u.step, "equal" if same else "differ"))
+# The schedule's rules (as gptc train's): no step past its end, no
+# checkpoint past it, and another schedule only when asked for.
+def error(attempt):
+    try:
+        attempt()
+        return "no error"
+    except gptc.GptcError as e:
+        return "GptcError: %s" % str(e).splitlines()[0]
+print("train at the end: %s" % error(lambda: t.train(steps=1)))
+with gptc.Trainer(model, steps=8) as v:
+    print("train past the end: %s" % error(lambda: v.train(steps=9)))
+    print("step after the refusal: %d" % v.step)
+    print("load another schedule: %s" % error(lambda: v.load(ck)))
+    notes = v.load(ck, changed=True)
+    print("load changed: step %d; %s" % (v.step, notes))
+    v.train(steps=3)
+    print("trained on: step %d" % v.step)
+with gptc.Trainer(model, steps=3) as w:
+    print("load past the end: %s" % error(lambda: w.load(ck)))
 bad = os.path.join(work, "bad.pbtxt")
 with open(bad, "w") as f:
     f.write("model { vocab_size: -3 }\n")

@@ -107,7 +107,7 @@ DOC_CHECKS = {
     "mpirun -np 8 gptc train models/gpt2-124m.pbtxt --mesh auto --hardware h100-node --devices 8": (
         INSTEAD, "gptc models/gpt2-124m.pbtxt --mesh auto --hardware h100-node --devices 8 --emit=summary",
         "8 processes of GPT-2 124M: the plan it trains is compiled, not trained"),
-    "[mpirun.mpich -np N] gptc train MODEL.pbtxt [--mesh dp=D,tp=T] [--sequence-parallel] [--zero-stage S] [--grad-accum A] [--recompute none|selective|full] [--data FILES [--val-data FILES]] [--steps N] [--stop-at-step K] [--checkpoint PATH] [--resume | --overwrite] [--checkpoint-interval N] [--checkpoint-minutes M] [--keep-checkpoints K] [--eval-interval N] [--log-interval N] [--profile] [--profile-json FILE] [--trace FILE] [--dump-dir DIR]": (
+    "[mpirun.mpich -np N] gptc train MODEL.pbtxt [--mesh dp=D,tp=T] [--sequence-parallel] [--zero-stage S] [--grad-accum A] [--recompute none|selective|full] [--data FILES [--val-data FILES]] [--steps N] [--stop-at-step K] [--lr LR] [--warmup-steps W] [--lr-decay cosine|linear|constant] [--min-lr-ratio R] [--checkpoint PATH] [--resume [--resume-changed] | --overwrite] [--checkpoint-interval N] [--checkpoint-minutes M] [--keep-checkpoints K] [--eval-interval N] [--log-interval N] [--profile] [--profile-json FILE] [--trace FILE] [--dump-dir DIR]": (
         SYNOPSIS, "gptc train --help"),
     "gptc sample CHECKPOINT [--prompt TEXT] [--length N] [--temperature T] [--top-k K] [--seed S] [--token-ids]": (
         SYNOPSIS, "gptc sample --help"),

@@ -83,6 +83,8 @@ def _load():
                                                   ctypes.POINTER(ctypes.c_double), err]),
         "gptcTrainerSaveCheckpoint": (ctypes.c_bool, [_Handle, ctypes.c_char_p, err]),
         "gptcTrainerLoadCheckpoint": (ctypes.c_bool, [_Handle, ctypes.c_char_p, err]),
+        "gptcTrainerLoadCheckpointChanged": (ctypes.c_bool, [_Handle, ctypes.c_char_p,
+                                                             ctypes.POINTER(ctypes.c_void_p), err]),
         "gptcFreeString": (None, [ctypes.c_void_p]),
     }
     for name, (res, args) in signatures.items():
@@ -208,7 +210,9 @@ class Trainer:
 
     def train(self, steps=1, data=None):
         """Trains `steps` more steps on `data` (a text or token file; None:
-        the GPL-3 text) and returns the last step's loss."""
+        the GPL-3 text) and returns the last step's loss. More steps than
+        the schedule has left (num_steps - step) raise GptcError, nothing
+        trained."""
         loss = ctypes.c_double()
         _call(self._lib.gptcTrainerTrain, self._h, _bytes(data), int(steps),
               ctypes.byref(loss))
@@ -241,6 +245,21 @@ class Trainer:
         """Writes a checkpoint directory (gptc train's format)."""
         _call(self._lib.gptcTrainerSaveCheckpoint, self._h, _bytes(path))
 
-    def load(self, path):
-        """Loads a checkpoint (parameters, optimizer state, step)."""
-        _call(self._lib.gptcTrainerLoadCheckpoint, self._h, _bytes(path))
+    def load(self, path, changed=False):
+        """Loads a checkpoint (parameters, optimizer state, step). A
+        checkpoint past the end of this trainer's schedule raises
+        GptcError, and so does one trained with other settings (learning
+        rate, schedule length, batch, ...), naming them, unless `changed`:
+        then it loads and the differences are returned as text ("" when
+        there are none)."""
+        if not changed:
+            _call(self._lib.gptcTrainerLoadCheckpoint, self._h, _bytes(path))
+            return ""
+        notes = ctypes.c_void_p()
+        _call(self._lib.gptcTrainerLoadCheckpointChanged, self._h, _bytes(path),
+              ctypes.byref(notes))
+        text = ""
+        if notes.value:
+            text = ctypes.string_at(notes.value).decode("utf-8", "replace")
+            self._lib.gptcFreeString(notes)
+        return text
