@@ -335,6 +335,12 @@ static std::string gibibytes(double bytes) {
   return os.str();
 }
 
+static CheckpointFaults injected;
+
+void runtime::setCheckpointFaultsForTesting(const CheckpointFaults &faults) {
+  injected = faults;
+}
+
 bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
                                        std::string &error,
                                        std::string &warning) {
@@ -380,8 +386,10 @@ bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
     return false;
   }
   struct statvfs vfs;
-  if (::statvfs(root.c_str(), &vfs) == 0) {
-    double free = double(vfs.f_bavail) * double(vfs.f_frsize);
+  if (injected.freeBytes >= 0 || ::statvfs(root.c_str(), &vfs) == 0) {
+    double free = injected.freeBytes >= 0
+                      ? injected.freeBytes
+                      : double(vfs.f_bavail) * double(vfs.f_frsize);
     if (free < double(bytes)) {
       error = "a checkpoint of this run needs about " + gibibytes(bytes) +
               " and '" + root + "' has " + gibibytes(free) +
@@ -475,7 +483,13 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
       uint64_t bytes = static_cast<uint64_t>(b.data->byteSize());
       s->set_bytes(bytes);
       s->set_crc32c(crc32c(0, b.data->raw(), bytes));
-      if (!writeAll(fd, b.data->raw(), bytes)) {
+      if (injected.failStep == header.step() && injected.failRank == rank) {
+        // A write that fails midway: half of the block reaches the file.
+        writeAll(fd, b.data->raw(), bytes / 2);
+        errno = injected.failErrno;
+        error = systemError("cannot write", file);
+        ok = false;
+      } else if (!writeAll(fd, b.data->raw(), bytes)) {
         error = systemError("cannot write", file);
         ok = false;
       }

@@ -44,8 +44,10 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
+
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cerrno>
 
 #include <cmath>
 #include <cstdlib>
@@ -173,6 +175,18 @@ static cl::opt<std::string> injectOverflowOpt(
              "--nan-policy): STEP[:RANK] makes a gradient infinite at that "
              "1-based step on that rank (default 0)"),
     cl::init(""), cl::cat(trainCategory), cl::Hidden);
+static cl::opt<std::string> injectCheckpointErrorOpt(
+    "inject-checkpoint-error",
+    cl::desc("Testing checkpoint write failures: STEP:ERRNO[:RANK] makes "
+             "the checkpoint of that step fail midway on that rank (default "
+             "0) with ENOSPC, EIO or EFBIG"),
+    cl::init(""), cl::cat(trainCategory), cl::Hidden);
+static cl::opt<double> assumeFreeBytesOpt(
+    "assume-free-bytes",
+    cl::desc("Testing the free-space check: the checkpoint directory's "
+             "file system has this many bytes free"),
+    cl::init(-1), cl::cat(trainCategory), cl::Hidden);
+
 static cl::opt<bool> checkResidencyOpt(
     "check-residency",
     cl::desc("Testing the device backends' memory contract on the CPU: "
@@ -271,8 +285,38 @@ static void printResuming(const rt::TrainOptions &opts,
 }
 
 /// The counts gptc train takes, checked before anything runs (a negative
+/// --inject-checkpoint-error and --assume-free-bytes, for this process.
+static LogicalResult setCheckpointFaults() {
+  rt::CheckpointFaults faults;
+  faults.freeBytes = assumeFreeBytesOpt;
+  if (!injectCheckpointErrorOpt.empty()) {
+    SmallVector<StringRef> parts;
+    StringRef(injectCheckpointErrorOpt).split(parts, ':');
+    int64_t rank = 0;
+    faults.failErrno = parts.size() < 2       ? 0
+                       : parts[1] == "ENOSPC" ? ENOSPC
+                       : parts[1] == "EIO"    ? EIO
+                       : parts[1] == "EFBIG"  ? EFBIG
+                                              : 0;
+    if (parts.size() < 2 || parts.size() > 3 ||
+        parts[0].getAsInteger(10, faults.failStep) || faults.failStep < 1 ||
+        !faults.failErrno ||
+        (parts.size() == 3 && (parts[2].getAsInteger(10, rank) || rank < 0))) {
+      fail("--inject-checkpoint-error takes STEP:ENOSPC|EIO|EFBIG[:RANK], "
+           "got '" +
+           injectCheckpointErrorOpt + "'");
+      return failure();
+    }
+    faults.failRank = static_cast<int>(rank);
+  }
+  rt::setCheckpointFaultsForTesting(faults);
+  return success();
+}
+
 /// count used to mean "not given" and was silently replaced).
 static LogicalResult checkTrainOptions() {
+  if (failed(setCheckpointFaults()))
+    return failure();
   auto count = [](const cl::opt<int64_t> &opt, int64_t least,
                   StringRef what) -> LogicalResult {
     if (!opt.getNumOccurrences() || opt >= least)

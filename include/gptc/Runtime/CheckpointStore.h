@@ -69,6 +69,19 @@ struct HeldBlock {
 bool checkCheckpointDirectory(const std::string &path, int64_t bytes,
                               std::string &error, std::string &warning);
 
+/// Faults a test injects into the checkpoints this process writes (gptc
+/// train's hidden --inject-checkpoint-error and --assume-free-bytes).
+struct CheckpointFaults {
+  /// The checkpoint of this step fails on rank `failRank` with errno
+  /// `failErrno` after half of its first block is written (-1: none).
+  int64_t failStep = -1;
+  int failErrno = 0;
+  int failRank = 0;
+  /// The free space checkCheckpointDirectory sees (< 0: statvfs's).
+  double freeBytes = -1;
+};
+void setCheckpointFaultsForTesting(const CheckpointFaults &faults);
+
 /// The checkpoints a fresh run at `path` would write over: "step 200 (and
 /// 2 older step directories)" for a directory holding `latest` or step
 /// directories, "a checkpoint file" for an older single-file checkpoint,
