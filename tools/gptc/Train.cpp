@@ -387,11 +387,16 @@ static rt::TrainOptions trainOptions(const ModelDescription &desc,
 
 /// Under several processes, the leader says which process each rank is:
 /// a launcher names a dead rank by its PID.
-static bool printProcesses(rt::Communicator &comm, std::string &error) {
+static bool printProcesses(rt::Communicator &comm,
+                           const rt::TrainingRun &trainer, std::string &error) {
   if (comm.size() < 2)
     return true;
+  // The GPU each rank drives ("cuda:1"); the CPU's threads say the rest.
+  std::string device = trainer.device();
+  device =
+      device.rfind("cpu", 0) == 0 ? "" : device.substr(0, device.find(' '));
   std::string text;
-  if (!rt::describeProcesses(comm, text, error))
+  if (!rt::describeProcesses(comm, device, text, error))
     return false;
   if (comm.rank() == 0)
     llvm::errs() << "gptc: processes: " << text << "\n";
@@ -496,7 +501,7 @@ static int runPipelineTrain(ModelDescription &desc,
       llvm::errs() << "gptc: stage 0 on " << trainer->device()
                    << " (state and update on the device)\n";
   }
-  if (!printProcesses(*comm, error))
+  if (!printProcesses(*comm, *trainer, error))
     return failAll(error);
   if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
     return failAll(error);
@@ -702,7 +707,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    << " microbatch(es) of " << m.microBatchSize
                    << " sequences per rank\n";
   }
-  if (comm && !printProcesses(*comm, error))
+  if (comm && !printProcesses(*comm, *trainer, error))
     return failAll(error);
   if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
     return failAll(error);

@@ -141,10 +141,12 @@ private:
   double before;
 };
 
-/// "rank 0: PID 123 on host, rank 1: ...": which process each rank is, so
-/// that a launcher's report of a dead PID names the rank (collective).
-bool describeProcesses(Communicator &comm, std::string &text,
-                       std::string &error);
+/// "rank 0 PID 123 on host (cuda:0, 1 thread), rank 1 ...": which process
+/// each rank is, on which host and device (`device`, this rank's: "cuda:0";
+/// "" says nothing), so that a launcher's report of a dead PID names the
+/// rank (collective).
+bool describeProcesses(Communicator &comm, const std::string &device,
+                       std::string &text, std::string &error);
 
 /// Starts MPI (MPI_Init) and returns a communicator over MPI_COMM_WORLD;
 /// MPI is finalized when it is destroyed. Works under mpirun and as a

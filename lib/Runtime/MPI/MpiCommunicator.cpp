@@ -571,17 +571,20 @@ std::unique_ptr<Communicator> runtime::createMpiCommunicator(int *argc,
   return std::make_unique<MpiCommunicator>(argc, argv);
 }
 
-bool runtime::describeProcesses(Communicator &comm, std::string &text,
-                                std::string &error) {
-  // PID, threads and host name per rank, as 18 int64 words (PID, threads,
-  // 128 bytes).
-  constexpr int kWords = 18;
+bool runtime::describeProcesses(Communicator &comm, const std::string &device,
+                                std::string &text, std::string &error) {
+  // PID, threads, host name and device per rank, as 22 int64 words (PID,
+  // threads, 128 bytes of host, 32 of device).
+  constexpr int kWords = 22;
   int64_t mine[kWords] = {static_cast<int64_t>(::getpid()),
                           static_cast<int64_t>(cpu::numThreads())};
   char *host = reinterpret_cast<char *>(mine + 2);
   if (::gethostname(host, 127) != 0)
     std::strcpy(host, "?");
   host[127] = 0;
+  char *where = reinterpret_cast<char *>(mine + 18);
+  std::strncpy(where, device.c_str(), 31);
+  where[31] = 0;
   int n = comm.size();
   std::vector<int64_t> all(static_cast<size_t>(n) * kWords);
   if (!comm.allGather(mine, all.data(), kWords, program::I64, {n}, {0}, error))
@@ -590,8 +593,10 @@ bool runtime::describeProcesses(Communicator &comm, std::string &text,
   for (int r = 0; r < n; ++r) {
     const int64_t *w = all.data() + static_cast<size_t>(r) * kWords;
     std::string name(reinterpret_cast<const char *>(w + 2));
+    std::string on(reinterpret_cast<const char *>(w + 18));
     os << (r ? ", " : "") << "rank " << r << " PID " << w[0] << " on " << name
-       << " (" << w[1] << (w[1] == 1 ? " thread)" : " threads)");
+       << " (" << (on.empty() ? "" : on + ", ") << w[1]
+       << (w[1] == 1 ? " thread)" : " threads)");
   }
   text = os.str();
   return true;
