@@ -98,8 +98,10 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                         std::vector<int64_t>(s.value.shape.size(), 0),
                         &s.value});
   if (!writeCheckpointDirectory(path, checkpointHeader(stepsDone), blocks,
-                                options.keepCheckpoints, comm, error))
+                                options.keepCheckpoints, comm, error)) {
+    errorOnEveryRank = true;
     return false;
+  }
   checkpointStep = stepsDone;
   return true;
 }

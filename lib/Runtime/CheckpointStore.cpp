@@ -104,22 +104,43 @@ void syncDirectory(const std::string &path) {
   }
 }
 
-/// All ranks agree: true when every rank's `ok` is; `error` then says
-/// which rank failed when this one did not.
+/// All ranks agree: true when every rank's `ok` is. Where one failed,
+/// every rank's `error` is the same: the lowest failing rank's, named
+/// ("rank 1: cannot write ..."), so that one rank can say it for all.
 bool agree(bool ok, Communicator *comm, std::string &error) {
   if (!comm || comm->size() == 1)
     return ok;
-  int32_t failed[2] = {ok ? 0 : 1, ok ? -1 : comm->rank()};
+  int32_t failed = ok ? 0 : 1;
   std::string commError;
-  if (!comm->allReduceMax(failed, 2, program::I32, {comm->size()}, {0},
+  if (!comm->allReduceMax(&failed, 1, program::I32, {comm->size()}, {0},
                           commError)) {
     error = commError;
     return false;
   }
-  if (failed[0] && ok)
-    error = "rank " + std::to_string(failed[1]) +
-            " could not write its part of the checkpoint";
-  return failed[0] == 0;
+  if (!failed)
+    return true;
+  // Each rank's message (empty where it succeeded), to every rank.
+  constexpr int64_t kWords = 256; // 1 KiB a rank
+  int n = comm->size();
+  std::vector<int32_t> mine(kWords, 0), all(kWords * n);
+  if (!ok)
+    std::memcpy(mine.data(), error.data(),
+                std::min<size_t>(error.size(), kWords * 4 - 1));
+  if (!comm->allGather(mine.data(), all.data(), kWords, program::I32, {n}, {0},
+                       commError)) {
+    error = commError;
+    return false;
+  }
+  for (int r = 0; r < n; ++r) {
+    const char *text = reinterpret_cast<const char *>(all.data() + r * kWords);
+    if (*text) {
+      error = "rank " + std::to_string(r) + ": " +
+              std::string(text, strnlen(text, kWords * 4));
+      return false;
+    }
+  }
+  error = "a rank could not write its part of the checkpoint";
+  return false;
 }
 
 /// Every rank's `mine` in rank order, on rank 0 (others get nothing).

@@ -833,8 +833,10 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     setting->set_value(value);
   }
   if (!writeCheckpointDirectory(path, header, blocks, I.options.keepCheckpoints,
-                                I.comm, error))
+                                I.comm, error)) {
+    errorOnEveryRank = true;
     return false;
+  }
   checkpointStep = stepsDone;
   return true;
 }

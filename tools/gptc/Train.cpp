@@ -504,7 +504,7 @@ static int runPipelineTrain(ModelDescription &desc,
   if (!printProcesses(*comm, *trainer, error))
     return failAll(error);
   if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
-    return failAll(error);
+    return failAll(error, trainer->getErrorOnEveryRank());
   return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
 }
 
@@ -710,7 +710,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (comm && !printProcesses(*comm, *trainer, error))
     return failAll(error);
   if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
-    return failAll(error);
+    return failAll(error, trainer->getErrorOnEveryRank());
   if (leader) {
     // The whole run's peak (compilation, training and the checkpoint) and
     // what training added to the memory the compiler and the libraries

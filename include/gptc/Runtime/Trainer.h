@@ -158,6 +158,10 @@ public:
   /// What the last loadCheckpoint accepted that differs from the
   /// checkpoint's settings (lines; "" where nothing did).
   const std::string &getResumeNotes() const { return resumeNotes; }
+  /// Whether the last error is every rank's, the same text on each (a
+  /// checkpoint's write, which the ranks agree on): one rank may report
+  /// it for all.
+  bool getErrorOnEveryRank() const { return errorOnEveryRank; }
   /// Which differences from a checkpoint's settings loadCheckpoint accepts.
   void setResumePolicy(const ResumePolicy &policy) {
     runOptions().resumePolicy = policy;
@@ -223,6 +227,7 @@ protected:
   /// The step of the checkpoint last written or loaded (-1: none).
   mutable int64_t checkpointStep = -1;
   std::string resumeNotes;
+  mutable bool errorOnEveryRank = false;
   /// Before loading `reader`'s checkpoint: that it is of the model with
   /// `signature`, and that its settings and step fit the run's
   /// (CheckpointReader::checkSettings, the notes kept for getResumeNotes).
