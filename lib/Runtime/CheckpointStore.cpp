@@ -917,9 +917,12 @@ bool CheckpointReader::checkSettings(const Recipe &recipe,
                                 " steps ended at " +
                                 rateText(rateAt(recorded, before - 1, before));
     lengthNote = "the schedule now spans " + length->now + " steps, not " +
-                 length->before + ": step " + std::to_string(at + 1) +
-                 "'s learning rate is " + rateText(rateAt(recipe, at, steps)) +
-                 old;
+                 length->before;
+    // (A schedule that ends at the checkpoint's step has no next step.)
+    if (at < steps)
+      lengthNote += ": step " + std::to_string(at + 1) +
+                    "'s learning rate is " +
+                    rateText(rateAt(recipe, at, steps)) + old;
   }
   bool accepted =
       policy.anyChange || (changes.empty() && (!length || policy.stepsChange));
