@@ -44,11 +44,10 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
-
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
-#include <cerrno>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -284,7 +283,6 @@ static void printResuming(const rt::TrainOptions &opts,
     llvm::errs() << "gptc: " << line << "\n";
 }
 
-/// The counts gptc train takes, checked before anything runs (a negative
 /// --inject-checkpoint-error and --assume-free-bytes, for this process.
 static LogicalResult setCheckpointFaults() {
   rt::CheckpointFaults faults;
@@ -313,6 +311,7 @@ static LogicalResult setCheckpointFaults() {
   return success();
 }
 
+/// The counts gptc train takes, checked before anything runs (a negative
 /// count used to mean "not given" and was silently replaced).
 static LogicalResult checkTrainOptions() {
   if (failed(setCheckpointFaults()))
@@ -632,10 +631,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   if (!started && !comm)
     return fail(error);
   bool leader = !comm || comm->rank() == 0;
-  // An error on one rank ends every rank (MPI_Abort), so that none waits
-  // in a collective; the message is one write, so ranks' lines do not
-  // interleave. An error every rank finds (`everyRank`) is printed once,
-  // by rank 0, and every rank ends with it.
+  // An error ends every rank (failRanks).
   auto failAll = [&](const std::string &message, bool everyRank = false) {
     return failRanks(comm.get(), message, everyRank);
   };
