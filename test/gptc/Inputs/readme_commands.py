@@ -38,6 +38,7 @@ CHECKS = {
     "build/bin/gptc train models/tiny.pbtxt": (SHORT,),
     "build/bin/gptc sample tiny.ckpt --prompt \"The GNU\"": (RUN,),
     "build/bin/gptc train models/tiny.pbtxt --resume": (SHORT, "--stop-at-step 6"),
+    "build/bin/gptc train models/tiny.pbtxt --resume --resume-changed --steps 300 --lr 3e-4": (SHORT, "--stop-at-step 8"),
     "build/bin/gptc train models/tiny.pbtxt --overwrite --keep-checkpoints 3 --nan-policy skip": (SHORT,),
     "mpirun.mpich -np 2 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh dp=2 --zero-stage 2": (SHORT,),
     "mpirun.mpich -np 2 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh dp=2 --zero-stage 3 --grad-accum 4 --zero-reduce=microbatch": (SHORT,),
