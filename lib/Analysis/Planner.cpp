@@ -10,6 +10,8 @@
 
 #include "gptc/Analysis/Planner.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -361,18 +363,48 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
       out.dataParallelMemory = evaluatePlan(cfg, *size, plan, hw).memoryBytes;
     }
   }
+  // Each rule that excluded meshes, with the meshes it excluded
+  // ("pp=2, pp=4: gptc's pipelines do not run FP16").
+  std::vector<std::pair<std::string, std::vector<std::string>>> rules;
+  auto exclude = [&](std::string mesh, std::string why) {
+    auto it = llvm::find_if(rules, [&](auto &r) { return r.first == why; });
+    if (it == rules.end())
+      rules.push_back({std::move(why), {std::move(mesh)}});
+    else if (llvm::find(it->second, mesh) == it->second.end())
+      it->second.push_back(std::move(mesh));
+  };
   for (int64_t tp : divisors(devices)) {
     // Tensor parallelism stays inside a node: across nodes its per-layer
     // all-reduces would run on the slow link.
-    if (tp > hw.devicesPerNode || m.numHeads % tp || m.modelDim % tp ||
-        (m.mlpDim % tp))
+    std::string t = "tp=" + std::to_string(tp);
+    if (tp > hw.devicesPerNode) {
+      exclude(t, "tensor parallelism stays within a node of " +
+                     std::to_string(hw.devicesPerNode) + " devices");
       continue;
+    }
+    if (m.numHeads % tp || m.modelDim % tp || (m.mlpDim % tp)) {
+      exclude(
+          t,
+          "num_heads " + std::to_string(m.numHeads) +
+              (m.numHeads % tp ? " is" : ", model_dim and the MLP width are") +
+              " not " + (m.numHeads % tp ? "a multiple" : "all multiples") +
+              " of " + std::to_string(tp));
+      continue;
+    }
     for (int64_t pp : divisors(devices / tp)) {
-      if (pp > m.numLayers)
+      if (pp > m.numLayers) {
+        exclude("pp=" + std::to_string(pp), "more stages than num_layers (" +
+                                                std::to_string(m.numLayers) +
+                                                ")");
         continue;
+      }
       int64_t dp = devices / tp / pp;
-      if (m.batchSize % dp)
+      if (m.batchSize % dp) {
+        exclude("dp=" + std::to_string(dp),
+                "batch_size " + std::to_string(m.batchSize) +
+                    " is not a multiple of " + std::to_string(dp));
         continue;
+      }
       ModelConfig cfg = m;
       cfg.dataParallel = dp;
       cfg.tensorParallel = tp;
@@ -392,7 +424,13 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
           // bf16, and recompute each chunk in its backward; the
           // one-program step keeps its activations or recomputes them
           // (gptc-recompute, selective or full).
-          if (pp > 1 && (zero > 2 || m.precision == Precision::FP16))
+          if (pp > 1 && m.precision == Precision::FP16) {
+            ++out.pipelinesSkippedForPrecision;
+            exclude("pp=" + std::to_string(pp),
+                    "gptc's pipelines do not run FP16 (BF16 or FP32 do)");
+            continue;
+          }
+          if (pp > 1 && zero > 2)
             continue;
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
             if (sp && m.seqLen % tp)
@@ -453,5 +491,11 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
           return a.second.sentBytes < b.second.sentBytes;
         return a.second.memoryBytes < b.second.memoryBytes;
       });
+  for (const auto &[why, meshes] : rules) {
+    std::string line;
+    for (const std::string &mesh : meshes)
+      line += (line.empty() ? "" : ", ") + mesh;
+    out.excluded.push_back(line + ": " + why);
+  }
   return out;
 }

@@ -252,9 +252,15 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   if (search)
     keepPipelines(*search, pipelines);
   if (!search || search->plans.empty()) {
-    llvm::errs() << "gptc: error: --mesh auto: "
-                 << (search ? "no plan fits the devices' memory" : error)
-                 << "\n";
+    std::string why = !search                   ? error
+                      : search->considered == 0 ? "no mesh of these devices "
+                                                  "can run the model"
+                                                : "no plan fits the devices' "
+                                                  "memory";
+    if (search)
+      for (const std::string &rule : search->excluded)
+        why += "\n  " + rule;
+    llvm::errs() << "gptc: error: --mesh auto: " << why << "\n";
     return failure();
   }
   const auto &[plan, cost] = search->plans.front();
@@ -394,10 +400,22 @@ int mlir::gptc::runPlan(const std::string &modelPath,
      << " per device (" << llvm::format("%.0f", hw->usableMemory * 100)
      << "% of " << gib(double(hw->memoryBytes)) << ")\n";
   if (search->plans.empty()) {
-    llvm::errs() << "gptc: error: no plan fits the devices' memory; the "
-                    "smallest data-parallel plan needs "
-                 << gib(double(search->dataParallelMemory))
-                 << " per device: add devices or use larger ones\n";
+    // Name what left no plan: the meshes' rules where none was considered,
+    // else the memory, with the rules that removed the others.
+    std::string rules;
+    for (const std::string &why : search->excluded)
+      rules += "\n  " + why;
+    if (search->considered == 0)
+      llvm::errs() << "gptc: error: no mesh of " << devicesOpt.getValue()
+                   << " devices can run " << desc->getName() << ":" << rules
+                   << "\n";
+    else
+      llvm::errs() << "gptc: error: no plan fits the devices' memory; the "
+                      "smallest data-parallel plan needs "
+                   << gib(double(search->dataParallelMemory))
+                   << " per device: add devices or use larger ones"
+                   << (rules.empty() ? "" : "; meshes not considered:") << rules
+                   << "\n";
     return 1;
   }
   os << llvm::format("%3s  %-20s %4s %3s %11s %-18s %10s %6s %11s %11s\n", "#",
