@@ -51,9 +51,30 @@ static cl::opt<int64_t>
 static cl::opt<int> topOpt("top", cl::desc("gptc plan: plans to list"),
                            cl::init(5), cl::cat(planCategory));
 
+/// Memory in binary units, the largest that shows a figure above 0.1 (a
+/// small model's plan is not "0.0 GiB").
 static std::string gib(double bytes) {
   std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.1f GiB", bytes / (1 << 30));
+  llvm::raw_string_ostream os(s);
+  if (bytes >= 0.1 * (1 << 30))
+    os << llvm::format("%.1f GiB", bytes / (1 << 30));
+  else if (bytes >= 0.1 * (1 << 20))
+    os << llvm::format("%.1f MiB", bytes / (1 << 20));
+  else
+    os << llvm::format("%.1f KiB", bytes / 1024);
+  return s;
+}
+
+/// Bytes sent, in decimal units as link bandwidths are.
+static std::string sent(double bytes) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (bytes >= 1e8)
+    os << llvm::format("%.1f GB", bytes / 1e9);
+  else if (bytes >= 1e5)
+    os << llvm::format("%.1f MB", bytes / 1e6);
+  else
+    os << llvm::format("%.1f kB", bytes / 1e3);
   return s;
 }
 
@@ -62,8 +83,10 @@ static std::string seconds(double s) {
   llvm::raw_string_ostream os(out);
   if (s >= 1)
     os << llvm::format("%.2f s", s);
-  else
+  else if (s >= 1e-3)
     os << llvm::format("%.1f ms", s * 1e3);
+  else
+    os << llvm::format("%.1f us", s * 1e6);
   return out;
 }
 
@@ -418,15 +441,17 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                    << "\n";
     return 1;
   }
-  os << llvm::format("%3s  %-20s %4s %3s %11s %-18s %10s %6s %11s %11s\n", "#",
-                     "mesh", "zero", "sp", "micro x seq", "schedule", "step",
+  os << llvm::format("%3s  %-20s %4s %3s %14s %-20s %10s %6s %11s %11s\n", "#",
+                     "mesh", "zero", "sp", "microbatches", "schedule", "step",
                      "MFU", "memory", "sent");
   int shown = 0;
   for (const auto &[plan, cost] : search->plans) {
     if (shown++ == topOpt)
       break;
+    // Microbatches per replica x sequences in each.
     std::string micro = std::to_string(plan.microbatches) + " x " +
-                        std::to_string(plan.microBatch);
+                        std::to_string(plan.microBatch) +
+                        (plan.microBatch == 1 ? " seq" : " seqs");
     std::string sched =
         plan.pp == 1 ? (plan.recompute == Recompute::None
                             ? std::string("-")
@@ -436,13 +461,13 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                            (plan.virtualStages > 1
                                 ? " v" + std::to_string(plan.virtualStages)
                                 : "");
-    os << llvm::format("%3d  %-20s %4d %3s %11s %-18s %10s %5.1f%% %11s "
-                       "%8.1f GB\n",
+    os << llvm::format("%3d  %-20s %4d %3s %14s %-20s %10s %5.1f%% %11s "
+                       "%11s\n",
                        shown, plan.meshString().c_str(), plan.zeroStage,
                        plan.sequenceParallel ? "on" : "-", micro.c_str(),
                        sched.c_str(), seconds(cost.stepSeconds).c_str(),
                        cost.mfu * 100, gib(double(cost.memoryBytes)).c_str(),
-                       cost.sentBytes / 1e9);
+                       sent(double(cost.sentBytes)).c_str());
   }
 
   // The chosen plan in full, and why not data parallelism alone.
