@@ -425,7 +425,6 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
           // one-program step keeps its activations or recomputes them
           // (gptc-recompute, selective or full).
           if (pp > 1 && m.precision == Precision::FP16) {
-            ++out.pipelinesSkippedForPrecision;
             exclude("pp=" + std::to_string(pp),
                     "gptc's pipelines do not run FP16 (BF16 or FP32 do)");
             continue;

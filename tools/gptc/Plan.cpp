@@ -32,7 +32,9 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::gptc;
@@ -51,31 +53,27 @@ static cl::opt<int64_t>
 static cl::opt<int> topOpt("top", cl::desc("gptc plan: plans to list"),
                            cl::init(5), cl::cat(planCategory));
 
-/// Memory in binary units, the largest that shows a figure above 0.1 (a
-/// small model's plan is not "0.0 GiB").
-static std::string gib(double bytes) {
+/// `value` in the largest of `units` (base^1, base^2, base^3) that shows a
+/// figure of at least 0.1, so a small model's plan is not "0.0 GiB".
+static std::string scaled(double value, double base,
+                          const std::array<const char *, 3> &units) {
+  int i = 2;
+  while (i > 0 && value < 0.1 * std::pow(base, i + 1))
+    --i;
   std::string s;
-  llvm::raw_string_ostream os(s);
-  if (bytes >= 0.1 * (1 << 30))
-    os << llvm::format("%.1f GiB", bytes / (1 << 30));
-  else if (bytes >= 0.1 * (1 << 20))
-    os << llvm::format("%.1f MiB", bytes / (1 << 20));
-  else
-    os << llvm::format("%.1f KiB", bytes / 1024);
+  llvm::raw_string_ostream(s)
+      << llvm::format("%.1f %s", value / std::pow(base, i + 1), units[i]);
   return s;
+}
+
+/// Memory, in binary units.
+static std::string gib(double bytes) {
+  return scaled(bytes, 1024, {"KiB", "MiB", "GiB"});
 }
 
 /// Bytes sent, in decimal units as link bandwidths are.
 static std::string sent(double bytes) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  if (bytes >= 1e8)
-    os << llvm::format("%.1f GB", bytes / 1e9);
-  else if (bytes >= 1e5)
-    os << llvm::format("%.1f MB", bytes / 1e6);
-  else
-    os << llvm::format("%.1f kB", bytes / 1e3);
-  return s;
+  return scaled(bytes, 1000, {"kB", "MB", "GB"});
 }
 
 static std::string seconds(double s) {

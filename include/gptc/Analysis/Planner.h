@@ -127,9 +127,6 @@ struct PlanSearch {
   /// that excluded some ("tp=3: num_heads 4 is not a multiple of 3"), in
   /// the order found: what a refusal names when no plan is left.
   std::vector<std::string> excluded;
-  /// Pipeline meshes skipped only because gptc's pipelines do not run
-  /// the model's precision (fp16).
-  int64_t pipelinesSkippedForPrecision = 0;
 };
 std::optional<PlanSearch> searchPlans(const ModelConfig &config,
                                       const HardwareSpec &hw, int64_t devices,
