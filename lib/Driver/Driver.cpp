@@ -196,19 +196,10 @@ LogicalResult
 mlir::gptc::checkPipelineSupported(const ModelDescription &desc,
                                    const CompileOptions &options) {
   const ModelConfig &m = desc.getConfig();
-  if (m.zeroStage > 2)
-    return emitError(desc.locate({{"mesh"}}))
-           << "pipelines shard the optimizer state and gradients (ZeRO-1, "
-              "ZeRO-2) but not the parameters: ZeRO stage "
-           << m.zeroStage << " with a pipeline does not train yet";
   if (options.zeroReduceEachMicrobatch)
     return emitError(desc.locate({{"mesh"}}))
            << "--zero-reduce=microbatch: pipeline stages reduce their "
               "gradients in the runtime, once per step";
-  if (m.precision == Precision::FP16)
-    return emitError(desc.locate({{"mesh"}}))
-           << "pipeline stages train in fp32 or bf16 for now (fp16's loss "
-              "scaling is not wired into the stages)";
   if (m.skipNonFinite)
     return emitError(desc.locate({{"mesh"}}))
            << "pipeline stages stop at a non-finite step (nan_policy STOP); "
@@ -338,6 +329,14 @@ static LogicalResult fillPipelinePlan(
   sched.set_warmup(opt.getWarmupSteps());
   sched.set_total(opt.getTotalSteps());
   sched.set_decay(scheduleDecay(opt.getDecay()));
+  if (m.precision == Precision::FP16) {
+    // The rule of @train_step's gptc.loss_scale_update (gptc-optimizer).
+    pg::LossScaleParams &scale = *out.mutable_loss_scale();
+    scale.set_growth(2.0);
+    scale.set_backoff(0.5);
+    scale.set_interval(opt.getLossScaleGrowthInterval());
+    out.set_initial_loss_scale(opt.getInitialLossScale().convertToDouble());
+  }
   return success();
 }
 

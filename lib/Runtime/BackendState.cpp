@@ -68,6 +68,20 @@ bool Backend::stateScale(const StateSpan &span, float factor,
   return true;
 }
 
+bool Backend::stateCopy(const StateSpan &dst, const StateSpan &src,
+                        std::string &error) {
+  if (dst.count != src.count) {
+    error = "stateCopy: the spans differ in length";
+    return false;
+  }
+  const float *x = stateFloats(*src.tensor, false, error);
+  float *y = x ? stateFloats(*dst.tensor, true, error) : nullptr;
+  if (!y)
+    return false;
+  std::copy_n(x + src.begin, src.count, y + dst.begin);
+  return true;
+}
+
 bool Backend::stateSumOfSquares(const std::vector<StateSpan> &spans,
                                 double &sum, std::string &error) {
   sum = 0;
@@ -93,8 +107,8 @@ bool Backend::stateAdamW(const std::vector<StateAdamW> &tensors, double lr,
     float *v = m ? stateFloats(*t.v, true, error) : nullptr;
     if (!v)
       return false;
-    update.push_back({p + t.begin, g + t.begin, m, v, p + t.begin, m, v,
-                      t.count, t.weightDecay});
+    update.push_back({p + t.paramOffset(), g + t.begin, m, v,
+                      p + t.paramOffset(), m, v, t.count, t.weightDecay});
   }
   cpu::multiAdamW(update, lr, step, scale, beta1, beta2, eps);
   return true;

@@ -30,7 +30,18 @@ namespace {
 
 /// What feeds one input of a chunk function, or what one output is.
 struct Binding {
-  enum Kind { Param, In, Tokens, Labels, Cot, Loss, Grad, InGrad, Out } kind;
+  enum Kind {
+    Param,
+    In,
+    Tokens,
+    Labels,
+    Cot,
+    LossScale,
+    Loss,
+    Grad,
+    InGrad,
+    Out
+  } kind;
   /// Param/Grad: the stage's parameter; In/Cot/InGrad/Out: the boundary
   /// value's position.
   int index = 0;
@@ -98,8 +109,107 @@ struct PipelineTrainer::Impl {
   /// slice and its length (the whole tensor when not sliced); m and v hold
   /// the slice (ZeRO-2: and the reduced gradient is only valid there).
   std::vector<int64_t> sliceBegin, sliceSize;
-  bool sliced(size_t k) const {
-    return sliceSize[k] != params[k].numElements();
+  bool sliced(size_t k) const { return sliceSize[k] != numElements[k]; }
+  /// Per own parameter: its (block's) shape and elements.
+  std::vector<std::vector<int64_t>> ownShapes;
+  std::vector<int64_t> numElements;
+  /// ZeRO-3: per own parameter, this replica's slice of it, where a sliced
+  /// parameter lives between uses; params[k] is then empty, gathered
+  /// whole over the replicas only for a chunk's run (each microbatch's
+  /// forward and backward), a checkpoint, a dump or an evaluation.
+  std::vector<Tensor> shards;
+  bool sharded(size_t k) const { return plan.zero_stage() >= 3 && sliced(k); }
+  /// Parameter k whole in params[k] (every replica takes part).
+  bool gather(size_t k, std::string &error) {
+    if (!sharded(k) || params[k].raw())
+      return true;
+    params[k] = Tensor(program::F32, ownShapes[k]);
+    backend->keepResident(params[k]);
+    StateSpan mine{&params[k], sliceBegin[k], sliceSize[k]};
+    return backend->stateCopy(mine, {&shards[k], 0, sliceSize[k]}, error) &&
+           backend->stateAllGather(mine, *comm, grid, {dpAxis}, error);
+  }
+  /// Parameter k back to its slice alone.
+  void drop(size_t k) {
+    if (!sharded(k) || !params[k].raw())
+      return;
+    backend->release(params[k]);
+    params[k] = Tensor();
+  }
+  /// A chunk's parameters whole, in one all-gather (as FSDP's flat
+  /// parameter: one collective per chunk and run, not one per tensor):
+  /// each replica's slices packed into its part of a flat buffer, the
+  /// parts gathered, each parameter's slices copied out.
+  bool gatherFor(const ChunkFunction &f, std::string &error) {
+    std::vector<size_t> ks;
+    int64_t total = 0;
+    for (const Binding &b : f.inputs) {
+      size_t k = static_cast<size_t>(b.index);
+      if (b.kind == Binding::Param && sharded(k) && !params[k].raw() &&
+          std::find(ks.begin(), ks.end(), k) == ks.end()) {
+        ks.push_back(k);
+        total += sliceSize[k];
+      }
+    }
+    if (ks.empty())
+      return true;
+    Tensor flat(program::F32, {total * replicas});
+    backend->keepResident(flat);
+    auto fail = [&] {
+      backend->release(flat);
+      return false;
+    };
+    int64_t at = replica * total;
+    for (size_t k : ks) {
+      if (!backend->stateCopy({&flat, at, sliceSize[k]},
+                              {&shards[k], 0, sliceSize[k]}, error))
+        return fail();
+      at += sliceSize[k];
+    }
+    if (!backend->stateAllGather({&flat, replica * total, total}, *comm, grid,
+                                 {dpAxis}, error))
+      return fail();
+    int64_t offset = 0;
+    for (size_t k : ks) {
+      params[k] = Tensor(program::F32, ownShapes[k]);
+      backend->keepResident(params[k]);
+      for (int64_t r = 0; r < replicas; ++r)
+        if (!backend->stateCopy({&params[k], r * sliceSize[k], sliceSize[k]},
+                                {&flat, r * total + offset, sliceSize[k]},
+                                error))
+          return fail();
+      offset += sliceSize[k];
+    }
+    backend->release(flat);
+    return true;
+  }
+  void dropFor(const ChunkFunction &f) {
+    for (const Binding &b : f.inputs)
+      if (b.kind == Binding::Param)
+        drop(b.index);
+  }
+  bool gatherAll(std::string &error) {
+    for (size_t k = 0; k < own.size(); ++k)
+      if (!gather(k, error))
+        return false;
+    return true;
+  }
+  void dropAll() {
+    for (size_t k = 0; k < own.size(); ++k)
+      drop(k);
+  }
+  /// ZeRO-3: params[k] was set whole on the host (initialization, a
+  /// checkpoint, writeParameter): its slice becomes the shard and the
+  /// whole is dropped (keepStateResident follows).
+  void shardFromHost(size_t k) {
+    if (!sharded(k))
+      return;
+    if (!shards[k].raw())
+      shards[k] = Tensor(program::F32, {sliceSize[k]});
+    std::memcpy(shards[k].raw(), params[k].data<float>() + sliceBegin[k],
+                static_cast<size_t>(sliceSize[k]) * sizeof(float));
+    backend->release(params[k]);
+    params[k] = Tensor();
   }
   /// The whole moment `state` (m or v) of parameter k: gathered over the
   /// replicas when sliced (every replica takes part).
@@ -107,6 +217,17 @@ struct PipelineTrainer::Impl {
                    std::string &error);
   /// Per plan parameter: the stages that hold it.
   std::vector<std::set<int>> holders;
+  /// fp16's dynamic loss scaling (plan.has_loss_scale()): the scale the
+  /// last chunk's backward is seeded with (a host scalar the chunk takes),
+  /// the good steps since it last changed and the updates applied, as
+  /// @train_step's scalar state (and under its checkpoint names).
+  Tensor lossScale{program::F32, {}};
+  int32_t goodSteps = 0, updates = 0;
+  void resetLossScale() {
+    lossScale.data<float>()[0] = static_cast<float>(
+        plan.has_loss_scale() ? plan.initial_loss_scale() : 1.0);
+    goodSteps = updates = 0;
+  }
   /// The axes the gradient norm's sum runs over: the stages, the tensor
   /// ranks and, with ZeRO-2 (each replica holds a slice of the reduced
   /// gradient), the replicas.
@@ -131,7 +252,8 @@ struct PipelineTrainer::Impl {
   /// (checkpoints, dumps).
   void keepStateResident() {
     backend->hostChanged();
-    for (std::vector<Tensor> *state : {&params, &m, &v, &grads, &gradParts})
+    for (std::vector<Tensor> *state :
+         {&params, &shards, &m, &v, &grads, &gradParts})
       for (const Tensor &t : *state)
         if (t.raw())
           backend->keepResident(t);
@@ -181,6 +303,10 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
       b = {Binding::Tokens, 0};
     } else if (v.role() == program::ROLE_LABELS) {
       b = {Binding::Labels, 0};
+    } else if (v.role() == program::ROLE_LOSS_SCALE) {
+      if (!plan.has_loss_scale())
+        return fail("takes a loss scale, but the plan scales no loss");
+      b = {Binding::LossScale, 0};
     } else if (v.role() == program::ROLE_PARAMETER) {
       auto it = ownIndex.find(name);
       if (it == ownIndex.end())
@@ -339,6 +465,9 @@ PipelineTrainer::create(const program::Program &program,
       int64_t size = slice ? n / I.replicas : n;
       I.sliceBegin.push_back(slice ? I.replica * size : 0);
       I.sliceSize.push_back(size);
+      I.ownShapes.push_back(shape);
+      I.numElements.push_back(n);
+      I.shards.emplace_back();
       for (std::vector<Tensor> *g : {&I.params, &I.grads})
         g->emplace_back(v.type().dtype(), shape);
       I.gradParts.emplace_back();
@@ -423,7 +552,9 @@ void PipelineTrainer::initialize() {
                       : std::move(whole);
     std::memset(I.m[k].raw(), 0, I.m[k].byteSize());
     std::memset(I.v[k].raw(), 0, I.v[k].byteSize());
+    I.shardFromHost(k);
   }
+  I.resetLossScale();
   I.keepStateResident();
   step = 0;
 }
@@ -454,6 +585,10 @@ bool PipelineTrainer::setInitialValues(
 
 std::string PipelineTrainer::device() const {
   return impl->backend->describe();
+}
+
+bool PipelineTrainer::hasLossScale() const {
+  return impl->plan.has_loss_scale();
 }
 
 int64_t PipelineTrainer::batchRows() const {
@@ -519,12 +654,18 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
     Tensor tok = microView(tokens, i), lab = microView(labels, i);
     std::vector<const Tensor *> in;
     for (const Binding &b : f.inputs)
-      in.push_back(b.kind == Binding::Param    ? &I.params[b.index]
-                   : b.kind == Binding::Tokens ? &tok
-                   : b.kind == Binding::Labels ? &lab
-                   : b.kind == Binding::In     ? &acts[{i, c}].at(b.index)
-                                               : &cots[{i, c}].at(b.index));
-    return f.runner->run(in, out, error);
+      in.push_back(b.kind == Binding::Param       ? &I.params[b.index]
+                   : b.kind == Binding::Tokens    ? &tok
+                   : b.kind == Binding::Labels    ? &lab
+                   : b.kind == Binding::LossScale ? &I.lossScale
+                   : b.kind == Binding::In        ? &acts[{i, c}].at(b.index)
+                                                  : &cots[{i, c}].at(b.index));
+    // ZeRO-3: the chunk's parameters are whole for this run only.
+    if (!I.gatherFor(f, error))
+      return false;
+    bool ran = f.runner->run(in, out, error);
+    I.dropFor(f);
+    return ran;
   };
   for (const program::PipelineStep &s : prog.steps()) {
     int64_t i = s.microbatch(), c = s.chunk();
@@ -691,6 +832,7 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
   for (size_t k = 0; k < I.own.size(); ++k)
     if (!B.stateScale(reduced(k), inv, error))
       return false;
+
   // The gradient norm of the whole model (each parameter counted once,
   // by its first holder), the loss from the last stage.
   // (With tensor parallelism a block counts on its rank, a replicated
@@ -708,37 +850,79 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
       continue;
     counted.push_back(reduced(k));
   }
+  // --inject-overflow (testing): a gradient this rank counts in the norm
+  // becomes infinite after the reductions, so that only this rank sees it.
+  if (step == o.injectOverflowStep && I.comm->rank() == o.injectOverflowRank) {
+    if (counted.empty()) {
+      error = "cannot inject an overflow: rank " +
+              std::to_string(o.injectOverflowRank) +
+              " counts no gradient in the norm";
+      return false;
+    }
+    if (!B.stateScale(counted.front(), INFINITY, error))
+      return false;
+  }
   if (!B.stateSumOfSquares(counted, sums[0], error))
     return false;
-  if (I.stage == lastStage && I.tpRank == 0)
-    sums[1] = lossSum / static_cast<double>(I.micro * I.replicas);
-  if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, normAxes, error) ||
-      !I.comm->allReduceSum(&sums[1], 1, program::F64, grid, allAxes, error))
+  if (!I.comm->allReduceSum(&sums[0], 1, program::F64, grid, normAxes, error))
     return false;
   float norm = static_cast<float>(std::sqrt(sums[0]));
-  double loss = static_cast<float>(sums[1]);
+  // The loss, and (fp16) whether any rank's gradients overflowed: one sum
+  // over every rank, so that all skip the update or none does.
+  bool scaling = I.plan.has_loss_scale();
+  double shared[2] = {0, scaling && !std::isfinite(norm) ? 1.0 : 0.0};
+  if (I.stage == lastStage && I.tpRank == 0)
+    shared[0] = lossSum / static_cast<double>(I.micro * I.replicas);
+  if (!I.comm->allReduceSum(shared, 2, program::F64, grid, allAxes, error))
+    return false;
+  double loss = static_cast<float>(shared[0]);
+  bool found = shared[1] > 0;
   const program::ScheduleParams &sp = I.plan.schedule_params();
   float lr = static_cast<float>(
       cpu::learningRate(step, sp.peak(), sp.min(), sp.warmup(), sp.total(),
                         static_cast<int>(sp.decay())));
-  float scale = static_cast<float>(cpu::clipScale(norm, I.plan.max_norm()));
-  // AdamW on this replica's slice of each parameter (ZeRO-1; the whole
-  // parameter otherwise), then the slices all-gathered.
-  std::vector<StateAdamW> update;
-  for (size_t k = 0; k < I.own.size(); ++k)
-    update.push_back({&I.params[k], &I.grads[k], &I.m[k], &I.v[k],
-                      I.sliceBegin[k], I.sliceSize[k],
-                      I.plan.weight_decays(I.own[k])});
-  if (!B.stateAdamW(update, lr, step, scale, I.plan.beta1(), I.plan.beta2(),
-                    I.plan.eps(), error))
-    return false;
-  for (size_t k = 0; k < I.own.size(); ++k)
-    if (I.sliced(k) && !B.stateAllGather(mine(I.params[k], k), *I.comm, grid,
-                                         {I.dpAxis}, error))
+  // fp16: the gradients are the loss scale's multiples; the clip factor
+  // unscales them and the norm reported is the true one (as @train_step's
+  // gptc.clip_scale with a loss scale).
+  float lossScale = scaling ? I.lossScale.data<float>()[0] : 1.0f;
+  float scale = static_cast<float>(
+      cpu::clipScale(norm / lossScale, I.plan.max_norm()) / lossScale);
+  if (!found) {
+    // AdamW on this replica's slice of each parameter (ZeRO-1; the whole
+    // parameter otherwise), then the slices all-gathered. fp16 counts
+    // the updates applied (skipped steps excluded) for the bias
+    // correction.
+    // ZeRO-3 updates the slice it holds, and gathers nothing after.
+    std::vector<StateAdamW> update;
+    for (size_t k = 0; k < I.own.size(); ++k) {
+      bool shard = I.sharded(k);
+      update.push_back({shard ? &I.shards[k] : &I.params[k], &I.grads[k],
+                        &I.m[k], &I.v[k], I.sliceBegin[k], I.sliceSize[k],
+                        I.plan.weight_decays(I.own[k]), shard ? 0 : -1});
+    }
+    if (!B.stateAdamW(update, lr, scaling ? I.updates : step, scale,
+                      I.plan.beta1(), I.plan.beta2(), I.plan.eps(), error))
       return false;
+    for (size_t k = 0; k < I.own.size(); ++k)
+      if (I.sliced(k) && !I.sharded(k) &&
+          !B.stateAllGather(mine(I.params[k], k), *I.comm, grid, {I.dpAxis},
+                            error))
+        return false;
+  }
+  if (scaling) {
+    const program::LossScaleParams &rule = I.plan.loss_scale();
+    cpu::LossScaleState next =
+        cpu::updateLossScale({lossScale, I.goodSteps, I.updates}, found,
+                             rule.growth(), rule.backoff(), rule.interval());
+    I.lossScale.data<float>()[0] = next.scale;
+    I.goodSteps = next.good;
+    I.updates = next.updates;
+    result.lossScale = next.scale;
+  }
   result.loss = loss;
-  result.norm = norm;
+  result.norm = norm / lossScale;
   result.lr = lr;
+  result.skipped = found;
   return true;
 }
 
@@ -752,8 +936,9 @@ bool PipelineTrainer::dumpParameters(const std::string &prefix,
                                      std::string &error) const {
   Impl &I = *impl;
   const TrainOptions &o = I.options;
-  // From where the state lives.
-  if (!o.dumpDir.empty() && !I.backend->syncToHost(error))
+  // From where the state lives (ZeRO-3: gathered whole first).
+  if (!o.dumpDir.empty() &&
+      (!I.gatherAll(error) || !I.backend->syncToHost(error)))
     return false;
   if (!o.dumpDir.empty() && I.replica == 0)
     for (size_t k = 0; k < I.own.size(); ++k) {
@@ -774,6 +959,7 @@ bool PipelineTrainer::dumpParameters(const std::string &prefix,
                     error))
         return false;
     }
+  I.dropAll();
   return true;
 }
 
@@ -793,8 +979,9 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
                                      std::string &error) const {
   Impl &I = *impl;
   LongPhase longPhase(I.comm);
-  // The state the device updated, copied to the host.
-  if (!I.backend->syncToHost(error))
+  // The state the device updated, copied to the host (ZeRO-3: the
+  // parameters gathered whole first).
+  if (!I.gatherAll(error) || !I.backend->syncToHost(error))
     return false;
   // ZeRO-1's moments are whole again once every replica has sent its slice.
   std::vector<Tensor> wholeM(I.own.size()), wholeV(I.own.size());
@@ -817,6 +1004,16 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     blocks.push_back({"m:" + pv.name(), layout.shape, start, &wholeM[k]});
     blocks.push_back({"v:" + pv.name(), layout.shape, start, &wholeV[k]});
   }
+  // fp16's scaler, the same on every rank, under @train_step's names (a
+  // checkpoint resumes on one device or another pipeline).
+  Tensor good(program::I32, {}), updates(program::I32, {});
+  good.data<int32_t>()[0] = I.goodSteps;
+  updates.data<int32_t>()[0] = I.updates;
+  if (I.plan.has_loss_scale() && I.comm->rank() == 0) {
+    blocks.push_back({"loss_scale", {}, {}, &I.lossScale});
+    blocks.push_back({"loss_scale_good_steps", {}, {}, &good});
+    blocks.push_back({"optimizer_updates", {}, {}, &updates});
+  }
   checkpoint::Manifest header;
   header.set_model(I.options.model);
   header.set_description(I.options.description);
@@ -832,8 +1029,10 @@ bool PipelineTrainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
     setting->set_name(name);
     setting->set_value(value);
   }
-  if (!writeCheckpointDirectory(path, header, blocks, I.options.keepCheckpoints,
-                                I.comm, error)) {
+  bool written = writeCheckpointDirectory(
+      path, header, blocks, I.options.keepCheckpoints, I.comm, error);
+  I.dropAll();
+  if (!written) {
     errorOnEveryRank = true;
     return false;
   }
@@ -861,12 +1060,28 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
         return false;
       if (j == 0) {
         *state[j] = std::move(block);
+        I.shardFromHost(k);
       } else {
         // ZeRO-1: this replica's slice of the moment.
         std::memcpy(state[j]->raw(), block.data<float>() + I.sliceBegin[k],
                     state[j]->byteSize());
       }
     }
+  }
+  // fp16's scaler resumes where it was; a checkpoint of a run without one
+  // (fp32 or bf16) starts it afresh.
+  I.resetLossScale();
+  if (I.plan.has_loss_scale()) {
+    Tensor good(program::I32, {}), updates(program::I32, {});
+    std::pair<const char *, Tensor *> scalars[] = {
+        {"loss_scale", &I.lossScale},
+        {"loss_scale_good_steps", &good},
+        {"optimizer_updates", &updates}};
+    for (auto [name, t] : scalars)
+      if (reader->find(name) && !reader->read(name, {}, {}, *t, error))
+        return false;
+    I.goodSteps = good.data<int32_t>()[0];
+    I.updates = updates.data<int32_t>()[0];
   }
   I.keepStateResident();
   step = reader->manifest().step();
@@ -925,7 +1140,9 @@ bool PipelineTrainer::evaluate(const Dataset &data, double &loss,
                        : b.kind == Binding::Labels ? &labels
                                                    : &in.at(b.index));
       std::vector<Tensor> out;
-      if (!f.runner->run(args, out, error))
+      bool ran = I.gatherFor(f, error) && f.runner->run(args, out, error);
+      I.dropFor(f);
+      if (!ran)
         return false;
       if (c + 1 == I.chunks) {
         sum += out[0].data<float>()[0];
@@ -953,7 +1170,7 @@ bool PipelineTrainer::evaluate(const Dataset &data, double &loss,
 
 bool PipelineTrainer::Impl::wholeMoment(size_t k, const Tensor &state,
                                         Tensor &out, std::string &error) {
-  out = Tensor(program::F32, params[k].shape);
+  out = Tensor(program::F32, ownShapes[k]);
   if (!sliced(k)) {
     std::memcpy(out.raw(), state.raw(), out.byteSize());
     return true;
@@ -976,7 +1193,7 @@ bool PipelineTrainer::wholeParameters(std::vector<Tensor> &out,
                                       std::string &error) const {
   Impl &I = *impl;
   LongPhase longPhase(I.comm);
-  if (!I.backend->syncToHost(error))
+  if (!I.gatherAll(error) || !I.backend->syncToHost(error))
     return false;
   out.clear();
   for (int i = 0; i < I.plan.params_size(); ++i) {
@@ -1004,6 +1221,7 @@ bool PipelineTrainer::wholeParameters(std::vector<Tensor> &out,
       return false;
     out.push_back(std::move(whole));
   }
+  I.dropAll();
   return true;
 }
 
@@ -1027,12 +1245,16 @@ bool PipelineTrainer::writeParameter(const std::string &name,
     return false;
   auto it = I.ownIndex.find(name);
   if (it != I.ownIndex.end()) {
-    Tensor &held = I.params[it->second];
+    size_t k = static_cast<size_t>(it->second);
+    Tensor &held = I.params[k];
     if (layout.isSplit())
       held = sliceBlock(whole, layout, I.grid, I.comm->rank());
-    else
+    else if (held.raw())
       std::memcpy(held.raw(), whole.raw(),
                   static_cast<size_t>(whole.byteSize()));
+    else // ZeRO-3: held as its slice
+      held = whole;
+    I.shardFromHost(k);
   }
   I.keepStateResident();
   return true;

@@ -151,9 +151,15 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
         "timeline)\n";
   os << "per stage, on each of its ranks (fp32 parameters, gradients and "
         "AdamW moments"
-     << (m.zeroStage >= 1 && m.dataParallel > 1
-             ? ", moments sliced over the data axis (ZeRO-1)"
-             : "")
+     << (m.zeroStage >= 3 && m.dataParallel > 1
+             ? ", parameters and moments sliced over the data axis (ZeRO-3: "
+               "each chunk's parameters gathered whole for each run, into "
+               "a flat buffer of their slices first), gradients whole until "
+               "reduce-scattered after the last microbatch"
+         : m.zeroStage >= 1 && m.dataParallel > 1
+             ? ", moments sliced over the data axis (ZeRO-" +
+                   std::to_string(m.zeroStage) + ")"
+             : std::string())
      << "; each chunk's forward and backward with its own buffers; the "
         "boundary tensors: activations received and held for the "
         "backward, gradients received, messages sent and kept until their "
@@ -172,17 +178,43 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
   }
   for (int64_t s = 0; s < p; ++s) {
     auto stage = copy->lookupSymbol<func::FuncOp>("stage" + std::to_string(s));
-    int64_t params = 0, weights = 0, moments = 0;
+    // Parameters (ZeRO-3: held as slices), gradients (whole) and moments.
+    int64_t params = 0, weights = 0, held = 0, moments = 0;
+    auto slicedOver = [&](RankedTensorType t) {
+      return m.zeroStage >= 1 && m.dataParallel > 1 && t.getRank() > 0 &&
+                     t.getDimSize(0) % m.dataParallel == 0
+                 ? m.dataParallel
+                 : int64_t(1);
+    };
     for (unsigned i = 0; i < stage.getNumArguments(); ++i) {
       if (!stage.getArgAttr(i, kParamAttrName))
         continue;
       auto t = cast<RankedTensorType>(stage.getArgument(i).getType());
       params += t.getNumElements();
       weights += 4 * t.getNumElements();
-      bool sliced = m.zeroStage >= 1 && m.dataParallel > 1 && t.getRank() > 0 &&
-                    t.getDimSize(0) % m.dataParallel == 0;
-      moments += 8 * t.getNumElements() / (sliced ? m.dataParallel : 1);
+      int64_t slices = slicedOver(t);
+      moments += 8 * t.getNumElements() / slices;
+      held += 4 * t.getNumElements() / (m.zeroStage >= 3 ? slices : 1);
     }
+    // ZeRO-3: the most a chunk's run gathers at once: its sliced
+    // parameters whole, and the flat buffer they were gathered in.
+    int64_t gathered = 0;
+    for (int64_t c = s;
+         m.zeroStage >= 3 && c < plan.stages() * plan.virtual_stages();
+         c += p) {
+      auto f = copy->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c) +
+                                                "_backward");
+      int64_t bytes = 0;
+      for (unsigned i = 0; f && i < f.getNumArguments(); ++i)
+        if (f.getArgAttr(i, kParamAttrName) &&
+            !f.getArgAttr(i, kPipelineInAttrName)) {
+          auto t = cast<RankedTensorType>(f.getArgument(i).getType());
+          if (slicedOver(t) > 1)
+            bytes += 2 * 4 * t.getNumElements();
+        }
+      gathered = std::max(gathered, bytes);
+    }
+    int64_t state = held + weights + moments;
     // Each chunk function's arena (its runner keeps it between calls), and
     // how many backward runs a step writes each parameter's gradient in.
     int64_t buffers = 0;
@@ -220,18 +252,18 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
     auto messageBytes = [&](const PipelineOp &op) {
       return op.gradient ? outBytes(op.chunk) : inBytes(op.chunk);
     };
-    int64_t held = 0, peakHeld = 0;
+    int64_t inFlight = 0, peakHeld = 0;
     std::map<std::pair<int64_t, int64_t>, int64_t> live;
     for (const PipelineOp &op : (*programs)[s]) {
       if (op.kind == PipelineOp::Recv) {
         int64_t b = messageBytes(op);
         live[{op.microbatch, op.chunk}] += b;
-        held += b;
+        inFlight += b;
       } else if (op.kind == PipelineOp::Backward) {
-        held -= live[{op.microbatch, op.chunk}];
+        inFlight -= live[{op.microbatch, op.chunk}];
         live.erase({op.microbatch, op.chunk});
       }
-      peakHeld = std::max(peakHeld, held);
+      peakHeld = std::max(peakHeld, inFlight);
     }
     // A sent message is kept until its receiver takes it: the most bytes
     // outstanding at once in the simulated timeline (a receive at the
@@ -248,10 +280,12 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
       outstanding += b;
       sent = std::max(sent, outstanding);
     }
-    int64_t total = 2 * weights + moments + buffers + peakHeld + sent;
+    int64_t total = state + gathered + buffers + peakHeld + sent;
     os << "stage " << s << ": " << params << " parameters (" << human(params)
-       << "), model state " << 2 * weights + moments << " bytes ("
-       << bytes(2 * weights + moments) << ")\n";
+       << "), model state " << state << " bytes (" << bytes(state) << ")\n";
+    if (gathered)
+      os << "  gathered for a chunk's run (ZeRO-3): " << gathered << " bytes ("
+         << bytes(gathered) << ")\n";
     os << "  buffers of " << chunks << ": " << buffers << " bytes ("
        << bytes(buffers) << ")\n";
     os << "  boundary tensors: " << peakHeld << " bytes received and held ("
@@ -277,7 +311,7 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
       for (const auto &h : holders)
         if (h.getValue() >= 2 && !own(h.getKey()))
           zeros += paramBytes.lookup(h.getKey());
-      int64_t onDevice = 2 * weights + moments + second + zeros + buffers;
+      int64_t onDevice = state + gathered + second + zeros + buffers;
       os << "  device memory (--device cuda): " << onDevice << " bytes ("
          << bytes(onDevice) << ": the model state, " << second
          << " bytes that later microbatches' gradients are added from, "

@@ -406,7 +406,8 @@ static bool printProcesses(rt::Communicator &comm,
 static int runPipelineTrain(ModelDescription &desc,
                             const std::string &description,
                             MLIRContext &context, const CompileOptions &options,
-                            std::optional<OnnxImport> &onnx) {
+                            std::optional<OnnxImport> &onnx, int64_t injectStep,
+                            int64_t injectRank) {
   const ModelConfig &m = desc.getConfig();
   if (failed(checkPipelineSupported(desc, options)))
     return 1;
@@ -456,6 +457,12 @@ static int runPipelineTrain(ModelDescription &desc,
   opts.recipe.emplace_back("data", data.identity());
   if (resumeOpt && !checkResumable(opts, error))
     return failAll(error, /*everyRank=*/true);
+  opts.injectOverflowStep = injectStep - 1;
+  opts.injectOverflowRank = static_cast<int>(injectRank);
+  if (injectStep > 0 && injectRank >= comm->size())
+    return failAll("--inject-overflow names rank " +
+                   std::to_string(injectRank) + " of a run of " +
+                   std::to_string(comm->size()) + " processes");
   std::unique_ptr<rt::TrainingRun> trainer = rt::openTrainingRun(
       program, opts, deviceOptions(options.cuda()), comm.get(),
       resumeOpt ? std::map<std::string, std::string>()
@@ -596,8 +603,6 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   }
   if (!nanPolicyOpt.empty())
     desc->setSkipNonFinite(nanPolicyOpt == "skip");
-  if (m.pipelineParallel > 1)
-    return runPipelineTrain(*desc, description, context, *options, onnx);
   int64_t injectStep = -1, injectRank = 0;
   if (!injectOverflowOpt.empty()) {
     StringRef spec = injectOverflowOpt;
@@ -609,6 +614,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                   "rank from 0), got '" +
                   spec.str() + "'");
   }
+  if (m.pipelineParallel > 1)
+    return runPipelineTrain(*desc, description, context, *options, onnx,
+                            injectStep, injectRank);
 
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
   if (stepsFlag())

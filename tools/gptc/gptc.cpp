@@ -247,7 +247,11 @@ static LogicalResult printComm(EmitInput &in, raw_ostream &os) {
       return failure();
   os << "then the update on every rank: two f64 all_reduces (gradient "
         "norm, loss)"
-     << (m.zeroStage >= 1 && m.dataParallel > 1
+     << (m.zeroStage >= 3 && m.dataParallel > 1
+             ? "; ZeRO-3 updates the slices the stages hold and gathers "
+               "nothing after (the all_gathers above run before each "
+               "chunk call; the runtime packs each call's into one)"
+         : m.zeroStage >= 1 && m.dataParallel > 1
              ? " and, with ZeRO-1 or 2, the all_gather of each sliced "
                "parameter over the data axis"
              : "")

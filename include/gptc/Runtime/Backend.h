@@ -82,10 +82,14 @@ struct StateSpan {
 /// One tensor of a multi-tensor AdamW on resident state: elements
 /// [begin, begin + count) of the parameter and its gradient, and the
 /// moments' first `count` elements (ZeRO's slice, or the whole tensor).
+/// A parameter held as its slice alone (ZeRO-3) starts at `paramBegin`
+/// instead (0; -1: at `begin`, as the gradient).
 struct StateAdamW {
   const Tensor *param = nullptr, *grad = nullptr, *m = nullptr, *v = nullptr;
   int64_t begin = 0, count = 0;
   double weightDecay = 0;
+  int64_t paramBegin = -1;
+  int64_t paramOffset() const { return paramBegin < 0 ? begin : paramBegin; }
 };
 
 class Backend {
@@ -146,6 +150,9 @@ public:
   /// The span *= factor.
   virtual bool stateScale(const StateSpan &span, float factor,
                           std::string &error);
+  /// dst's span = src's (the same count; distinct tensors).
+  virtual bool stateCopy(const StateSpan &dst, const StateSpan &src,
+                         std::string &error);
   /// The sum of the squares of the spans' elements, in f64, on the host.
   virtual bool stateSumOfSquares(const std::vector<StateSpan> &spans,
                                  double &sum, std::string &error);

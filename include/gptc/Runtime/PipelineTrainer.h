@@ -96,6 +96,7 @@ private:
   /// Pipeline stages stop at a non-finite step (nan_policy SKIP is refused
   /// at compile time).
   bool canSkipNonFinite() const override { return false; }
+  bool hasLossScale() const override;
   struct Impl;
   std::unique_ptr<Impl> impl;
 };

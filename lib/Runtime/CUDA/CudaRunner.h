@@ -265,6 +265,8 @@ public:
                 std::string &error) override;
   bool stateScale(const StateSpan &span, float factor,
                   std::string &error) override;
+  bool stateCopy(const StateSpan &dst, const StateSpan &src,
+                 std::string &error) override;
   bool stateSumOfSquares(const std::vector<StateSpan> &spans, double &sum,
                          std::string &error) override;
   bool stateAdamW(const std::vector<StateAdamW> &tensors, double lr,

@@ -85,6 +85,23 @@ bool CudaBackend::stateScale(const StateSpan &span, float factor,
   return true;
 }
 
+bool CudaBackend::stateCopy(const StateSpan &dst, const StateSpan &src,
+                            std::string &error) {
+  if (dst.count != src.count) {
+    error = "stateCopy: the spans differ in length";
+    return false;
+  }
+  const float *x = deviceState(*src.tensor, false, error);
+  float *y = x ? deviceState(*dst.tensor, true, error) : nullptr;
+  if (!y)
+    return false;
+  GPTC_CUDA_CHECK(
+      api().cudaMemcpyAsync(y + dst.begin, x + src.begin,
+                            static_cast<size_t>(src.count) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream));
+  return true;
+}
+
 bool CudaBackend::stateSumOfSquares(const std::vector<StateSpan> &spans,
                                     double &sum, std::string &error) {
   // [0, scratch): the partial sums; the next double: the total.
@@ -120,9 +137,9 @@ bool CudaBackend::stateAdamW(const std::vector<StateAdamW> &tensors, double lr,
     float *v = m ? deviceState(*t.v, true, error) : nullptr;
     if (!v)
       return false;
-    GPTC_CUDA_CHECK(cuda::adamW(p + t.begin, g + t.begin, m, v, t.count, lr,
-                                step, scale, beta1, beta2, eps, t.weightDecay,
-                                stream));
+    GPTC_CUDA_CHECK(cuda::adamW(p + t.paramOffset(), g + t.begin, m, v, t.count,
+                                lr, step, scale, beta1, beta2, eps,
+                                t.weightDecay, stream));
   }
   return true;
 }

@@ -185,7 +185,15 @@ struct GptcAutodiffPass final
     symbols.insert(clone, std::next(Block::iterator(forward)));
     // fp16 scales the loss (dynamic loss scaling): the backward is seeded
     // with the scale, an argument the training step feeds from its state.
-    bool scaled = getPrecision(module) == Precision::FP16;
+    // A vector-Jacobian objective (a pipeline chunk's, which takes the
+    // cotangents of its outputs) is not: its cotangents already carry the
+    // scale of the loss they came from.
+    bool vjp = llvm::any_of(forward.getArguments(), [&](BlockArgument a) {
+      auto input =
+          forward.getArgAttrOfType<InputAttr>(a.getArgNumber(), kInputAttrName);
+      return input && input.getKind() == InputKind::Cotangent;
+    });
+    bool scaled = getPrecision(module) == Precision::FP16 && !vjp;
     if (failed(differentiate(clone, scaled)))
       return signalPassFailure();
   }

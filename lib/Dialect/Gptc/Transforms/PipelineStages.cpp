@@ -356,6 +356,30 @@ void GptcPipelineSchedulePass::runOnOperation() {
     std::map<StringRef, Value> paramValue;
     for (auto [k, entry] : llvm::enumerate(params))
       paramValue[entry.first] = body->getArgument(k);
+    // ZeRO-3: the stage holds each parameter's slice over the replicas
+    // (dimension 0, where it divides; an all_slice, which sends nothing)
+    // and all-gathers it whole for every call of a chunk that takes it
+    // (the runtime packs a call's gathers into one).
+    auto sliced = [&](Type type) {
+      auto t = dyn_cast<RankedTensorType>(type);
+      return grid->zeroStage >= 3 && grid->replicas > 1 && t &&
+             t.getRank() > 0 && t.getDimSize(0) % grid->replicas == 0;
+    };
+    shard::GridAxis dataAxis[] = {
+        static_cast<shard::GridAxis>(std::max<int64_t>(grid->dataAxis, 0))};
+    auto dataAxes = [&] { return ArrayRef<shard::GridAxis>(dataAxis); };
+    std::map<StringRef, Value> paramSlice;
+    for (auto &[name, value] : paramValue)
+      if (sliced(value.getType())) {
+        auto t = cast<RankedTensorType>(value.getType());
+        SmallVector<int64_t> shape(t.getShape());
+        shape[0] /= grid->replicas;
+        paramSlice[name] =
+            shard::AllSliceOp::create(ib, NameLoc::get(ib.getStringAttr(name)),
+                                      t.clone(shape), gridRef.getValue(),
+                                      dataAxes(), value, APInt(64, 0))
+                .getResult();
+      }
     auto dataValue = [&](int64_t i, InputAttr name) {
       auto k = static_cast<unsigned>(llvm::find(dataNames, name) -
                                      dataNames.begin());
@@ -380,7 +404,17 @@ void GptcPipelineSchedulePass::runOnOperation() {
       for (unsigned a = 0; a < f.getNumArguments(); ++a) {
         ChunkArg arg = roleOf(f, a);
         if (arg.kind == ChunkArg::Param) {
-          out.push_back(paramValue.at(arg.param));
+          auto slice = paramSlice.find(arg.param);
+          if (slice == paramSlice.end()) {
+            out.push_back(paramValue.at(arg.param));
+            continue;
+          }
+          auto gather = shard::AllGatherOp::create(
+              ib, NameLoc::get(ib.getStringAttr(arg.param)),
+              f.getArgument(a).getType(), gridRef.getValue(), dataAxes(),
+              slice->second, APInt(64, 0));
+          tag(gather, i, c, false);
+          out.push_back(gather.getResult());
         } else if (arg.kind == ChunkArg::Data) {
           out.push_back(dataValue(i, arg.data));
         } else if (arg.kind == ChunkArg::In || arg.kind == ChunkArg::Cot) {

@@ -69,7 +69,10 @@ def GptcAutodiffPass : Pass<"gptc-autodiff", "mlir::ModuleOp"> {
     Under `gptc.precision = #gptc.precision<fp16>` (dynamic loss scaling)
     the seed is a new last argument `{gptc.input = #gptc.input<loss_scale>}`: the gradients are
     those of the loss times the scale, so that small fp16 gradients do not
-    flush to zero. The loss returned is the unscaled one.
+    flush to zero. The loss returned is the unscaled one. A function that
+    takes cotangents (`#gptc.input<cotangent>`, a pipeline chunk's
+    vector-Jacobian objective) is seeded with 1: its cotangents carry the
+    scale already.
   }];
   let options = [
     Option<"function", "function", "std::string", "\"forward\"",
