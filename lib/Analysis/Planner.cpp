@@ -129,7 +129,13 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   };
   c.weightBytes =
       int64_t(zero(plan.zeroStage >= 3) * (4.0 + (mixed ? 2.0 : 0.0)));
-  c.gradBytes = int64_t(4.0 * zero(plan.zeroStage >= 2 && plan.pp == 1));
+  // A pipeline stage under ZeRO-3 gathers a chunk's fp32 weights whole
+  // for each run, through a flat buffer of the same size.
+  if (plan.pp > 1 && plan.zeroStage >= 3 && plan.dp > 1)
+    c.weightBytes += int64_t(2.0 * 4.0 * (params - whole) / v);
+  c.gradBytes =
+      int64_t(4.0 * zero(plan.zeroStage >= 2 && plan.pp == 1 &&
+                         !(plan.microbatches > 1 && plan.reduceOncePerStep)));
   c.optimizerBytes = int64_t(8.0 * zero(plan.zeroStage >= 1));
 
   // Activations a layer keeps for its backward, per microbatch, in units
@@ -215,7 +221,7 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   auto inter = [&](double stride, double n) { return stride * n > dpn; };
   auto add = [&](Kind kind, const char *axis, const char *what, double g,
                  int64_t n, double runs, bool crossesNodes) {
-    if (runs <= 0 || (kind != Kind::Send && n < 2))
+    if (runs <= 0 || g <= 0 || (kind != Kind::Send && n < 2))
       return;
     const LinkSpec &link = crossesNodes ? hw.interNode : hw.intraNode;
     auto [sent, seconds] = ringCost(kind, n, g, link);
@@ -287,8 +293,14 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
     if (plan.zeroStage >= 1 && plan.zeroStage < 3)
       add(Kind::AllGather, "dp", "updated parameters", slicedGrads, plan.dp, 1,
           x);
-    if (plan.zeroStage >= 3) {
-      // (ZeRO-3 plans have no pipeline: the one program holds the model.)
+    if (plan.zeroStage >= 3 && plan.pp > 1) {
+      // A pipeline stage gathers each chunk's fp32 weights (the chunks
+      // cast them) in one all-gather for every microbatch's forward and
+      // again for its backward.
+      add(Kind::AllGather, "dp",
+          "chunk weights for each microbatch's forward and backward",
+          (params - whole) * 4 / v, plan.dp, 2 * mb * v, x);
+    } else if (plan.zeroStage >= 3) {
       double norms = layersWhole ? 0 : L * 4 * h + finalNorm;
       double wteSliced = wteWhole ? 0 : wte;
       double wpeSliced = wpeWhole ? 0 : wpe;
@@ -309,6 +321,80 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   c.stepSeconds = busy + c.bubbleSeconds + c.commSeconds;
   c.mfu = c.modelFlops / (c.stepSeconds * devices * peak);
   return c;
+}
+
+/// The planner's rules for one axis (what gptc's runtime and cost model
+/// take): why a mesh with that axis size cannot run the model, or empty.
+static std::string tensorRule(const ModelConfig &m, int64_t tp,
+                              const HardwareSpec &hw) {
+  // Tensor parallelism stays inside a node: across nodes its per-layer
+  // all-reduces would run on the slow link.
+  if (tp > hw.devicesPerNode)
+    return "tensor parallelism stays within a node of " +
+           std::to_string(hw.devicesPerNode) + " devices";
+  if (m.numHeads % tp || m.modelDim % tp || (m.mlpDim % tp))
+    return "num_heads " + std::to_string(m.numHeads) +
+           (m.numHeads % tp ? " is" : ", model_dim and the MLP width are") +
+           " not " + (m.numHeads % tp ? "a multiple" : "all multiples") +
+           " of " + std::to_string(tp);
+  return "";
+}
+
+static std::string pipelineRule(const ModelConfig &m, int64_t pp) {
+  if (pp > m.numLayers)
+    return "more stages than num_layers (" + std::to_string(m.numLayers) + ")";
+  return "";
+}
+
+static std::string dataRule(const ModelConfig &m, int64_t dp) {
+  if (m.batchSize % dp)
+    return "batch_size " + std::to_string(m.batchSize) +
+           " is not a multiple of " + std::to_string(dp);
+  return "";
+}
+
+std::string mlir::gptc::checkPlan(const ModelConfig &m,
+                                  const ParallelPlan &plan,
+                                  const HardwareSpec &hw) {
+  std::string why = tensorRule(m, plan.tp, hw);
+  if (why.empty())
+    why = pipelineRule(m, plan.pp);
+  if (why.empty())
+    why = dataRule(m, plan.dp);
+  if (!why.empty())
+    return why;
+  if (plan.microbatches < 1 || plan.microBatch < 1 ||
+      plan.microBatch * plan.microbatches * plan.dp != m.batchSize)
+    return "batch_size " + std::to_string(m.batchSize) +
+           " does not split into " + std::to_string(plan.dp) + " replicas x " +
+           std::to_string(plan.microbatches) + " microbatches";
+  if (plan.sequenceParallel && (plan.tp < 2 || m.seqLen % plan.tp))
+    return "sequence parallelism needs a tensor axis that divides seq_len (" +
+           std::to_string(m.seqLen) + ")";
+  if (plan.zeroStage > 0 && plan.dp < 2)
+    return "ZeRO needs a data axis";
+  if (plan.virtualStages > 1 && (plan.pp < 2 || plan.microbatches % plan.pp ||
+                                 m.numLayers < plan.pp * plan.virtualStages))
+    return "the interleaved schedule needs microbatches a multiple of the "
+           "stages and a layer per chunk (" +
+           std::to_string(plan.pp * plan.virtualStages) + " chunks, " +
+           std::to_string(m.numLayers) + " layers)";
+  return "";
+}
+
+bool mlir::gptc::ranksBefore(const PlanCost &a, const PlanCost &b) {
+  // Fastest first; plans within the same 0.5% band of step time, the one
+  // that sends less first.
+  auto band = [](double seconds) {
+    return static_cast<int64_t>(
+        std::floor(std::log(seconds) / std::log(1.005)));
+  };
+  int64_t x = band(a.stepSeconds), y = band(b.stepSeconds);
+  if (x != y)
+    return x < y;
+  if (a.sentBytes != b.sentBytes)
+    return a.sentBytes < b.sentBytes;
+  return a.memoryBytes < b.memoryBytes;
 }
 
 std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
@@ -364,7 +450,7 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
     }
   }
   // Each rule that excluded meshes, with the meshes it excluded
-  // ("pp=2, pp=4: gptc's pipelines do not run FP16").
+  // ("dp=3: batch_size 8 is not a multiple of 3").
   std::vector<std::pair<std::string, std::vector<std::string>>> rules;
   auto exclude = [&](std::string mesh, std::string why) {
     auto it = llvm::find_if(rules, [&](auto &r) { return r.first == why; });
@@ -374,35 +460,18 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
       it->second.push_back(std::move(mesh));
   };
   for (int64_t tp : divisors(devices)) {
-    // Tensor parallelism stays inside a node: across nodes its per-layer
-    // all-reduces would run on the slow link.
-    std::string t = "tp=" + std::to_string(tp);
-    if (tp > hw.devicesPerNode) {
-      exclude(t, "tensor parallelism stays within a node of " +
-                     std::to_string(hw.devicesPerNode) + " devices");
-      continue;
-    }
-    if (m.numHeads % tp || m.modelDim % tp || (m.mlpDim % tp)) {
-      exclude(
-          t,
-          "num_heads " + std::to_string(m.numHeads) +
-              (m.numHeads % tp ? " is" : ", model_dim and the MLP width are") +
-              " not " + (m.numHeads % tp ? "a multiple" : "all multiples") +
-              " of " + std::to_string(tp));
+    if (std::string why = tensorRule(m, tp, hw); !why.empty()) {
+      exclude("tp=" + std::to_string(tp), why);
       continue;
     }
     for (int64_t pp : divisors(devices / tp)) {
-      if (pp > m.numLayers) {
-        exclude("pp=" + std::to_string(pp), "more stages than num_layers (" +
-                                                std::to_string(m.numLayers) +
-                                                ")");
+      if (std::string why = pipelineRule(m, pp); !why.empty()) {
+        exclude("pp=" + std::to_string(pp), why);
         continue;
       }
       int64_t dp = devices / tp / pp;
-      if (m.batchSize % dp) {
-        exclude("dp=" + std::to_string(dp),
-                "batch_size " + std::to_string(m.batchSize) +
-                    " is not a multiple of " + std::to_string(dp));
+      if (std::string why = dataRule(m, dp); !why.empty()) {
+        exclude("dp=" + std::to_string(dp), why);
         continue;
       }
       ModelConfig cfg = m;
@@ -420,17 +489,9 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
           continue;
         int64_t micro = perReplica / b;
         for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-          // What gptc's runtime runs: pipelines take ZeRO-1/2, fp32 or
-          // bf16, and recompute each chunk in its backward; the
-          // one-program step keeps its activations or recomputes them
-          // (gptc-recompute, selective or full).
-          if (pp > 1 && m.precision == Precision::FP16) {
-            exclude("pp=" + std::to_string(pp),
-                    "gptc's pipelines do not run FP16 (BF16 or FP32 do)");
-            continue;
-          }
-          if (pp > 1 && zero > 2)
-            continue;
+          // What gptc's runtime runs: pipelines recompute each chunk in
+          // its backward; the one-program step keeps its activations or
+          // recomputes them (gptc-recompute, selective or full).
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
             if (sp && m.seqLen % tp)
               continue;
@@ -463,6 +524,10 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
                 plan.dataOutermost = outer;
                 ++out.considered;
                 PlanCost cost = evaluatePlan(cfg, *size, plan, hw);
+                if (!out.smallest || cost.memoryBytes < out.smallestMemory) {
+                  out.smallest = plan;
+                  out.smallestMemory = cost.memoryBytes;
+                }
                 if (cost.fits &&
                     (!best || cost.stepSeconds < best->second.stepSeconds))
                   best = {plan, std::move(cost)};
@@ -475,21 +540,10 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
       }
     }
   }
-  // Fastest first; plans within the same 0.5% band of step time, the one
-  // that sends less first.
-  auto band = [](double seconds) {
-    return static_cast<int64_t>(
-        std::floor(std::log(seconds) / std::log(1.005)));
-  };
-  std::stable_sort(
-      out.plans.begin(), out.plans.end(), [&](const auto &a, const auto &b) {
-        int64_t x = band(a.second.stepSeconds), y = band(b.second.stepSeconds);
-        if (x != y)
-          return x < y;
-        if (a.second.sentBytes != b.second.sentBytes)
-          return a.second.sentBytes < b.second.sentBytes;
-        return a.second.memoryBytes < b.second.memoryBytes;
-      });
+  std::stable_sort(out.plans.begin(), out.plans.end(),
+                   [](const auto &a, const auto &b) {
+                     return ranksBefore(a.second, b.second);
+                   });
   for (const auto &[why, meshes] : rules) {
     std::string line;
     for (const std::string &mesh : meshes)

@@ -201,6 +201,10 @@ void mlir::gptc::setPlanReducesEachMicrobatch(bool each) {
 
 bool mlir::gptc::isMeshAuto() { return meshOpt == "auto"; }
 
+bool mlir::gptc::isMeshGiven() {
+  return meshOpt.getNumOccurrences() && !isMeshAuto();
+}
+
 bool mlir::gptc::explicitParallelOptions() {
   return zeroStageOpt.getNumOccurrences() || gradAccumOpt.getNumOccurrences() ||
          sequenceParallelOpt.getNumOccurrences() ||

@@ -38,6 +38,8 @@ FailureOr<DescriptionOverrides> getDescriptionOverrides();
 LogicalResult addScheduleFlags(DescriptionOverrides &overrides);
 /// --mesh auto: gptc plan's first plan.
 bool isMeshAuto();
+/// A --mesh other than auto was given (gptc plan prices that plan).
+bool isMeshGiven();
 /// Whether any parallel or pipeline setting besides --mesh was given.
 bool explicitParallelOptions();
 /// --steps, where given: the schedule's length, compiled into the step.

@@ -94,6 +94,39 @@ static std::string percent(double fraction) {
   return s;
 }
 
+/// A plan in words: "--mesh pp=16,tp=8, ZeRO-1, 64 microbatches of 1,
+/// interleaved v2".
+static std::string describePlan(const ParallelPlan &plan) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "--mesh " << plan.meshString() << ", ZeRO-" << plan.zeroStage
+     << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
+     << plan.microbatches << " microbatch"
+     << (plan.microbatches > 1 ? "es" : "") << " of " << plan.microBatch
+     << (plan.reducesEachMicrobatch() ? " (reduce-scattered each)" : "");
+  if (plan.pp > 1)
+    os << ", " << pipelineScheduleName(plan.schedule)
+       << (plan.virtualStages > 1 ? " v" + std::to_string(plan.virtualStages)
+                                  : std::string());
+  else if (plan.recompute != Recompute::None)
+    os << ", recompute " << stringifyRecompute(plan.recompute).str();
+  return s;
+}
+
+/// Why no plan is left when some were considered: their least memory.
+static std::string memoryRefusal(const PlanSearch &search,
+                                 const HardwareSpec &hw) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "no plan fits the devices' memory ("
+     << gib(double(hw.memoryBytes) * hw.usableMemory)
+     << " usable): the least any of the " << search.considered
+     << " plans needs is " << gib(double(search.smallestMemory))
+     << " per device (" << describePlan(*search.smallest)
+     << "): add devices or use larger ones";
+  return s;
+}
+
 /// The hardware: a preset's name or a file.
 static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
   llvm::SourceMgr sourceMgr;
@@ -276,8 +309,7 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
     std::string why = !search                   ? error
                       : search->considered == 0 ? "no mesh of these devices "
                                                   "can run the model"
-                                                : "no plan fits the devices' "
-                                                  "memory";
+                                                : memoryRefusal(*search, *hw);
     if (search)
       for (const std::string &rule : search->excluded)
         why += "\n  " + rule;
@@ -319,14 +351,192 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   return desc;
 }
 
+/// A plan's terms: its step and memory.
+static void printPlanTerms(llvm::raw_ostream &os, const PlanCost &cost) {
+  os << "  step " << seconds(cost.stepSeconds) << " = compute "
+     << seconds(cost.computeSeconds) << " + memory-bound "
+     << seconds(cost.memorySeconds) << " + bubble "
+     << seconds(cost.bubbleSeconds) << " + communication "
+     << seconds(cost.commSeconds) << " (not overlapped); MFU "
+     << llvm::format("%.1f%%", cost.mfu * 100) << "\n";
+  os << "  memory per device " << gib(double(cost.memoryBytes)) << ": weights "
+     << gib(double(cost.weightBytes)) << ", gradients "
+     << gib(double(cost.gradBytes)) << ", optimizer "
+     << gib(double(cost.optimizerBytes)) << ", activations "
+     << gib(double(cost.activationBytes)) << ", logits "
+     << gib(double(cost.logitBytes)) << " (" << cost.paramsPerDevice
+     << " parameters)\n";
+}
+
+/// A plan's collectives, each with its link.
+static void printComms(llvm::raw_ostream &os, const PlanCost &cost) {
+  os << "  communication per device and step:\n";
+  os << llvm::format("    %-15s %-4s %-10s %14s %8s %14s %10s  %s\n", "kind",
+                     "axis", "link", "G bytes", "runs", "sent bytes", "time",
+                     "for");
+  for (const CommCost &x : cost.comms)
+    os << llvm::format(
+        "    %-15s %-4s %-10s %14lld %8lld %14.0f %10s  %s\n", x.kind.c_str(),
+        x.axis.c_str(), x.interNode ? "inter-node" : "intra-node",
+        static_cast<long long>(x.bytes), static_cast<long long>(x.runs),
+        x.sentBytes, seconds(x.seconds).c_str(), x.what.c_str());
+}
+
+/// The command that trains `plan`.
+static void printRunCommand(llvm::raw_ostream &os, const std::string &modelPath,
+                            int64_t devices, const ParallelPlan &plan) {
+  os << "  to run it: mpirun -np " << devices << " gptc train " << modelPath
+     << " --mesh " << plan.meshString();
+  if (plan.zeroStage)
+    os << " --zero-stage " << plan.zeroStage;
+  if (plan.sequenceParallel)
+    os << " --sequence-parallel";
+  os << " --grad-accum " << plan.microbatches;
+  if (plan.reducesEachMicrobatch())
+    os << " --zero-reduce=microbatch";
+  if (plan.pp > 1)
+    os << " --pipeline-schedule=" << pipelineScheduleName(plan.schedule);
+  else if (plan.recompute != Recompute::None)
+    os << " --recompute=" << stringifyRecompute(plan.recompute).str();
+  os << "\n";
+}
+
+/// A signed difference of seconds ("+1.2 ms", "-3.40 s").
+static std::string secondsDelta(double s) {
+  if (std::fabs(s) < 1e-9)
+    return "0";
+  return (s < 0 ? "-" : "+") + seconds(std::fabs(s));
+}
+
+/// The plan the description and the flags (--mesh, --zero-stage,
+/// --grad-accum, --sequence-parallel, --recompute, --pipeline-schedule,
+/// --virtual-stages) give, as gptc train would run it; `m` the
+/// description's config with them.
+static ParallelPlan givenPlan(const ModelDescription &desc,
+                              const ModelConfig &m,
+                              const PipelineOverrides &flags) {
+  ParallelPlan plan;
+  plan.dp = m.dataParallel;
+  plan.tp = m.tensorParallel;
+  plan.pp = m.pipelineParallel;
+  plan.zeroStage = m.zeroStage;
+  plan.sequenceParallel = m.sequenceParallel;
+  plan.microbatches = std::max<int64_t>(1, m.gradAccumSteps);
+  plan.microBatch =
+      m.batchSize / std::max<int64_t>(1, plan.dp) / plan.microbatches;
+  plan.recompute = m.recompute;
+  if (plan.pp > 1) {
+    // As planPipeline: the schedule, and interleaved's 2 chunks a stage
+    // unless given; the stages recompute their chunks.
+    plan.schedule = flags.schedule
+                        ? *flags.schedule
+                        : parsePipelineSchedule(m.pipelineSchedule)
+                              .value_or(PipelineScheduleKind::OneFOneB);
+    int64_t v = flags.virtualStages.value_or(m.virtualStages);
+    plan.virtualStages = v > 0 ? v
+                         : plan.schedule == PipelineScheduleKind::Interleaved
+                             ? 2
+                             : 1;
+    plan.recompute = Recompute::Full;
+  }
+  // The cost model places tp innermost, then pp and dp in the mesh's order.
+  int64_t dpAt = -1, ppAt = -1;
+  for (auto [i, axis] : llvm::enumerate(desc.getMeshAxes())) {
+    if (axis.kind == MeshAxis::Kind::Data)
+      dpAt = static_cast<int64_t>(i);
+    else if (axis.kind == MeshAxis::Kind::Pipeline)
+      ppAt = static_cast<int64_t>(i);
+  }
+  plan.dataOutermost = dpAt < 0 || ppAt < 0 || dpAt < ppAt;
+  return plan;
+}
+
+/// The given plan in full, beside the best: each term, and what makes the
+/// difference.
+static void printGivenPlan(llvm::raw_ostream &os, const ParallelPlan &plan,
+                           const PlanCost &cost, const PlanSearch &search,
+                           const HardwareSpec &hw, const std::string &modelPath,
+                           bool tpInnermost) {
+  double usable = double(hw.memoryBytes) * hw.usableMemory;
+  os << "given plan: " << describePlan(plan) << "\n";
+  if (!tpInnermost)
+    os << "  (priced with the tensor axis innermost, within a node, as gptc "
+          "plan places it; the given order puts another axis inside it)\n";
+  int64_t ahead = 0;
+  for (const auto &[p, c] : search.plans)
+    if (ranksBefore(c, cost))
+      ++ahead;
+  if (!cost.fits)
+    os << "  does not fit: it needs " << gib(double(cost.memoryBytes))
+       << " per device, " << gib(usable) << " usable\n";
+  else
+    os << "  " << ahead << " of the " << search.plans.size()
+       << " plans that fit rank ahead of it (faster, or within 0.5% and "
+          "sending less)\n";
+  printPlanTerms(os, cost);
+  printComms(os, cost);
+  printRunCommand(os, modelPath, plan.dp * plan.tp * plan.pp, plan);
+  if (search.plans.empty())
+    return;
+  const auto &[best, bestCost] = search.plans.front();
+  os << "  beside plan 1 (" << describePlan(best) << "):\n";
+  os << llvm::format("    %-15s %12s %12s %12s\n", "", "given", "plan 1",
+                     "difference");
+  struct Term {
+    const char *name;
+    double given, best;
+  };
+  Term terms[] = {{"compute", cost.computeSeconds, bestCost.computeSeconds},
+                  {"memory-bound", cost.memorySeconds, bestCost.memorySeconds},
+                  {"bubble", cost.bubbleSeconds, bestCost.bubbleSeconds},
+                  {"communication", cost.commSeconds, bestCost.commSeconds}};
+  os << llvm::format(
+      "    %-15s %12s %12s %12s\n", "step", seconds(cost.stepSeconds).c_str(),
+      seconds(bestCost.stepSeconds).c_str(),
+      secondsDelta(cost.stepSeconds - bestCost.stepSeconds).c_str());
+  for (const Term &t : terms)
+    os << llvm::format("    %-15s %12s %12s %12s\n", t.name,
+                       seconds(t.given).c_str(), seconds(t.best).c_str(),
+                       secondsDelta(t.given - t.best).c_str());
+  os << llvm::format("    %-15s %11.1f%% %11.1f%%\n", "MFU", cost.mfu * 100,
+                     bestCost.mfu * 100);
+  os << llvm::format("    %-15s %12s %12s\n", "memory/device",
+                     gib(double(cost.memoryBytes)).c_str(),
+                     gib(double(bestCost.memoryBytes)).c_str());
+  os << llvm::format("    %-15s %12s %12s\n", "sent/device",
+                     sent(cost.sentBytes).c_str(),
+                     sent(bestCost.sentBytes).c_str());
+  // The terms that differ by more than 1% of the step, largest first.
+  std::vector<const Term *> order;
+  for (const Term &t : terms)
+    if (std::fabs(t.given - t.best) > 0.01 * bestCost.stepSeconds)
+      order.push_back(&t);
+  llvm::sort(order, [](const Term *a, const Term *b) {
+    return std::fabs(a->given - a->best) > std::fabs(b->given - b->best);
+  });
+  double delta = cost.stepSeconds - bestCost.stepSeconds;
+  os << "  what makes the difference: ";
+  if (order.empty()) {
+    os << "no term differs by more than 1% of the step (the steps differ by "
+       << seconds(std::fabs(delta)) << ")\n";
+    return;
+  }
+  os << "the given plan's step is " << seconds(std::fabs(delta))
+     << (delta >= 0 ? " longer" : " shorter") << ": ";
+  for (auto [i, t] : llvm::enumerate(order))
+    os << (i ? ", " : "") << t->name << " " << secondsDelta(t->given - t->best);
+  os << "\n";
+}
+
 int mlir::gptc::runPlan(const std::string &modelPath,
                         const DialectRegistry &registry) {
   MLIRContext context(registry);
-  if (hardwareOpt.empty() || devicesOpt < 1) {
+  bool given = isMeshGiven();
+  if (hardwareOpt.empty() || (devicesOpt < 1 && !given)) {
     llvm::errs() << "gptc: error: gptc plan needs --hardware (a preset or a "
-                    "file) and --devices N >= 1, as in gptc plan "
-                    "models/gpt3-175b.pbtxt --hardware h100-node --devices "
-                    "1024\n";
+                    "file) and --devices N >= 1 (or --mesh, to price that "
+                    "plan), as in gptc plan models/gpt3-175b.pbtxt --hardware "
+                    "h100-node --devices 1024\n";
     return 1;
   }
   if (topOpt < 1) {
@@ -388,9 +598,70 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     m = *onnx;
   }
 
+  // --mesh (and the other parallel flags): that plan, priced.
+  int64_t devices = devicesOpt;
+  std::optional<std::pair<ParallelPlan, PlanCost>> givenCost;
+  bool tpInnermost = true;
+  if (given) {
+    FailureOr<DescriptionOverrides> overrides = getDescriptionOverrides();
+    if (failed(overrides))
+      return 1;
+    // A source manager of its own: the flags' text is a buffer of it.
+    llvm::SourceMgr givenMgr;
+    const llvm::MemoryBuffer *text =
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+    givenMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text->getBuffer(),
+                                             text->getBufferIdentifier()),
+        llvm::SMLoc());
+    SourceMgrDiagnosticHandler givenHandler(givenMgr, &context);
+    FailureOr<ModelDescription> gd =
+        ModelDescription::parse(givenMgr, &context, *overrides);
+    if (failed(gd))
+      return 1;
+    ModelConfig g = gd->getConfig();
+    if (!gd->getOnnxModelPath().empty()) {
+      int64_t graphBatch = 0;
+      bool cut = true;
+      FailureOr<ModelConfig> onnx = onnxPlanningConfig(
+          *gd, context, onnxShape ? &*onnxShape : nullptr, graphBatch, cut);
+      if (failed(onnx))
+        return 1;
+      g = *onnx;
+    }
+    FailureOr<CompileOptions> flags = getCompileOptions();
+    if (failed(flags))
+      return 1;
+    ParallelPlan plan = givenPlan(*gd, g, flags->pipeline);
+    plan.reduceOncePerStep = !flags->zeroReduceEachMicrobatch;
+    int64_t meshDevices = plan.dp * plan.tp * plan.pp;
+    if (devices > 0 && devices != meshDevices) {
+      llvm::errs() << "gptc: error: --mesh " << plan.meshString() << " has "
+                   << meshDevices << " devices, --devices says " << devices
+                   << "\n";
+      return 1;
+    }
+    devices = meshDevices;
+    if (std::string why = checkPlan(g, plan, *hw); !why.empty()) {
+      llvm::errs() << "gptc: error: gptc plan cannot price --mesh "
+                   << plan.meshString() << ": " << why << "\n";
+      return 1;
+    }
+    ArrayRef<MeshAxis> axes = gd->getMeshAxes();
+    tpInnermost = g.tensorParallel == 1 ||
+                  (!axes.empty() && axes.back().kind == MeshAxis::Kind::Tensor);
+    std::optional<ModelSize> size = computeModelSize(g);
+    if (!size) {
+      llvm::errs() << "gptc: error: cannot size " << desc->getName()
+                   << " on --mesh " << plan.meshString() << "\n";
+      return 1;
+    }
+    givenCost = {plan, evaluatePlan(g, *size, plan, *hw)};
+  }
+
   auto start = std::chrono::steady_clock::now();
   std::optional<PlanSearch> search =
-      searchPlans(m, *hw, devicesOpt, error, microBatch);
+      searchPlans(m, *hw, devices, error, microBatch);
   if (search)
     keepPipelines(*search, pipelines);
   double planSeconds =
@@ -401,12 +672,12 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     return 1;
   }
   llvm::raw_ostream &os = llvm::outs();
-  int64_t nodes = (devicesOpt + hw->devicesPerNode - 1) / hw->devicesPerNode;
+  int64_t nodes = (devices + hw->devicesPerNode - 1) / hw->devicesPerNode;
   const char *precision = m.precision == Precision::BF16   ? "bf16"
                           : m.precision == Precision::FP16 ? "fp16"
                                                            : "fp32";
   os << "gptc plan: " << desc->getName() << " (batch " << m.batchSize
-     << " x seq " << m.seqLen << ", " << precision << ") on " << devicesOpt
+     << " x seq " << m.seqLen << ", " << precision << ") on " << devices
      << " x " << hw->deviceName << " (" << hw->name << ": "
      << hw->devicesPerNode << " per node, " << nodes << " node"
      << (nodes > 1 ? "s" : "") << ")\n";
@@ -420,6 +691,9 @@ int mlir::gptc::runPlan(const std::string &modelPath,
      << " fit in " << gib(double(hw->memoryBytes) * hw->usableMemory)
      << " per device (" << llvm::format("%.0f", hw->usableMemory * 100)
      << "% of " << gib(double(hw->memoryBytes)) << ")\n";
+  if (givenCost)
+    printGivenPlan(os, givenCost->first, givenCost->second, *search, *hw,
+                   modelPath, tpInnermost);
   if (search->plans.empty()) {
     // Name what left no plan: the meshes' rules where none was considered,
     // else the memory, with the rules that removed the others.
@@ -427,14 +701,11 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     for (const std::string &why : search->excluded)
       rules += "\n  " + why;
     if (search->considered == 0)
-      llvm::errs() << "gptc: error: no mesh of " << devicesOpt.getValue()
+      llvm::errs() << "gptc: error: no mesh of " << devices
                    << " devices can run " << desc->getName() << ":" << rules
                    << "\n";
     else
-      llvm::errs() << "gptc: error: no plan fits the devices' memory; the "
-                      "smallest data-parallel plan needs "
-                   << gib(double(search->dataParallelMemory))
-                   << " per device: add devices or use larger ones"
+      llvm::errs() << "gptc: error: " << memoryRefusal(*search, *hw)
                    << (rules.empty() ? "" : "; meshes not considered:") << rules
                    << "\n";
     return 1;
@@ -483,19 +754,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   else if (plan.recompute != Recompute::None)
     os << ", recompute " << stringifyRecompute(plan.recompute).str();
   os << "\n";
-  os << "  step " << seconds(cost.stepSeconds) << " = compute "
-     << seconds(cost.computeSeconds) << " + memory-bound "
-     << seconds(cost.memorySeconds) << " + bubble "
-     << seconds(cost.bubbleSeconds) << " + communication "
-     << seconds(cost.commSeconds) << " (not overlapped); MFU "
-     << llvm::format("%.1f%%", cost.mfu * 100) << "\n";
-  os << "  memory per device " << gib(double(cost.memoryBytes)) << ": weights "
-     << gib(double(cost.weightBytes)) << ", gradients "
-     << gib(double(cost.gradBytes)) << ", optimizer "
-     << gib(double(cost.optimizerBytes)) << ", activations "
-     << gib(double(cost.activationBytes)) << ", logits "
-     << gib(double(cost.logitBytes)) << " (" << cost.paramsPerDevice
-     << " parameters)\n";
+  printPlanTerms(os, cost);
   if (plan.tp > 1 || plan.pp > 1) {
     bool dpFits = double(search->dataParallelMemory) <=
                   double(hw->memoryBytes) * hw->usableMemory;
@@ -503,36 +762,14 @@ int mlir::gptc::runPlan(const std::string &modelPath,
       os << "  why not data parallel alone: it needs at least "
          << gib(double(search->dataParallelMemory))
          << " per device (with ZeRO-3)\n";
-    else if (m.batchSize % devicesOpt)
+    else if (m.batchSize % devices)
       os << "  why not data parallel alone: the batch (" << m.batchSize
-         << ") does not split over " << devicesOpt << " replicas\n";
+         << ") does not split over " << devices << " replicas\n";
     else
       os << "  data parallel alone fits but is slower (its all-reduce of "
             "every gradient crosses the slowest link)\n";
   }
-  os << "  communication per device and step:\n";
-  os << llvm::format("    %-15s %-4s %-10s %14s %8s %14s %10s  %s\n", "kind",
-                     "axis", "link", "G bytes", "runs", "sent bytes", "time",
-                     "for");
-  for (const CommCost &x : cost.comms)
-    os << llvm::format(
-        "    %-15s %-4s %-10s %14lld %8lld %14.0f %10s  %s\n", x.kind.c_str(),
-        x.axis.c_str(), x.interNode ? "inter-node" : "intra-node",
-        static_cast<long long>(x.bytes), static_cast<long long>(x.runs),
-        x.sentBytes, seconds(x.seconds).c_str(), x.what.c_str());
-  os << "  to run it: mpirun -np " << devicesOpt << " gptc train " << modelPath
-     << " --mesh " << plan.meshString();
-  if (plan.zeroStage)
-    os << " --zero-stage " << plan.zeroStage;
-  if (plan.sequenceParallel)
-    os << " --sequence-parallel";
-  os << " --grad-accum " << plan.microbatches;
-  if (plan.reducesEachMicrobatch())
-    os << " --zero-reduce=microbatch";
-  if (plan.pp > 1)
-    os << " --pipeline-schedule=" << pipelineScheduleName(plan.schedule);
-  else if (plan.recompute != Recompute::None)
-    os << " --recompute=" << stringifyRecompute(plan.recompute).str();
-  os << "\n";
+  printComms(os, cost);
+  printRunCommand(os, modelPath, devices, plan);
   return 0;
 }

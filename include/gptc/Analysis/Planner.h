@@ -74,8 +74,14 @@ struct ParallelPlan {
   /// pipeline, so that the gradients are held as slices as the memory
   /// model counts them.
   bool reducesEachMicrobatch() const {
-    return dp > 1 && pp == 1 && zeroStage >= 2 && microbatches > 1;
+    return dp > 1 && pp == 1 && zeroStage >= 2 && microbatches > 1 &&
+           !reduceOncePerStep;
   }
+  /// ZeRO 2/3 with accumulation and no pipeline reduce-scatter the
+  /// microbatches' sum once per step instead (`--zero-reduce=step`, whole
+  /// gradients through the loop): a plan a user gives (the search always
+  /// reduces each microbatch's).
+  bool reduceOncePerStep = false;
 };
 
 /// One kind of communication of a step, on one device.
@@ -112,6 +118,17 @@ struct PlanCost {
 PlanCost evaluatePlan(const ModelConfig &config, const ModelSize &size,
                       const ParallelPlan &plan, const HardwareSpec &hw);
 
+/// Why gptc cannot run `plan` for `config` on `hw` by the planner's rules
+/// (those the search applies: divisibility, tensor parallelism within a
+/// node, stages and chunks against layers); empty when it can.
+std::string checkPlan(const ModelConfig &config, const ParallelPlan &plan,
+                      const HardwareSpec &hw);
+
+/// Whether plan cost `a` ranks before `b` in the search's order: faster
+/// first, and within the same 0.5% band of step time the one that sends
+/// less, then the one that needs less memory.
+bool ranksBefore(const PlanCost &a, const PlanCost &b);
+
 /// Every runnable plan of `config` on `devices` devices of `hw`, fastest
 /// first (ties: less communication), and how many were considered. A
 /// nonzero `microBatch` keeps only plans whose microbatches hold that many
@@ -123,6 +140,10 @@ struct PlanSearch {
   /// sequence per microbatch (its least; the fixed microbatch's where
   /// there is one), fitting or not.
   int64_t dataParallelMemory = 0;
+  /// The plan considered that needs the least memory per device, fitting
+  /// or not (what a refusal for memory names), and its memory.
+  std::optional<ParallelPlan> smallest;
+  int64_t smallestMemory = 0;
   /// Why meshes of these devices were not considered, one line per rule
   /// that excluded some ("tp=3: num_heads 4 is not a multiple of 3"), in
   /// the order found: what a refusal names when no plan is left.
