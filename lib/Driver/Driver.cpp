@@ -223,6 +223,9 @@ LogicalResult mlir::gptc::lowerTrainingStep(ModuleOp module,
   options.fillTrainPipeline(pipeline);
   return runPasses(module, options, [&](OpPassManager &pm) {
     buildTrainPipeline(pm, pipeline);
+    // Every rank runs this step: its collectives agree by construction;
+    // the pass says so (and proves a module of several programs).
+    pm.addPass(createGptcVerifyCollectivesPass());
   });
 }
 
@@ -393,6 +396,9 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
     schedule.schedule = pipelineScheduleName(plan->kind);
     schedule.microbatches = plan->microbatches;
     pm.addPass(createGptcPipelineSchedulePass(schedule));
+    // Every group of ranks issues the same collectives in the same order,
+    // and no stage waits forever (the programs the runtime runs).
+    pm.addPass(createGptcVerifyCollectivesPass());
   };
   if (failed(runPasses(module, options, build)))
     return failure();

@@ -233,6 +233,34 @@ def GptcPipelineVerifyPass : Pass<"gptc-pipeline-verify", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def GptcVerifyCollectivesPass : Pass<"gptc-verify-collectives", "mlir::ModuleOp"> {
+  let summary = "Prove that every group of ranks issues the same collectives in the same order";
+  let description = [{
+    For a module with a device mesh (`shard.grid @mesh`), proves that the
+    ranks' programs cannot disagree on a collective: every group of ranks
+    that meets in a collective (the ranks that differ only in its grid
+    axes) issues the same collectives, in the same order, with the same
+    op, axes, operand and result types and reduction, and no rank waits
+    in a collective or a receive forever.
+
+    The ranks' programs are the pipeline's `@stage<s>` functions (rank ->
+    its stage's, by its coordinate on the pipeline axis) or, without a
+    pipeline, the one step every rank runs (`@train_step`, else every
+    public function). Each is read as its sequence of communication in
+    program order, calls (the chunks) and regions (the accumulation loop)
+    followed. A collective whose group lies within one stage (its axes
+    exclude the pipeline axis) is issued by ranks running the same
+    program at the same point of it, and agrees by construction; the
+    stages are then simulated together, sends buffered, receives matched
+    by peer, microbatch, chunk and direction, and a collective over the
+    pipeline axis a barrier of the stages that compares their ops. A
+    mismatch is an error at one rank's op naming the other's; a wait that
+    never ends is an error naming what every stage waits in. Changes
+    nothing; `gptc train` and every `--emit` run it on each compiled plan.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def GptcRecomputePass : Pass<"gptc-recompute", "mlir::ModuleOp"> {
   let summary = "Recomputes activations in the backward instead of keeping "
                 "them";
