@@ -832,7 +832,6 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
   for (size_t k = 0; k < I.own.size(); ++k)
     if (!B.stateScale(reduced(k), inv, error))
       return false;
-
   // The gradient norm of the whole model (each parameter counted once,
   // by its first holder), the loss from the last stage.
   // (With tensor parallelism a block counts on its rank, a replicated
