@@ -119,15 +119,45 @@ struct PipelineTrainer::Impl {
   /// forward and backward), a checkpoint, a dump or an evaluation.
   std::vector<Tensor> shards;
   bool sharded(size_t k) const { return plan.zero_stage() >= 3 && sliced(k); }
-  /// Parameter k whole in params[k] (every replica takes part).
-  bool gather(size_t k, std::string &error) {
-    if (!sharded(k) || params[k].raw())
+  /// ZeRO-3: the sliced parameters `ks` whole in params[k], in one
+  /// all-gather over the replicas (as FSDP's flat parameter: one
+  /// collective per chunk run, not one per tensor): each replica's slices
+  /// packed into its part of a flat buffer, the parts gathered, each
+  /// parameter's slices copied out. Every replica takes part.
+  bool gather(const std::vector<size_t> &ks, std::string &error) {
+    std::vector<size_t> todo;
+    int64_t total = 0;
+    for (size_t k : ks)
+      if (sharded(k) && !params[k].raw() &&
+          std::find(todo.begin(), todo.end(), k) == todo.end()) {
+        todo.push_back(k);
+        total += sliceSize[k];
+      }
+    if (todo.empty())
       return true;
-    params[k] = Tensor(program::F32, ownShapes[k]);
-    backend->keepResident(params[k]);
-    StateSpan mine{&params[k], sliceBegin[k], sliceSize[k]};
-    return backend->stateCopy(mine, {&shards[k], 0, sliceSize[k]}, error) &&
-           backend->stateAllGather(mine, *comm, grid, {dpAxis}, error);
+    Tensor flat(program::F32, {total * replicas});
+    backend->keepResident(flat);
+    bool ok = true;
+    int64_t at = replica * total;
+    for (size_t k : todo) {
+      ok = ok && backend->stateCopy({&flat, at, sliceSize[k]},
+                                    {&shards[k], 0, sliceSize[k]}, error);
+      at += sliceSize[k];
+    }
+    ok = ok && backend->stateAllGather({&flat, replica * total, total}, *comm,
+                                       grid, {dpAxis}, error);
+    int64_t offset = 0;
+    for (size_t k : todo) {
+      params[k] = Tensor(program::F32, ownShapes[k]);
+      backend->keepResident(params[k]);
+      for (int64_t r = 0; ok && r < replicas; ++r)
+        ok = backend->stateCopy({&params[k], r * sliceSize[k], sliceSize[k]},
+                                {&flat, r * total + offset, sliceSize[k]},
+                                error);
+      offset += sliceSize[k];
+    }
+    backend->release(flat);
+    return ok;
   }
   /// Parameter k back to its slice alone.
   void drop(size_t k) {
@@ -136,63 +166,27 @@ struct PipelineTrainer::Impl {
     backend->release(params[k]);
     params[k] = Tensor();
   }
-  /// A chunk's parameters whole, in one all-gather (as FSDP's flat
-  /// parameter: one collective per chunk and run, not one per tensor):
-  /// each replica's slices packed into its part of a flat buffer, the
-  /// parts gathered, each parameter's slices copied out.
-  bool gatherFor(const ChunkFunction &f, std::string &error) {
+  /// The parameters a chunk function takes (ZeRO-3: gathered for a run).
+  static std::vector<size_t> paramsOf(const ChunkFunction &f) {
     std::vector<size_t> ks;
-    int64_t total = 0;
-    for (const Binding &b : f.inputs) {
-      size_t k = static_cast<size_t>(b.index);
-      if (b.kind == Binding::Param && sharded(k) && !params[k].raw() &&
-          std::find(ks.begin(), ks.end(), k) == ks.end()) {
-        ks.push_back(k);
-        total += sliceSize[k];
-      }
-    }
-    if (ks.empty())
-      return true;
-    Tensor flat(program::F32, {total * replicas});
-    backend->keepResident(flat);
-    auto fail = [&] {
-      backend->release(flat);
-      return false;
-    };
-    int64_t at = replica * total;
-    for (size_t k : ks) {
-      if (!backend->stateCopy({&flat, at, sliceSize[k]},
-                              {&shards[k], 0, sliceSize[k]}, error))
-        return fail();
-      at += sliceSize[k];
-    }
-    if (!backend->stateAllGather({&flat, replica * total, total}, *comm, grid,
-                                 {dpAxis}, error))
-      return fail();
-    int64_t offset = 0;
-    for (size_t k : ks) {
-      params[k] = Tensor(program::F32, ownShapes[k]);
-      backend->keepResident(params[k]);
-      for (int64_t r = 0; r < replicas; ++r)
-        if (!backend->stateCopy({&params[k], r * sliceSize[k], sliceSize[k]},
-                                {&flat, r * total + offset, sliceSize[k]},
-                                error))
-          return fail();
-      offset += sliceSize[k];
-    }
-    backend->release(flat);
-    return true;
-  }
-  void dropFor(const ChunkFunction &f) {
     for (const Binding &b : f.inputs)
       if (b.kind == Binding::Param)
-        drop(b.index);
+        ks.push_back(static_cast<size_t>(b.index));
+    return ks;
   }
+  bool gatherFor(const ChunkFunction &f, std::string &error) {
+    return gather(paramsOf(f), error);
+  }
+  void dropFor(const ChunkFunction &f) {
+    for (size_t k : paramsOf(f))
+      drop(k);
+  }
+  /// Every parameter of the stage whole (checkpoints, dumps).
   bool gatherAll(std::string &error) {
-    for (size_t k = 0; k < own.size(); ++k)
-      if (!gather(k, error))
-        return false;
-    return true;
+    std::vector<size_t> ks(own.size());
+    for (size_t k = 0; k < ks.size(); ++k)
+      ks[k] = k;
+    return gather(ks, error);
   }
   void dropAll() {
     for (size_t k = 0; k < own.size(); ++k)

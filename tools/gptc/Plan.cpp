@@ -332,18 +332,9 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
   std::string note;
   llvm::raw_string_ostream(note)
       << "--mesh auto on " << devicesOpt.getValue() << " x " << hw->deviceName
-      << ": --mesh " << plan.meshString() << ", ZeRO-" << plan.zeroStage
-      << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
-      << plan.microbatches
-      << (plan.microbatches > 1 ? " microbatches" : " microbatch")
-      << (plan.reducesEachMicrobatch() ? " (reduce-scattered each)" : "")
-      << (plan.pp > 1 ? std::string(", ") + pipelineScheduleName(plan.schedule)
-          : plan.recompute != Recompute::None
-              ? std::string(", recompute ") +
-                    stringifyRecompute(plan.recompute).str()
-              : std::string())
-      << ": predicted step " << seconds(cost.stepSeconds) << ", MFU "
-      << percent(cost.mfu) << ", " << gib(double(cost.memoryBytes))
+      << ": " << describePlan(plan) << ": predicted step "
+      << seconds(cost.stepSeconds) << ", MFU " << percent(cost.mfu) << ", "
+      << gib(double(cost.memoryBytes))
       << " per device (gptc plan ranks the others)";
   // A remark at the description, and the same words on the module.
   emitRemark(desc->locate({})) << note;
