@@ -22,10 +22,25 @@ using namespace gptc::runtime;
 namespace fs = std::filesystem;
 
 namespace {
+/// This process's scratch root; removed when the test program ends, so the
+/// suite leaves nothing behind in the temporary directory.
+fs::path scratchRoot() {
+  return fs::temp_directory_path() /
+         ("gptc-checkpoint-test-" + std::to_string(::getpid()));
+}
+
+struct ScratchCleanup : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratchRoot(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment *const scratchCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 /// A fresh directory under the test's temporary directory.
 std::string scratch(const std::string &name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("gptc-checkpoint-test-" + std::to_string(::getpid())) / name;
+  fs::path dir = scratchRoot() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
