@@ -5,10 +5,11 @@ model, global batch, optimizer and cores, in one run; and the share of
 gptc's step spent in collectives (from `gptc train --profile`). Also gptc's
 tensor parallelism (with and without sequence parallelism) over the same N
 ranks, which has no peer here; and gptc's data parallelism with its
-gradient buckets against one collective per gradient (--bucket-mb 0), the
-two alternating.
+gradient buckets against one collective per gradient (--bucket-mb 0), and
+with its collectives overlapping the backward against each blocking
+(--collective-overlap=false), each pair alternating.
 
-    bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build] [--buckets-only [--zero-stage Z]]
+    bench/.venv/bin/python bench/dp_scaling.py [--ranks 2] [--build build] [--buckets-only | --overlap-only] [--zero-stage Z]
 
 One process uses every core; N processes use cores/N threads each (gptc
 does that itself; the script sets torch's). Best of 3 windows each: this
@@ -111,18 +112,35 @@ def ddp_rate(model, steps, ranks, threads):
         return float(re.search(r"RATE ([0-9.]+)", outs[0][0]).group(1))
 
 
-def bucket_rates(build, mpirun, model, steps, ranks, zero=0):
-    """gptc data parallel (ZeRO stage `zero`) with its default buckets
-    against one collective per tensor (--bucket-mb 0), in alternating
-    windows: (best tok/s, collective share) for each."""
-    best = {"buckets": (0.0, 0.0), "unbucketed": (0.0, 0.0)}
-    base = ("--zero-stage", str(zero)) if zero else ()
+def paired_rates(build, mpirun, model, steps, ranks, contenders):
+    """gptc data parallel under each (name, extra flags) of `contenders`,
+    in alternating windows: (best tok/s, collective share) for each."""
+    best = dict((name, (0.0, 0.0)) for name, _ in contenders)
     for _ in range(REPEATS):
-        for name, extra in (("buckets", base), ("unbucketed", base + ("--bucket-mb", "0"))):
+        for name, extra in contenders:
             r = gptc_rate(build, mpirun, model, steps, ranks, extra, repeats=1)
             if r[0] > best[name][0]:
                 best[name] = r
     return best
+
+
+def bucket_rates(build, mpirun, model, steps, ranks, zero=0):
+    """gptc data parallel (ZeRO stage `zero`) with its default buckets
+    against one collective per tensor (--bucket-mb 0)."""
+    base = ("--zero-stage", str(zero)) if zero else ()
+    return paired_rates(build, mpirun, model, steps, ranks,
+                        (("buckets", base), ("unbucketed", base + ("--bucket-mb", "0"))))
+
+
+def overlap_rates(build, mpirun, model, steps, ranks, zero=0):
+    """gptc data parallel (ZeRO stage `zero`) with its collectives kept in
+    flight over the later kernels the compiler's schedule allows (the
+    default) against each completing where it stands
+    (--collective-overlap=false). The collective share is then the time
+    the step waited for them: what the overlap left exposed."""
+    base = ("--zero-stage", str(zero)) if zero else ()
+    return paired_rates(build, mpirun, model, steps, ranks,
+                        (("overlap", base), ("blocking", base + ("--collective-overlap=false",))))
 
 
 def main():
@@ -133,9 +151,12 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--buckets-only", action="store_true",
                     help="only gptc's data parallelism with and without gradient buckets")
+    ap.add_argument("--overlap-only", action="store_true",
+                    help="only gptc's data parallelism with and without collectives "
+                         "overlapping the backward")
     ap.add_argument("--zero-stage", type=int, default=0,
-                    help="the ZeRO stage of the bucket comparison (1-3: parameter "
-                         "all-gathers and gradient reduce-scatters in buckets too)")
+                    help="the ZeRO stage of the bucket and overlap comparisons (1-3: "
+                         "parameter all-gathers and gradient reduce-scatters in buckets too)")
     args = ap.parse_args()
     cores = os.cpu_count()
     import torch
@@ -144,6 +165,18 @@ def main():
     for model, steps in ((os.path.join(ROOT, "models", "tiny.pbtxt"), 60),
                          (os.path.join(ROOT, "bench", "models", "gpt2-small-ctx64.pbtxt"), 2)):
         row = dict(model=os.path.basename(model))
+        if not args.buckets_only:
+            o = overlap_rates(args.build, args.mpirun, model, steps, args.ranks, args.zero_stage)
+            row["gptc_overlap_%d" % args.ranks], row["comm_share_overlap_%d" % args.ranks] = o["overlap"]
+            row["gptc_blocking_%d" % args.ranks], row["comm_share_blocking_%d" % args.ranks] = o["blocking"]
+            print("%-24s %d ranks data parallel, ZeRO-%d: gptc %8.0f tok/s with collectives "
+                  "overlapping the backward (%.1f%% waiting for them), %8.0f tok/s each blocking "
+                  "(%.1f%% in them): %.2fx"
+                  % (row["model"], args.ranks, args.zero_stage, o["overlap"][0], o["overlap"][1],
+                     o["blocking"][0], o["blocking"][1], o["overlap"][0] / o["blocking"][0]))
+            if args.overlap_only:
+                results.append(row)
+                continue
         b = bucket_rates(args.build, args.mpirun, model, steps, args.ranks, args.zero_stage)
         row["gptc_buckets_%d" % args.ranks], row["comm_share_buckets_%d" % args.ranks] = b["buckets"]
         row["gptc_unbucketed_%d" % args.ranks], row["comm_share_unbucketed_%d" % args.ranks] = b["unbucketed"]

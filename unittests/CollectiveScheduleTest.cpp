@@ -106,6 +106,34 @@ TEST(CollectiveSchedule, LaterCollectivesDoNotWait) {
   EXPECT_EQ(s[1].waitBefore, 3u);
 }
 
+TEST(CollectiveSchedule, SeveralInFlightWaitForALaterCollective) {
+  // The CPU keeps several collectives in flight at once (MPI): the same
+  // program, without one stream, waits for the first collective before
+  // the second, which reads its result; the second still overlaps.
+  program::Function f = makeFunction({-1, -1, -1, -1});
+  addKernel(f, program::ALL_REDUCE, {0}, {1});
+  addKernel(f, program::REDUCE_SCATTER, {1}, {2});
+  addKernel(f, program::COMPILED, {}, {3});
+  addKernel(f, program::COMPILED, {2}, {0});
+  std::vector<ScheduledCollective> s =
+      scheduleCollectives(f, /*oneStream=*/false);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].waitBefore, 1u);
+  EXPECT_EQ(s[1].waitBefore, 3u);
+  // A later collective writing over an earlier one's input waits too;
+  // one that touches neither does not.
+  program::Function g = makeFunction({0, 16, 0, 32, -1});
+  addKernel(g, program::ALL_REDUCE, {0}, {1});
+  addKernel(g, program::ALL_REDUCE, {4}, {3});
+  addKernel(g, program::ALL_GATHER, {4}, {2});
+  addKernel(g, program::COMPILED, {}, {4});
+  s = scheduleCollectives(g, /*oneStream=*/false);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].waitBefore, 2u);
+  EXPECT_EQ(s[1].waitBefore, 3u);
+  EXPECT_EQ(s[2].waitBefore, 3u);
+}
+
 TEST(CollectiveSchedule, LocalOpsAreNotCollectives) {
   EXPECT_FALSE(isDeviceCollective(program::ALL_SLICE));
   EXPECT_FALSE(isDeviceCollective(program::SHARD_OFFSET));

@@ -75,7 +75,8 @@ int64_t runtime::bucketSpanBytes(const program::Function &function,
 }
 
 std::vector<ScheduledCollective>
-runtime::scheduleCollectives(const program::Function &function) {
+runtime::scheduleCollectives(const program::Function &function,
+                             bool oneStream) {
   std::vector<ScheduledCollective> result;
   size_t count = static_cast<size_t>(function.kernels_size());
   for (size_t c = 0; c < count; ++c) {
@@ -97,9 +98,10 @@ runtime::scheduleCollectives(const program::Function &function) {
     size_t wait = count;
     for (size_t j = c + 1; j < count && wait == count; ++j) {
       const program::Kernel &later = function.kernels(static_cast<int>(j));
-      // Collectives after it run after it on the same stream: only what
-      // the compute stream does can race with it.
-      if (isDeviceCollective(later.op()))
+      // Collectives after it run after it on one stream: only what the
+      // compute stream does can race with it. Without one stream, a later
+      // collective in flight at the same time can as well.
+      if (oneStream && isDeviceCollective(later.op()))
         continue;
       for (int32_t id : later.inputs())
         if (any(outs, storageOf(function, id)))

@@ -456,11 +456,12 @@ void KernelTimes::reset(const program::Function &f) {
   bodies.clear();
 }
 
-void KernelTimes::add(int index, double s) {
+void KernelTimes::add(int index, double s, bool again) {
   if (!function)
     return;
   seconds[index] += s;
-  ++calls[index];
+  if (!again)
+    ++calls[index];
 }
 
 double KernelTimes::totalSeconds() const {

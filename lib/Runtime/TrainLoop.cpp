@@ -110,6 +110,8 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
                                     : std::max(o.collectiveTimeout, 600.0));
   };
   armWatchdog();
+  if (comm)
+    comm->setOverlapCollectives(o.overlapCollectives);
   stoppedBySignal = 0;
   auto minutesSince = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)

@@ -105,6 +105,13 @@ static cl::opt<double> collectiveTimeoutOpt(
              "ends every rank, naming the ranks that did not reach it; 0: "
              "never (default 20)"),
     cl::init(20), cl::cat(trainCategory));
+static cl::opt<bool> collectiveOverlapOpt(
+    "collective-overlap",
+    cl::desc("Under mpirun: run the collectives the compiler's schedule "
+             "lets overlap later kernels (gradient buckets in the backward) "
+             "non-blocking while those kernels compute (default true; "
+             "false: each completes where it stands)"),
+    cl::init(true), cl::cat(trainCategory));
 static cl::opt<int64_t> checkpointIntervalOpt(
     "checkpoint-interval",
     cl::desc("A checkpoint every N steps (default: the description's "
@@ -375,6 +382,7 @@ static rt::TrainOptions trainOptions(const ModelDescription &desc,
   opts.resumePolicy.anyChange = resumeChangedOpt;
   opts.overwrite = overwriteOpt;
   opts.collectiveTimeout = collectiveTimeoutOpt;
+  opts.overlapCollectives = collectiveOverlapOpt;
   opts.logInterval = logIntervalOpt;
   opts.liveProgress = isatty(STDERR_FILENO);
   opts.dumpDir = dumpDirOpt;

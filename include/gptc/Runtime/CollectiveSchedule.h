@@ -63,8 +63,13 @@ int64_t bucketSpanBytes(const program::Function &function,
 /// where the compute stream waits for it (see the file comment). Values
 /// planned in the arena (offset >= 0) alias by their byte ranges; others
 /// only themselves.
+///
+/// `oneStream`: later collectives run after it on the same stream (the
+/// GPU's), so only compute kernels can race with it. Without it (the CPU,
+/// where MPI keeps several in flight at once) a later collective that
+/// touches its storage is waited for too.
 std::vector<ScheduledCollective>
-scheduleCollectives(const program::Function &function);
+scheduleCollectives(const program::Function &function, bool oneStream = true);
 
 /// The host-side sequence the GPU backend enqueues for `function`, one
 /// line per step: each kernel with its stream ("compute" or "comm"), a

@@ -71,6 +71,39 @@ public:
                                 const std::vector<int64_t> &axes,
                                 std::string &error) = 0;
 
+  /// Non-blocking collectives, which the CPU executor overlaps with its
+  /// later kernels where the compiler's collective schedule lets it
+  /// (CollectiveSchedule.h): each start returns at once with `request` set;
+  /// the buffers must stay untouched until `wait(request)`. Every rank
+  /// starts them in the same order (with the blocking ones), as MPI
+  /// requires per group. `progress` lets started ones advance without
+  /// waiting (MPI moves data only inside its calls). The defaults run
+  /// the blocking collective and return a request that is already done
+  /// (-1): a communicator without non-blocking calls stays correct.
+  virtual bool startAllReduce(void *data, int64_t count, program::DType dtype,
+                              const std::vector<int64_t> &grid,
+                              const std::vector<int64_t> &axes, bool max,
+                              int64_t &request, std::string &error);
+  virtual bool startAllGather(const void *in, void *out, int64_t count,
+                              program::DType dtype,
+                              const std::vector<int64_t> &grid,
+                              const std::vector<int64_t> &axes,
+                              int64_t &request, std::string &error);
+  virtual bool startReduceScatterSum(const void *in, void *out, int64_t count,
+                                     program::DType dtype,
+                                     const std::vector<int64_t> &grid,
+                                     const std::vector<int64_t> &axes,
+                                     int64_t &request, std::string &error);
+  /// Completes a started collective (a request of -1 is done already).
+  virtual bool wait(int64_t request, std::string &error);
+  /// Whether starts are non-blocking (the executor then keeps them in
+  /// flight); false for the defaults above, and after
+  /// setOverlapCollectives(false).
+  virtual bool overlapsCollectives() const { return false; }
+  virtual void setOverlapCollectives(bool on) { (void)on; }
+  /// Advances the started collectives; does not wait.
+  virtual void progress() {}
+
   /// Point to point (pipeline stages). `send` starts sending `bytes` at
   /// `data` to rank `dest` with `tag` and returns at once: the data must
   /// stay unchanged until `waitSends`, which completes every send started.

@@ -81,14 +81,18 @@ public:
 private:
   explicit Executor(const program::Function &function);
   bool runKernel(const program::Kernel &kernel, std::string &error);
-  /// all-reduce, all-gather, reduce-scatter and all-slice.
-  bool runCollective(const program::Kernel &kernel, std::string &error);
+  /// all-reduce, all-gather, reduce-scatter and all-slice. With `async`,
+  /// the calls that need nothing done after them are started
+  /// non-blocking and their requests added to `async` (the run waits for
+  /// them where the collective schedule says); the others complete here.
+  bool runCollective(const program::Kernel &kernel, std::string &error,
+                     std::vector<int64_t> *async = nullptr);
   /// ALL_REDUCE of a bucket (n inputs, n outputs): one call, in place over
   /// the span when the plan made one, else packed in `bucketScratch`.
   bool runBucket(const program::Kernel &kernel,
                  const std::vector<int64_t> &grid,
                  const std::vector<int64_t> &axes, int64_t ranks,
-                 std::string &error);
+                 std::string &error, std::vector<int64_t> *async);
   /// ALL_GATHER or REDUCE_SCATTER of a bucket (n inputs, n outputs, blocks
   /// along dimension 0): the small blocks (under 256 KiB) in one call,
   /// each rank's packed one after another in `bucketScratch`; each large
@@ -96,7 +100,28 @@ private:
   bool runBlocksBucket(const program::Kernel &kernel,
                        const std::vector<int64_t> &grid,
                        const std::vector<int64_t> &axes, int64_t ranks,
-                       std::string &error);
+                       std::string &error, std::vector<int64_t> *async);
+  /// The communicator's collectives, started into `async` when it is
+  /// given, else run to completion.
+  bool allReduceCall(void *data, int64_t count, program::DType dtype,
+                     const std::vector<int64_t> &grid,
+                     const std::vector<int64_t> &axes, bool max,
+                     std::vector<int64_t> *async, std::string &error);
+  bool allGatherCall(const void *in, void *out, int64_t count,
+                     program::DType dtype, const std::vector<int64_t> &grid,
+                     const std::vector<int64_t> &axes,
+                     std::vector<int64_t> *async, std::string &error);
+  bool reduceScatterCall(const void *in, void *out, int64_t count,
+                         program::DType dtype, const std::vector<int64_t> &grid,
+                         const std::vector<int64_t> &axes,
+                         std::vector<int64_t> *async, std::string &error);
+  /// Runs the kernels in order: a collective the schedule lets overlap
+  /// later kernels is started and waited for before the first kernel that
+  /// needs it (`overlapWait`), when the communicator overlaps.
+  bool runKernels(std::string &error);
+  /// Waits for the collectives in flight that kernel `at` (the kernel
+  /// count: the end) needs; on `failed`, for all of them, quietly.
+  bool waitInFlight(size_t at, std::string &error, bool failed = false);
   /// ACCUMULATE: the body once per microbatch, outputs summed.
   bool runAccumulate(const program::Kernel &kernel, std::string &error);
   /// COMPILED: a generated kernel, its rows split over the threads.
@@ -125,6 +150,22 @@ private:
       entries;
   /// The executors of ACCUMULATE kernels' bodies.
   std::map<const program::Kernel *, std::unique_ptr<Executor>> bodies;
+  /// Per kernel: for a collective that may overlap later kernels, the
+  /// kernel before which the run waits for it (the kernel count: at the
+  /// end); 0 for the others (CollectiveSchedule, with several collectives
+  /// in flight at once).
+  std::vector<size_t> overlapWait;
+  /// Collectives in flight: the kernel each waits before, the
+  /// collective's kernel index, its requests.
+  struct InFlight {
+    size_t waitBefore, kernel;
+    std::vector<int64_t> requests;
+  };
+  std::vector<InFlight> inFlight;
+  /// Values in the caller's buffers this run (bound inputs, outputs
+  /// written in place): a collective touching one completes inline, since
+  /// the schedule does not see how the caller's buffers alias.
+  std::vector<char> callerBuffer;
   /// Packs the tensors of a bucket that is not contiguous in the arena.
   std::vector<std::byte> bucketScratch;
   /// The profile: each kernel's own time, the bodies' after.

@@ -37,7 +37,9 @@ public:
   bool enabled() const { return function != nullptr; }
   /// Kernel `index` ran once, for `seconds` of its own (its body's kernels
   /// left out). Nothing is counted before reset.
-  void add(int index, double seconds);
+  /// `again`: more of the same call (the wait for a collective a runner
+  /// started earlier), not another one.
+  void add(int index, double seconds, bool again = false);
   void addBody(const KernelTimes &body) { bodies.push_back(&body); }
   /// Every second counted, the bodies' included.
   double totalSeconds() const;

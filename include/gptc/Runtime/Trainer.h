@@ -68,6 +68,12 @@ struct TrainOptions {
   /// first step, checkpoints and evaluations) ends the job naming the ranks
   /// it waits for (Communicator::setWatchdog). 0: no watchdog.
   double collectiveTimeout = 20;
+  /// Under several processes: a collective the compiler's schedule lets
+  /// overlap later kernels runs non-blocking while they compute
+  /// (Communicator::setOverlapCollectives); off: every collective
+  /// completes where it stands (`--collective-overlap=false`, the
+  /// benchmark's baseline).
+  bool overlapCollectives = true;
   std::string checkpointPath;
   /// The run continues the checkpoint at checkpointPath (--resume).
   bool resumed = false;

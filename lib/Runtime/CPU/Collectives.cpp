@@ -41,9 +41,56 @@ static void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
   }
 }
 
+bool Executor::allReduceCall(void *data, int64_t count, DType dtype,
+                             const std::vector<int64_t> &grid,
+                             const std::vector<int64_t> &axes, bool max,
+                             std::vector<int64_t> *async, std::string &error) {
+  if (!async)
+    return max ? communicator->allReduceMax(data, count, dtype, grid, axes,
+                                            error)
+               : communicator->allReduceSum(data, count, dtype, grid, axes,
+                                            error);
+  int64_t request;
+  if (!communicator->startAllReduce(data, count, dtype, grid, axes, max,
+                                    request, error))
+    return false;
+  async->push_back(request);
+  return true;
+}
+
+bool Executor::allGatherCall(const void *in, void *out, int64_t count,
+                             DType dtype, const std::vector<int64_t> &grid,
+                             const std::vector<int64_t> &axes,
+                             std::vector<int64_t> *async, std::string &error) {
+  if (!async)
+    return communicator->allGather(in, out, count, dtype, grid, axes, error);
+  int64_t request;
+  if (!communicator->startAllGather(in, out, count, dtype, grid, axes, request,
+                                    error))
+    return false;
+  async->push_back(request);
+  return true;
+}
+
+bool Executor::reduceScatterCall(const void *in, void *out, int64_t count,
+                                 DType dtype, const std::vector<int64_t> &grid,
+                                 const std::vector<int64_t> &axes,
+                                 std::vector<int64_t> *async,
+                                 std::string &error) {
+  if (!async)
+    return communicator->reduceScatterSum(in, out, count, dtype, grid, axes,
+                                          error);
+  int64_t request;
+  if (!communicator->startReduceScatterSum(in, out, count, dtype, grid, axes,
+                                           request, error))
+    return false;
+  async->push_back(request);
+  return true;
+}
+
 bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
                          const std::vector<int64_t> &axes, int64_t ranks,
-                         std::string &error) {
+                         std::string &error, std::vector<int64_t> *async) {
   Call c{{}, {}, k, error};
   std::vector<const Tensor *> xs;
   std::vector<Tensor *> ys;
@@ -80,11 +127,12 @@ bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
     // which only the bucket owns): no copies.
     if (ranks == 1)
       return true;
-    return communicator->allReduceSum(ys.front()->raw(), span / size, t, grid,
-                                      axes, why) ||
+    return allReduceCall(ys.front()->raw(), span / size, t, grid, axes,
+                         /*max=*/false, async, why) ||
            c.fail(why);
   }
-  // Packed around one call.
+  // Packed around one call (which completes here: the results are
+  // copied out of the scratch after it).
   if (ranks == 1) {
     for (size_t i = 0; i < ys.size(); ++i)
       if (ys[i]->raw() != xs[i]->raw())
@@ -111,7 +159,8 @@ bool Executor::runBucket(const Kernel &k, const std::vector<int64_t> &grid,
 bool Executor::runBlocksBucket(const Kernel &k,
                                const std::vector<int64_t> &grid,
                                const std::vector<int64_t> &axes, int64_t ranks,
-                               std::string &error) {
+                               std::string &error,
+                               std::vector<int64_t> *async) {
   Call c{{}, {}, k, error};
   bool gather = k.op() == program::ALL_GATHER;
   std::vector<const Tensor *> xs;
@@ -159,12 +208,11 @@ bool Executor::runBlocksBucket(const Kernel &k,
       row += block[i];
       continue;
     }
-    bool ok = gather
-                  ? communicator->allGather(xs[i]->raw(), ys[i]->raw(),
-                                            block[i] / size, t, grid, axes, why)
-                  : communicator->reduceScatterSum(xs[i]->raw(), ys[i]->raw(),
-                                                   block[i] / size, t, grid,
-                                                   axes, why);
+    bool ok =
+        gather ? allGatherCall(xs[i]->raw(), ys[i]->raw(), block[i] / size, t,
+                               grid, axes, async, why)
+               : reduceScatterCall(xs[i]->raw(), ys[i]->raw(), block[i] / size,
+                                   t, grid, axes, async, why);
     if (!ok)
       return c.fail(why);
   }
@@ -173,6 +221,8 @@ bool Executor::runBlocksBucket(const Kernel &k,
   // Rank r's row: its block of each packed tensor, one after another. A
   // gather sends this rank's row and receives every rank's; a
   // reduce-scatter sends every rank's and receives the sum of this rank's.
+  // This call completes here (the results are copied out after it); the
+  // large ones above may still be in flight, which MPI allows.
   bucketScratch.resize(static_cast<size_t>(row * (ranks + 1)));
   std::byte *mine = bucketScratch.data(), *all = mine + row;
   if (gather) {
@@ -210,7 +260,8 @@ bool Executor::runBlocksBucket(const Kernel &k,
   return true;
 }
 
-bool Executor::runCollective(const Kernel &k, std::string &error) {
+bool Executor::runCollective(const Kernel &k, std::string &error,
+                             std::vector<int64_t> *async) {
   Call c{{}, {}, k, error};
   std::vector<int64_t> grid(function.grid_shape().begin(),
                             function.grid_shape().end());
@@ -240,10 +291,10 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
       return c.fail("grid axis out of range");
   int64_t ranks = groupSize(grid, axes);
   if (k.op() == program::ALL_REDUCE && k.inputs_size() != 1)
-    return runBucket(k, grid, axes, ranks, error);
+    return runBucket(k, grid, axes, ranks, error, async);
   if ((k.op() == program::ALL_GATHER || k.op() == program::REDUCE_SCATTER) &&
       k.inputs_size() != 1)
-    return runBlocksBucket(k, grid, axes, ranks, error);
+    return runBlocksBucket(k, grid, axes, ranks, error, async);
   const Tensor &x =
       *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
   Tensor &y = values[k.outputs(0)];
@@ -262,12 +313,9 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
       return c.fail("sums over " + std::to_string(ranks) +
                     " devices and needs a communicator: run under mpirun");
     std::string why;
-    bool ok = k.op() == program::ALL_REDUCE
-                  ? communicator->allReduceSum(y.raw(), y.numElements(),
-                                               y.dtype, grid, axes, why)
-                  : communicator->allReduceMax(y.raw(), y.numElements(),
-                                               y.dtype, grid, axes, why);
-    return ok || c.fail(why);
+    return allReduceCall(y.raw(), y.numElements(), y.dtype, grid, axes,
+                         k.op() == program::ALL_REDUCE_MAX, async, why) ||
+           c.fail(why);
   }
 
   // Gather, scatter and slice move blocks along `axis` of the whole tensor.
@@ -312,8 +360,8 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
   std::string why;
   if (gather) {
     if (outer == 1)
-      return communicator->allGather(x.raw(), y.raw(), x.numElements(), x.dtype,
-                                     grid, axes, why) ||
+      return allGatherCall(x.raw(), y.raw(), x.numElements(), x.dtype, grid,
+                           axes, async, why) ||
              c.fail(why);
     std::vector<std::byte> packed(y.byteSize());
     if (!communicator->allGather(x.raw(), packed.data(), x.numElements(),
@@ -326,8 +374,8 @@ bool Executor::runCollective(const Kernel &k, std::string &error) {
     return true;
   }
   if (outer == 1)
-    return communicator->reduceScatterSum(x.raw(), y.raw(), y.numElements(),
-                                          x.dtype, grid, axes, why) ||
+    return reduceScatterCall(x.raw(), y.raw(), y.numElements(), x.dtype, grid,
+                             axes, async, why) ||
            c.fail(why);
   std::vector<std::byte> packed(x.byteSize());
   for (int64_t r = 0; r < ranks; ++r)

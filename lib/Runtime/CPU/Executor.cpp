@@ -17,6 +17,7 @@
 
 #include "gptc/Runtime/CPU/KernelLibrary.h"
 #include "gptc/Runtime/CPU/Kernels.h"
+#include "gptc/Runtime/CollectiveSchedule.h"
 #include "gptc/Runtime/Communicator.h"
 #include "gptc/Runtime/Executor.h"
 #include "gptc/Runtime/KernelProfile.h"
@@ -388,6 +389,14 @@ std::unique_ptr<Executor> Executor::create(const program::Function &function,
     body->viewOutputs = true;
     exec->bodies[&k] = std::move(body);
   }
+  // The collectives a run may keep in flight over later kernels: those
+  // with at least one kernel between them and their first use.
+  exec->overlapWait.assign(static_cast<size_t>(function.kernels_size()), 0);
+  for (const ScheduledCollective &c :
+       scheduleCollectives(exec->function, /*oneStream=*/false))
+    if (c.waitBefore > c.kernel + 1)
+      exec->overlapWait[c.kernel] = c.waitBefore;
+  exec->callerBuffer.assign(exec->values.size(), 0);
   return exec;
 }
 
@@ -589,6 +598,120 @@ bool gptc::runtime::canOverwriteInput(const program::Function &function,
   return true;
 }
 
+bool Executor::waitInFlight(size_t at, std::string &error, bool failed) {
+  // After a failure every collective in flight is waited for (the buffers
+  // must outlive them) and their errors are dropped: the first one is
+  // reported.
+  bool timed = profiling || trace;
+  for (size_t i = 0; i < inFlight.size();) {
+    InFlight &f = inFlight[i];
+    if (!failed && f.waitBefore != at) {
+      ++i;
+      continue;
+    }
+    double start = timed ? TraceRecorder::now() : 0;
+    std::string why;
+    bool ok = true;
+    for (int64_t r : f.requests)
+      ok = communicator->wait(r, why) && ok;
+    const Kernel &k = function.kernels(static_cast<int>(f.kernel));
+    if (!ok && !failed) {
+      error = "kernel at " + k.location() + ": " + why;
+      inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
+      std::string ignored;
+      waitInFlight(at, ignored, /*failed=*/true);
+      return false;
+    }
+    if (timed) {
+      // The time this run waited for it counts as the collective's: what
+      // the overlap left exposed.
+      double end = TraceRecorder::now();
+      times.add(static_cast<int>(f.kernel), (end - start) * 1e-6,
+                /*again=*/true);
+      if (trace)
+        trace->slice(kernelName(k) + " (wait)", "kernel", start, end, 1,
+                     k.location());
+    }
+    inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return true;
+}
+
+bool Executor::runKernels(std::string &error) {
+  size_t count = static_cast<size_t>(function.kernels_size());
+  bool overlap = communicator && communicator->overlapsCollectives();
+  bool timed = profiling || trace;
+  int poison = poisonKernel;
+  poisonKernel = -1;
+  for (size_t i = 0; i < count; ++i) {
+    const Kernel &k = function.kernels(static_cast<int>(i));
+    if (!inFlight.empty() && !waitInFlight(i, error))
+      return false;
+    if (static_cast<int>(i) == poison) {
+      // Fault injection: the poisoned kernel's first input gets +inf.
+      int32_t id = k.inputs(0);
+      Tensor &t = values[id];
+      if (bound[id] || !t.raw() || t.numElements() == 0 ||
+          (t.dtype != program::F32 && t.dtype != program::F64)) {
+        error = "cannot inject an infinity into the input of " +
+                program::OpKind_Name(k.op());
+        std::string ignored;
+        waitInFlight(count, ignored, /*failed=*/true);
+        return false;
+      }
+      if (t.dtype == program::F32)
+        t.data<float>()[0] = std::numeric_limits<float>::infinity();
+      else
+        t.data<double>()[0] = std::numeric_limits<double>::infinity();
+    }
+    // An ACCUMULATE's own time leaves out its body's kernels, which the
+    // body's profile lists.
+    auto body = timed ? bodies.find(&k) : bodies.end();
+    double inner =
+        body != bodies.end() ? body->second->times.totalSeconds() : 0.0;
+    double start = timed ? TraceRecorder::now() : 0;
+    bool async = overlap && overlapWait[i] != 0;
+    if (async) {
+      for (int32_t id : k.inputs())
+        async = async && !callerBuffer[id];
+      for (int32_t id : k.outputs())
+        async = async && !callerBuffer[id];
+    }
+    bool ok;
+    if (async) {
+      std::vector<int64_t> requests;
+      ok = runCollective(k, error, &requests);
+      if (ok && !requests.empty())
+        inFlight.push_back({overlapWait[i], i, std::move(requests)});
+    } else {
+      ok = runKernel(k, error);
+    }
+    if (!ok) {
+      std::string ignored;
+      waitInFlight(count, ignored, /*failed=*/true);
+      return false;
+    }
+    if (timed) {
+      double end = TraceRecorder::now();
+      if (body != bodies.end())
+        inner = body->second->times.totalSeconds() - inner;
+      times.add(static_cast<int>(i), (end - start) * 1e-6 - inner);
+      if (trace)
+        trace->slice(kernelName(k), "kernel", start, end, 1, k.location());
+    }
+    // MPI moves a started collective's data only inside its calls. The
+    // time that takes (copies, sums) counts as the oldest collective's.
+    if (!inFlight.empty()) {
+      double start = timed ? TraceRecorder::now() : 0;
+      communicator->progress();
+      if (timed)
+        times.add(static_cast<int>(inFlight.front().kernel),
+                  (TraceRecorder::now() - start) * 1e-6, /*again=*/true);
+    }
+  }
+  return waitInFlight(count, error);
+}
+
 bool Executor::run(const std::vector<const Tensor *> &inputs,
                    std::vector<Tensor> &outputs, std::string &error) {
   if (static_cast<int>(inputs.size()) != function.inputs_size()) {
@@ -646,58 +769,16 @@ bool Executor::run(const std::vector<const Tensor *> &inputs,
   for (size_t id = 0; id < values.size(); ++id)
     if (!values[id].raw() && !bound[id] && values[id].byteSize() > 0)
       values[id] = Tensor(values[id].dtype, values[id].shape);
-  if (poisonKernel >= 0) {
-    // Fault injection: the poisoned kernel's first input gets +inf.
-    int at = poisonKernel;
-    poisonKernel = -1;
-    for (int i = 0; i < function.kernels_size(); ++i) {
-      if (i == at) {
-        const Kernel &k = function.kernels(i);
-        int32_t id = k.inputs(0);
-        Tensor &t = values[id];
-        if (bound[id] || !t.raw() || t.numElements() == 0 ||
-            (t.dtype != program::F32 && t.dtype != program::F64)) {
-          error = "cannot inject an infinity into the input of " +
-                  program::OpKind_Name(k.op());
-          restore();
-          return false;
-        }
-        if (t.dtype == program::F32)
-          t.data<float>()[0] = std::numeric_limits<float>::infinity();
-        else
-          t.data<double>()[0] = std::numeric_limits<double>::infinity();
-      }
-      if (!runKernel(function.kernels(i), error)) {
-        restore();
-        return false;
-      }
-    }
-  } else if (!profiling && !trace) {
-    for (const Kernel &k : function.kernels())
-      if (!runKernel(k, error)) {
-        restore();
-        return false;
-      }
-  } else {
-    for (int i = 0; i < function.kernels_size(); ++i) {
-      const Kernel &k = function.kernels(i);
-      // An ACCUMULATE's own time leaves out its body's kernels, which the
-      // body's profile lists.
-      auto body = bodies.find(&k);
-      double inner =
-          body != bodies.end() ? body->second->times.totalSeconds() : 0.0;
-      double start = TraceRecorder::now();
-      if (!runKernel(k, error)) {
-        restore();
-        return false;
-      }
-      double end = TraceRecorder::now();
-      if (body != bodies.end())
-        inner = body->second->times.totalSeconds() - inner;
-      times.add(i, (end - start) * 1e-6 - inner);
-      if (trace)
-        trace->slice(kernelName(k), "kernel", start, end, 1, k.location());
-    }
+  for (int32_t id : function.inputs())
+    callerBuffer[id] = 1;
+  for (int i = 0; i < nout; ++i)
+    if (inPlace[i])
+      callerBuffer[function.outputs(i)] = 1;
+  bool ok = runKernels(error);
+  std::fill(callerBuffer.begin(), callerBuffer.end(), 0);
+  if (!ok) {
+    restore();
+    return false;
   }
   restore();
   outputs.resize(nout);

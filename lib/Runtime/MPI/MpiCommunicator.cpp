@@ -67,6 +67,41 @@ bool Communicator::testSends(std::vector<size_t> &, std::string &error) {
 
 void Communicator::setWatchdog(double) {}
 
+bool Communicator::startAllReduce(void *data, int64_t count,
+                                  program::DType dtype,
+                                  const std::vector<int64_t> &grid,
+                                  const std::vector<int64_t> &axes, bool max,
+                                  int64_t &request, std::string &error) {
+  request = -1;
+  return max ? allReduceMax(data, count, dtype, grid, axes, error)
+             : allReduceSum(data, count, dtype, grid, axes, error);
+}
+
+bool Communicator::startAllGather(const void *in, void *out, int64_t count,
+                                  program::DType dtype,
+                                  const std::vector<int64_t> &grid,
+                                  const std::vector<int64_t> &axes,
+                                  int64_t &request, std::string &error) {
+  request = -1;
+  return allGather(in, out, count, dtype, grid, axes, error);
+}
+
+bool Communicator::startReduceScatterSum(const void *in, void *out,
+                                         int64_t count, program::DType dtype,
+                                         const std::vector<int64_t> &grid,
+                                         const std::vector<int64_t> &axes,
+                                         int64_t &request, std::string &error) {
+  request = -1;
+  return reduceScatterSum(in, out, count, dtype, grid, axes, error);
+}
+
+bool Communicator::wait(int64_t request, std::string &error) {
+  if (request == -1)
+    return true;
+  error = "no collective was started with request " + std::to_string(request);
+  return false;
+}
+
 namespace {
 class MpiCommunicator final : public Communicator {
 public:
@@ -290,6 +325,106 @@ public:
     return check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count),
                                           type, MPI_SUM, comm),
                  "MPI_Reduce_scatter_block", error);
+  }
+
+  bool overlapsCollectives() const override { return mySize > 1 && overlap; }
+  void setOverlapCollectives(bool on) override { overlap = on; }
+
+  bool startAllReduce(void *data, int64_t count, program::DType dtype,
+                      const std::vector<int64_t> &grid,
+                      const std::vector<int64_t> &axes, bool max,
+                      int64_t &request, std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count, dtype, grid, axes, comm, type, error))
+      return false;
+    MPI_Request r;
+    if (!check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type,
+                              max ? MPI_MAX : MPI_SUM, comm, &r),
+               "MPI_Iallreduce", error))
+      return false;
+    request = started(r, {max ? "all-reduce (max)" : "all-reduce (sum)", count,
+                          dtypeName(dtype), grid, axes});
+    return true;
+  }
+
+  bool startAllGather(const void *in, void *out, int64_t count,
+                      program::DType dtype, const std::vector<int64_t> &grid,
+                      const std::vector<int64_t> &axes, int64_t &request,
+                      std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
+                 error, /*movesOnly=*/true))
+      return false;
+    MPI_Request r;
+    if (!check(MPI_Iallgather(in, static_cast<int>(count), type, out,
+                              static_cast<int>(count), type, comm, &r),
+               "MPI_Iallgather", error))
+      return false;
+    request = started(r, {"all-gather", count, dtypeName(dtype), grid, axes});
+    return true;
+  }
+
+  bool startReduceScatterSum(const void *in, void *out, int64_t count,
+                             program::DType dtype,
+                             const std::vector<int64_t> &grid,
+                             const std::vector<int64_t> &axes, int64_t &request,
+                             std::string &error) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (!prepare(count * groupSize(grid, axes), dtype, grid, axes, comm, type,
+                 error))
+      return false;
+    MPI_Request r;
+    if (!check(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), type,
+                                         MPI_SUM, comm, &r),
+               "MPI_Ireduce_scatter_block", error))
+      return false;
+    request =
+        started(r, {"reduce-scatter", count, dtypeName(dtype), grid, axes});
+    return true;
+  }
+
+  bool wait(int64_t request, std::string &error) override {
+    if (request == -1)
+      return true;
+    auto it = std::find(inFlightIds.begin(), inFlightIds.end(), request);
+    if (it == inFlightIds.end())
+      return Communicator::wait(request, error);
+    size_t i = static_cast<size_t>(it - inFlightIds.begin());
+    int rc = MPI_SUCCESS;
+    if (inFlight[i] != MPI_REQUEST_NULL) {
+      const Operation &op = inFlightOps[i];
+      Waiting waiting(*this, op.kind, op.count, op.unit, op.grid, op.axes);
+      rc = MPI_Wait(&inFlight[i], MPI_STATUS_IGNORE);
+    }
+    const char *kind = inFlightOps[i].kind;
+    inFlight.erase(inFlight.begin() + static_cast<std::ptrdiff_t>(i));
+    inFlightIds.erase(it);
+    inFlightOps.erase(inFlightOps.begin() + static_cast<std::ptrdiff_t>(i));
+    std::string failed;
+    failed.swap(progressError);
+    if (rc != MPI_SUCCESS)
+      return check(rc, (std::string("waiting for the ") + kind).c_str(), error);
+    if (!failed.empty()) {
+      error = failed;
+      return false;
+    }
+    return true;
+  }
+
+  void progress() override {
+    if (inFlight.empty())
+      return;
+    // Completed requests become MPI_REQUEST_NULL; `wait` then only
+    // forgets them.
+    int count = 0;
+    std::vector<int> indices(inFlight.size());
+    int rc = MPI_Testsome(static_cast<int>(inFlight.size()), inFlight.data(),
+                          &count, indices.data(), MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS && progressError.empty())
+      check(rc, "MPI_Testsome of the collectives in flight", progressError);
   }
 
 private:
@@ -548,6 +683,23 @@ private:
   int myRank = 0, mySize = 1;
   /// Sends started and not yet completed.
   std::vector<MPI_Request> pending;
+  /// Collectives started and not yet waited for (MPI_REQUEST_NULL once
+  /// `progress` saw them complete), their ids and what they are.
+  std::vector<MPI_Request> inFlight;
+  std::vector<int64_t> inFlightIds;
+  std::vector<Operation> inFlightOps;
+  int64_t nextRequest = 0;
+  bool overlap = true;
+  /// An error `progress` met, which the next `wait` reports.
+  std::string progressError;
+
+  /// Keeps a started collective's request; returns its id.
+  int64_t started(MPI_Request r, Operation op) {
+    inFlight.push_back(r);
+    inFlightIds.push_back(nextRequest);
+    inFlightOps.push_back(std::move(op));
+    return nextRequest++;
+  }
 
   bool checkMessage(int64_t bytes, int peer, int64_t tag,
                     std::string &error) const {
