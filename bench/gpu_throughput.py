@@ -106,7 +106,7 @@ def torch_worker(model_path, data_path):
 def gptc_window(runtime, artifact, steps, data):
     cmd = [runtime, artifact, "--device", "cuda", "--stop-at-step", str(steps),
            "--eval-interval", "0", "--log-interval", "0", "--checkpoint",
-           "/tmp/gptc-bench.ckpt"]
+           "/tmp/gptc-bench.ckpt", "--overwrite"]
     if data:
         cmd += ["--data", data]
     out = subprocess.run(cmd, capture_output=True, text=True)

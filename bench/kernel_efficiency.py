@@ -54,7 +54,7 @@ def gptc_window(a, path):
     cmd = [a.runtime, a.artifact, "--device", a.device, "--stop-at-step",
            str(a.steps), "--eval-interval", "0", "--log-interval", "0",
            "--profile-json", path, "--checkpoint",
-           os.path.join(os.path.dirname(path), "bench.ckpt")]
+           os.path.join(os.path.dirname(path), "bench.ckpt"), "--overwrite"]
     if a.data:
         cmd += ["--data", a.data]
     out = subprocess.run(cmd, capture_output=True, text=True)

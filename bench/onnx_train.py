@@ -140,7 +140,7 @@ def export(path, which="nanogpt"):
 def gptc_rate(gptc, model, steps, work):
     out = subprocess.run([gptc, "train", model, "--steps", str(steps),
                           "--eval-interval", "0", "--log-interval", "0",
-                          "--checkpoint", os.path.join(work, "ck")],
+                          "--checkpoint", os.path.join(work, "ck"), "--overwrite"],
                          capture_output=True, text=True, check=True).stderr
     return float(re.search(r"([0-9.]+) tok/s after the first step", out).group(1))
 

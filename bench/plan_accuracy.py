@@ -38,7 +38,7 @@ def main():
                  str(a.ranks), "--top", "1000"])
     rows = []
     for line in table.splitlines():
-        m = re.match(r"\s+(\d+)\s+(\S+)\s+(\d)\s+(on|-)\s+(\d+) x (\d+)\s+"
+        m = re.match(r"\s+(\d+)\s+(\S+)\s+(\d)\s+(on|-)\s+(\d+) x (\d+) seqs?\s+"
                      r"(\S+(?: v2| full| selective)?)\s+([\d.]+) (ms|s)\s",
                      line)
         if m:
@@ -69,7 +69,7 @@ def main():
                    "--mesh", p["mesh"], "--zero-stage", str(p["zero"]),
                    "--grad-accum", str(p["micro"]), "--steps", str(a.steps),
                    "--eval-interval", "0", "--log-interval", "0",
-                   "--checkpoint", ckpt]
+                   "--checkpoint", ckpt, "--overwrite"]
             if p["sp"]:
                 cmd.append("--sequence-parallel")
             if "pp" in p["mesh"]:

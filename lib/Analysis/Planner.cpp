@@ -318,6 +318,63 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
           backward, plan.dp, mb, x);
     }
   }
+  // Overlap: both runtimes keep a collective in flight until the first
+  // kernel that needs its result (runtime::scheduleCollectives; the GPU on
+  // a stream of its own, the CPU with non-blocking MPI). `hide` prices
+  // the collectives of one run that share the stream (in order) beside
+  // `window` seconds of computation spread over the layers: of each, the
+  // part that the layer at the window's edge needs or completes (its
+  // `edge` share of the bytes) cannot overlap; the rest runs beside the
+  // other (L-1)/L of the window: exposed = max(sum of C x edge,
+  // C - window (L-1)/L).
+  auto hide = [&](const std::vector<std::pair<CommCost *, double>> &items,
+                  double window) {
+    double run = 0, atEdge = 0;
+    for (auto [x, edge] : items) {
+      run += x->seconds / double(x->runs);
+      atEdge += x->seconds / double(x->runs) * std::min(1.0, edge);
+    }
+    if (run <= 0)
+      return;
+    double exposed = std::max(atEdge, run - window * (L - 1.0) / L);
+    double hidden = (run - exposed) / run;
+    for (auto [x, edge] : items) {
+      x->overlappedSeconds = x->seconds * hidden;
+      c.commSeconds -= x->overlappedSeconds;
+      c.overlappedSeconds += x->overlappedSeconds;
+    }
+  };
+  // One microbatch's forward and backward (a third and two thirds of its
+  // computation).
+  double forwardRun = busy / mb / 3.0, backwardRun = 2.0 * forwardRun;
+  if (plan.dp > 1 && plan.pp == 1) {
+    // The gradient reduction where it sits inside the backward (the
+    // one-program step without accumulation, or each microbatch's
+    // reduce-scatter inside the loop; the step's after the loop has
+    // nothing left to hide behind): buckets start as the backward
+    // completes them, last layer first; the embeddings (a tied wte
+    // included) and the first layer complete at its end. ZeRO-3's
+    // gathers are issued one bucket ahead of their first reader: each
+    // runs beside the layers before it; the first layers (the embeddings
+    // forward, the tied head backward) wait for theirs. The backward's
+    // gathers and reductions share its window (one stream, in order).
+    std::vector<std::pair<CommCost *, double>> forward, backward;
+    double tiedWte = m.tiedEmbeddings ? wte : 0.0;
+    for (CommCost &x : c.comms) {
+      if (x.axis != "dp")
+        continue;
+      bool gradient = x.what.rfind("gradients", 0) == 0;
+      if (gradient &&
+          (plan.microbatches == 1 || x.what == "gradients of each microbatch"))
+        backward.push_back({&x, (tiedWte + wpe + layer) / params});
+      if (x.what == "weights for each microbatch's forward")
+        forward.push_back({&x, (wte + wpe + layer) / params});
+      if (x.what == "weights for each microbatch's backward")
+        backward.push_back({&x, (tiedWte + layer) / params});
+    }
+    hide(forward, forwardRun);
+    hide(backward, backwardRun);
+  }
   c.stepSeconds = busy + c.bubbleSeconds + c.commSeconds;
   c.mfu = c.modelFlops / (c.stepSeconds * devices * peak);
   return c;

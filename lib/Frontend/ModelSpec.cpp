@@ -195,6 +195,9 @@ LogicalResult DescriptionOverrides::setFromPlan(const ParallelPlan &plan,
   zeroStage = plan.zeroStage;
   sequenceParallel = plan.sequenceParallel;
   accumulation = plan.microbatches;
+  // The plan replaces the description's pipeline settings (a plan
+  // without a pipeline has none).
+  dropPipelineSettings = true;
   if (plan.pp > 1) {
     pipelineSchedule = pipelineScheduleName(plan.schedule);
     virtualStages = plan.virtualStages;

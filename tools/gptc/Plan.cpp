@@ -79,7 +79,9 @@ static std::string sent(double bytes) {
 static std::string seconds(double s) {
   std::string out;
   llvm::raw_string_ostream os(out);
-  if (s >= 1)
+  if (s < 1e-12)
+    os << "0";
+  else if (s >= 1)
     os << llvm::format("%.2f s", s);
   else if (s >= 1e-3)
     os << llvm::format("%.1f ms", s * 1e3);
@@ -348,8 +350,11 @@ static void printPlanTerms(llvm::raw_ostream &os, const PlanCost &cost) {
      << seconds(cost.computeSeconds) << " + memory-bound "
      << seconds(cost.memorySeconds) << " + bubble "
      << seconds(cost.bubbleSeconds) << " + communication "
-     << seconds(cost.commSeconds) << " (not overlapped); MFU "
-     << llvm::format("%.1f%%", cost.mfu * 100) << "\n";
+     << seconds(cost.commSeconds) << " exposed";
+  if (cost.overlappedSeconds > 0)
+    os << " (" << seconds(cost.overlappedSeconds)
+       << " more hidden behind computation)";
+  os << "; MFU " << llvm::format("%.1f%%", cost.mfu * 100) << "\n";
   os << "  memory per device " << gib(double(cost.memoryBytes)) << ": weights "
      << gib(double(cost.weightBytes)) << ", gradients "
      << gib(double(cost.gradBytes)) << ", optimizer "
@@ -362,15 +367,17 @@ static void printPlanTerms(llvm::raw_ostream &os, const PlanCost &cost) {
 /// A plan's collectives, each with its link.
 static void printComms(llvm::raw_ostream &os, const PlanCost &cost) {
   os << "  communication per device and step:\n";
-  os << llvm::format("    %-15s %-4s %-10s %14s %8s %14s %10s  %s\n", "kind",
-                     "axis", "link", "G bytes", "runs", "sent bytes", "time",
-                     "for");
+  os << llvm::format("    %-15s %-4s %-10s %14s %8s %14s %10s %10s  %s\n",
+                     "kind", "axis", "link", "G bytes", "runs", "sent bytes",
+                     "time", "exposed", "for");
   for (const CommCost &x : cost.comms)
     os << llvm::format(
-        "    %-15s %-4s %-10s %14lld %8lld %14.0f %10s  %s\n", x.kind.c_str(),
-        x.axis.c_str(), x.interNode ? "inter-node" : "intra-node",
+        "    %-15s %-4s %-10s %14lld %8lld %14.0f %10s %10s  %s\n",
+        x.kind.c_str(), x.axis.c_str(),
+        x.interNode ? "inter-node" : "intra-node",
         static_cast<long long>(x.bytes), static_cast<long long>(x.runs),
-        x.sentBytes, seconds(x.seconds).c_str(), x.what.c_str());
+        x.sentBytes, seconds(x.seconds).c_str(),
+        seconds(x.seconds - x.overlappedSeconds).c_str(), x.what.c_str());
 }
 
 /// The command that trains `plan`.

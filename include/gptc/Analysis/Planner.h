@@ -94,6 +94,9 @@ struct CommCost {
   bool interNode = false;
   /// Bytes this device sends over the step, and the seconds they take.
   double sentBytes = 0, seconds = 0;
+  /// Of `seconds`, those hidden behind the backward's computation (the
+  /// runtime keeps the collective in flight while later kernels run).
+  double overlappedSeconds = 0;
 };
 
 /// The predicted cost of a plan's step, per device.
@@ -102,9 +105,11 @@ struct PlanCost {
   double computeSeconds = 0; ///< the step's FLOPs (with recomputation)
   double memorySeconds = 0;  ///< elementwise traffic on the memory roofline
   double bubbleSeconds = 0;  ///< pipeline fill and drain
-  double commSeconds = 0;    ///< exposed communication (none overlaps)
-  double modelFlops = 0;     ///< per step, all devices (no recomputation)
-  double mfu = 0;            ///< modelFlops / (step x devices x peak)
+  double commSeconds = 0;    ///< exposed communication
+  /// Communication hidden behind the backward (not in stepSeconds).
+  double overlappedSeconds = 0;
+  double modelFlops = 0; ///< per step, all devices (no recomputation)
+  double mfu = 0;        ///< modelFlops / (step x devices x peak)
   // Memory of the most loaded device.
   int64_t weightBytes = 0, gradBytes = 0, optimizerBytes = 0,
           activationBytes = 0, logitBytes = 0, memoryBytes = 0;
