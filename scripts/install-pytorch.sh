@@ -18,6 +18,8 @@ if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$req" "$stamp"; then
 fi
 start=$(date +%s)
 /usr/bin/python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+# --no-cache-dir: the wheels (1.7 GB) are not kept a second time in
+# ~/.cache/pip; a CI machine starts from a clean clone anyway.
+"$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir -r "$req"
 cp "$req" "$stamp"
 echo "install-pytorch: $venv ready in $(( $(date +%s) - start )) s ($(du -sh "$venv" | cut -f1))"
