@@ -125,21 +125,21 @@ struct PipelineTrainer::Impl {
   /// packed into its part of a flat buffer, the parts gathered, each
   /// parameter's slices copied out. Every replica takes part.
   bool gather(const std::vector<size_t> &ks, std::string &error) {
-    std::vector<size_t> todo;
+    std::vector<size_t> missing;
     int64_t total = 0;
     for (size_t k : ks)
       if (sharded(k) && !params[k].raw() &&
-          std::find(todo.begin(), todo.end(), k) == todo.end()) {
-        todo.push_back(k);
+          std::find(missing.begin(), missing.end(), k) == missing.end()) {
+        missing.push_back(k);
         total += sliceSize[k];
       }
-    if (todo.empty())
+    if (missing.empty())
       return true;
     Tensor flat(program::F32, {total * replicas});
     backend->keepResident(flat);
     bool ok = true;
     int64_t at = replica * total;
-    for (size_t k : todo) {
+    for (size_t k : missing) {
       ok = ok && backend->stateCopy({&flat, at, sliceSize[k]},
                                     {&shards[k], 0, sliceSize[k]}, error);
       at += sliceSize[k];
@@ -147,7 +147,7 @@ struct PipelineTrainer::Impl {
     ok = ok && backend->stateAllGather({&flat, replica * total, total}, *comm,
                                        grid, {dpAxis}, error);
     int64_t offset = 0;
-    for (size_t k : todo) {
+    for (size_t k : missing) {
       params[k] = Tensor(program::F32, ownShapes[k]);
       backend->keepResident(params[k]);
       for (int64_t r = 0; ok && r < replicas; ++r)
