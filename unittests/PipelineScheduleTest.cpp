@@ -47,6 +47,73 @@ TEST(PipelineSchedule, BubbleAndInFlightOfGPipeAnd1F1B) {
     }
 }
 
+// ZB-H1 (each backward split into B and W, each stage s deferring W by s
+// microbatches): with equal F, B and W and m >= p, (p-1) idle units of
+// 3m + p - 1, against 1F1B's 3(p-1) of 3m + 3(p-1); fewer microbatches
+// still beat 1F1B. Every stage holds at most p microbatches (1F1B's first
+// stage's peak); each runs every microbatch's F, B and W once, B before W.
+TEST(PipelineSchedule, ZeroBubbleH1) {
+  for (int64_t p : {2, 3, 4, 8})
+    for (int64_t m : {1, 2, 3, 4, 7, 8, 16}) {
+      PipelineTimeline z =
+          simulate(p, 1, m, PipelineScheduleKind::ZeroBubbleH1);
+      PipelineTimeline f = simulate(p, 1, m, PipelineScheduleKind::OneFOneB);
+      if (m >= p)
+        EXPECT_NEAR(z.bubbleFraction, double(p - 1) / double(3 * m + p - 1),
+                    1e-12)
+            << p << " " << m;
+      EXPECT_LT(z.bubbleFraction, f.bubbleFraction) << p << " " << m;
+      for (int64_t s = 0; s < p; ++s)
+        EXPECT_LE(z.peakInFlight[s], double(std::min(m, p))) << p << " " << m;
+      std::string error;
+      auto part = partitionPipeline(2 * p, p, 1, 1.0, 0.0, 0.0, error);
+      auto programs = buildPipelinePrograms(
+          *part, m, PipelineScheduleKind::ZeroBubbleH1, error);
+      ASSERT_TRUE(programs) << error;
+      for (const auto &program : *programs) {
+        std::set<int64_t> f, b, w;
+        for (const PipelineOp &op : program) {
+          EXPECT_NE(op.kind, PipelineOp::Backward);
+          if (op.kind == PipelineOp::Forward)
+            f.insert(op.microbatch);
+          if (op.kind == PipelineOp::BackwardInput) {
+            EXPECT_TRUE(f.count(op.microbatch));
+            b.insert(op.microbatch);
+          }
+          if (op.kind == PipelineOp::BackwardWeight) {
+            EXPECT_TRUE(b.count(op.microbatch));
+            EXPECT_TRUE(w.insert(op.microbatch).second);
+          }
+        }
+        EXPECT_EQ(int64_t(w.size()), m);
+        EXPECT_EQ(int64_t(b.size()), m);
+      }
+    }
+  // Its weight halves are free to move: no message waits for them.
+  std::string error;
+  auto part = partitionPipeline(8, 4, 1, 1.0, 0.0, 0.0, error);
+  auto programs = buildPipelinePrograms(
+      *part, 8, PipelineScheduleKind::ZeroBubbleH1, error);
+  ASSERT_TRUE(programs);
+  for (const auto &program : *programs)
+    for (size_t k = 0; k + 1 < program.size(); ++k)
+      if (program[k].kind == PipelineOp::BackwardWeight)
+        EXPECT_FALSE(program[k + 1].kind == PipelineOp::Send &&
+                     program[k + 1].microbatch == program[k].microbatch &&
+                     program[k + 1].gradient);
+  EXPECT_EQ(describePipelineOp({PipelineOp::BackwardWeight, 3, 0}, false),
+            "W3");
+  EXPECT_EQ(describePipelineOp({PipelineOp::BackwardInput, 3, 1}, true),
+            "B3.1");
+  EXPECT_EQ(parsePipelineSchedule("zb-h1"), PipelineScheduleKind::ZeroBubbleH1);
+  EXPECT_STREQ(pipelineScheduleName(PipelineScheduleKind::ZeroBubbleH1),
+               "zb-h1");
+  // No virtual stages.
+  auto two = partitionPipeline(8, 2, 2, 1.0, 0.0, 0.0, error);
+  EXPECT_FALSE(buildPipelinePrograms(
+      *two, 4, PipelineScheduleKind::ZeroBubbleH1, error));
+}
+
 // Interleaving v chunks per stage shrinks the bubble.
 TEST(PipelineSchedule, InterleavedBubbleIsSmaller) {
   for (int64_t p : {2, 4})

@@ -25,6 +25,8 @@ mlir::gptc::parsePipelineSchedule(const std::string &s) {
     return PipelineScheduleKind::OneFOneB;
   if (s == "interleaved")
     return PipelineScheduleKind::Interleaved;
+  if (s == "zb-h1")
+    return PipelineScheduleKind::ZeroBubbleH1;
   return std::nullopt;
 }
 
@@ -36,8 +38,14 @@ const char *mlir::gptc::pipelineScheduleName(PipelineScheduleKind kind) {
     return "1f1b";
   case PipelineScheduleKind::Interleaved:
     return "interleaved";
+  case PipelineScheduleKind::ZeroBubbleH1:
+    return "zb-h1";
   }
   return "?";
+}
+
+bool mlir::gptc::splitsBackward(PipelineScheduleKind kind) {
+  return kind == PipelineScheduleKind::ZeroBubbleH1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -174,27 +182,52 @@ mlir::gptc::buildPipelinePrograms(const PipelinePartition &partition,
         pipelineScheduleName(kind);
     return std::nullopt;
   }
-  // Each stage's computations in order: (backward?, microbatch, chunk).
-  std::vector<std::vector<std::tuple<bool, int64_t, int64_t>>> order(p);
+  // Each stage's computations in order: (kind, microbatch, chunk).
+  using Kind = PipelineOp::Kind;
+  const Kind F = PipelineOp::Forward, B = PipelineOp::Backward;
+  std::vector<std::vector<std::tuple<Kind, int64_t, int64_t>>> order(p);
   for (int64_t s = 0; s < p; ++s) {
     auto &o = order[s];
     switch (kind) {
     case PipelineScheduleKind::GPipe:
       for (int64_t i = 0; i < m; ++i)
-        o.emplace_back(false, i, s);
+        o.emplace_back(F, i, s);
       for (int64_t i = 0; i < m; ++i)
-        o.emplace_back(true, i, s);
+        o.emplace_back(B, i, s);
       break;
     case PipelineScheduleKind::OneFOneB: {
       int64_t warmup = std::min(p - s - 1, m);
       for (int64_t i = 0; i < warmup; ++i)
-        o.emplace_back(false, i, s);
+        o.emplace_back(F, i, s);
       for (int64_t i = 0; i < m - warmup; ++i) {
-        o.emplace_back(false, warmup + i, s);
-        o.emplace_back(true, i, s);
+        o.emplace_back(F, warmup + i, s);
+        o.emplace_back(B, i, s);
       }
       for (int64_t i = m - warmup; i < m; ++i)
-        o.emplace_back(true, i, s);
+        o.emplace_back(B, i, s);
+      break;
+    }
+    case PipelineScheduleKind::ZeroBubbleH1: {
+      // 1F1B's forwards and input gradients; the weight gradients follow
+      // their B after s more microbatches' B, and the rest at the end.
+      int64_t warmup = std::min(p - s - 1, m), w = 0;
+      auto weight = [&](int64_t i) {
+        if (i >= s)
+          o.emplace_back(PipelineOp::BackwardWeight, w++, s);
+      };
+      for (int64_t i = 0; i < warmup; ++i)
+        o.emplace_back(F, i, s);
+      for (int64_t i = 0; i < m - warmup; ++i) {
+        o.emplace_back(F, warmup + i, s);
+        o.emplace_back(PipelineOp::BackwardInput, i, s);
+        weight(i);
+      }
+      for (int64_t i = m - warmup; i < m; ++i) {
+        o.emplace_back(PipelineOp::BackwardInput, i, s);
+        weight(i);
+      }
+      while (w < m)
+        o.emplace_back(PipelineOp::BackwardWeight, w++, s);
       break;
     }
     case PipelineScheduleKind::Interleaved: {
@@ -209,13 +242,13 @@ mlir::gptc::buildPipelinePrograms(const PipelinePartition &partition,
       };
       int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
       for (int64_t k = 0; k < warmup; ++k)
-        o.emplace_back(false, micro(k), fchunk(k));
+        o.emplace_back(F, micro(k), fchunk(k));
       for (int64_t i = 0; i < total - warmup; ++i) {
-        o.emplace_back(false, micro(warmup + i), fchunk(warmup + i));
-        o.emplace_back(true, micro(i), bchunk(i));
+        o.emplace_back(F, micro(warmup + i), fchunk(warmup + i));
+        o.emplace_back(B, micro(i), bchunk(i));
       }
       for (int64_t k = total - warmup; k < total; ++k)
-        o.emplace_back(true, micro(k), bchunk(k));
+        o.emplace_back(B, micro(k), bchunk(k));
       break;
     }
     }
@@ -224,19 +257,22 @@ mlir::gptc::buildPipelinePrograms(const PipelinePartition &partition,
   // the one that consumes it (between stages only).
   std::vector<std::vector<PipelineOp>> programs(p);
   auto stageOf = [&](int64_t c) { return c % p; };
+  // A weight gradient (W) neither waits for nor sends a message.
   for (int64_t s = 0; s < p; ++s)
-    for (auto [backward, mb, c] : order[s]) {
+    for (auto [k, mb, c] : order[s]) {
       std::vector<PipelineOp> &prog = programs[s];
-      if (!backward) {
+      if (k == PipelineOp::Forward) {
         if (c > 0 && stageOf(c - 1) != s)
           prog.push_back({PipelineOp::Recv, mb, c, stageOf(c - 1), false});
         prog.push_back({PipelineOp::Forward, mb, c, -1, false});
         if (c < n - 1 && stageOf(c + 1) != s)
           prog.push_back({PipelineOp::Send, mb, c + 1, stageOf(c + 1), false});
+      } else if (k == PipelineOp::BackwardWeight) {
+        prog.push_back({PipelineOp::BackwardWeight, mb, c, -1, true});
       } else {
         if (c < n - 1 && stageOf(c + 1) != s)
           prog.push_back({PipelineOp::Recv, mb, c, stageOf(c + 1), true});
-        prog.push_back({PipelineOp::Backward, mb, c, -1, true});
+        prog.push_back({k, mb, c, -1, true});
         if (c > 0 && stageOf(c - 1) != s)
           prog.push_back({PipelineOp::Send, mb, c - 1, stageOf(c - 1), true});
       }
@@ -257,7 +293,11 @@ std::string mlir::gptc::describePipelineOp(const PipelineOp &op, bool chunks) {
     os << "F" << mb;
     break;
   case PipelineOp::Backward:
+  case PipelineOp::BackwardInput:
     os << "B" << mb;
+    break;
+  case PipelineOp::BackwardWeight:
+    os << "W" << mb;
     break;
   case PipelineOp::Send:
     os << "send " << (op.gradient ? "grad " : "act ") << mb << " -> "
@@ -320,11 +360,14 @@ std::optional<PipelineTimeline> mlir::gptc::simulatePipeline(
             return std::nullopt;
           }
           bool fwd = op.kind == PipelineOp::Forward;
-          double cost = forwardCost[op.chunk] * (fwd ? 1 : 2);
+          double cost =
+              forwardCost[op.chunk] * (op.kind == PipelineOp::Backward ? 2 : 1);
           t.intervals.push_back({s, op, clock[s], clock[s] + cost});
           clock[s] += cost;
           busy += cost;
-          inFlight[s] += (fwd ? 1.0 : -1.0) / virtualStages;
+          // A split backward frees the microbatch's activations at W.
+          if (op.kind != PipelineOp::BackwardInput)
+            inFlight[s] += (fwd ? 1.0 : -1.0) / virtualStages;
           t.peakInFlight[s] = std::max(t.peakInFlight[s], inFlight[s]);
         }
         ++pc[s];
@@ -396,9 +439,11 @@ void mlir::gptc::writePipelineTraceJson(const PipelineTimeline &t,
   os << std::fixed << std::setprecision(3);
   for (size_t i = 0; i < t.intervals.size(); ++i) {
     const auto &iv = t.intervals[i];
-    bool fwd = iv.op.kind == PipelineOp::Forward;
+    const char *cat = iv.op.kind == PipelineOp::Forward          ? "forward"
+                      : iv.op.kind == PipelineOp::BackwardWeight ? "weight"
+                                                                 : "backward";
     os << "{\"name\": \"" << describePipelineOp(iv.op, chunks)
-       << "\", \"cat\": \"" << (fwd ? "forward" : "backward")
+       << "\", \"cat\": \"" << cat
        << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << iv.stage
        << ", \"ts\": " << iv.start * unitSeconds * 1e6
        << ", \"dur\": " << (iv.end - iv.start) * unitSeconds * 1e6
@@ -425,13 +470,16 @@ void mlir::gptc::writePipelineSvg(const PipelineTimeline &t, int64_t stages,
   for (int64_t s = 0; s < stages; ++s)
     os << "<text x=\"8\" y=\"" << top + s * row + row * 0.65 << "\">stage " << s
        << "</text>\n";
+  bool weights = false;
   for (const auto &iv : t.intervals) {
-    bool fwd = iv.op.kind == PipelineOp::Forward;
+    weights |= iv.op.kind == PipelineOp::BackwardWeight;
+    const char *fill = iv.op.kind == PipelineOp::Forward          ? "#4e79a7"
+                       : iv.op.kind == PipelineOp::BackwardWeight ? "#59a14f"
+                                                                  : "#f28e2b";
     double x = left + iv.start * scale, w = (iv.end - iv.start) * scale;
     double y = top + iv.stage * row + 2;
     os << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w
-       << "\" height=\"" << row - 4 << "\" fill=\""
-       << (fwd ? "#4e79a7" : "#f28e2b")
+       << "\" height=\"" << row - 4 << "\" fill=\"" << fill
        << "\" stroke=\"white\" stroke-width=\"0.5\"><title>"
        << describePipelineOp(iv.op, chunks) << "</title></rect>\n";
     std::string label = std::to_string(iv.op.microbatch);
@@ -445,8 +493,17 @@ void mlir::gptc::writePipelineSvg(const PipelineTimeline &t, int64_t stages,
      << left + 16 << "\" y=\"" << y << "\">forward</text>\n";
   os << "<rect x=\"" << left + 90 << "\" y=\"" << y - 10
      << "\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/><text x=\""
-     << left + 106 << "\" y=\"" << y << "\">backward (microbatch numbers; "
-     << "bubble " << std::setprecision(1) << 100 * t.bubbleFraction
-     << "%)</text>\n";
+     << left + 106 << "\" y=\"" << y << "\">"
+     << (weights ? "input gradient" : "backward") << "</text>\n";
+  double at = left + (weights ? 210 : 180);
+  if (weights) {
+    os << "<rect x=\"" << at << "\" y=\"" << y - 10
+       << "\" width=\"12\" height=\"12\" fill=\"#59a14f\"/><text x=\""
+       << at + 16 << "\" y=\"" << y << "\">weight gradient</text>\n";
+    at += 120;
+  }
+  os << "<text x=\"" << at << "\" y=\"" << y
+     << "\">(microbatch numbers; bubble " << std::setprecision(1)
+     << 100 * t.bubbleFraction << "%)</text>\n";
   os << "</svg>\n";
 }

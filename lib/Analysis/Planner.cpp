@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace mlir::gptc;
 
@@ -169,6 +170,14 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
                         : std::min(mb, p);
     c.activationBytes =
         int64_t(chunks * boundary + std::ceil(L / (p * v)) * perLayer);
+    // ZB-H1: a split backward's weight half reads its input half's
+    // intermediate values, kept from B to W: the last stage defers W by
+    // p - 1 microbatches, so it keeps up to p microbatches' activations of
+    // its layers (every stage holds up to p chunk inputs).
+    if (plan.schedule == PipelineScheduleKind::ZeroBubbleH1)
+      c.activationBytes =
+          int64_t(std::min(mb, p) * boundary +
+                  std::min(mb, p) * std::ceil(L / p) * perLayer);
   }
   // The logits and their gradient (fp32) where the loss is.
   c.logitBytes = int64_t(2.0 * b * s * double(vocab) / t * 4.0);
@@ -212,6 +221,11 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
       (activationTraffic + mb * perMicrobatch + update) / hw.memoryBandwidth;
   double busy = c.computeSeconds + c.memorySeconds;
   c.bubbleSeconds = busy * (p - 1) / (v * mb);
+  // ZB-H1 with m >= p: (p - 1) idle units of F, B and W (a third of a
+  // backward each) against 1F1B's 3(p - 1); with fewer microbatches it
+  // lies between the two: 1F1B's is the bound the model takes.
+  if (plan.schedule == PipelineScheduleKind::ZeroBubbleH1 && mb >= p)
+    c.bubbleSeconds = busy * (p - 1) / (3 * mb);
 
   // Which link each axis's groups cross: consecutive ranks fill a node;
   // tp is innermost, then pp and dp in the plan's order.
@@ -552,14 +566,21 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
             if (sp && m.seqLen % tp)
               continue;
-            for (auto [v, recompute] :
-                 {std::pair{int64_t(1), Recompute::None},
-                  std::pair{int64_t(1), Recompute::Selective},
-                  std::pair{int64_t(1), Recompute::Full},
-                  std::pair{int64_t(2), Recompute::Full}}) {
+            // (A pipeline: 1F1B, interleaved over 2 chunks a stage, or
+            // ZB-H1.)
+            const auto oneF = PipelineScheduleKind::OneFOneB,
+                       zb = PipelineScheduleKind::ZeroBubbleH1;
+            for (auto [v, recompute, schedule] :
+                 {std::tuple{int64_t(1), Recompute::None, oneF},
+                  std::tuple{int64_t(1), Recompute::Selective, oneF},
+                  std::tuple{int64_t(1), Recompute::Full, oneF},
+                  std::tuple{int64_t(2), Recompute::Full, oneF},
+                  std::tuple{int64_t(1), Recompute::Full, zb}}) {
               if (v > 1 && (pp == 1 || micro % pp || m.numLayers < pp * v))
                 continue;
               if (pp > 1 && recompute != Recompute::Full)
+                continue;
+              if (schedule == zb && pp == 1)
                 continue;
               // The better of the two placements (dp or pp outermost).
               std::optional<std::pair<ParallelPlan, PlanCost>> best;
@@ -575,8 +596,8 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
                 plan.microBatch = b;
                 plan.microbatches = micro;
                 plan.virtualStages = v;
-                plan.schedule = v > 1 ? PipelineScheduleKind::Interleaved
-                                      : PipelineScheduleKind::OneFOneB;
+                plan.schedule =
+                    v > 1 ? PipelineScheduleKind::Interleaved : schedule;
                 plan.recompute = recompute;
                 plan.dataOutermost = outer;
                 ++out.considered;

@@ -108,7 +108,7 @@ mlir::gptc::planPipeline(const ModelDescription &desc,
                      : parsePipelineSchedule(m.pipelineSchedule);
   if (!kind)
     return emitError(desc.locate({{"parallel"}, {"pipeline_schedule"}}))
-           << "pipeline_schedule takes gpipe, 1f1b or interleaved, got '"
+           << "pipeline_schedule takes gpipe, 1f1b, interleaved or zb-h1, got '"
            << m.pipelineSchedule << "'";
   int64_t v = given.virtualStages.value_or(0);
   // The description's virtual stages go with its schedule.
@@ -263,6 +263,8 @@ static LogicalResult fillPipelinePlan(
   out.set_schedule(plan.kind == PipelineScheduleKind::GPipe ? pg::SCHEDULE_GPIPE
                    : plan.kind == PipelineScheduleKind::OneFOneB
                        ? pg::SCHEDULE_1F1B
+                   : plan.kind == PipelineScheduleKind::ZeroBubbleH1
+                       ? pg::SCHEDULE_ZB_H1
                        : pg::SCHEDULE_INTERLEAVED);
   for (const std::vector<PipelineOp> &ops : programs) {
     pg::PipelineStageProgram &stage = *out.add_programs();
@@ -271,6 +273,10 @@ static LogicalResult fillPipelinePlan(
       step.set_kind(op.kind == PipelineOp::Forward ? pg::PipelineStep::FORWARD
                     : op.kind == PipelineOp::Backward
                         ? pg::PipelineStep::BACKWARD
+                    : op.kind == PipelineOp::BackwardInput
+                        ? pg::PipelineStep::BACKWARD_INPUT
+                    : op.kind == PipelineOp::BackwardWeight
+                        ? pg::PipelineStep::BACKWARD_WEIGHT
                     : op.kind == PipelineOp::Send ? pg::PipelineStep::SEND
                                                   : pg::PipelineStep::RECV);
       step.set_microbatch(op.microbatch);
@@ -368,6 +374,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
     for (int64_t c = 1; c < n; ++c)
       split.boundaries.push_back(plan->partition.chunks[c].first);
     pm.addPass(createGptcPipelineSplitPass(split));
+    bool halves = splitsBackward(plan->kind);
     for (int64_t c = 0; c < n; ++c) {
       GptcAutodiffPassOptions ad;
       std::string chunk = "chunk" + std::to_string(c);
@@ -375,11 +382,20 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
       ad.output = chunk + "_backward";
       pm.addPass(createGptcAutodiffPass(ad));
       names.push_back(chunk); // the last one's: for evaluation
-      names.push_back(ad.output);
+      if (halves) {
+        names.push_back(ad.output + "_input");
+        names.push_back(ad.output + "_weight");
+      } else {
+        names.push_back(ad.output);
+      }
     }
+    pm.nest<func::FuncOp>().addPass(createCanonicalizerPass());
+    pm.nest<func::FuncOp>().addPass(createCSEPass());
+    // Zero-bubble schedules: each backward as its input-gradient and
+    // weight-gradient halves, which the stages run at different times.
+    if (halves)
+      pm.addPass(createGptcSplitBackwardPass());
     OpPassManager &func = pm.nest<func::FuncOp>();
-    func.addPass(createCanonicalizerPass());
-    func.addPass(createCSEPass());
     // The GEMM epilogues as for the one-program step (by default on the GPU
     // only).
     if (options.epilogues())

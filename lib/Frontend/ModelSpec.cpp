@@ -292,7 +292,8 @@ ModelDescription::parse(StringRef text, StringRef fileName,
         *overrides.pipelineSchedule == "gpipe" ? Parallelism::GPIPE
         : *overrides.pipelineSchedule == "interleaved"
             ? Parallelism::INTERLEAVED
-            : Parallelism::ONE_F_ONE_B);
+        : *overrides.pipelineSchedule == "zb-h1" ? Parallelism::ZB_H1
+                                                 : Parallelism::ONE_F_ONE_B);
   if (overrides.virtualStages)
     spec.mutable_parallel()->set_virtual_stages(
         static_cast<int32_t>(*overrides.virtualStages));
@@ -709,6 +710,9 @@ LogicalResult ModelDescription::validate() {
       break;
     case Parallelism::INTERLEAVED:
       m.pipelineSchedule = "interleaved";
+      break;
+    case Parallelism::ZB_H1:
+      m.pipelineSchedule = "zb-h1";
       break;
     default:
       m.pipelineSchedule = "1f1b";

@@ -40,10 +40,12 @@ struct Binding {
     Loss,
     Grad,
     InGrad,
-    Out
+    Out,
+    Saved
   } kind;
   /// Param/Grad: the stage's parameter; In/Cot/InGrad/Out: the boundary
-  /// value's position.
+  /// value's position; Saved: the position among the values a split
+  /// backward's input half returns for its weight half.
   int index = 0;
 };
 
@@ -51,7 +53,7 @@ struct ChunkFunction {
   std::unique_ptr<FunctionRunner> runner;
   std::vector<Binding> inputs, outputs;
   /// Types of the boundary inputs and of the cotangents, by position.
-  std::vector<std::pair<program::DType, std::vector<int64_t>>> inTypes,
+  std::map<int64_t, std::pair<program::DType, std::vector<int64_t>>> inTypes,
       cotTypes;
 };
 
@@ -92,7 +94,18 @@ struct PipelineTrainer::Impl {
   }
   int64_t stages = 1, chunks = 1, micro = 1;
   std::unique_ptr<Backend> backend;
-  std::map<int64_t, ChunkFunction> forward, backward;
+  /// Per chunk of the stage: its functions (a zero-bubble schedule runs
+  /// the backward's halves, backwardInput and backwardWeight, instead).
+  std::map<int64_t, ChunkFunction> forward, backward, backwardInput,
+      backwardWeight;
+  /// Per chunk: the boundary inputs' and the cotangents' types, by
+  /// position (from whichever of its functions takes them).
+  std::map<int64_t,
+           std::map<int64_t, std::pair<program::DType, std::vector<int64_t>>>>
+      inTypes, cotTypes;
+  std::vector<std::map<int64_t, ChunkFunction> *> functionMaps() {
+    return {&forward, &backward, &backwardInput, &backwardWeight};
+  }
   /// This stage's parameters (indices into plan.params, in plan order).
   std::vector<int> own;
   std::map<std::string, int> ownIndex;
@@ -285,14 +298,12 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
     Binding b{Binding::Param, 0};
     if (v.role() == program::ROLE_BOUNDARY) {
       b = {Binding::In, v.index()};
-      if (static_cast<int>(out.inTypes.size()) <= b.index)
-        out.inTypes.resize(b.index + 1);
       out.inTypes[b.index] = {v.type().dtype(), shapeOf(v)};
     } else if (v.role() == program::ROLE_COTANGENT) {
       b = {Binding::Cot, v.index()};
-      if (static_cast<int>(out.cotTypes.size()) <= b.index)
-        out.cotTypes.resize(b.index + 1);
       out.cotTypes[b.index] = {v.type().dtype(), shapeOf(v)};
+    } else if (v.role() == program::ROLE_SAVED) {
+      b = {Binding::Saved, v.index()};
     } else if (v.role() == program::ROLE_TOKENS) {
       b = {Binding::Tokens, 0};
     } else if (v.role() == program::ROLE_LABELS) {
@@ -318,8 +329,10 @@ bool PipelineTrainer::Impl::bind(const program::Function &f, ChunkFunction &out,
     if (name.rfind("grad:", 0) == 0)
       name = name.substr(5);
     Binding b{Binding::Out, i};
-    if (backwardFn && i == 0) {
+    if (backwardFn && v.role() == program::ROLE_LOSS) {
       b = {Binding::Loss, 0};
+    } else if (backwardFn && v.role() == program::ROLE_SAVED) {
+      b = {Binding::Saved, v.index()};
     } else if (backwardFn && v.role() == program::ROLE_BOUNDARY_GRADIENT) {
       b = {Binding::InGrad, v.index()};
     } else if (backwardFn) {
@@ -431,20 +444,34 @@ PipelineTrainer::create(const program::Program &program,
   for (int i = 0; i < plan.params_size(); ++i)
     planIndex[plan.params(i).name()] = i;
   I.holders.resize(plan.params_size());
-  for (int64_t c = 0; c < I.chunks; ++c) {
-    const program::Function *f =
-        find("chunk" + std::to_string(c) + "_backward");
-    if (!f) {
-      error =
-          "the pipeline program has no chunk" + std::to_string(c) + "_backward";
-      return nullptr;
+  // A zero-bubble schedule runs each backward in two halves.
+  bool split = plan.schedule() == program::SCHEDULE_ZB_H1;
+  auto backwardNames = [&](int64_t c) {
+    std::string name = "chunk" + std::to_string(c) + "_backward";
+    return split ? std::vector<std::string>{name + "_input", name + "_weight"}
+                 : std::vector<std::string>{name};
+  };
+  // (A split backward's halves may not take every parameter the forward
+  // does: a bias whose output no gradient needs.)
+  for (int64_t c = 0; c < I.chunks; ++c)
+    for (const std::string &name : backwardNames(c)) {
+      const program::Function *f = find(name);
+      if (const program::Function *fwd = find("chunk" + std::to_string(c)))
+        for (int32_t id : fwd->inputs()) {
+          auto it = planIndex.find(fwd->values(id).name());
+          if (it != planIndex.end())
+            I.holders[it->second].insert(static_cast<int>(c % I.stages));
+        }
+      if (!f) {
+        error = "the pipeline program has no " + name;
+        return nullptr;
+      }
+      for (int32_t id : f->inputs()) {
+        auto it = planIndex.find(f->values(id).name());
+        if (it != planIndex.end())
+          I.holders[it->second].insert(static_cast<int>(c % I.stages));
+      }
     }
-    for (int32_t id : f->inputs()) {
-      auto it = planIndex.find(f->values(id).name());
-      if (it != planIndex.end())
-        I.holders[it->second].insert(static_cast<int>(c % I.stages));
-    }
-  }
   for (int i = 0; i < plan.params_size(); ++i)
     if (I.holders[i].count(I.stage)) {
       I.ownIndex[plan.params(i).name()] = static_cast<int>(I.own.size());
@@ -478,21 +505,32 @@ PipelineTrainer::create(const program::Program &program,
       I.tiedZeros[i] = Tensor(program::F32, shapeOf(plan.params(i)));
   for (int64_t c = I.stage; c < I.chunks; c += I.stages) {
     std::string name = "chunk" + std::to_string(c);
-    for (bool backwardFn : {false, true}) {
-      const program::Function *f = find(backwardFn ? name + "_backward" : name);
+    std::vector<std::pair<std::string, std::map<int64_t, ChunkFunction> *>> fns{
+        {name, &I.forward}};
+    if (split) {
+      fns.push_back({name + "_backward_input", &I.backwardInput});
+      fns.push_back({name + "_backward_weight", &I.backwardWeight});
+    } else {
+      fns.push_back({name + "_backward", &I.backward});
+    }
+    for (auto &[fname, map] : fns) {
+      bool backwardFn = map != &I.forward;
+      const program::Function *f = find(fname);
       if (!f && !backwardFn)
-        continue;
+        continue; // the last chunk's forward (evaluation) may be absent
       if (!f) {
-        error = "the pipeline program has no " +
-                (backwardFn ? name + "_backward" : name);
+        error = "the pipeline program has no " + fname;
         return nullptr;
       }
-      ChunkFunction &cf = (backwardFn ? I.backward : I.forward)[c];
+      ChunkFunction &cf = (*map)[c];
       cf.runner = I.backend->createRunner(*f, error);
       if (!cf.runner || !I.bind(*f, cf, backwardFn, error))
         return nullptr;
       // Tensor parallelism's all-reduces run inside the chunks.
       cf.runner->setCommunicator(comm);
+      // The messages' types, from whichever function takes them.
+      I.inTypes[c].insert(cf.inTypes.begin(), cf.inTypes.end());
+      I.cotTypes[c].insert(cf.cotTypes.begin(), cf.cotTypes.end());
     }
   }
   return t;
@@ -598,7 +636,7 @@ bool PipelineTrainer::beginSteps(int64_t, int64_t, TraceRecorder *trace,
   if (!dumpParameters("param", error))
     return false;
   I.trace = trace;
-  for (auto *fns : {&I.forward, &I.backward})
+  for (auto *fns : I.functionMaps())
     for (auto &[c, f] : *fns)
       f.runner->setTrace(trace);
   return true;
@@ -606,7 +644,7 @@ bool PipelineTrainer::beginSteps(int64_t, int64_t, TraceRecorder *trace,
 
 void PipelineTrainer::endSteps() {
   Impl &I = *impl;
-  for (auto *fns : {&I.forward, &I.backward})
+  for (auto *fns : I.functionMaps())
     for (auto &[c, f] : *fns)
       f.runner->setTrace(nullptr);
   I.trace = nullptr;
@@ -638,7 +676,9 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
   const program::PipelineStageProgram &prog = I.plan.programs(I.stage);
   // Whether the step's gradient sum of each own parameter has begun.
   std::vector<char> begun(I.own.size(), 0);
-  std::map<Key, std::vector<Tensor>> acts, cots, outbox;
+  // saved: a split backward's values from its input half to its weight
+  // half, per microbatch and chunk.
+  std::map<Key, std::vector<Tensor>> acts, cots, outbox, saved;
   // Each MPI send's data until it completes (in send order).
   std::vector<Tensor> sent;
   std::vector<size_t> done;
@@ -653,6 +693,7 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
                    : b.kind == Binding::Labels    ? &lab
                    : b.kind == Binding::LossScale ? &I.lossScale
                    : b.kind == Binding::In        ? &acts[{i, c}].at(b.index)
+                   : b.kind == Binding::Saved     ? &saved[{i, c}].at(b.index)
                                                   : &cots[{i, c}].at(b.index));
     // ZeRO-3: the chunk's parameters are whole for this run only.
     if (!I.gatherFor(f, error))
@@ -689,8 +730,25 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
                      2);
       break;
     }
-    case program::PipelineStep::BACKWARD: {
-      ChunkFunction &f = I.backward.at(c);
+    case program::PipelineStep::BACKWARD:
+    case program::PipelineStep::BACKWARD_INPUT:
+    case program::PipelineStep::BACKWARD_WEIGHT: {
+      bool input = s.kind() == program::PipelineStep::BACKWARD_INPUT,
+           weight = s.kind() == program::PipelineStep::BACKWARD_WEIGHT;
+      auto &fns = input    ? I.backwardInput
+                  : weight ? I.backwardWeight
+                           : I.backward;
+      auto fit = fns.find(c);
+      if (fit == fns.end()) {
+        error = "pipeline stage " + std::to_string(I.stage) +
+                " has no backward" +
+                (input    ? " input half"
+                 : weight ? " weight half"
+                          : "") +
+                " of chunk " + std::to_string(c);
+        return false;
+      }
+      ChunkFunction &f = fit->second;
       // Parameter gradients are written where the state lives (on a
       // GPU, its memory): into the step's sum the first time, else
       // (gradTarget) where they are added from.
@@ -700,7 +758,7 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
           out[j] = I.gradTarget(f.outputs[j].index, begun[f.outputs[j].index]);
       if (!run(f, i, c, out))
         return false;
-      std::vector<Tensor> inGrads(f.inTypes.size());
+      std::vector<Tensor> inGrads(I.inTypes[c].size());
       for (size_t j = 0; j < f.outputs.size(); ++j) {
         const Binding &b = f.outputs[j];
         if (b.kind == Binding::Loss && c + 1 == I.chunks) {
@@ -712,14 +770,24 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
           begun[b.index] = 1;
         } else if (b.kind == Binding::InGrad) {
           inGrads.at(b.index) = std::move(out[j]);
+        } else if (b.kind == Binding::Saved) {
+          std::vector<Tensor> &keep = saved[{i, c}];
+          if (static_cast<int>(keep.size()) <= b.index)
+            keep.resize(b.index + 1);
+          keep[b.index] = std::move(out[j]);
         }
       }
-      if (c > 0)
+      if (c > 0 && !weight)
         outbox[{i, c - 1}] = std::move(inGrads);
-      acts.erase({i, c});
-      cots.erase({i, c});
+      // The weight half may read the chunk's input and cotangent too.
+      if (!input) {
+        acts.erase({i, c});
+        cots.erase({i, c});
+        saved.erase({i, c});
+      }
       if (trace)
-        trace->slice(label("B", i, c), "backward", opStart,
+        trace->slice(label(weight ? "W" : "B", i, c),
+                     weight ? "weight gradient" : "backward", opStart,
                      TraceRecorder::now(), 2);
       break;
     }
@@ -746,11 +814,17 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
     case program::PipelineStep::RECV: {
       // The types: the receiving chunk's boundary inputs (activations) or
       // cotangents (gradients).
-      const ChunkFunction &f = I.backward.at(c);
-      const auto &types = s.gradient() ? f.cotTypes : f.inTypes;
+      const auto &types = (s.gradient() ? I.cotTypes : I.inTypes)[c];
       std::vector<Tensor> got;
       for (size_t k = 0; k < types.size(); ++k) {
-        got.emplace_back(types[k].first, types[k].second);
+        auto type = types.find(static_cast<int64_t>(k));
+        if (type == types.end()) {
+          error = "pipeline chunk " + std::to_string(c) + " takes no " +
+                  (s.gradient() ? "cotangent " : "boundary input ") +
+                  std::to_string(k);
+          return false;
+        }
+        got.emplace_back(type->second.first, type->second.second);
         if (!I.comm->recv(
                 got.back().raw(), got.back().byteSize(), I.rankOf(s.peer()),
                 tagOf(i, c, I.chunks, s.gradient(), static_cast<int64_t>(k)),
@@ -1261,6 +1335,8 @@ const char *gptc::runtime::scheduleName(program::PipelineSchedule schedule) {
     return "1f1b";
   case program::SCHEDULE_INTERLEAVED:
     return "interleaved";
+  case program::SCHEDULE_ZB_H1:
+    return "zb-h1";
   default:
     return "unspecified";
   }

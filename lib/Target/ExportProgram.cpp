@@ -219,6 +219,8 @@ static ValueRole roleOf(DictionaryAttr attrs,
       return {pg::ROLE_LOSS_SCALE};
     case InputKind::Cotangent:
       return {pg::ROLE_COTANGENT, input.getIndex()};
+    case InputKind::Saved:
+      return {pg::ROLE_SAVED, input.getIndex()};
     case InputKind::Graph:
       return {};
     }
@@ -235,6 +237,8 @@ static ValueRole roleOf(DictionaryAttr attrs,
       return {pg::ROLE_OVERFLOW};
     case OutputKind::Boundary:
       return {pg::ROLE_BOUNDARY, output.getIndex()};
+    case OutputKind::Saved:
+      return {pg::ROLE_SAVED, output.getIndex()};
     case OutputKind::Graph:
       return {};
     }

@@ -62,8 +62,9 @@ static cl::opt<std::string> deviceOpt(
 
 static cl::opt<std::string> scheduleOpt(
     "pipeline-schedule",
-    cl::desc("Pipeline schedule: gpipe, 1f1b or interleaved (default: the "
-             "description's pipeline_schedule, else 1f1b)"),
+    cl::desc("Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1 (zero "
+             "bubble; default: the description's pipeline_schedule, else "
+             "1f1b)"),
     cl::init("1f1b"), cl::cat(pipelineOptionCategory()));
 static cl::opt<int64_t> virtualStagesOpt(
     "virtual-stages",
@@ -280,8 +281,9 @@ FailureOr<CompileOptions> mlir::gptc::getCompileOptions() {
   if (scheduleOpt.getNumOccurrences()) {
     options.pipeline.schedule = parsePipelineSchedule(scheduleOpt);
     if (!options.pipeline.schedule) {
-      printError("--pipeline-schedule takes gpipe, 1f1b or interleaved, got '" +
-                 scheduleOpt + "'");
+      printError(
+          "--pipeline-schedule takes gpipe, 1f1b, interleaved or zb-h1, got '" +
+          scheduleOpt + "'");
       return failure();
     }
   }

@@ -6,9 +6,11 @@
 //
 // The report of a pipeline's plan. Stage costs are forward FLOPs per token
 // (a layer: 2 x its parameters + 4 T C for attention; the last stage adds
-// the head's 2 V C), backwards twice their forwards, sends free. The
-// bubble is printed twice: for equal stages (the schedule's own, (p-1) /
-// (m+p-1) for GPipe and 1F1B) and for this partition's FLOPs.
+// the head's 2 V C), backwards twice their forwards (a zero-bubble
+// schedule's input and weight halves once each), sends free. The bubble is
+// printed twice: for equal stages (the schedule's own, (p-1) / (m+p-1) for
+// GPipe and 1F1B, (p-1) / (3m+p-1) for ZB-H1) and for this partition's
+// FLOPs; a zero-bubble schedule's beside 1F1B's for the same microbatches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +29,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 using namespace mlir;
@@ -106,13 +109,35 @@ LogicalResult mlir::gptc::printPipelineSchedule(const ModelDescription &desc,
       os << " (" << llvm::format("%.3g", cost / 1e6)
          << " MFLOP/token forward)\n";
   }
+  // A zero-bubble schedule's bubble beside 1F1B's at the same microbatches
+  // and partition.
+  std::optional<PipelineTimeline> base, baseReal;
+  if (splitsBackward(*kind)) {
+    auto baseline = buildPipelinePrograms(
+        *partition, micro, PipelineScheduleKind::OneFOneB, error);
+    if (!baseline)
+      return emitError(meshLoc) << error;
+    base = simulatePipeline(*baseline, equal, v, error);
+    baseReal = simulatePipeline(*baseline, flops, v, error);
+    if (!base || !baseReal)
+      return emitError(meshLoc) << error;
+  }
   int64_t q = p - 1;
   os << "bubble fraction: " << llvm::format("%.4f", ideal->bubbleFraction)
      << " with equal stages";
-  if (*kind != PipelineScheduleKind::Interleaved)
+  if (*kind == PipelineScheduleKind::GPipe ||
+      *kind == PipelineScheduleKind::OneFOneB)
     os << " ((p-1)/(m+p-1) = " << q << "/" << micro + q << ")";
+  // ZB-H1 with m >= p: F, B and W one unit each, (p-1) idle units a stage.
+  if (*kind == PipelineScheduleKind::ZeroBubbleH1 && micro >= p)
+    os << " ((p-1)/(3m+p-1) = " << q << "/" << 3 * micro + q << ")";
+  if (base)
+    os << ", 1f1b's " << llvm::format("%.4f", base->bubbleFraction);
   os << "; " << llvm::format("%.4f", real->bubbleFraction)
-     << " with this partition's FLOPs\n";
+     << " with this partition's FLOPs";
+  if (baseReal)
+    os << ", 1f1b's " << llvm::format("%.4f", baseReal->bubbleFraction);
+  os << "\n";
   os << "activations in flight (peak, microbatches):";
   for (int64_t s = 0; s < p; ++s)
     os << " stage " << s << " " << llvm::format("%g", ideal->peakInFlight[s])

@@ -163,7 +163,20 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
      << "; each chunk's forward and backward with its own buffers; the "
         "boundary tensors: activations received and held for the "
         "backward, gradients received, messages sent and kept until their "
-        "receiver takes them, timed with equal chunks):\n";
+        "receiver takes them, timed with equal chunks"
+     << (plan.schedule() == ::gptc::program::SCHEDULE_ZB_H1
+             ? "; zb-h1: each backward in two halves, the values the input "
+               "half saves for the weight half held until it runs"
+             : "")
+     << "):\n";
+  // The functions a chunk's backward runs (a zero-bubble schedule: its
+  // input and weight halves).
+  bool split = plan.schedule() == ::gptc::program::SCHEDULE_ZB_H1;
+  auto backwardNames = [&](int64_t c) {
+    std::string name = "chunk" + std::to_string(c) + "_backward";
+    return split ? SmallVector<std::string>{name + "_input", name + "_weight"}
+                 : SmallVector<std::string>{name};
+  };
   // Each parameter's f32 bytes and how many stages hold it (a tied one,
   // several: on a device the stages between them add zeros to its sum).
   llvm::StringMap<int64_t> paramBytes, holders;
@@ -202,17 +215,18 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
     for (int64_t c = s;
          m.zeroStage >= 3 && c < plan.stages() * plan.virtual_stages();
          c += p) {
-      auto f = copy->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c) +
-                                                "_backward");
-      int64_t bytes = 0;
-      for (unsigned i = 0; f && i < f.getNumArguments(); ++i)
-        if (f.getArgAttr(i, kParamAttrName) &&
-            !f.getArgAttr(i, kPipelineInAttrName)) {
-          auto t = cast<RankedTensorType>(f.getArgument(i).getType());
-          if (slicedOver(t) > 1)
-            bytes += 2 * 4 * t.getNumElements();
-        }
-      gathered = std::max(gathered, bytes);
+      for (const std::string &name : backwardNames(c)) {
+        auto f = copy->lookupSymbol<func::FuncOp>(name);
+        int64_t bytes = 0;
+        for (unsigned i = 0; f && i < f.getNumArguments(); ++i)
+          if (f.getArgAttr(i, kParamAttrName) &&
+              !f.getArgAttr(i, kPipelineInAttrName)) {
+            auto t = cast<RankedTensorType>(f.getArgument(i).getType());
+            if (slicedOver(t) > 1)
+              bytes += 2 * 4 * t.getNumElements();
+          }
+        gathered = std::max(gathered, bytes);
+      }
     }
     int64_t state = held + weights + moments;
     // Each chunk function's arena (its runner keeps it between calls), and
@@ -221,8 +235,9 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
     std::string chunks;
     llvm::StringMap<int64_t> gradWrites;
     for (int64_t c = s; c < plan.stages() * plan.virtual_stages(); c += p)
-      for (std::string name : {"chunk" + std::to_string(c),
-                               "chunk" + std::to_string(c) + "_backward"}) {
+      for (const std::string &name : llvm::concat<std::string>(
+               SmallVector<std::string>{"chunk" + std::to_string(c)},
+               backwardNames(c))) {
         auto f = copy->lookupSymbol<func::FuncOp>(name);
         if (!f)
           continue;
@@ -252,19 +267,42 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
     auto messageBytes = [&](const PipelineOp &op) {
       return op.gradient ? outBytes(op.chunk) : inBytes(op.chunk);
     };
-    int64_t inFlight = 0, peakHeld = 0;
+    // A split backward's saved values, from its input half to its weight
+    // half.
+    auto savedBytes = [&](int64_t c) {
+      auto f = copy->lookupSymbol<func::FuncOp>("chunk" + std::to_string(c) +
+                                                "_backward_weight");
+      int64_t b = 0;
+      for (unsigned i = 0; f && i < f.getNumArguments(); ++i)
+        if (auto in = f.getArgAttrOfType<InputAttr>(i, kInputAttrName);
+            in && in.getKind() == InputKind::Saved)
+          b += tensorBytes(f.getArgument(i).getType());
+      return b;
+    };
+    int64_t inFlight = 0, peakHeld = 0, savedNow = 0, peakSaved = 0;
     std::map<std::pair<int64_t, int64_t>, int64_t> live;
     for (const PipelineOp &op : (*programs)[s]) {
       if (op.kind == PipelineOp::Recv) {
         int64_t b = messageBytes(op);
         live[{op.microbatch, op.chunk}] += b;
         inFlight += b;
-      } else if (op.kind == PipelineOp::Backward) {
+      } else if (op.kind == PipelineOp::Backward ||
+                 op.kind == PipelineOp::BackwardWeight) {
+        // (The weight half may read the chunk's input and cotangent: both
+        // are held until it runs.)
         inFlight -= live[{op.microbatch, op.chunk}];
         live.erase({op.microbatch, op.chunk});
       }
+      if (op.kind == PipelineOp::BackwardInput)
+        savedNow += savedBytes(op.chunk);
+      if (op.kind == PipelineOp::BackwardWeight)
+        savedNow -= savedBytes(op.chunk);
       peakHeld = std::max(peakHeld, inFlight);
+      peakSaved = std::max(peakSaved, savedNow);
     }
+    // (Held and saved peak at different ops at most a microbatch apart; their
+    // sum bounds the two at once.)
+    peakHeld += peakSaved;
     // A sent message is kept until its receiver takes it: the most bytes
     // outstanding at once in the simulated timeline (a receive at the
     // instant of the send takes it at once).
@@ -288,9 +326,12 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
          << bytes(gathered) << ")\n";
     os << "  buffers of " << chunks << ": " << buffers << " bytes ("
        << bytes(buffers) << ")\n";
-    os << "  boundary tensors: " << peakHeld << " bytes received and held ("
-       << bytes(peakHeld) << ") + " << sent << " bytes sent, not yet received ("
-       << bytes(sent) << ")\n";
+    os << "  boundary tensors: " << peakHeld - peakSaved
+       << " bytes received and held (" << bytes(peakHeld - peakSaved) << ") + "
+       << sent << " bytes sent, not yet received (" << bytes(sent) << ")\n";
+    if (split)
+      os << "  saved for the weight halves: " << peakSaved << " bytes ("
+         << bytes(peakSaved) << ", at most)\n";
     os << "  stage memory: " << total << " bytes (" << bytes(total)
        << "; kernel scratch and the GEMM library's state not counted)\n";
     // On the GPU the model state, the buffers later gradients are added

@@ -172,14 +172,20 @@ static LogicalResult printKernels(EmitInput &in, raw_ostream &os) {
         printKernelReport(func, os);
     return success();
   }
+  // (A zero-bubble schedule's backward: its input and weight halves.)
   for (int64_t c = 0;; ++c) {
-    auto f = in.module.lookupSymbol<func::FuncOp>("chunk" + std::to_string(c));
-    auto b = in.module.lookupSymbol<func::FuncOp>("chunk" + std::to_string(c) +
-                                                  "_backward");
-    if (!f || !b)
+    std::string name = "chunk" + std::to_string(c);
+    auto f = in.module.lookupSymbol<func::FuncOp>(name);
+    SmallVector<func::FuncOp> backward;
+    for (StringRef suffix :
+         {"_backward", "_backward_input", "_backward_weight"})
+      if (auto b = in.module.lookupSymbol<func::FuncOp>(name + suffix.str()))
+        backward.push_back(b);
+    if (!f || backward.empty())
       break;
     printKernelReport(f, os);
-    printKernelReport(b, os);
+    for (func::FuncOp b : backward)
+      printKernelReport(b, os);
   }
   return success();
 }

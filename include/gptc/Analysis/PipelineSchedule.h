@@ -27,11 +27,17 @@
 
 namespace mlir::gptc {
 
-enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved };
+enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
-/// "gpipe", "1f1b", "interleaved"; nullopt for another name.
+/// "gpipe", "1f1b", "interleaved", "zb-h1"; nullopt for another name.
 std::optional<PipelineScheduleKind> parsePipelineSchedule(const std::string &s);
 const char *pipelineScheduleName(PipelineScheduleKind kind);
+
+/// Whether `kind` runs each chunk's backward as two computations: the
+/// gradient of its input (B, which the previous stage waits for) and the
+/// gradients of its parameters (W, which waits for nobody) -- the
+/// zero-bubble schedules.
+bool splitsBackward(PipelineScheduleKind kind);
 
 /// The layers cut into `chunks.size()` contiguous chunks; chunk c runs on
 /// stage c % stages.
@@ -57,7 +63,18 @@ partitionPipeline(int64_t layers, int64_t stages, int64_t virtualStages,
 
 /// One operation of a stage's program.
 struct PipelineOp {
-  enum Kind { Forward, Backward, Send, Recv } kind;
+  /// BackwardInput and BackwardWeight: the two halves of a Backward under
+  /// a zero-bubble schedule (splitsBackward).
+  enum Kind {
+    Forward,
+    Backward,
+    Send,
+    Recv,
+    BackwardInput,
+    BackwardWeight
+  } kind;
+  /// A computation (not a message).
+  bool computes() const { return kind != Send && kind != Recv; }
   int64_t microbatch = 0, chunk = 0;
   /// Send/Recv: the other stage and whether the message is the activation
   /// (forward) or its gradient (backward).
@@ -69,6 +86,15 @@ struct PipelineOp {
 /// (interleaved needs partition.virtualStages > 1 and microbatches a
 /// multiple of the stages). Sends follow the computation that produces
 /// them; receives precede the one that consumes them.
+///
+/// zb-h1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, the
+/// handcrafted ZB-H1): 1F1B's order of forwards and input-gradient
+/// backwards B, and each stage s defers its weight-gradient backwards W by
+/// s microbatches (none on the first stage, p - 1 on the last), so the W
+/// the last stages owe fill the cooldown that 1F1B leaves idle. With equal
+/// F, B and W the bubble is (p - 1) of 3m + p - 1 units against 1F1B's
+/// 3(p - 1) of 3m + 3(p - 1); every stage holds at most p microbatches'
+/// activations (1F1B's first stage's peak).
 std::optional<std::vector<std::vector<PipelineOp>>>
 buildPipelinePrograms(const PipelinePartition &partition, int64_t microbatches,
                       PipelineScheduleKind kind, std::string &error);
@@ -86,7 +112,8 @@ struct PipelineTimeline {
   /// 1 - busy time / (stages x makespan).
   double bubbleFraction = 0;
   /// Per stage: the most microbatches whose forward ran and backward did
-  /// not, in units of a whole stage's activations (a chunk counts 1/v).
+  /// not (a split backward: whose W did not), in units of a whole stage's
+  /// activations (a chunk counts 1/v).
   std::vector<double> peakInFlight;
   /// Every message: from and to which stage, the Send op, when it was sent
   /// and when its receiver took it.
@@ -106,15 +133,15 @@ struct PipelineStall {
 };
 
 /// Simulates `programs` with forward costs per chunk (`forwardCost`) and
-/// backward costs twice those. Fails with `error` describing the wait
-/// cycle when the programs deadlock, or naming a receive whose message
-/// no stage sends (and, with `stall`, where).
+/// backward costs twice those (a split backward's B and W once each). Fails
+/// with `error` describing the wait cycle when the programs deadlock, or naming
+/// a receive whose message no stage sends (and, with `stall`, where).
 std::optional<PipelineTimeline>
 simulatePipeline(const std::vector<std::vector<PipelineOp>> &programs,
                  const std::vector<double> &forwardCost, int64_t virtualStages,
                  std::string &error, PipelineStall *stall = nullptr);
 
-/// "F3.1", "B0", "send act 2 -> 1", "recv grad 0 <- 2": an op as the
+/// "F3.1", "B0", "W0", "send act 2 -> 1", "recv grad 0 <- 2": an op as the
 /// report prints it (the chunk after a dot when there are virtual stages).
 std::string describePipelineOp(const PipelineOp &op, bool chunks);
 
@@ -124,8 +151,9 @@ std::string describePipelineOp(const PipelineOp &op, bool chunks);
 void writePipelineTraceJson(const PipelineTimeline &t, int64_t stages,
                             bool chunks, double unitSeconds, std::ostream &os);
 
-/// The timeline as an SVG picture: a row per stage, forwards and
-/// backwards in two colors, labeled with their microbatch.
+/// The timeline as an SVG picture: a row per stage, forwards, backwards
+/// (input gradients) and weight gradients in three colors, labeled with
+/// their microbatch.
 void writePipelineSvg(const PipelineTimeline &t, int64_t stages, bool chunks,
                       const std::string &title, std::ostream &os);
 

@@ -57,7 +57,8 @@ struct DescriptionOverrides {
   /// Drop the description's pipeline settings (gptc plan, which replaces
   /// the mesh, chooses its own).
   bool dropPipelineSettings = false;
-  /// A pipeline's schedule ("gpipe", "1f1b", "interleaved") and virtual
+  /// A pipeline's schedule ("gpipe", "1f1b", "interleaved", "zb-h1") and
+  /// virtual
   /// stages (--mesh auto's choice).
   std::optional<std::string> pipelineSchedule;
   std::optional<int64_t> virtualStages;

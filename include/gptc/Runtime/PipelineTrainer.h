@@ -26,7 +26,7 @@
 namespace gptc::runtime {
 
 /// The schedule's name as `--pipeline-schedule` spells it ("gpipe", "1f1b",
-/// "interleaved"; "unspecified" for none).
+/// "interleaved", "zb-h1"; "unspecified" for none).
 const char *scheduleName(program::PipelineSchedule schedule);
 
 class PipelineTrainer : public TrainingRun {

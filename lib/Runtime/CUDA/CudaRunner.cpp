@@ -641,9 +641,11 @@ bool CudaRunner::run(const std::vector<const Tensor *> &inputs,
     if (!out[j])
       out[j] = ownBuffer(function.outputs(j));
   // A run the profile times kernel by kernel, or that poisons a tensor
-  // from the host, is not a graph.
+  // from the host, is not a graph; nor is one with nothing to launch (a
+  // split backward's empty input half).
   StepGraph *graph = nullptr;
-  if (backend.graphs && runs > 0 && !profiling && !trace && poisonKernel < 0) {
+  if (backend.graphs && runs > 0 && !profiling && !trace && poisonKernel < 0 &&
+      function.kernels_size() > 0) {
     std::vector<void *> key(in);
     key.insert(key.end(), out.begin(), out.end());
     auto it = graphs.find(key);

@@ -37,6 +37,14 @@ func.func @moment_without_parameter(%m: tensor<2xf32> {gptc.state = #gptc.state<
 
 // -----
 
+// expected-error@+1 {{output 'saved' needs an index of at least 0}}
+func.func @saved_negative() -> (tensor<2xf32> {gptc.output = #gptc.output<saved -2>}) {
+  %c = gptc.constant dense<0.0> : tensor<2xf32>
+  return %c : tensor<2xf32>
+}
+
+// -----
+
 // expected-error@+1 {{input 'cotangent' needs an index of at least 0}}
 func.func @negative_index(%c: tensor<2xf32> {gptc.input = #gptc.input<cotangent -1>}) {
   return

@@ -14,9 +14,11 @@
 // CHECK-SAME: gptc.input = #gptc.input<tokens>
 // CHECK-SAME: gptc.input = #gptc.input<cotangent 2>
 // CHECK-SAME: gptc.input = #gptc.input<graph "input_ids">
+// CHECK-SAME: gptc.input = #gptc.input<saved 0>
 // CHECK-SAME: gptc.output = #gptc.output<loss>
 // CHECK-SAME: gptc.output = #gptc.output<boundary 1>
 // CHECK-SAME: gptc.output = #gptc.output<graph "logits">
+// CHECK-SAME: gptc.output = #gptc.output<saved 3>
 // CHECK-SAME: gptc.state = #gptc.state<optimizer_updates>
 // CHECK: gptc.linear {{.*}}gptc.tensor_parallel = #gptc.tensor_parallel<column>
 func.func @step(%w: tensor<4x4xf32> {gptc.param = "wte", gptc.init = #gptc.init<kind = normal, std = 0.02, rows = 3>},
@@ -26,11 +28,13 @@ func.func @step(%w: tensor<4x4xf32> {gptc.param = "wte", gptc.init = #gptc.init<
                 %ls: tensor<f32> {gptc.init = #gptc.init<kind = constant, value = 1024.0>, gptc.state = #gptc.state<loss_scale>},
                 %t: tensor<2x4xi32> {gptc.input = #gptc.input<tokens>},
                 %c: tensor<2x4xf32> {gptc.input = #gptc.input<cotangent 2>},
-                %g: tensor<2x4xi32> {gptc.input = #gptc.input<graph "input_ids">})
+                %g: tensor<2x4xi32> {gptc.input = #gptc.input<graph "input_ids">},
+                %sv: tensor<2x4xf32> {gptc.input = #gptc.input<saved 0>})
     -> (tensor<f32> {gptc.output = #gptc.output<loss>},
         tensor<2x4xf32> {gptc.output = #gptc.output<boundary 1>},
         tensor<2x4xf32> {gptc.output = #gptc.output<graph "logits">},
+        tensor<2x4xf32> {gptc.output = #gptc.output<saved 3>},
         tensor<i32> {gptc.state = #gptc.state<optimizer_updates>}) {
   %y = gptc.linear %c, %w {gptc.tensor_parallel = #gptc.tensor_parallel<column>} : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
-  return %ls, %y, %y, %s : tensor<f32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<i32>
+  return %ls, %y, %y, %sv, %s : tensor<f32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<i32>
 }

@@ -153,14 +153,16 @@ namespace {
 enum class RoleOperand { None, Name, Index };
 
 RoleOperand operandOf(InputKind kind) {
-  return kind == InputKind::Graph       ? RoleOperand::Name
-         : kind == InputKind::Cotangent ? RoleOperand::Index
-                                        : RoleOperand::None;
+  return kind == InputKind::Graph ? RoleOperand::Name
+         : kind == InputKind::Cotangent || kind == InputKind::Saved
+             ? RoleOperand::Index
+             : RoleOperand::None;
 }
 RoleOperand operandOf(OutputKind kind) {
-  return kind == OutputKind::Graph      ? RoleOperand::Name
-         : kind == OutputKind::Boundary ? RoleOperand::Index
-                                        : RoleOperand::None;
+  return kind == OutputKind::Graph ? RoleOperand::Name
+         : kind == OutputKind::Boundary || kind == OutputKind::Saved
+             ? RoleOperand::Index
+             : RoleOperand::None;
 }
 RoleOperand operandOf(StateKind kind) {
   return kind == StateKind::MomentM || kind == StateKind::MomentV
@@ -256,6 +258,8 @@ std::string InputAttr::str() const {
   switch (getKind()) {
   case InputKind::Cotangent:
     return "pipeline.cot." + std::to_string(getIndex());
+  case InputKind::Saved:
+    return "pipeline.saved." + std::to_string(getIndex());
   case InputKind::Graph:
     return getName().str();
   default:
@@ -278,6 +282,8 @@ std::string OutputAttr::str() const {
   switch (getKind()) {
   case OutputKind::Boundary:
     return "pipeline.out." + std::to_string(getIndex());
+  case OutputKind::Saved:
+    return "pipeline.saved." + std::to_string(getIndex());
   case OutputKind::Graph:
     return getName().str();
   default:

@@ -72,9 +72,14 @@ static FailureOr<PipelineGrid> findPipelineGrid(ModuleOp module) {
   return g;
 }
 
-/// "chunk3" -> 3, "chunk3_backward" -> 3 (and `backward`); -1 otherwise.
-static int64_t chunkOfCallee(StringRef name, bool &backward) {
-  backward = name.consume_back("_backward");
+/// "chunk3" -> 3 (a Forward), "chunk3_backward" -> 3 (Backward),
+/// "chunk3_backward_input" and "chunk3_backward_weight" -> 3 (the split
+/// backward's halves); -1 otherwise.
+static int64_t chunkOfCallee(StringRef name, PipelineOp::Kind &kind) {
+  kind = name.consume_back("_backward")          ? PipelineOp::Backward
+         : name.consume_back("_backward_input")  ? PipelineOp::BackwardInput
+         : name.consume_back("_backward_weight") ? PipelineOp::BackwardWeight
+                                                 : PipelineOp::Forward;
   int64_t c;
   if (!name.consume_front("chunk") || name.getAsInteger(10, c) || c < 0)
     return -1;
@@ -102,8 +107,12 @@ mlir::gptc::readPipelinePrograms(ModuleOp module,
   if (where)
     where->assign(p, {});
   int64_t chunks = 0;
-  while (module.lookupSymbol<func::FuncOp>("chunk" + std::to_string(chunks) +
-                                           "_backward"))
+  auto hasBackward = [&](int64_t c) {
+    std::string name = "chunk" + std::to_string(c);
+    return module.lookupSymbol<func::FuncOp>(name + "_backward") ||
+           module.lookupSymbol<func::FuncOp>(name + "_backward_input");
+  };
+  while (hasBackward(chunks))
     ++chunks;
   for (int64_t s = 0; s < p; ++s) {
     auto func = module.lookupSymbol<func::FuncOp>("stage" + std::to_string(s));
@@ -117,20 +126,22 @@ mlir::gptc::readPipelinePrograms(ModuleOp module,
     };
     WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
       if (auto call = dyn_cast<func::CallOp>(op)) {
-        bool backward;
-        int64_t c = chunkOfCallee(call.getCallee(), backward);
+        PipelineOp::Kind kind;
+        int64_t c = chunkOfCallee(call.getCallee(), kind);
         std::optional<int64_t> i = intAttr(op, kMicrobatchAttrName);
         if (c < 0 || c >= chunks || !i)
           return op->emitOpError("in a pipeline stage must call a chunk "
-                                 "(@chunk<c> or @chunk<c>_backward) with "
+                                 "(@chunk<c>, @chunk<c>_backward or its "
+                                 "_input and _weight halves) with "
                                  "gptc.microbatch"),
                  WalkResult::interrupt();
-        PipelineOp o{backward ? PipelineOp::Backward : PipelineOp::Forward, *i,
-                     c};
-        // The last chunk's backward computes its forward too: the program
-        // has the forward right before it (it costs, and holds the
-        // microbatch, like any other).
-        if (backward && c + 1 == chunks)
+        PipelineOp o{kind, *i, c};
+        // The last chunk's backward (its input half) computes its forward
+        // too: the program has the forward right before it (it costs, and
+        // holds the microbatch, like any other).
+        if ((kind == PipelineOp::Backward ||
+             kind == PipelineOp::BackwardInput) &&
+            c + 1 == chunks)
           add(nullptr, {PipelineOp::Forward, *i, c});
         add(op, o);
         return WalkResult::advance();
@@ -174,8 +185,7 @@ mlir::gptc::readPipelinePrograms(ModuleOp module,
   // Every chunk on its stage.
   for (int64_t s = 0; s < p; ++s)
     for (auto [k, o] : llvm::enumerate(programs[s]))
-      if ((o.kind == PipelineOp::Forward || o.kind == PipelineOp::Backward) &&
-          o.chunk % p != s) {
+      if (o.computes() && o.chunk % p != s) {
         Operation *op = where ? (*where)[s][k] : nullptr;
         InFlightDiagnostic d = op ? op->emitOpError() : module.emitError();
         d << "runs chunk " << o.chunk << " on stage " << s
@@ -234,7 +244,7 @@ namespace {
 /// input (by its role), or a boundary value from the previous chunk (`In`)
 /// or the next one's gradient (`Cot`), by index.
 struct ChunkArg {
-  enum Kind { None, Param, Data, In, Cot } kind = None;
+  enum Kind { None, Param, Data, In, Cot, Saved } kind = None;
   StringRef param;
   InputAttr data;
   int64_t index = -1;
@@ -250,8 +260,9 @@ static ChunkArg roleOf(func::FuncOp f, unsigned i) {
     arg.kind = ChunkArg::Param;
     arg.param = p.getValue();
   } else if (auto d = f.getArgAttrOfType<InputAttr>(i, kInputAttrName)) {
-    arg.kind =
-        d.getKind() == InputKind::Cotangent ? ChunkArg::Cot : ChunkArg::Data;
+    arg.kind = d.getKind() == InputKind::Cotangent ? ChunkArg::Cot
+               : d.getKind() == InputKind::Saved   ? ChunkArg::Saved
+                                                   : ChunkArg::Data;
     arg.data = d;
     arg.index = d.getIndex();
   }
@@ -265,28 +276,42 @@ void GptcPipelineSchedulePass::runOnOperation() {
   if (failed(grid))
     return signalPassFailure();
   int64_t p = grid->stages;
-  std::vector<func::FuncOp> forward, backward;
-  for (int64_t c = 0;; ++c) {
-    auto f = module.lookupSymbol<func::FuncOp>("chunk" + std::to_string(c));
-    auto b = module.lookupSymbol<func::FuncOp>("chunk" + std::to_string(c) +
-                                               "_backward");
-    if (!f || !b)
-      break;
-    forward.push_back(f);
-    backward.push_back(b);
-  }
-  int64_t n = static_cast<int64_t>(forward.size());
-  if (n == 0 || n % p != 0) {
-    module.emitError("gptc-pipeline-schedule needs @chunk<c> and "
-                     "@chunk<c>_backward for a multiple of the ")
-        << p << " stages; found " << n;
-    return signalPassFailure();
-  }
   std::optional<PipelineScheduleKind> kind = parsePipelineSchedule(schedule);
   if (!kind) {
     module.emitError("unknown pipeline schedule '") << schedule << "'";
     return signalPassFailure();
   }
+  // Each chunk's forward and backward; a zero-bubble schedule's backward
+  // in its two halves (gptc-split-backward).
+  bool split = splitsBackward(*kind);
+  std::vector<func::FuncOp> forward, backward, inputHalf, weightHalf;
+  for (int64_t c = 0;; ++c) {
+    std::string name = "chunk" + std::to_string(c);
+    auto f = module.lookupSymbol<func::FuncOp>(name);
+    auto b = module.lookupSymbol<func::FuncOp>(name + "_backward");
+    auto bi = module.lookupSymbol<func::FuncOp>(name + "_backward_input");
+    auto bw = module.lookupSymbol<func::FuncOp>(name + "_backward_weight");
+    if (!f || (split ? !bi || !bw : !b))
+      break;
+    forward.push_back(f);
+    backward.push_back(b);
+    inputHalf.push_back(bi);
+    weightHalf.push_back(bw);
+  }
+  int64_t n = static_cast<int64_t>(forward.size());
+  if (n == 0 || n % p != 0) {
+    module.emitError("gptc-pipeline-schedule needs @chunk<c> and ")
+        << (split ? "@chunk<c>_backward_input and _weight "
+                    "(gptc-split-backward)"
+                  : "@chunk<c>_backward")
+        << " for a multiple of the " << p << " stages; found " << n;
+    return signalPassFailure();
+  }
+  // The functions a chunk's backward runs.
+  auto backwardsOf = [&](int64_t c) {
+    return split ? SmallVector<func::FuncOp>{inputHalf[c], weightHalf[c]}
+                 : SmallVector<func::FuncOp>{backward[c]};
+  };
   PipelinePartition partition;
   partition.stages = p;
   partition.virtualStages = n / p;
@@ -302,12 +327,13 @@ void GptcPipelineSchedulePass::runOnOperation() {
   std::map<std::string, std::set<int64_t>> holders;
   std::map<std::string, RankedTensorType> paramType;
   for (int64_t c = 0; c < n; ++c)
-    for (unsigned i = 0; i < backward[c].getNumArguments(); ++i)
-      if (ChunkArg arg = roleOf(backward[c], i); arg.kind == ChunkArg::Param) {
-        holders[arg.param.str()].insert(c % p);
-        paramType[arg.param.str()] =
-            cast<RankedTensorType>(backward[c].getArgument(i).getType());
-      }
+    for (func::FuncOp bf : backwardsOf(c))
+      for (unsigned i = 0; i < bf.getNumArguments(); ++i)
+        if (ChunkArg arg = roleOf(bf, i); arg.kind == ChunkArg::Param) {
+          holders[arg.param.str()].insert(c % p);
+          paramType[arg.param.str()] =
+              cast<RankedTensorType>(bf.getArgument(i).getType());
+        }
 
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(module.getBody());
@@ -322,7 +348,8 @@ void GptcPipelineSchedulePass::runOnOperation() {
     llvm::SetVector<InputAttr> dataNames;
     llvm::DenseMap<InputAttr, Type> dataType;
     for (int64_t c = s; c < n; c += p)
-      for (func::FuncOp f : {forward[c], backward[c]})
+      for (func::FuncOp f : llvm::concat<func::FuncOp>(
+               SmallVector<func::FuncOp>{forward[c]}, backwardsOf(c)))
         for (unsigned i = 0; i < f.getNumArguments(); ++i) {
           ChunkArg arg = roleOf(f, i);
           if (arg.kind == ChunkArg::Param && !params.count(arg.param))
@@ -387,7 +414,9 @@ void GptcPipelineSchedulePass::runOnOperation() {
     };
 
     using Key = std::pair<int64_t, int64_t>; // microbatch, chunk
-    std::map<Key, SmallVector<Value>> acts, cots, outbox;
+    // saved: a split backward's values from its input half to its weight
+    // half.
+    std::map<Key, SmallVector<Value>> acts, cots, outbox, saved;
     llvm::MapVector<StringRef, Value> grads;
     Value loss;
     auto tag = [&](Operation *op, int64_t i, std::optional<int64_t> c,
@@ -417,9 +446,14 @@ void GptcPipelineSchedulePass::runOnOperation() {
           out.push_back(gather.getResult());
         } else if (arg.kind == ChunkArg::Data) {
           out.push_back(dataValue(i, arg.data));
-        } else if (arg.kind == ChunkArg::In || arg.kind == ChunkArg::Cot) {
-          auto &from = arg.kind == ChunkArg::In ? acts : cots;
-          StringRef role = arg.kind == ChunkArg::In ? "in" : "cot";
+        } else if (arg.kind == ChunkArg::In || arg.kind == ChunkArg::Cot ||
+                   arg.kind == ChunkArg::Saved) {
+          auto &from = arg.kind == ChunkArg::In    ? acts
+                       : arg.kind == ChunkArg::Cot ? cots
+                                                   : saved;
+          StringRef role = arg.kind == ChunkArg::In    ? "in"
+                           : arg.kind == ChunkArg::Cot ? "cot"
+                                                       : "saved values";
           int64_t k = arg.index;
           auto it = from.find({i, c});
           if (it == from.end() || k < 0 ||
@@ -490,34 +524,46 @@ void GptcPipelineSchedulePass::runOnOperation() {
         outbox[{i, c + 1}] = SmallVector<Value>(call.getResults());
         break;
       }
-      case PipelineOp::Backward: {
-        SmallVector<Value> operands;
-        if (failed(operandsOf(backward[c], i, c, operands)))
+      case PipelineOp::Backward:
+      case PipelineOp::BackwardInput:
+      case PipelineOp::BackwardWeight: {
+        func::FuncOp bf = op.kind == PipelineOp::Backward ? backward[c]
+                          : op.kind == PipelineOp::BackwardInput
+                              ? inputHalf[c]
+                              : weightHalf[c];
+        if (!bf) {
+          module.emitError("the ")
+              << schedule << " schedule runs @" << forward[c].getSymName()
+              << (op.kind == PipelineOp::Backward ? "_backward"
+                                                  : " in two halves")
+              << ", which the module does not have";
           return signalPassFailure();
-        auto call = func::CallOp::create(ib, loc, backward[c], operands);
+        }
+        SmallVector<Value> operands;
+        if (failed(operandsOf(bf, i, c, operands)))
+          return signalPassFailure();
+        auto call = func::CallOp::create(ib, loc, bf, operands);
         tag(call, i, std::nullopt, false);
         SmallVector<Value> inGrads;
         // The received values are differentiated as parameters are; their
         // gradients go back to the previous chunk.
         llvm::StringSet<> received;
-        for (unsigned a = 0; a < backward[c].getNumArguments(); ++a)
-          if (ChunkArg arg = roleOf(backward[c], a); arg.kind == ChunkArg::In)
-            if (auto p =
-                    backward[c].getArgAttrOfType<StringAttr>(a, kParamAttrName))
+        for (unsigned a = 0; a < bf.getNumArguments(); ++a)
+          if (ChunkArg arg = roleOf(bf, a); arg.kind == ChunkArg::In)
+            if (auto p = bf.getArgAttrOfType<StringAttr>(a, kParamAttrName))
               received.insert(p.getValue());
-        for (unsigned r = 0; r < backward[c].getNumResults(); ++r) {
+        for (unsigned r = 0; r < bf.getNumResults(); ++r) {
           Value result = call.getResult(r);
-          if (auto out = backward[c].getResultAttrOfType<OutputAttr>(
-                  r, kOutputAttrName);
-              out && out.getKind() == OutputKind::Loss) {
-            if (c + 1 == n) {
+          if (auto out =
+                  bf.getResultAttrOfType<OutputAttr>(r, kOutputAttrName)) {
+            if (out.getKind() == OutputKind::Loss && c + 1 == n)
               loss = loss ? AddOp::create(ib, loc, loss, result).getResult()
                           : result;
-            }
+            if (out.getKind() == OutputKind::Saved)
+              saved[{i, c}].push_back(result);
             continue;
           }
-          auto g =
-              backward[c].getResultAttrOfType<StringAttr>(r, kGradAttrName);
+          auto g = bf.getResultAttrOfType<StringAttr>(r, kGradAttrName);
           if (!g)
             continue;
           StringRef name = g.getValue();
@@ -529,10 +575,14 @@ void GptcPipelineSchedulePass::runOnOperation() {
                 acc ? AddOp::create(ib, loc, acc, result).getResult() : result;
           }
         }
-        if (c > 0)
+        if (c > 0 && op.kind != PipelineOp::BackwardWeight)
           outbox[{i, c - 1}] = inGrads;
-        acts.erase({i, c});
-        cots.erase({i, c});
+        // The weight half may read the chunk's input and cotangent too.
+        if (op.kind != PipelineOp::BackwardInput) {
+          acts.erase({i, c});
+          cots.erase({i, c});
+          saved.erase({i, c});
+        }
         break;
       }
       }

@@ -225,7 +225,8 @@ def Gptc_InputKind : I32EnumAttr<"InputKind", "a data input of a step", [
     I32EnumAttrCase<"Step", 2, "step">,
     I32EnumAttrCase<"LossScale", 3, "loss_scale">,
     I32EnumAttrCase<"Cotangent", 4, "cotangent">,
-    I32EnumAttrCase<"Graph", 5, "graph">]> {
+    I32EnumAttrCase<"Graph", 5, "graph">,
+    I32EnumAttrCase<"Saved", 6, "saved">]> {
   let cppNamespace = "::mlir::gptc";
   let genSpecializedAttr = 0;
 }
@@ -236,7 +237,8 @@ def Gptc_OutputKind : I32EnumAttr<"OutputKind", "a result of a step", [
     I32EnumAttrCase<"LearningRate", 2, "lr">,
     I32EnumAttrCase<"Overflow", 3, "overflow">,
     I32EnumAttrCase<"Boundary", 4, "boundary">,
-    I32EnumAttrCase<"Graph", 5, "graph">]> {
+    I32EnumAttrCase<"Graph", 5, "graph">,
+    I32EnumAttrCase<"Saved", 6, "saved">]> {
   let cppNamespace = "::mlir::gptc";
   let genSpecializedAttr = 0;
 }
@@ -283,8 +285,9 @@ def Gptc_InputAttr : Gptc_RoleAttr<"Input", "input", Gptc_InputKind> {
     `#gptc.input<tokens>`, `<labels>`, `<step>` (the optimizer's step
     number), `<loss_scale>` (fp16's scale seeding the backward),
     `<cotangent k>` (a pipeline chunk's backward: the gradient of its k-th
-    boundary output) or `<graph "name">` (an imported graph's input before
-    it is recognized).
+    boundary output), `<saved k>` (a split backward's weight half: the k-th
+    value its input half saved for it) or `<graph "name">` (an imported
+    graph's input before it is recognized).
   }];
 }
 
@@ -292,8 +295,9 @@ def Gptc_OutputAttr : Gptc_RoleAttr<"Output", "output", Gptc_OutputKind> {
   let summary = "A result of a step (`gptc.output`)";
   let description = [{
     `#gptc.output<loss>`, `<grad_norm>`, `<lr>`, `<overflow>`,
-    `<boundary k>` (a pipeline chunk's k-th value for the next chunk) or
-    `<graph "name">` (an imported graph's output).
+    `<boundary k>` (a pipeline chunk's k-th value for the next chunk),
+    `<saved k>` (a split backward's input half: the k-th value its weight
+    half takes) or `<graph "name">` (an imported graph's output).
   }];
 }
 

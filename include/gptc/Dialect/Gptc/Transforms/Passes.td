@@ -167,11 +167,42 @@ def GptcPipelineSplitPass : Pass<"gptc-pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
 }
 
+def GptcSplitBackwardPass : Pass<"gptc-split-backward", "mlir::ModuleOp"> {
+  let summary = "Split each pipeline chunk's backward into its input-gradient and weight-gradient halves";
+  let description = [{
+    For the zero-bubble pipeline schedules (zb-h1). Runs after gptc-autodiff
+    on the chunks: each `@chunk<c>_backward` becomes
+
+    ```mlir
+    func.func @chunk<c>_backward_input(...) -> (%loss?, %in_grads..., %saved...)
+    func.func @chunk<c>_backward_weight(..., %saved...) -> (%param_grads...)
+    ```
+    The input half computes what the previous stage waits for: the
+    gradients of the chunk's received values (`gptc.pipeline_in`) and, on
+    the last chunk (the one no cotangent seeds), the loss. It is the
+    backward's ops those results depend on (the forward's recomputation
+    and the chain of input gradients). The weight half is every other op
+    the parameters' gradients need (the weight-gradient GEMMs, bias and
+    norm-weight reductions, embedding gradients). A value the input half
+    computes and the weight half reads is returned as
+    `gptc.output = #gptc.output<saved k>` and taken as
+    `gptc.input = #gptc.input<saved k>`, unless its op has no operands (a
+    constant, an iota), which the weight half computes again. Each half
+    takes only the arguments it uses, with their attributes; a chunk
+    whose input half has nothing to return (the first: no received value)
+    gets an empty one. The two halves compute exactly the backward's
+    values: the same ops on the same operands. The original backward is
+    erased.
+  }];
+  let dependentDialects = ["::mlir::gptc::GptcDialect", "::mlir::func::FuncDialect"];
+}
+
 def GptcPipelineSchedulePass : Pass<"gptc-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "Each pipeline stage's program as a function: its chunks' calls, sends and receives in schedule order";
   let description = [{
     Runs after gptc-pipeline-split and gptc-autodiff (it needs `@chunk<c>`
-    and `@chunk<c>_backward` for every chunk). Reads the stages from the
+    and `@chunk<c>_backward` for every chunk; zb-h1: `@chunk<c>_backward_input`
+    and `@chunk<c>_backward_weight` from gptc-split-backward). Reads the stages from the
     `shard.grid`'s axis of kind `pipeline` (`gptc.parallel`); chunk c runs
     on stage c mod p. For each stage s it adds
 
@@ -179,15 +210,18 @@ def GptcPipelineSchedulePass : Pass<"gptc-pipeline-schedule", "mlir::ModuleOp"> 
     func.func private @stage<s>(%params..., %data...) -> (%grads..., %loss)
         attributes {gptc.pipeline_stage = s}
     ```
-    whose body is the stage's program under `schedule` (gpipe, 1f1b or
-    interleaved) over `microbatches` microbatches, fully unrolled:
+    whose body is the stage's program under `schedule` (gpipe, 1f1b,
+    interleaved or zb-h1) over `microbatches` microbatches, fully unrolled:
 
     - `shard.recv` of each boundary value a chunk needs (`source` = the
       stage on the pipeline axis that sends it), and of each gradient of a
       chunk's outputs;
     - `func.call @chunk<c>` (the forward; the last chunk has none: its
       backward computes its loss) and `func.call @chunk<c>_backward` (which
-      recomputes the forward) with the microbatch's data arguments;
+      recomputes the forward) with the microbatch's data arguments; under
+      zb-h1, `func.call @chunk<c>_backward_input` where the backward was
+      and, later, `func.call @chunk<c>_backward_weight` with the values the
+      first saved;
     - `shard.send` of each output to the next chunk's stage, and of each
       input gradient to the previous chunk's stage;
     - `gptc.add` accumulating each parameter's gradient over the
@@ -207,7 +241,7 @@ def GptcPipelineSchedulePass : Pass<"gptc-pipeline-schedule", "mlir::ModuleOp"> 
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b or interleaved">,
+           "gpipe, 1f1b, interleaved or zb-h1">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Microbatches per step">
   ];
