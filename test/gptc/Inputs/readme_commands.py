@@ -54,6 +54,7 @@ CHECKS = {
     "build/bin/gptc models/tiny.pbtxt --emit=kernels": (RUN,),
     "build/bin/gptc models/tiny.pbtxt --emit=train --gemm-epilogues": (RUN,),
     "build/bin/gptc models/gpt2-124m.pbtxt --mesh pp=4 --emit=schedule --pipeline-schedule=1f1b --schedule-svg=s.svg": (RUN,),
+    "build/bin/gptc models/gpt2-124m.pbtxt --mesh pp=4 --emit=schedule --pipeline-schedule=zb-h1": (RUN,),
     "mpirun.mpich -np 2 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh pp=2 --grad-accum 4 --pipeline-schedule=1f1b": (SHORT,),
     "build/bin/gptc plan models/gpt3-175b.pbtxt --hardware h100-node --devices 1024": (RUN,),
     "mpirun.mpich -np 2 build/bin/gptc calibrate -o cpu.pbtxt": (RUN,),
