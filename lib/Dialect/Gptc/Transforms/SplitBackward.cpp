@@ -51,8 +51,8 @@ static void operandsOf(Operation *op, SmallVectorImpl<Value> &out) {
 }
 
 /// The ops of `block` that `roots` depend on.
-static llvm::SmallPtrSet<Operation *, 32>
-sliceOf(Block &block, ArrayRef<Value> roots) {
+static llvm::SmallPtrSet<Operation *, 32> sliceOf(Block &block,
+                                                  ArrayRef<Value> roots) {
   llvm::SmallPtrSet<Operation *, 32> in;
   SmallVector<Value> work(roots.begin(), roots.end());
   while (!work.empty()) {
@@ -222,8 +222,7 @@ static LogicalResult splitBackward(func::FuncOp f, StringRef chunk) {
     for (auto [k, v] : llvm::enumerate(savedOrder)) {
       resultTypes.push_back(v.getType());
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          kOutputAttrName, OutputAttr::get(ctx, OutputKind::Saved,
-                                           StringAttr(),
+          kOutputAttrName, OutputAttr::get(ctx, OutputKind::Saved, StringAttr(),
                                            static_cast<int64_t>(k)))));
     }
     func::FuncOp g = makeFunc((chunk + "_backward_input").str(), argTypes,
@@ -251,9 +250,8 @@ static LogicalResult splitBackward(func::FuncOp f, StringRef chunk) {
     for (auto [k, v] : llvm::enumerate(savedOrder)) {
       argTypes.push_back(v.getType());
       argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          kInputAttrName,
-          InputAttr::get(ctx, InputKind::Saved, StringAttr(),
-                         static_cast<int64_t>(k)))));
+          kInputAttrName, InputAttr::get(ctx, InputKind::Saved, StringAttr(),
+                                         static_cast<int64_t>(k)))));
     }
     for (unsigned r : weightResults) {
       resultTypes.push_back(f.getResultTypes()[r]);
