@@ -300,8 +300,8 @@ static LogicalResult printPipelineStages(const ModelDescription &desc,
       peakHeld = std::max(peakHeld, inFlight);
       peakSaved = std::max(peakSaved, savedNow);
     }
-    // (Held and saved peak at different ops at most a microbatch apart; their
-    // sum bounds the two at once.)
+    // (The two may peak at different ops; the sum of their peaks bounds
+    // what the stage holds at once.)
     peakHeld += peakSaved;
     // A sent message is kept until its receiver takes it: the most bytes
     // outstanding at once in the simulated timeline (a receive at the
