@@ -451,27 +451,28 @@ PipelineTrainer::create(const program::Program &program,
     return split ? std::vector<std::string>{name + "_input", name + "_weight"}
                  : std::vector<std::string>{name};
   };
-  // (A split backward's halves may not take every parameter the forward
-  // does: a bias whose output no gradient needs.)
-  for (int64_t c = 0; c < I.chunks; ++c)
+  // A stage holds the parameters its chunks' functions take: the forward's
+  // too (a split backward's halves may not take every parameter the
+  // forward does: a bias whose output no gradient needs).
+  for (int64_t c = 0; c < I.chunks; ++c) {
+    std::vector<const program::Function *> fns;
+    if (const program::Function *fwd = find("chunk" + std::to_string(c)))
+      fns.push_back(fwd);
     for (const std::string &name : backwardNames(c)) {
       const program::Function *f = find(name);
-      if (const program::Function *fwd = find("chunk" + std::to_string(c)))
-        for (int32_t id : fwd->inputs()) {
-          auto it = planIndex.find(fwd->values(id).name());
-          if (it != planIndex.end())
-            I.holders[it->second].insert(static_cast<int>(c % I.stages));
-        }
       if (!f) {
         error = "the pipeline program has no " + name;
         return nullptr;
       }
+      fns.push_back(f);
+    }
+    for (const program::Function *f : fns)
       for (int32_t id : f->inputs()) {
         auto it = planIndex.find(f->values(id).name());
         if (it != planIndex.end())
           I.holders[it->second].insert(static_cast<int>(c % I.stages));
       }
-    }
+  }
   for (int i = 0; i < plan.params_size(); ++i)
     if (I.holders[i].count(I.stage)) {
       I.ownIndex[plan.params(i).name()] = static_cast<int>(I.own.size());

@@ -326,8 +326,11 @@ void GptcPipelineSchedulePass::runOnOperation() {
   // Which stages hold each parameter (a tied one: several).
   std::map<std::string, std::set<int64_t>> holders;
   std::map<std::string, RankedTensorType> paramType;
+  // (The forward too: a split backward's halves may not take every
+  // parameter it does, as the runtime reads the holders.)
   for (int64_t c = 0; c < n; ++c)
-    for (func::FuncOp bf : backwardsOf(c))
+    for (func::FuncOp bf : llvm::concat<func::FuncOp>(
+             SmallVector<func::FuncOp>{forward[c]}, backwardsOf(c)))
       for (unsigned i = 0; i < bf.getNumArguments(); ++i)
         if (ChunkArg arg = roleOf(bf, i); arg.kind == ChunkArg::Param) {
           holders[arg.param.str()].insert(c % p);
