@@ -224,6 +224,94 @@ TEST(Kernels, CausalAttentionFloatMatchesDouble) {
   }
 }
 
+/// Attention from a subset of the positions (context parallelism: rank r
+/// of P holds sequence chunks r and 2P-1-r) equals the rows of causal
+/// attention over the whole sequence at those positions, forward and
+/// backward (the whole sequence's gradient with the other rows' output
+/// gradients zero), in double and in float, with query blocks (>= 128
+/// rows) and without.
+TEST(Kernels, PositionedAttentionEqualsCausalRows) {
+  struct Shape {
+    int64_t batch, seq, width, heads, ranks, rank;
+  };
+  for (Shape s : {Shape{2, 16, 32, 2, 2, 0}, Shape{2, 16, 32, 2, 2, 1},
+                  Shape{1, 24, 48, 3, 3, 1}, Shape{2, 256, 64, 4, 2, 1},
+                  Shape{1, 512, 64, 2, 2, 0}}) {
+    int64_t chunk = s.seq / (2 * s.ranks), rows = 2 * chunk;
+    std::vector<int32_t> pos;
+    for (int64_t c : {s.rank, 2 * s.ranks - 1 - s.rank})
+      for (int64_t i = 0; i < chunk; ++i)
+        pos.push_back(static_cast<int32_t>(c * chunk + i));
+    int64_t n = s.batch * s.seq * s.width, m = s.batch * rows * s.width;
+    uint32_t state = 777;
+    auto draw = [&] {
+      state = state * 1664525u + 1013904223u;
+      return (state >> 8) / double(1 << 24) * 4.0 - 2.0;
+    };
+    std::vector<double> q(n), k(n), v(n), g(n, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      q[i] = draw();
+      k[i] = draw();
+      v[i] = draw();
+    }
+    // The local queries and output gradients: the rows at `pos`.
+    std::vector<double> ql(m), gl(m);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < s.width; ++c) {
+          int64_t whole = (b * s.seq + pos[i]) * s.width + c;
+          int64_t local = (b * rows + i) * s.width + c;
+          ql[local] = q[whole];
+          gl[local] = g[whole] = draw();
+        }
+    std::vector<double> out(n), dq(n), dk(n), dv(n);
+    causalAttention(q.data(), k.data(), v.data(), s.batch, s.seq, s.width,
+                    s.heads, out.data());
+    causalAttentionGrad(q.data(), k.data(), v.data(), g.data(), s.batch, s.seq,
+                        s.width, s.heads, dq.data(), dk.data(), dv.data());
+    std::vector<double> outl(m), dql(m), dkl(n, 1e9), dvl(n, 1e9);
+    positionedAttention(ql.data(), k.data(), v.data(), pos.data(), s.batch,
+                        rows, s.seq, s.width, s.heads, outl.data());
+    positionedAttentionGrad(ql.data(), k.data(), v.data(), gl.data(),
+                            pos.data(), s.batch, rows, s.seq, s.width, s.heads,
+                            dql.data(), dkl.data(), dvl.data());
+    // The same in float.
+    auto narrow = [](const std::vector<double> &x) {
+      return std::vector<float>(x.begin(), x.end());
+    };
+    std::vector<float> qf = narrow(ql), kf = narrow(k), vf = narrow(v),
+                       gf = narrow(gl), outf(m), dqf(m), dkf(n), dvf(n);
+    positionedAttention(qf.data(), kf.data(), vf.data(), pos.data(), s.batch,
+                        rows, s.seq, s.width, s.heads, outf.data());
+    positionedAttentionGrad(qf.data(), kf.data(), vf.data(), gf.data(),
+                            pos.data(), s.batch, rows, s.seq, s.width, s.heads,
+                            dqf.data(), dkf.data(), dvf.data());
+    double worst = 0, worstFloat = 0;
+    auto check = [&](double got, float single, double want) {
+      double e = std::abs(got - want) / (1.0 + std::abs(want));
+      double ef = std::abs(single - want) / (1.0 + std::abs(want));
+      worst = std::isnan(e) ? e : std::max(worst, e);
+      worstFloat = std::isnan(ef) ? ef : std::max(worstFloat, ef);
+    };
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < s.width; ++c) {
+          int64_t whole = (b * s.seq + pos[i]) * s.width + c;
+          int64_t local = (b * rows + i) * s.width + c;
+          check(outl[local], outf[local], out[whole]);
+          check(dql[local], dqf[local], dq[whole]);
+        }
+    for (int64_t i = 0; i < n; ++i) {
+      check(dkl[i], dkf[i], dk[i]);
+      check(dvl[i], dvf[i], dv[i]);
+    }
+    EXPECT_LT(worst, 1e-12)
+        << "T " << s.seq << " P " << s.ranks << " rank " << s.rank;
+    EXPECT_LT(worstFloat, 2e-5)
+        << "T " << s.seq << " P " << s.ranks << " rank " << s.rank;
+  }
+}
+
 /// The float cross-entropy (its rows on AVX-512 where the CPU has it)
 /// agrees with the double one, loss and gradient, for vocabularies that do
 /// and do not fill 16-lane vectors, with an ignored row.

@@ -70,9 +70,26 @@ TEST_F(OpsTest, InferenceWithoutLocationFailsQuietly) {
 TEST_F(OpsTest, AttentionFlopsCountTheFullSquare) {
   Value q = value({2, 10, 12});
   auto op = CausalAttentionOp::create(b, b.getUnknownLoc(), q, q, q,
-                                      b.getI64IntegerAttr(3));
+                                      b.getI64IntegerAttr(3), Value());
   EXPECT_EQ(op.getType(), q.getType());
   EXPECT_EQ(op.getFlopCount(), 4 * 2 * 10 * 10 * 12 + 5 * 2 * 3 * 10 * 10);
+}
+
+// Context parallelism's attention: 4 query rows of a 10-token sequence
+// against all 10 keys; the products count Tq x Tk.
+TEST_F(OpsTest, PositionedAttentionFlopsCountQueriesTimesKeys) {
+  Value q = value({2, 4, 12});
+  Value kv = value({2, 10, 12});
+  Value positions = value({4}, b.getI32Type());
+  auto op = CausalAttentionOp::create(b, b.getUnknownLoc(), q, kv, kv,
+                                      b.getI64IntegerAttr(3), positions);
+  EXPECT_EQ(op.getType(), q.getType());
+  EXPECT_EQ(op.getFlopCount(), 4 * 2 * 4 * 10 * 12 + 5 * 2 * 3 * 4 * 10);
+  auto grad = CausalAttentionGradOp::create(b, b.getUnknownLoc(), q, kv, kv, q,
+                                            b.getI64IntegerAttr(3), positions);
+  EXPECT_EQ(grad.getQueryGrad().getType(), q.getType());
+  EXPECT_EQ(grad.getKeyGrad().getType(), kv.getType());
+  EXPECT_EQ(grad.getValueGrad().getType(), kv.getType());
 }
 
 TEST_F(OpsTest, EmbeddingAndLoss) {

@@ -211,7 +211,7 @@ static bool compile(const std::string &modelPath,
     desc->setSteps(options.steps);
   const ModelConfig &m = desc->getConfig();
   bool pipeline = m.pipelineParallel > 1;
-  int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
+  int64_t devices = m.devices();
   for (const MeshAxis &axis : desc->getMeshAxes())
     impl.mesh += (impl.mesh.empty() ? "" : ",") + axis.name + "=" +
                  std::to_string(axis.size);

@@ -183,8 +183,9 @@ void Importer::buildBody(func::FuncOp func) {
     Value q = linear(at(h + "attn.q_proj", heads), a);
     Value k = linear(at(h + "attn.k_proj", heads), a);
     Value v = linear(at(h + "attn.v_proj", heads), a);
-    Value y = CausalAttentionOp::create(b, at(h + "attn", heads), q, k, v,
-                                        b.getI64IntegerAttr(m.numHeads));
+    Value y =
+        CausalAttentionOp::create(b, at(h + "attn", heads), q, k, v,
+                                  b.getI64IntegerAttr(m.numHeads), Value());
     y = linear(at(h + "attn.c_proj", modelField("model_dim")), y);
     x = AddOp::create(b, at(h + "residual_1", modelField("num_layers")), x, y);
     Value z = norm(at(h + "ln_2", modelField("layer_norm_epsilon")), x);
@@ -297,10 +298,11 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
     for (const MeshAxis &axis : axes) {
       shape.push_back(axis.size);
       names.push_back(b.getStringAttr(axis.name));
-      kinds.push_back(axis.kind == MeshAxis::Kind::Data ? MeshAxisKind::Data
-                      : axis.kind == MeshAxis::Kind::Tensor
-                          ? MeshAxisKind::Tensor
-                          : MeshAxisKind::Pipeline);
+      kinds.push_back(
+          axis.kind == MeshAxis::Kind::Data      ? MeshAxisKind::Data
+          : axis.kind == MeshAxis::Kind::Tensor  ? MeshAxisKind::Tensor
+          : axis.kind == MeshAxis::Kind::Context ? MeshAxisKind::Context
+                                                 : MeshAxisKind::Pipeline);
     }
     shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
     GptcDialect::ParallelAttrHelper(ctx).setAttr(

@@ -225,9 +225,11 @@ LogicalResult DescriptionOverrides::parseMesh(StringRef text,
         axis.kind = MeshAxis::Kind::Tensor;
       else if (k == "pp" || k == "pipeline")
         axis.kind = MeshAxis::Kind::Pipeline;
+      else if (k == "cp" || k == "context")
+        axis.kind = MeshAxis::Kind::Context;
       else {
         error = "--mesh: unknown axis '" + k.str() +
-                "' (expected dp, tp or pp, as in --mesh dp=2,tp=2)";
+                "' (expected dp, tp, pp or cp, as in --mesh dp=2,tp=2)";
         return failure();
       }
       if (value.trim().getAsInteger(10, axis.size)) {
@@ -265,10 +267,11 @@ ModelDescription::parse(StringRef text, StringRef fileName,
       auto *axis = spec.mutable_mesh()->add_axis();
       axis->set_name(a.name);
       axis->set_size(a.size);
-      axis->set_kind(a.kind == MeshAxis::Kind::Data ? ::gptc::spec::Axis::DATA
-                     : a.kind == MeshAxis::Kind::Tensor
-                         ? ::gptc::spec::Axis::TENSOR
-                         : ::gptc::spec::Axis::PIPELINE);
+      axis->set_kind(
+          a.kind == MeshAxis::Kind::Data      ? ::gptc::spec::Axis::DATA
+          : a.kind == MeshAxis::Kind::Tensor  ? ::gptc::spec::Axis::TENSOR
+          : a.kind == MeshAxis::Kind::Context ? ::gptc::spec::Axis::CONTEXT
+                                              : ::gptc::spec::Axis::PIPELINE);
     }
     if (overrides.mesh->empty())
       spec.clear_mesh();
@@ -598,7 +601,7 @@ LogicalResult ModelDescription::validate() {
   // 3. The mesh: named axes, each of one parallel kind.
   llvm::StringSet<> names;
   int64_t devices = 1;
-  bool seenKind[4] = {false, false, false, false};
+  bool seenKind[5] = {false, false, false, false, false};
   for (auto [i, axis] : llvm::enumerate(spec.mesh().axis())) {
     int idx = static_cast<int>(i);
     auto at = [&](StringRef f) {
@@ -630,7 +633,7 @@ LogicalResult ModelDescription::validate() {
       v.error(axis.has_kind() ? at("kind")
                               : SmallVector<FieldRef>{{"mesh"}, {"axis", idx}})
           << "mesh axis '" << axis.name()
-          << "' needs a 'kind': DATA, TENSOR or PIPELINE";
+          << "' needs a 'kind': DATA, TENSOR, PIPELINE or CONTEXT";
       continue;
     }
     int kind = axis.kind();
@@ -638,12 +641,14 @@ LogicalResult ModelDescription::validate() {
       v.error(at("kind")) << "more than one mesh axis of kind "
                           << Axis::Kind_Name(axis.kind());
     seenKind[kind] = true;
-    out.kind = kind == Axis::DATA     ? MeshAxis::Kind::Data
-               : kind == Axis::TENSOR ? MeshAxis::Kind::Tensor
-                                      : MeshAxis::Kind::Pipeline;
-    (kind == Axis::DATA     ? m.dataParallel
-     : kind == Axis::TENSOR ? m.tensorParallel
-                            : m.pipelineParallel) = out.size;
+    out.kind = kind == Axis::DATA      ? MeshAxis::Kind::Data
+               : kind == Axis::TENSOR  ? MeshAxis::Kind::Tensor
+               : kind == Axis::CONTEXT ? MeshAxis::Kind::Context
+                                       : MeshAxis::Kind::Pipeline;
+    (kind == Axis::DATA      ? m.dataParallel
+     : kind == Axis::TENSOR  ? m.tensorParallel
+     : kind == Axis::CONTEXT ? m.contextParallel
+                             : m.pipelineParallel) = out.size;
     axes.push_back(std::move(out));
   }
 
@@ -668,6 +673,19 @@ LogicalResult ModelDescription::validate() {
           << "pipeline size " << m.pipelineParallel << " exceeds num_layers ("
           << m.numLayers << "): every stage needs a layer";
   }
+  // Context parallelism: 2 x cp chunks of the sequence, two per rank.
+  if (m.contextParallel > 1) {
+    if (spec.has_training() && m.seqLen % (2 * m.contextParallel) != 0)
+      v.error(axisField(MeshAxis::Kind::Context))
+          << "context-parallel size " << m.contextParallel << " needs seq_len ("
+          << m.seqLen << ") to be a multiple of 2 x " << m.contextParallel
+          << " = " << 2 * m.contextParallel
+          << " (each rank holds two of 2 x cp chunks)";
+    if (m.pipelineParallel > 1)
+      v.error(axisField(MeshAxis::Kind::Context))
+          << "context parallelism does not run with a PIPELINE axis yet "
+             "(docs/Limitations.md)";
+  }
   if (spec.has_training()) {
     int64_t slots;
     if (__builtin_mul_overflow(m.dataParallel, m.gradAccumSteps, &slots) ||
@@ -689,10 +707,15 @@ LogicalResult ModelDescription::validate() {
     if (m.zeroStage < 0 || m.zeroStage > 3)
       v.error({{"parallel"}, {"zero_stage"}})
           << "zero_stage must be 0, 1, 2 or 3, got " << m.zeroStage;
-    else if (m.zeroStage > 0 && !seenKind[Axis::DATA])
+    else if (m.zeroStage > 0 && !seenKind[Axis::DATA] &&
+             !seenKind[Axis::CONTEXT])
       v.error({{"parallel"}, {"zero_stage"}})
           << "ZeRO shards over the data axis, but the mesh has no DATA axis";
-    if (m.sequenceParallel && !seenKind[Axis::TENSOR])
+    if (m.sequenceParallel && seenKind[Axis::CONTEXT])
+      v.error({{"parallel"}, {"sequence_parallel"}})
+          << "sequence parallelism and a CONTEXT axis both split the "
+             "sequence; use one of them";
+    else if (m.sequenceParallel && !seenKind[Axis::TENSOR])
       v.error({{"parallel"}, {"sequence_parallel"}})
           << "sequence parallelism needs a TENSOR axis in the mesh";
     else if (m.sequenceParallel && spec.has_training() &&

@@ -31,6 +31,7 @@ void mlir::gptc::buildDifferentiationPipeline(OpPassManager &pm) {
   pm.addPass(createGptcVerifyModelPass());
   pm.addPass(createGptcShardingPropagationPass());
   pm.addPass(createGptcTensorParallelPass());
+  pm.addPass(createGptcContextParallelPass());
   pm.addPass(createGptcMixedPrecisionPass());
   pm.addPass(createGptcAutodiffPass());
 }

@@ -129,9 +129,17 @@ KernelCost gptc::runtime::kernelCost(const program::Function &f,
       break;
     double b = static_cast<double>(q[0]), t = static_cast<double>(q[1]),
            c = static_cast<double>(q[2]);
-    // S = Q K^T and O = P V, each 2 B T^2 C, half of each under the mask;
+    // Context parallelism: queries of a part of the sequence against the
+    // keys of all of it (Tk), each query seeing half of them on average.
+    double tk = t;
+    if (k.inputs_size() >= 2) {
+      std::vector<int64_t> key = shape(k.inputs(1));
+      if (key.size() == 3)
+        tk = static_cast<double>(key[1]);
+    }
+    // S = Q K^T and O = P V, each 2 B T Tk C, half of each under the mask;
     // the backward's five products are 2.5 times that.
-    cost.flops = 2 * b * t * t * c;
+    cost.flops = 2 * b * t * tk * c;
     if (k.op() == program::CAUSAL_ATTENTION_GRAD)
       cost.flops *= 2.5;
     break;

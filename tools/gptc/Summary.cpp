@@ -494,14 +494,18 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
     os << " (no mesh)";
   for (auto [i, axis] : llvm::enumerate(desc.getMeshAxes()))
     os << (i ? " x " : " = ") << axis.name << " " << axis.size << " ("
-       << (axis.kind == MeshAxis::Kind::Data     ? "data"
-           : axis.kind == MeshAxis::Kind::Tensor ? "tensor"
-                                                 : "pipeline")
+       << (axis.kind == MeshAxis::Kind::Data      ? "data"
+           : axis.kind == MeshAxis::Kind::Tensor  ? "tensor"
+           : axis.kind == MeshAxis::Kind::Context ? "context"
+                                                  : "pipeline")
        << ")";
   os << "\n";
   os << "parallel: data " << m.dataParallel << ", tensor " << m.tensorParallel
      << (m.sequenceParallel ? " (sequence parallel)" : "") << ", pipeline "
-     << m.pipelineParallel << ", ZeRO stage " << m.zeroStage << "\n";
+     << m.pipelineParallel;
+  if (m.contextParallel > 1)
+    os << ", context " << m.contextParallel;
+  os << ", ZeRO stage " << m.zeroStage << "\n";
   os << "micro-batch per device: " << m.microBatchSize
      << " sequences, gradient accumulation " << m.gradAccumSteps;
   if (m.dataParallel > 1 && m.zeroStage >= 2 && m.gradAccumSteps > 1 &&

@@ -430,7 +430,7 @@ static int runPipelineTrain(ModelDescription &desc,
   // The processes first: compiling a large model takes minutes.
   std::unique_ptr<rt::Communicator> comm;
   std::string error;
-  int64_t devices = m.pipelineParallel * m.dataParallel * m.tensorParallel;
+  int64_t devices = m.devices();
   bool started = rt::startProcesses(devices, /*mpi=*/true, comm, error);
   if (!comm)
     return fail(error);
@@ -641,7 +641,7 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   // 3. One process per device: MPI when the mesh has several devices or an
   //    MPI launcher started us (so that a mismatch is reported, not run N
   //    times).
-  int64_t devices = m.dataParallel * m.tensorParallel * m.pipelineParallel;
+  int64_t devices = m.devices();
   std::unique_ptr<rt::Communicator> comm;
   bool started = rt::startProcesses(devices, /*mpi=*/false, comm, error);
   if (!started && !comm)
@@ -715,6 +715,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
       llvm::errs() << "gptc: " << devices << " processes: data parallel "
                    << m.dataParallel << ", tensor parallel " << m.tensorParallel
                    << (m.sequenceParallel ? " (sequence parallel)" : "")
+                   << (m.contextParallel > 1
+                           ? ", context parallel " +
+                                 std::to_string(m.contextParallel)
+                           : std::string())
                    << ", ZeRO stage " << m.zeroStage << ", " << m.gradAccumSteps
                    << " microbatch(es) of " << m.microBatchSize
                    << " sequences per rank\n";

@@ -73,6 +73,12 @@ struct ModelConfig {
   uint64_t dataSeed = 0;
   // Parallel layout (1 when the mesh has no such axis).
   int64_t dataParallel = 1, tensorParallel = 1, pipelineParallel = 1;
+  /// Context parallelism: the sequence split over this many ranks.
+  int64_t contextParallel = 1;
+  /// Every device of the mesh.
+  int64_t devices() const {
+    return dataParallel * tensorParallel * pipelineParallel * contextParallel;
+  }
   int zeroStage = 0;
   bool sequenceParallel = false;
   /// The pipeline's schedule ("1f1b", "gpipe", "interleaved"), chunks per

@@ -43,7 +43,7 @@ struct ParallelPlan;
 struct MeshAxis {
   std::string name;
   int64_t size = 1;
-  enum class Kind { Data, Tensor, Pipeline } kind = Kind::Data;
+  enum class Kind { Data, Tensor, Pipeline, Context } kind = Kind::Data;
 };
 
 /// Command-line replacements for the description's parallel and

@@ -187,6 +187,10 @@ struct CausalAttentionToLinalg final : OpRewritePattern<CausalAttentionOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CausalAttentionOp op,
                                 PatternRewriter &rewriter) const override {
+    if (op.getPositions())
+      return rewriter.notifyMatchFailure(
+          op, "attention from a part of the sequence has no reference "
+              "lowering (the CPU runtime runs its own kernel)");
     Location loc = op.getLoc();
     int64_t h = op.getNumHeads();
     Loops L = loopsFor(rewriter, loc, op.getQuery(), h);
@@ -214,6 +218,10 @@ struct CausalAttentionGradToLinalg final
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(CausalAttentionGradOp op,
                                 PatternRewriter &rewriter) const override {
+    if (op.getPositions())
+      return rewriter.notifyMatchFailure(
+          op, "attention from a part of the sequence has no reference "
+              "lowering (the CPU runtime runs its own kernel)");
     Location loc = op.getLoc();
     int64_t h = op.getNumHeads();
     Loops L = loopsFor(rewriter, loc, op.getQuery(), h);

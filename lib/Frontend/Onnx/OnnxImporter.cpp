@@ -2131,7 +2131,7 @@ LogicalResult Importer::convertAttention() {
       return reshape(transpose(x, {0, 2, 1, 3}), {B, Sq, heads * D});
     };
     Value y = CausalAttentionOp::create(b, loc, merge(qs4), merge(*kr),
-                                        merge(*vr), heads);
+                                        merge(*vr), heads, Value());
     define(0, rank == 3
                   ? y
                   : transpose(reshape(y, {B, Sq, heads, D}), {0, 2, 1, 3}));

@@ -614,7 +614,7 @@ bool raiseAttention(SoftmaxOp softmax, OpBuilder &b) {
     return false;
   b.setInsertionPoint(merged);
   Value attn = CausalAttentionOp::create(b, softmax.getLoc(), q, k, v,
-                                         b.getI64IntegerAttr(hq));
+                                         b.getI64IntegerAttr(hq), Value());
   if (mType != qType)
     attn = ReshapeOp::create(b, softmax.getLoc(), mType, attn);
   merged.getResult().replaceAllUsesWith(attn);

@@ -192,6 +192,16 @@ static bool reduceSumLow(Call &c, const Tensor &x, Tensor &y,
 template <typename T>
 bool runFloat(Call &c);
 
+/// Attention's positions (its last input, integers), which 16-bit kernels
+/// read as they are.
+static bool isAttentionPositions(const Call &c, const Tensor *t) {
+  program::OpKind op = c.kernel.op();
+  bool grad = op == program::CAUSAL_ATTENTION_GRAD;
+  return (op == program::CAUSAL_ATTENTION || grad) &&
+         c.in.size() == (grad ? 5u : 4u) && t == c.in.back() &&
+         t->dtype == program::I32;
+}
+
 /// A kernel on 16-bit operands run by `run` in fp32: the operands widened
 /// exactly, the results rounded to nearest even. The fp32 copies live in
 /// scratch the thread keeps from call to call (a fresh allocation each
@@ -216,6 +226,10 @@ static bool runWidened(Call &c, bool (*run)(Call &)) {
   };
   Call f32{{}, {}, c.kernel, c.error};
   for (const Tensor *t : c.in) {
+    if (isAttentionPositions(c, t)) {
+      f32.in.push_back(t);
+      continue;
+    }
     Tensor *w = view(*t);
     convert<Low, float>(*t, *w);
     f32.in.push_back(w);
@@ -237,7 +251,7 @@ static bool runWidened(Call &c, bool (*run)(Call &)) {
 static bool runBFloat16(Call &c) {
   using cpu::BFloat16;
   for (const Tensor *t : c.in)
-    if (t->dtype != program::BF16)
+    if (t->dtype != program::BF16 && !isAttentionPositions(c, t))
       return c.fail("mixes element types");
   switch (c.kernel.op()) {
   case program::LINEAR:
@@ -261,7 +275,7 @@ static bool runBFloat16(Call &c) {
 /// fp16 is the GPU's mixed precision; on the CPU bf16 is the fast one.
 static bool runHalf(Call &c) {
   for (const Tensor *t : c.in)
-    if (t->dtype != program::F16)
+    if (t->dtype != program::F16 && !isAttentionPositions(c, t))
       return c.fail("mixes element types");
   switch (c.kernel.op()) {
   case program::LINEAR:
@@ -405,6 +419,42 @@ static bool runGemmEpilogue(Call &c) {
 }
 
 /// Runs the floating-point kernels for element type T.
+/// Attention from some of the sequence's positions (the last input, i32):
+/// queries B x Tq x C, keys and values B x Tk x C.
+template <typename T>
+static bool runPositionedAttention(Call &c, bool grad, int64_t heads) {
+  const std::vector<const Tensor *> &in = c.in;
+  const std::vector<Tensor *> &out = c.out;
+  const Tensor &q = *in[0], &key = *in[1], &pos = *in.back();
+  bool shapes = key.shape.size() == 3 && key.shape[0] == q.shape[0] &&
+                key.shape[2] == q.shape[2] &&
+                in[2]->numElements() == key.numElements() &&
+                pos.dtype == program::I32 && pos.numElements() == q.shape[1] &&
+                out[0]->numElements() == q.numElements() &&
+                (!grad || (in[3]->numElements() == q.numElements() &&
+                           out[1]->numElements() == key.numElements() &&
+                           out[2]->numElements() == key.numElements()));
+  if (!c.expect(shapes, "operand shapes do not match"))
+    return false;
+  int64_t seqK = key.shape[1];
+  const int32_t *p = pos.data<int32_t>();
+  for (int64_t i = 0; i < q.shape[1]; ++i)
+    if (p[i] < 0 || p[i] >= seqK)
+      return c.fail("position " + std::to_string(p[i]) + " of query row " +
+                    std::to_string(i) + " is outside the keys [0, " +
+                    std::to_string(seqK) + ")");
+  if (!grad)
+    cpu::positionedAttention(q.data<T>(), key.data<T>(), in[2]->data<T>(), p,
+                             q.shape[0], q.shape[1], seqK, q.shape[2], heads,
+                             out[0]->data<T>());
+  else
+    cpu::positionedAttentionGrad(q.data<T>(), key.data<T>(), in[2]->data<T>(),
+                                 in[3]->data<T>(), p, q.shape[0], q.shape[1],
+                                 seqK, q.shape[2], heads, out[0]->data<T>(),
+                                 out[1]->data<T>(), out[2]->data<T>());
+  return true;
+}
+
 template <typename T>
 bool runFloat(Call &c) {
   using namespace gptc::cpu;
@@ -626,6 +676,9 @@ bool runFloat(Call &c) {
     if (!c.expect(q.shape.size() == 3 && heads > 0 && q.shape[2] % heads == 0,
                   "operand shapes do not match"))
       return false;
+    bool grad = k.op() == program::CAUSAL_ATTENTION_GRAD;
+    if (in.size() == (grad ? 5u : 4u))
+      return runPositionedAttention<T>(c, grad, heads);
     for (const Tensor *t : in)
       if (t->numElements() != q.numElements())
         return c.fail("operand shapes do not match");

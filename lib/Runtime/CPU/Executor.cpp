@@ -157,13 +157,14 @@ static bool arityOf(OpKind op, Arity &arity) {
     arity = {3, 3, 1};
     return true;
   case program::CAUSAL_ATTENTION:
-    arity = {3, 3, 1};
+    // The queries' positions last, with context parallelism.
+    arity = {3, 4, 1};
     return true;
   case program::LAYER_NORM_GRAD:
     arity = {3, 3, 3};
     return true;
   case program::CAUSAL_ATTENTION_GRAD:
-    arity = {4, 4, 3};
+    arity = {4, 5, 3};
     return true;
   case program::SPLIT:
     arity = {1, 1, -1};

@@ -527,6 +527,24 @@ static void causalSoftmaxRow(T *row, int64_t t, int64_t seq, T scale) {
 // T = 128, 62.5% of the full T x T products). The scores of one chunk
 // and block (chunk x H x rows x T) live in scratch.
 
+/// One batched product over `batch` elements and every head.
+static GemmProblem headsProduct(int64_t batch, int64_t heads, int64_t m,
+                                int64_t n, int64_t k, MatrixStrides a,
+                                MatrixStrides b, MatrixStrides c,
+                                bool accumulate) {
+  GemmProblem p;
+  p.batch0 = batch;
+  p.batch1 = heads;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  p.accumulate = accumulate;
+  return p;
+}
+
 namespace {
 /// The strided views of a chunk of batch elements' heads, for query
 /// blocks of `rows` rows.
@@ -558,17 +576,7 @@ struct HeadViews {
   GemmProblem product(int64_t batch, int64_t m, int64_t n, int64_t k,
                       MatrixStrides a, MatrixStrides b, MatrixStrides c,
                       bool accumulate = false) const {
-    GemmProblem p;
-    p.batch0 = batch;
-    p.batch1 = heads;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.a = a;
-    p.b = b;
-    p.c = c;
-    p.accumulate = accumulate;
-    return p;
+    return headsProduct(batch, heads, m, n, k, a, b, c, accumulate);
   }
 };
 } // namespace
@@ -670,6 +678,128 @@ void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
            k + off, dq + off + r0 * width);
       gemm(h.product(n, r1, h.d, m, h.scoresT(), h.act(), h.act(), add),
            dp.data(), q + off + r0 * width, dk + off);
+    }
+  }
+}
+
+// Attention from a subset of the sequence's positions (context
+// parallelism): Q is B x Tq x C, K and V B x Tk x C in sequence order, and
+// query row i attends keys [0, pos[i]]. The same blocked products as
+// above, with each block of query rows multiplying the keys up to its
+// largest position.
+
+namespace {
+struct PositionViews {
+  int64_t chunk, seqQ, seqK, width, heads, d, rows;
+  PositionViews(int64_t batch, int64_t seqQ, int64_t seqK, int64_t width,
+                int64_t heads)
+      : seqQ(seqQ), seqK(seqK), width(width), heads(heads), d(width / heads) {
+    rows = seqQ >= 128 ? 32 : seqQ;
+    int64_t perElement = heads * rows * seqK * 8;
+    chunk = std::clamp<int64_t>((int64_t(8) << 20) / perElement, 1, batch);
+  }
+  MatrixStrides q() const { return {seqQ * width, d, width, 1}; }
+  MatrixStrides k() const { return {seqK * width, d, width, 1}; }
+  MatrixStrides kT() const { return {seqK * width, d, 1, width}; }
+  MatrixStrides scores() const {
+    return {heads * rows * seqK, rows * seqK, seqK, 1};
+  }
+  MatrixStrides scoresT() const {
+    return {heads * rows * seqK, rows * seqK, 1, seqK};
+  }
+  int64_t scratch() const { return chunk * heads * rows * seqK; }
+  GemmProblem product(int64_t batch, int64_t m, int64_t n, int64_t k,
+                      MatrixStrides a, MatrixStrides b, MatrixStrides c,
+                      bool accumulate = false) const {
+    return headsProduct(batch, heads, m, n, k, a, b, c, accumulate);
+  }
+  /// The keys rows [r0, r1) reach: [0, max position + 1).
+  static int64_t keys(const int32_t *pos, int64_t r0, int64_t r1) {
+    int64_t last = 0;
+    for (int64_t r = r0; r < r1; ++r)
+      last = std::max<int64_t>(last, pos[r]);
+    return last + 1;
+  }
+};
+
+/// P of query rows [r0, r1) against keys [0, keys) (q, k at the chunk).
+template <typename T>
+void positionedProbabilities(const PositionViews &h, int64_t n, int64_t r0,
+                             int64_t r1, int64_t keys, const int32_t *pos,
+                             const T *q, const T *k, T scale, T *p) {
+  gemm(h.product(n, r1 - r0, keys, h.d, h.q(), h.kT(), h.scores()),
+       q + r0 * h.width, k, p);
+  int64_t m = r1 - r0, rows = n * h.heads * m;
+#pragma omp parallel for schedule(static) if (rows * keys > 16384)
+  for (int64_t r = 0; r < rows; ++r)
+    causalSoftmaxRow(p + (r / m) * h.rows * h.seqK + (r % m) * h.seqK,
+                     pos[r0 + r % m], keys, scale);
+}
+} // namespace
+
+template <typename T>
+void positionedAttention(const T *q, const T *k, const T *v, const int32_t *pos,
+                         int64_t batch, int64_t seqQ, int64_t seqK,
+                         int64_t width, int64_t heads, T *out) {
+  PositionViews h(batch, seqQ, seqK, width, heads);
+  T scale = T(1) / std::sqrt(T(h.d));
+  std::vector<T> p(h.scratch());
+  for (int64_t b = 0; b < batch; b += h.chunk) {
+    int64_t n = std::min(h.chunk, batch - b);
+    int64_t offQ = b * seqQ * width, offK = b * seqK * width;
+    for (int64_t r0 = 0; r0 < seqQ; r0 += h.rows) {
+      int64_t r1 = std::min(seqQ, r0 + h.rows);
+      int64_t keys = PositionViews::keys(pos, r0, r1);
+      positionedProbabilities(h, n, r0, r1, keys, pos, q + offQ, k + offK,
+                              scale, p.data());
+      gemm(h.product(n, r1 - r0, h.d, keys, h.scores(), h.k(), h.q()), p.data(),
+           v + offK, out + offQ + r0 * width);
+    }
+  }
+}
+
+template <typename T>
+void positionedAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
+                             const int32_t *pos, int64_t batch, int64_t seqQ,
+                             int64_t seqK, int64_t width, int64_t heads, T *dq,
+                             T *dk, T *dv) {
+  PositionViews h(batch, seqQ, seqK, width, heads);
+  T scale = T(1) / std::sqrt(T(h.d));
+  std::vector<T> p(h.scratch()), dp(h.scratch());
+  std::fill(dk, dk + batch * seqK * width, T(0));
+  std::fill(dv, dv + batch * seqK * width, T(0));
+  for (int64_t b = 0; b < batch; b += h.chunk) {
+    int64_t n = std::min(h.chunk, batch - b);
+    int64_t offQ = b * seqQ * width, offK = b * seqK * width;
+    for (int64_t r0 = 0; r0 < seqQ; r0 += h.rows) {
+      int64_t r1 = std::min(seqQ, r0 + h.rows), m = r1 - r0;
+      int64_t keys = PositionViews::keys(pos, r0, r1);
+      positionedProbabilities(h, n, r0, r1, keys, pos, q + offQ, k + offK,
+                              scale, p.data());
+      const T *dO = dout + offQ + r0 * width;
+      // dP = dO V^T;  dV += P^T dO.
+      gemm(h.product(n, m, keys, h.d, h.q(), h.kT(), h.scores()), dO, v + offK,
+           dp.data());
+      gemm(h.product(n, keys, h.d, m, h.scoresT(), h.q(), h.k(), true),
+           p.data(), dO, dv + offK);
+      // dS = P (dP - rowsum(P dP)) / sqrt(D) (zero where P is).
+      int64_t rows = n * heads * m;
+#pragma omp parallel for schedule(static) if (rows * keys > 16384)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t at = (r / m) * h.rows * seqK + (r % m) * seqK;
+        T *pr = p.data() + at, *dpr = dp.data() + at;
+        T dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t j = 0; j < keys; ++j)
+          dot += pr[j] * dpr[j];
+        for (int64_t j = 0; j < keys; ++j)
+          dpr[j] = pr[j] * (dpr[j] - dot) * scale;
+      }
+      // dQ = dS K;  dK += dS^T Q.
+      gemm(h.product(n, m, h.d, keys, h.scores(), h.k(), h.q()), dp.data(),
+           k + offK, dq + offQ + r0 * width);
+      gemm(h.product(n, keys, h.d, m, h.scoresT(), h.q(), h.k(), true),
+           dp.data(), q + offQ + r0 * width, dk + offK);
     }
   }
 }
@@ -1191,6 +1321,12 @@ void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,
   template void causalAttentionGrad<T>(const T *, const T *, const T *,        \
                                        const T *, int64_t, int64_t, int64_t,   \
                                        int64_t, T *, T *, T *);                \
+  template void positionedAttention<T>(const T *, const T *, const T *,        \
+                                       const int32_t *, int64_t, int64_t,      \
+                                       int64_t, int64_t, int64_t, T *);        \
+  template void positionedAttentionGrad<T>(                                    \
+      const T *, const T *, const T *, const T *, const int32_t *, int64_t,    \
+      int64_t, int64_t, int64_t, int64_t, T *, T *, T *);                      \
   template T crossEntropy<T>(const T *, const int32_t *, int64_t, int64_t,     \
                              bool, int64_t, double, int64_t &);                \
   template void crossEntropyGrad<T>(const T *, const int32_t *, T, int64_t,    \

@@ -187,6 +187,11 @@ bool CudaRunner::prepare(std::string &error) {
     case program::CAUSAL_ATTENTION:
     case program::CAUSAL_ATTENTION_GRAD: {
       bool grad = k.op() == program::CAUSAL_ATTENTION_GRAD;
+      if (k.inputs_size() == (grad ? 5 : 4))
+        return fail(where + ": attention from a part of the sequence "
+                            "(context parallelism) has no GPU kernel yet; "
+                            "a mesh with a cp axis runs on the CPU "
+                            "(docs/Limitations.md)");
       if (k.inputs_size() != (grad ? 4 : 3) ||
           k.outputs_size() != (grad ? 3 : 1) || !k.has_attention())
         return fail(where + " is malformed");

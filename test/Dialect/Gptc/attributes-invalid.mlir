@@ -40,7 +40,7 @@ module attributes {gptc.parallel = #gptc.parallel<axes = ["dp", "tp"], kinds = [
 
 // -----
 
-// expected-error@+2 {{axis kinds must be "data", "tensor" or "pipeline", got "expert"}}
+// expected-error@+2 {{axis kinds must be "data", "tensor", "pipeline" or "context", got "expert"}}
 // expected-error@+1 {{failed to parse Gptc_ParallelAttr parameter 'kinds'}}
 module attributes {gptc.parallel = #gptc.parallel<axes = ["ep"], kinds = ["expert"]>} {
 }

@@ -284,6 +284,33 @@ func.func @attention_kv_mismatch(%q: tensor<2x8x12xf32>, %k: tensor<2x4x12xf32>)
 
 // -----
 
+func.func @attention_positions_count(%q: tensor<2x4x12xf32>, %k: tensor<2x8x12xf32>, %p: tensor<3xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects one i32 position per query row, got 3 for 4 rows}}
+  %0 = gptc.causal_attention %q, %k, %k positions %p heads 2 : tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<3xi32> -> tensor<2x4x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_positions_kv(%q: tensor<2x4x12xf32>, %k: tensor<2x8x12xf32>, %v: tensor<2x6x12xf32>, %p: tensor<4xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects key and value of one type, with the query's batch, width and element type}}
+  %0 = gptc.causal_attention %q, %k, %v positions %p heads 2 : tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x6x12xf32>, tensor<4xi32> -> tensor<2x4x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_positions_fewer_keys(%q: tensor<2x4x12xf32>, %k: tensor<2x2x12xf32>, %p: tensor<4xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects at least as many keys as queries}}
+  %0 = gptc.causal_attention %q, %k, %k positions %p heads 2 : tensor<2x4x12xf32>, tensor<2x2x12xf32>, tensor<2x2x12xf32>, tensor<4xi32> -> tensor<2x4x12xf32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_labels(%l: tensor<2x8x100xf32>, %y: tensor<2x7xi32>) {
   // expected-error@+2 {{failed to infer returned types}}
   // expected-error@+1 {{expects labels shaped like the logits without their last (vocabulary) dimension}}

@@ -70,6 +70,19 @@ func.func @attention(%q: tensor<2x8x12xf32>, %k: tensor<2x8x12xf32>, %v: tensor<
   return %0 : tensor<2x8x12xf32>
 }
 
+// Context parallelism: 4 query rows at sequence positions 0, 1, 6, 7
+// against the 8 keys of the whole sequence, and the gradient (the keys'
+// and values' gradients cover the whole sequence).
+// CHECK-LABEL: func.func @attention_positions
+func.func @attention_positions(%q: tensor<2x4x12xf32>, %kv: tensor<2x8x12xf32>, %pos: tensor<4xi32>)
+    -> (tensor<2x4x12xf32>, tensor<2x8x12xf32>) {
+  // CHECK: gptc.causal_attention %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} heads 3 : tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<4xi32> -> tensor<2x4x12xf32>
+  %0 = gptc.causal_attention %q, %kv, %kv positions %pos heads 3 : tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<4xi32> -> tensor<2x4x12xf32>
+  // CHECK: gptc.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} heads 3 : tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x4x12xf32>, tensor<4xi32> -> tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>
+  %1:3 = gptc.causal_attention_grad %q, %kv, %kv, %0 positions %pos heads 3 : tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>, tensor<2x4x12xf32>, tensor<4xi32> -> tensor<2x4x12xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32>
+  return %0, %1#1 : tensor<2x4x12xf32>, tensor<2x8x12xf32>
+}
+
 // CHECK-LABEL: func.func @cross_entropy
 func.func @cross_entropy(%l: tensor<2x8x100xf32>, %y: tensor<2x8xi32>) -> (tensor<f32>, tensor<f32>) {
   // CHECK: gptc.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<f32>

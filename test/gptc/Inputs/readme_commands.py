@@ -43,6 +43,7 @@ CHECKS = {
     "mpirun.mpich -np 2 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh dp=2 --zero-stage 2": (SHORT,),
     "mpirun.mpich -np 2 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh dp=2 --zero-stage 3 --grad-accum 4 --zero-reduce=microbatch": (SHORT,),
     "mpirun.mpich -np 4 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh dp=2,tp=2 --sequence-parallel": (SHORT,),
+    "mpirun.mpich -np 4 build/bin/gptc train models/tiny.pbtxt --overwrite --mesh dp=2,cp=2 --zero-stage 1": (SHORT,),
     "build/bin/gptc train models/tiny.pbtxt --overwrite --recompute=full": (SHORT,),
     "build/bin/gptc train models/tiny.pbtxt --overwrite --profile": (SHORT,),
     "build/bin/gptc train models/tiny.pbtxt --overwrite --trace t.json": (SHORT,),
@@ -114,6 +115,7 @@ DOC_CHECKS = {
     "gptc sample CHECKPOINT [--prompt TEXT] [--length N] [--temperature T] [--top-k K] [--seed S] [--token-ids]": (
         SYNOPSIS, "gptc sample --help"),
     "mpirun.mpich -np 4 gptc train models/tiny.pbtxt --overwrite --mesh dp=2,tp=2 --sequence-parallel --zero-stage 1": (SHORT,),
+    "mpirun.mpich -np 4 gptc train models/tiny.pbtxt --overwrite --mesh dp=2,cp=2 --zero-stage 1": (SHORT,),
     "mpirun.mpich -f hosts -ppn 8 -np 16 gptc train model.pbtxt --mesh dp=16": (
         INSTEAD, "echo localhost > hosts && mpirun.mpich -f hosts -ppn 2 -np 2 gptc train "
         "models/tiny.pbtxt --mesh dp=2 --steps 2 --checkpoint hosts.ckpt",

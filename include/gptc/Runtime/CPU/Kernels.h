@@ -152,6 +152,18 @@ template <typename T>
 void causalAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                          int64_t batch, int64_t seq, int64_t width,
                          int64_t heads, T *dq, T *dk, T *dv);
+/// Attention from some of the sequence's positions (context parallelism):
+/// q, out: [B, Tq, C]; k, v: [B, Tk, C] in sequence order; query row i
+/// attends keys [0, pos[i]] (every pos[i] in [0, Tk)).
+template <typename T>
+void positionedAttention(const T *q, const T *k, const T *v, const int32_t *pos,
+                         int64_t batch, int64_t seqQ, int64_t seqK,
+                         int64_t width, int64_t heads, T *out);
+template <typename T>
+void positionedAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
+                             const int32_t *pos, int64_t batch, int64_t seqQ,
+                             int64_t seqK, int64_t width, int64_t heads, T *dq,
+                             T *dk, T *dv);
 /// Half the float elements of scratch causal attention's gradient takes
 /// (the forward takes at most as much): the memory prediction of
 /// `gptc --emit=summary` counts them. Depends on the CPU (the AVX-512 path

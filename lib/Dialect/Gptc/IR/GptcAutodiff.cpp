@@ -286,9 +286,12 @@ LogicalResult CausalAttentionOp::buildVectorJacobianProduct(
     SmallVectorImpl<Value> &operandGrads) {
   auto grad = CausalAttentionGradOp::create(b, getLoc(), getQuery(), getKey(),
                                             getValue(), resultGrads[0],
-                                            getNumHeadsAttr());
+                                            getNumHeadsAttr(), getPositions());
   operandGrads.append(
       {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  // The positions are integers: no gradient.
+  if (getPositions())
+    operandGrads.push_back(Value());
   return success();
 }
 

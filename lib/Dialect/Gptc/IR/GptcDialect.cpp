@@ -103,8 +103,8 @@ mlir::gptc::parseAxisKinds(AsmParser &parser) {
       return failure();
     std::optional<MeshAxisKind> kind = symbolizeMeshAxisKind(name);
     if (!kind)
-      return parser.emitError(loc, "axis kinds must be \"data\", \"tensor\" "
-                                   "or \"pipeline\", got \"")
+      return parser.emitError(loc, "axis kinds must be \"data\", \"tensor\", "
+                                   "\"pipeline\" or \"context\", got \"")
              << name << "\"";
     kinds.push_back(*kind);
     return success();

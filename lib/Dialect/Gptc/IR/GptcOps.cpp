@@ -291,9 +291,11 @@ int64_t BinaryOp::getFlopCount() { return numElements(getType()); }
 
 /// The result type of attention over `query`, `key` and `value` (shared by
 /// the op and its gradient), or failure with a message under `opName`.
+/// With `positions` the keys and values may cover a longer sequence than
+/// the queries (context parallelism).
 static FailureOr<RankedTensorType>
 inferAttentionType(std::optional<Location> loc, StringRef opName, Value query,
-                   Value key, Value value, int64_t heads) {
+                   Value key, Value value, int64_t heads, Value positions) {
   RankedTensorType q = rankedType(query);
   RankedTensorType k = rankedType(key);
   RankedTensorType v = rankedType(value);
@@ -303,9 +305,29 @@ inferAttentionType(std::optional<Location> loc, StringRef opName, Value query,
     return shapeError(loc, opName,
                       "expects query of shape batch x seq x width, got rank " +
                           Twine(q.getRank()));
-  if (k != q || v != q)
-    return shapeError(loc, opName,
-                      "expects query, key and value of the same type");
+  if (!positions) {
+    if (k != q || v != q)
+      return shapeError(loc, opName,
+                        "expects query, key and value of the same type");
+  } else {
+    RankedTensorType p = rankedType(positions);
+    if (k != v || k.getRank() != 3 ||
+        k.getElementType() != q.getElementType() ||
+        k.getDimSize(0) != q.getDimSize(0) ||
+        k.getDimSize(2) != q.getDimSize(2))
+      return shapeError(loc, opName,
+                        "expects key and value of one type, with the "
+                        "query's batch, width and element type");
+    if (!p || p.getRank() != 1 || p.getDimSize(0) != q.getDimSize(1) ||
+        !p.getElementType().isInteger(32))
+      return shapeError(loc, opName,
+                        "expects one i32 position per query row, got " +
+                            Twine(p ? p.getDimSize(0) : -1) + " for " +
+                            Twine(q.getDimSize(1)) + " rows");
+    if (k.getDimSize(1) < q.getDimSize(1))
+      return shapeError(loc, opName,
+                        "expects at least as many keys as queries");
+  }
   if (heads <= 0 || q.getDimSize(2) % heads != 0)
     return shapeError(loc, opName,
                       "width " + Twine(q.getDimSize(2)) +
@@ -319,29 +341,31 @@ CausalAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                     SmallVectorImpl<Type> &inferred) {
   FailureOr<RankedTensorType> type = inferAttentionType(
       loc, "causal_attention", adaptor.getQuery(), adaptor.getKey(),
-      adaptor.getValue(), adaptor.getNumHeads());
+      adaptor.getValue(), adaptor.getNumHeads(), adaptor.getPositions());
   if (failed(type))
     return failure();
   inferred.push_back(*type);
   return success();
 }
 
-/// FLOPs of attention-shaped work on `query` (B x T x C, H heads):
-/// `matmulFactor` B T T C for the products, `softmaxFactor` B H T T for the
-/// score-wise work.
-static int64_t attentionFlops(RankedTensorType query, int64_t heads,
-                              int64_t matmulFactor, int64_t softmaxFactor) {
+/// FLOPs of attention-shaped work on `query` (B x Tq x C, H heads) and
+/// `key` (B x Tk x C): `matmulFactor` B Tq Tk C for the products,
+/// `softmaxFactor` B H Tq Tk for the score-wise work.
+static int64_t attentionFlops(RankedTensorType query, RankedTensorType key,
+                              int64_t heads, int64_t matmulFactor,
+                              int64_t softmaxFactor) {
   ArrayRef<int64_t> s = query.getShape();
-  int64_t b = s[0], t = s[1], c = s[2];
-  int64_t matmuls = mulSat(mulSat(mulSat(matmulFactor, b), mulSat(t, t)), c);
+  int64_t b = s[0], t = s[1], c = s[2], tk = key.getDimSize(1);
+  int64_t matmuls = mulSat(mulSat(mulSat(matmulFactor, b), mulSat(t, tk)), c);
   int64_t scores =
-      mulSat(mulSat(softmaxFactor, b), mulSat(heads, mulSat(t, t)));
+      mulSat(mulSat(softmaxFactor, b), mulSat(heads, mulSat(t, tk)));
   return addSat(matmuls, scores);
 }
 
 int64_t CausalAttentionOp::getFlopCount() {
   // Q K^T and P V: 2 x (2 B T T C); softmax (5 per score).
-  return attentionFlops(getQuery().getType(), getNumHeads(), 4, 5);
+  return attentionFlops(getQuery().getType(), getKey().getType(), getNumHeads(),
+                        4, 5);
 }
 
 //===----------------------------------------------------------------------===//
@@ -711,20 +735,22 @@ LogicalResult CausalAttentionGradOp::inferReturnTypes(
     SmallVectorImpl<Type> &inferred) {
   FailureOr<RankedTensorType> type = inferAttentionType(
       loc, "causal_attention_grad", adaptor.getQuery(), adaptor.getKey(),
-      adaptor.getValue(), adaptor.getNumHeads());
+      adaptor.getValue(), adaptor.getNumHeads(), adaptor.getPositions());
   if (failed(type))
     return failure();
   if (rankedType(adaptor.getGrad()) != *type)
     return shapeError(loc, "causal_attention_grad",
                       "expects a gradient of the query's type");
-  inferred.append({*type, *type, *type});
+  RankedTensorType key = rankedType(adaptor.getKey());
+  inferred.append({*type, key, key});
   return success();
 }
 
 int64_t CausalAttentionGradOp::getFlopCount() {
   // Recompute Q K^T, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q:
   // 5 x (2 B T T C); softmax recomputation and its gradient (9 per score).
-  return attentionFlops(getQuery().getType(), getNumHeads(), 10, 9);
+  return attentionFlops(getQuery().getType(), getKey().getType(), getNumHeads(),
+                        10, 9);
 }
 
 //===----------------------------------------------------------------------===//

@@ -40,11 +40,18 @@ using namespace mlir;
 using namespace mlir::gptc;
 
 namespace {
-/// What the pass needs to know about the mesh.
+/// What the pass needs to know about the mesh: the data-parallel group is
+/// the data axis and the context axis together (context-parallel ranks
+/// hold parts of the same sequences: their losses, token counts and
+/// gradients add up like data-parallel ranks').
 struct DataAxis {
   StringRef grid;
-  shard::GridAxis axis = 0;
-  int64_t size = 1;
+  SmallVector<shard::GridAxis> axes;
+  /// The axis that splits the batch's rows (absent with only a context
+  /// axis).
+  std::optional<shard::GridAxis> rows;
+  /// Ranks in the group, and over the rows axis alone.
+  int64_t size = 1, rowRanks = 1;
   int zeroStage = 0;
   bool tokenWeighting = true;
   bool reduceEachMicrobatch = false;
@@ -67,7 +74,7 @@ private:
         BlockSharding::get(step.getArgAttrOfType<DictionaryAttr>(
                                param.getArgNumber(), kShardingAttrName),
                            local);
-    s.axes[0].push_back(data.axis);
+    s.axes[0].append(data.axes.begin(), data.axes.end());
     return s.toAttr(b);
   }
   RankedTensorType sliceType(RankedTensorType t) {
@@ -79,7 +86,7 @@ private:
     auto t = dyn_cast<RankedTensorType>(type);
     return t && t.getRank() >= 1 && t.getDimSize(0) % data.size == 0;
   }
-  ArrayRef<shard::GridAxis> axes() { return ArrayRef(data.axis); }
+  ArrayRef<shard::GridAxis> axes() { return data.axes; }
 
   Value allReduce(Location loc, Value v) {
     return shard::AllReduceOp::create(b, loc, v.getType(), data.grid, axes(), v,
@@ -262,14 +269,17 @@ void DataParallelRewriter::gatherForUses(BlockArgument param,
 /// Every rank normalizes its cross-entropy by the step's real tokens, summed
 /// over the data axis; the loss is summed over the axis.
 LogicalResult DataParallelRewriter::weightByTokens() {
-  // 1. The data inputs are this rank's rows of the step's batch.
+  // 1. The data inputs are this rank's rows of the step's batch (context
+  //    parallel ranks read the same rows).
   for (BlockArgument arg : body.getArguments()) {
+    if (!data.rows)
+      break;
     auto batch = step.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(),
                                                        kBatchAttrName);
     if (!batch)
       continue;
     NamedAttrList attrs(batch);
-    attrs.set("axes", b.getDenseI64ArrayAttr({data.axis}));
+    attrs.set("axes", b.getDenseI64ArrayAttr({*data.rows}));
     step.setArgAttr(arg.getArgNumber(), kBatchAttrName,
                     attrs.getDictionary(step.getContext()));
   }
@@ -282,18 +292,26 @@ LogicalResult DataParallelRewriter::weightByTokens() {
     if (!ce)
       return step.emitOpError("has no gptc.cross_entropy to weight over "
                               "data-parallel ranks");
-    if (!isa<BlockArgument>(lossLabels(ce)))
+    BlockArgument labels = lossLabelsInput(ce);
+    if (!labels || labels.getOwner() != &body)
       return ce->emitOpError("must take its labels from an input of "
                              "@train_step to be data parallel");
     b.setInsertionPointToStart(&body);
     count = CountTokensOp::create(b, ce->getLoc(),
                                   RankedTensorType::get({}, b.getF32Type()),
-                                  lossLabels(ce), lossIgnoreIndex(ce));
+                                  labels, lossIgnoreIndex(ce));
     setLossNormalizers(step.getBody(), count);
   }
+  // The count is of this rank's rows of whole sequences (a context
+  // axis's ranks count the same tokens): summed over the data axis only.
   b.setInsertionPointAfter(count);
-  if (data.tokenWeighting) {
-    Value total = allReduce(count.getLoc(), count);
+  if (!data.rows) {
+    // Only a context axis: every rank already has the step's count.
+  } else if (data.tokenWeighting) {
+    Value total = shard::AllReduceOp::create(
+        b, count.getLoc(), count.getType(), data.grid,
+        ArrayRef<shard::GridAxis>{*data.rows}, count,
+        shard::ReductionKind::Sum);
     count.getResult().replaceAllUsesExcept(total, total.getDefiningOp());
   } else {
     // The plain mean of the ranks' means: each rank divides by its own
@@ -302,7 +320,7 @@ LogicalResult DataParallelRewriter::weightByTokens() {
     for (OpOperand &use : count->getUses())
       uses.push_back(&use);
     Value scaled = count;
-    for (int64_t i = 1; i < data.size; ++i)
+    for (int64_t i = 1; i < data.rowRanks; ++i)
       scaled = AddOp::create(b, count.getLoc(), scaled, count);
     for (OpOperand *use : uses)
       use->set(scaled);
@@ -382,7 +400,7 @@ LogicalResult DataParallelRewriter::synchronize() {
     }
     SmallVector<int16_t> split = base.splitAxes();
     if (slice && stage >= 2) {
-      split.push_back(data.axis);
+      split.append(data.axes.begin(), data.axes.end());
       llvm::sort(split);
     }
     splitNorm |= !split.empty();
@@ -475,34 +493,37 @@ struct GptcDataParallelPass final
     ParallelAttr parallel = getParallelConfig(module);
     if (!parallel)
       return; // one device
-    shard::GridOp grid;
-    module.walk([&](shard::GridOp g) {
-      if (!grid)
-        grid = g;
-    });
-    if (!grid ||
-        grid.getRank() != static_cast<int64_t>(parallel.getKinds().size())) {
-      module.emitError("gptc.parallel needs a shard.grid with one dimension "
-                       "per axis kind");
+    shard::GridOp grid = getParallelGrid(module, parallel);
+    if (!grid)
       return signalPassFailure();
-    }
     DataAxis data;
     data.grid = grid.getSymName();
     data.zeroStage = static_cast<int>(parallel.getZeroStage());
     data.tokenWeighting = tokenWeighting;
     data.reduceEachMicrobatch = reduceEachMicrobatch;
-    std::optional<unsigned> axis = parallel.findAxis(MeshAxisKind::Data);
-    bool found = axis.has_value();
-    if (found) {
-      data.axis = static_cast<shard::GridAxis>(*axis);
-      data.size = grid.getShape()[*axis];
+    for (MeshAxisKind kind : {MeshAxisKind::Data, MeshAxisKind::Context}) {
+      std::optional<unsigned> axis = parallel.findAxis(kind);
+      if (!axis)
+        continue;
+      int64_t n = grid.getShape()[*axis];
+      if (ShapedType::isDynamic(n)) {
+        grid.emitOpError("needs a static data-parallel size");
+        return signalPassFailure();
+      }
+      if (n == 1)
+        continue;
+      data.axes.push_back(static_cast<shard::GridAxis>(*axis));
+      data.size *= n;
+      if (kind == MeshAxisKind::Data) {
+        data.rows = data.axes.back();
+        data.rowRanks = n;
+      }
     }
-    if (!found || data.size == 1)
+    // The group's axes in grid order (the order shard collectives and
+    // gptc.sharding list them).
+    llvm::sort(data.axes);
+    if (data.size == 1)
       return;
-    if (ShapedType::isDynamic(data.size)) {
-      grid.emitOpError("needs a static data-parallel size");
-      return signalPassFailure();
-    }
     auto step = SymbolTable(module).lookup<func::FuncOp>("train_step");
     if (!step) {
       module.emitError("gptc-data-parallel needs @train_step (run "

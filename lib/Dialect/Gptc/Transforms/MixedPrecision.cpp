@@ -54,8 +54,13 @@ struct GptcMixedPrecisionPass final
                      ? Type(BFloat16Type::get(&getContext()))
                      : Type(Float16Type::get(&getContext()));
     Type f32 = Float32Type::get(&getContext());
+    // Attention's positions (integers) are read as they are.
+    auto isInteger = [](Value v) {
+      return isa<IntegerType>(getElementTypeOrSelf(v.getType()));
+    };
     auto isF32 = [&](Value v) {
-      return cast<RankedTensorType>(v.getType()).getElementType() == f32;
+      return isInteger(v) ||
+             cast<RankedTensorType>(v.getType()).getElementType() == f32;
     };
     SmallVector<Operation *> gemms;
     func.walk([&](Operation *op) {
@@ -71,13 +76,15 @@ struct GptcMixedPrecisionPass final
       // arguments is unspecified).
       SmallVector<Value> low;
       for (Value operand : op->getOperands())
-        low.push_back(castTo(b, loc, operand, low16));
+        low.push_back(isInteger(operand) ? operand
+                                         : castTo(b, loc, operand, low16));
       if (auto linear = dyn_cast<LinearOp>(op)) {
         result = LinearOp::create(b, loc, low[0], low[1],
                                   linear.getBias() ? low[2] : Value());
       } else if (auto attention = dyn_cast<CausalAttentionOp>(op)) {
         result = CausalAttentionOp::create(b, loc, low[0], low[1], low[2],
-                                           attention.getNumHeads());
+                                           attention.getNumHeads(),
+                                           attention.getPositions());
       } else {
         auto matmul = cast<MatmulOp>(op);
         result =

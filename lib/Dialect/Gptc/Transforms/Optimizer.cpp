@@ -244,7 +244,7 @@ static LogicalResult buildTrainStep(func::FuncOp fb, const Settings &s,
     SmallVector<Value> stacked;
     for (auto [i, d] : llvm::enumerate(data)) {
       stacked.push_back(body->getArgument(firstData + i));
-      if (d == lossLabels(ce))
+      if (d == lossLabelsInput(ce))
         labels = stacked.back();
     }
     if (!labels)

@@ -63,6 +63,22 @@ SmallVector<int16_t> BlockSharding::splitAxes() const {
   return out;
 }
 
+shard::GridOp mlir::gptc::getParallelGrid(ModuleOp module,
+                                          ParallelAttr parallel) {
+  shard::GridOp grid;
+  module.walk([&](shard::GridOp g) {
+    if (!grid)
+      grid = g;
+  });
+  if (!grid ||
+      grid.getRank() != static_cast<int64_t>(parallel.getKinds().size())) {
+    module.emitError("gptc.parallel needs a shard.grid with one dimension "
+                     "per axis kind");
+    return nullptr;
+  }
+  return grid;
+}
+
 Operation *mlir::gptc::findLoss(Region &region) {
   Operation *found = nullptr;
   region.walk([&](Operation *op) {
@@ -76,6 +92,15 @@ Value mlir::gptc::lossLabels(Operation *loss) {
   if (auto ce = dyn_cast<CrossEntropyOp>(loss))
     return ce.getLabels();
   return cast<VocabParallelLossOp>(loss).getLabels();
+}
+
+BlockArgument mlir::gptc::lossLabelsInput(Operation *loss) {
+  Value labels = lossLabels(loss);
+  if (auto part = labels.getDefiningOp<shard::AllSliceOp>())
+    if (auto order = part.getInput().getDefiningOp<ConcatOp>())
+      if (auto split = order.getInputs().front().getDefiningOp<SplitOp>())
+        labels = split.getInput();
+  return dyn_cast<BlockArgument>(labels);
 }
 
 IntegerAttr mlir::gptc::lossIgnoreIndex(Operation *loss) {

@@ -408,7 +408,8 @@ LogicalResult TensorParallelRewriter::run() {
       b.setInsertionPoint(&op);
       auto local = CausalAttentionOp::create(
           b, op.getLoc(), attention.getQuery(), attention.getKey(),
-          attention.getValue(), b.getI64IntegerAttr(heads / size));
+          attention.getValue(), b.getI64IntegerAttr(heads / size),
+          attention.getPositions());
       attention.getResult().replaceAllUsesWith(local.getResult());
       attention.erase();
       sharded.insert(local.getResult());
@@ -441,17 +442,9 @@ struct GptcTensorParallelPass final
     ParallelAttr parallel = getParallelConfig(module);
     if (!parallel)
       return;
-    shard::GridOp grid;
-    module.walk([&](shard::GridOp g) {
-      if (!grid)
-        grid = g;
-    });
-    if (!grid ||
-        grid.getRank() != static_cast<int64_t>(parallel.getKinds().size())) {
-      module.emitError("gptc.parallel needs a shard.grid with one dimension "
-                       "per axis kind");
+    shard::GridOp grid = getParallelGrid(module, parallel);
+    if (!grid)
       return signalPassFailure();
-    }
     std::optional<unsigned> axis = parallel.findAxis(MeshAxisKind::Tensor);
     if (!axis)
       return;

@@ -48,7 +48,8 @@ def Gptc_BinaryFn : I32EnumAttr<"BinaryFn", "an elementwise function of two tens
 
 def Gptc_MeshAxisKind : I32EnumAttr<"MeshAxisKind", "the role of a mesh axis", [
     I32EnumAttrCase<"Data", 0, "data">, I32EnumAttrCase<"Tensor", 1, "tensor">,
-    I32EnumAttrCase<"Pipeline", 2, "pipeline">]> {
+    I32EnumAttrCase<"Pipeline", 2, "pipeline">,
+    I32EnumAttrCase<"Context", 3, "context">]> {
   let cppNamespace = "::mlir::gptc";
   let genSpecializedAttr = 0;
 }

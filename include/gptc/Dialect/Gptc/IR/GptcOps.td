@@ -292,14 +292,29 @@ def Gptc_CausalAttentionOp : Gptc_DiffOp<"causal_attention",
         : tensor<4x64x768xf32>, tensor<4x64x768xf32>, tensor<4x64x768xf32>
         -> tensor<4x64x768xf32>
     ```
+
+    With `positions` (context parallelism), the queries are a subset of
+    the sequence the keys and values cover: `query` is `B x Tq x C`, `key`
+    and `value` `B x Tk x C` in sequence order, and query row `i` is the
+    token at position `positions[i]` (`0 <= positions[i] < Tk`), which
+    attends the keys `0 .. positions[i]`. Without it, `Tq = Tk` and row `i`
+    is position `i`.
+
+    ```mlir
+    %y = gptc.causal_attention %q, %k, %v positions %pos heads 12
+        : tensor<4x32x768xf32>, tensor<4x64x768xf32>, tensor<4x64x768xf32>,
+          tensor<32xi32> -> tensor<4x32x768xf32>
+    ```
   }];
   let arguments = (ins Gptc_FloatTensor:$query, Gptc_FloatTensor:$key,
                        Gptc_FloatTensor:$value,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       Optional<Gptc_IndexTensor>:$positions);
   let results = (outs Gptc_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `heads` $num_heads attr-dict `:` type($query)
-    `,` type($key) `,` type($value) `->` type($result)
+    $query `,` $key `,` $value (`positions` $positions^)? `heads` $num_heads
+    attr-dict `:` type($query) `,` type($key) `,` type($value)
+    (`,` type($positions)^)? `->` type($result)
   }];
 }
 
@@ -507,14 +522,16 @@ def Gptc_CausalAttentionGradOp : Gptc_Op<"causal_attention_grad",
   }];
   let arguments = (ins Gptc_FloatTensor:$query, Gptc_FloatTensor:$key,
                        Gptc_FloatTensor:$value, Gptc_FloatTensor:$grad,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       Optional<Gptc_IndexTensor>:$positions);
   let results = (outs Gptc_FloatTensor:$query_grad,
                       Gptc_FloatTensor:$key_grad,
                       Gptc_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad `heads` $num_heads attr-dict `:`
-    type($query) `,` type($key) `,` type($value) `,` type($grad) `->`
-    type($query_grad) `,` type($key_grad) `,` type($value_grad)
+    $query `,` $key `,` $value `,` $grad (`positions` $positions^)? `heads`
+    $num_heads attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
+    type($grad) (`,` type($positions)^)? `->` type($query_grad) `,`
+    type($key_grad) `,` type($value_grad)
   }];
 }
 

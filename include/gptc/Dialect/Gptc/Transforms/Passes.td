@@ -444,6 +444,43 @@ def GptcTensorParallelPass : Pass<"gptc-tensor-parallel", "mlir::ModuleOp"> {
                            "::mlir::shard::ShardDialect"];
 }
 
+def GptcContextParallelPass : Pass<"gptc-context-parallel", "mlir::ModuleOp"> {
+  let summary = "Context parallelism: @forward on this rank's part of the sequence";
+  let description = [{
+    Reads the module's `gptc.parallel` (the axis of kind `context`, size P)
+    and `shard.grid`, and rewrites `@forward` (after gptc-tensor-parallel,
+    before gptc-autodiff) into the computation of one context-parallel
+    rank:
+
+    - the sequence (dimension 1 of the token and label inputs, length T)
+      is cut into 2P chunks and rank r keeps chunks r and 2P-1-r, the
+      load-balanced split for causal attention (each rank's queries see
+      the same number of keys in total): `gptc.split`, `gptc.concat` into
+      the ranks' order, then `shard.all_slice` over the context axis. The
+      position ids (`gptc.iota` along the sequence) are cut the same way,
+      so the position embedding looks up this rank's positions;
+    - every token-wise op (embeddings, linear layers, norms, GELU, adds,
+      casts, the loss and tensor parallelism's collectives) runs on the
+      rank's 2T/2P tokens;
+    - `gptc.causal_attention` gathers the keys and values of the whole
+      sequence (`shard.all_gather` over the context axis, then
+      `gptc.split`/`gptc.concat` back into sequence order) and attends
+      from the rank's queries, whose positions in the sequence it takes
+      as `positions`. Its gradient reduce-scatters the keys' and values'
+      gradients back to their ranks (the rule of `shard.all_gather`).
+
+    The loss is then this rank's part of the mean; gptc-data-parallel sums
+    it, the token count and the parameters' gradients over the data and
+    context axes together (and shards ZeRO's state over both). An op that
+    is not token-wise on a part of the sequence is an error at the op; a
+    sequence that 2P does not divide is an error. A module without a
+    context axis of size > 1 is unchanged.
+  }];
+  let dependentDialects = ["::mlir::gptc::GptcDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect"];
+}
+
 def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
   let summary = "Shard @train_step's batch over the data axis: weighted gradient all-reduce and ZeRO 1-3";
   let description = [{

@@ -14,8 +14,12 @@
 #ifndef GPTC_DIALECT_GPTC_TRANSFORMS_SHARDING_H
 #define GPTC_DIALECT_GPTC_TRANSFORMS_SHARDING_H
 
+#include "gptc/Dialect/Gptc/IR/GptcDialect.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 namespace mlir::gptc {
@@ -36,11 +40,20 @@ struct BlockSharding {
   SmallVector<int16_t> splitAxes() const;
 };
 
+/// The module's grid for its `gptc.parallel`: the first `shard.grid`,
+/// with one dimension per axis kind; null after an error at the module.
+shard::GridOp getParallelGrid(ModuleOp module, ParallelAttr parallel);
+
 /// The loss op of a training step (gptc.cross_entropy or
 /// gptc.vocab_parallel_loss) in `region`, or null.
 Operation *findLoss(Region &region);
 /// Its labels and ignored label.
 Value lossLabels(Operation *loss);
+/// The function input its labels come from: the labels themselves, or the
+/// input that gptc-context-parallel cut into this rank's part of the
+/// sequence (shard.all_slice of gptc.concat of gptc.split of it); null
+/// when they are computed otherwise.
+BlockArgument lossLabelsInput(Operation *loss);
 IntegerAttr lossIgnoreIndex(Operation *loss);
 /// Sets the normalizer of every loss op and loss-gradient op in `region`.
 void setLossNormalizers(Region &region, Value normalizer);
