@@ -49,6 +49,7 @@ PlanCost cost(ParallelPlan plan, ModelConfig m = gpt2Medium()) {
   m.dataParallel = plan.dp;
   m.tensorParallel = plan.tp;
   m.pipelineParallel = plan.pp;
+  m.contextParallel = plan.cp;
   std::optional<ModelSize> size = computeModelSize(m);
   EXPECT_TRUE(size);
   return evaluatePlan(m, *size, plan, node());
@@ -124,6 +125,45 @@ TEST(Planner, SequenceParallelSplitsActivations) {
   EXPECT_NEAR(sp.sentBytes, plain.sentBytes, 1e-9 * plain.sentBytes);
 }
 
+// Context parallelism: the same 8 sequences a replica on two ranks of a
+// context axis (half the tokens each) hold less than half of one rank's
+// activations plus every layer's gathered keys and values, gather and
+// reduce-scatter them per layer and microbatch, and join the data axis
+// for the gradients' reduction and ZeRO's slices.
+TEST(Planner, ContextParallelSplitsTheSequence) {
+  ParallelPlan one;
+  one.dp = 4;
+  one.microBatch = 8;
+  one.microbatches = 16;
+  one.zeroStage = 1;
+  ParallelPlan split = one;
+  split.cp = 2;
+  PlanCost a = cost(one), c = cost(split);
+  EXPECT_LT(c.activationBytes, a.activationBytes);
+  EXPECT_GT(c.activationBytes, a.activationBytes / 2);
+  EXPECT_LT(c.optimizerBytes, a.optimizerBytes);
+  EXPECT_NEAR(c.computeSeconds * 2, a.computeSeconds, a.computeSeconds * 0.2);
+  int kv = 0;
+  for (const CommCost &x : c.comms) {
+    if (x.axis == "cp") {
+      ++kv;
+      EXPECT_EQ(x.runs, 16 * 24);
+      EXPECT_EQ(x.overlappedSeconds, 0);
+    }
+    if (x.what == "gradients") {
+      EXPECT_EQ(x.kind, "all_reduce");
+    }
+  }
+  EXPECT_EQ(kv, 2);
+  EXPECT_EQ(split.meshString(), "dp=4,cp=2");
+  EXPECT_EQ(checkPlan(gpt2Medium(), split, node()), "");
+  ParallelPlan odd = split;
+  odd.cp = 3;
+  odd.dp = 4;
+  EXPECT_NE(checkPlan(gpt2Medium(), odd, node()).find("seq_len 1024"),
+            std::string::npos);
+}
+
 TEST(Planner, MicrobatchesShrinkTheBubble) {
   ParallelPlan p;
   p.pp = 4;
@@ -175,7 +215,7 @@ TEST(Planner, SearchReturnsFittingPlansFastestFirst) {
     EXPECT_TRUE(c.fits);
     EXPECT_LE(double(c.memoryBytes), usable);
     EXPECT_LE(plan.tp, 8);
-    EXPECT_EQ(plan.dp * plan.tp * plan.pp, 16);
+    EXPECT_EQ(plan.devices(), 16);
     if (i) {
       EXPECT_GE(c.stepSeconds, search->plans[i - 1].second.stepSeconds * 0.995);
     }

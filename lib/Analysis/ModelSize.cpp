@@ -123,7 +123,8 @@ std::optional<ModelSize> mlir::gptc::computeModelSize(const ModelConfig &m) {
   Checked c;
   ModelSize s;
   int64_t C = m.modelDim, t = m.tensorParallel, p = m.pipelineParallel;
-  int64_t d = m.dataParallel;
+  // ZeRO's group: the data axis and the context axis together.
+  int64_t d = m.dataParallel * m.contextParallel;
 
   // 1. Whole-model counts.
   s.embeddingParams = c.add(c.mul(m.vocabSize, C), c.mul(m.contextLength, C));

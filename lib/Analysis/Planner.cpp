@@ -32,6 +32,7 @@ std::string ParallelPlan::meshString() const {
     add("pp", pp);
     add("dp", dp);
   }
+  add("cp", cp);
   add("tp", tp);
   return s.empty() ? "1" : s;
 }
@@ -71,11 +72,18 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
                                   const ParallelPlan &plan,
                                   const HardwareSpec &hw) {
   PlanCost c;
-  const double t = double(plan.tp), p = double(plan.pp), d = double(plan.dp);
+  const double t = double(plan.tp), p = double(plan.pp), cp = double(plan.cp);
+  // The data-parallel group: the data axis and the context axis together
+  // (gptc-data-parallel sums gradients and shards ZeRO over both).
+  const int64_t group = plan.dp * plan.cp;
+  const double d = double(group);
   const double devices = t * p * d;
+  // s: a rank's tokens of a sequence (context parallelism cuts it);
+  // whole: the sequence.
   const double L = double(m.numLayers), h = double(m.modelDim),
-               s = double(m.seqLen), b = double(plan.microBatch),
-               mb = double(plan.microbatches), v = double(plan.virtualStages);
+               whole = double(m.seqLen), s = whole / cp,
+               b = double(plan.microBatch), mb = double(plan.microbatches),
+               v = double(plan.virtualStages);
   const int64_t vocab = (m.vocabSize + plan.tp - 1) / plan.tp * plan.tp;
   const bool mixed = m.precision != Precision::FP32;
   // Bytes of an activation element (16-bit activations in mixed
@@ -110,30 +118,30 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // tensor only where its dimension 0 divides by them (as
   // gptc-data-parallel and the pipeline runtime do): a vocabulary or
   // context that does not divide keeps its embedding whole.
-  double whole = 0;
-  bool wteWhole = plan.dp > 1 && (vocab / plan.tp) % plan.dp;
-  bool wpeWhole = plan.dp > 1 && m.contextLength % plan.dp;
-  bool layersWhole = plan.dp > 1 && (m.modelDim % plan.dp ||
-                                     (m.modelDim / plan.tp) % plan.dp ||
-                                     (m.mlpDim / plan.tp) % plan.dp);
-  if (plan.dp > 1) {
+  double unsliced = 0;
+  bool wteWhole = group > 1 && (vocab / plan.tp) % group;
+  bool wpeWhole = group > 1 && m.contextLength % group;
+  bool layersWhole =
+      group > 1 && (m.modelDim % group || (m.modelDim / plan.tp) % group ||
+                    (m.mlpDim / plan.tp) % group);
+  if (group > 1) {
     if (wteWhole)
-      whole += wte;
+      unsliced += wte;
     if (wpeWhole)
-      whole += wpe;
+      unsliced += wpe;
     if (layersWhole)
-      whole += firstLayers * layer;
-    whole = std::min(whole, params);
+      unsliced += firstLayers * layer;
+    unsliced = std::min(unsliced, params);
   }
   auto zero = [&](bool sliced) {
-    return sliced ? (params - whole) / d + whole : params;
+    return sliced ? (params - unsliced) / d + unsliced : params;
   };
   c.weightBytes =
       int64_t(zero(plan.zeroStage >= 3) * (4.0 + (mixed ? 2.0 : 0.0)));
   // A pipeline stage under ZeRO-3 gathers a chunk's fp32 weights whole
   // for each run, through a flat buffer of the same size.
   if (plan.pp > 1 && plan.zeroStage >= 3 && plan.dp > 1)
-    c.weightBytes += int64_t(2.0 * 4.0 * (params - whole) / v);
+    c.weightBytes += int64_t(2.0 * 4.0 * (params - unsliced) / v);
   c.gradBytes =
       int64_t(4.0 * zero(plan.zeroStage >= 2 && plan.pp == 1 &&
                          !(plan.microbatches > 1 && plan.reduceOncePerStep)));
@@ -148,6 +156,10 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
                          : plan.sequenceParallel ? 16.0 / t
                                                  : 4.0 + 12.0 / t;
   double perLayer = perLayerUnits * b * s * h * e;
+  // Context parallelism: attention's keys and values of the whole
+  // sequence (this rank's heads), gathered and kept for the backward.
+  double gathered = plan.cp > 1 ? 2.0 * b * whole * h * e / t : 0.0;
+  perLayer += gathered;
   double boundary = b * s * h * 4.0 / (plan.sequenceParallel ? t : 1.0);
   if (plan.pp == 1) {
     // One microbatch's activations (accumulation frees them between
@@ -159,7 +171,7 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
     c.activationBytes = int64_t(
         plan.recompute == Recompute::Full ? L * b * s * h * e + 2.0 * perLayer
         : plan.recompute == Recompute::Selective
-            ? L * (perLayerUnits - selectiveUnits) * b * s * h * e
+            ? L * ((perLayerUnits - selectiveUnits) * b * s * h * e + gathered)
             : L * perLayer);
   } else {
     // gptc's stages keep each in-flight microbatch's chunk input and
@@ -202,6 +214,8 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   double gemm = 4.0 * b * s * h * h / t;
   double sizeFactor = gemm / (gemm + hw.gemmHalfFlops);
   c.computeSeconds = flops / (peak * hw.gemmEfficiency * sizeFactor);
+  // Tokens per rank of the group (a context-parallel rank's part of its
+  // rows' sequences).
   double tokensPerReplica = double(size.tokensPerStep) / d;
   double activationTraffic =
       tokensPerReplica * (L / p) * 3.0 * 16.0 * h * e / t;
@@ -230,8 +244,9 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // Which link each axis's groups cross: consecutive ranks fill a node;
   // tp is innermost, then pp and dp in the plan's order.
   double dpn = double(hw.devicesPerNode);
-  double ppStride = plan.dataOutermost ? t : t * d;
-  double dpStride = plan.dataOutermost ? t * p : t;
+  const double dd = double(plan.dp);
+  double ppStride = plan.dataOutermost ? t * cp : t * cp * dd;
+  double dpStride = plan.dataOutermost ? t * cp * p : t * cp;
   auto inter = [&](double stride, double n) { return stride * n > dpn; };
   auto add = [&](Kind kind, const char *axis, const char *what, double g,
                  int64_t n, double runs, bool crossesNodes) {
@@ -271,6 +286,18 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   }
   add(Kind::AllReduce, "tp", "embedding (vocabulary parallel)", b * s * h * 4,
       plan.tp, 2 * mb, false);
+  // Context parallelism: per layer and microbatch the keys and values
+  // all-gathered forward (again for every layer but the last when the
+  // forward is recomputed) and their gradients reduce-scattered backward.
+  // The attention waits for them: nothing hides them.
+  if (plan.cp > 1) {
+    bool x = inter(t, cp);
+    double kv = 2.0 * b * whole * h * e / t;
+    add(Kind::AllGather, "cp", "keys and values", kv, plan.cp,
+        mb * (plan.recompute == Recompute::Full ? 2.0 * L - 1.0 : L), x);
+    add(Kind::ReduceScatter, "cp", "key and value gradients", kv, plan.cp,
+        mb * L, x);
+  }
   // Pipeline: each microbatch's activation forward and gradient back at
   // every boundary; the tied embedding's gradient summed over the stages.
   if (plan.pp > 1) {
@@ -289,23 +316,24 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // mixed precision the 16-bit casts of the slices, except where a phase
   // reads the fp32 values (the norms both ways, the embedding tables in
   // the forward); the backward does not read wpe, nor an untied wte.
-  // A tensor ZeRO cannot slice (`whole`) keeps the all-reduce, and
+  // A tensor ZeRO cannot slice (`unsliced`) keeps the all-reduce, and
   // nothing gathers it.
-  if (plan.dp > 1) {
-    bool x = inter(dpStride, d);
-    double grads = params * 4, slicedGrads = (params - whole) * 4;
-    if (plan.zeroStage >= 2 && whole > 0)
-      add(Kind::AllReduce, "dp", "gradients ZeRO cannot slice", whole * 4,
-          plan.dp, 1, x);
+  // (With a context axis the group is dp x cp, named "dp" here.)
+  if (group > 1) {
+    bool x = plan.dp > 1 ? inter(dpStride, dd) : inter(t, cp);
+    double grads = params * 4, slicedGrads = (params - unsliced) * 4;
+    if (plan.zeroStage >= 2 && unsliced > 0)
+      add(Kind::AllReduce, "dp", "gradients ZeRO cannot slice", unsliced * 4,
+          group, 1, x);
     if (plan.reducesEachMicrobatch())
       add(Kind::ReduceScatter, "dp", "gradients of each microbatch",
-          slicedGrads, plan.dp, mb, x);
+          slicedGrads, group, mb, x);
     else if (plan.zeroStage >= 2)
-      add(Kind::ReduceScatter, "dp", "gradients", slicedGrads, plan.dp, 1, x);
+      add(Kind::ReduceScatter, "dp", "gradients", slicedGrads, group, 1, x);
     else
-      add(Kind::AllReduce, "dp", "gradients", grads, plan.dp, 1, x);
+      add(Kind::AllReduce, "dp", "gradients", grads, group, 1, x);
     if (plan.zeroStage >= 1 && plan.zeroStage < 3)
-      add(Kind::AllGather, "dp", "updated parameters", slicedGrads, plan.dp, 1,
+      add(Kind::AllGather, "dp", "updated parameters", slicedGrads, group, 1,
           x);
     if (plan.zeroStage >= 3 && plan.pp > 1) {
       // A pipeline stage gathers each chunk's fp32 weights (the chunks
@@ -313,12 +341,12 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
       // again for its backward.
       add(Kind::AllGather, "dp",
           "chunk weights for each microbatch's forward and backward",
-          (params - whole) * 4 / v, plan.dp, 2 * mb * v, x);
+          (params - unsliced) * 4 / v, plan.dp, 2 * mb * v, x);
     } else if (plan.zeroStage >= 3) {
       double norms = layersWhole ? 0 : L * 4 * h + finalNorm;
       double wteSliced = wteWhole ? 0 : wte;
       double wpeSliced = wpeWhole ? 0 : wpe;
-      double sliced = params - whole;
+      double sliced = params - unsliced;
       double wide = 4.0 - weightBytes;
       double forward =
           sliced * weightBytes + (norms + wteSliced + wpeSliced) * wide;
@@ -327,9 +355,9 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
               weightBytes +
           norms * wide;
       add(Kind::AllGather, "dp", "weights for each microbatch's forward",
-          forward, plan.dp, mb, x);
+          forward, group, mb, x);
       add(Kind::AllGather, "dp", "weights for each microbatch's backward",
-          backward, plan.dp, mb, x);
+          backward, group, mb, x);
     }
   }
   // Overlap: both runtimes keep a collective in flight until the first
@@ -361,7 +389,7 @@ PlanCost mlir::gptc::evaluatePlan(const ModelConfig &m, const ModelSize &size,
   // One microbatch's forward and backward (a third and two thirds of its
   // computation).
   double forwardRun = busy / mb / 3.0, backwardRun = 2.0 * forwardRun;
-  if (plan.dp > 1 && plan.pp == 1) {
+  if (group > 1 && plan.pp == 1) {
     // The gradient reduction where it sits inside the backward (the
     // one-program step without accumulation, or each microbatch's
     // reduce-scatter inside the loop; the step's after the loop has
@@ -417,6 +445,14 @@ static std::string pipelineRule(const ModelConfig &m, int64_t pp) {
   return "";
 }
 
+static std::string contextRule(const ModelConfig &m, int64_t cp) {
+  if (cp > 1 && m.seqLen % (2 * cp))
+    return "seq_len " + std::to_string(m.seqLen) +
+           " is not a multiple of 2 x " + std::to_string(cp) +
+           " (context parallelism)";
+  return "";
+}
+
 static std::string dataRule(const ModelConfig &m, int64_t dp) {
   if (m.batchSize % dp)
     return "batch_size " + std::to_string(m.batchSize) +
@@ -432,8 +468,13 @@ std::string mlir::gptc::checkPlan(const ModelConfig &m,
     why = pipelineRule(m, plan.pp);
   if (why.empty())
     why = dataRule(m, plan.dp);
+  if (why.empty())
+    why = contextRule(m, plan.cp);
   if (!why.empty())
     return why;
+  if (plan.cp > 1 && (plan.pp > 1 || plan.sequenceParallel))
+    return "context parallelism runs without a pipeline or sequence "
+           "parallelism";
   if (plan.microbatches < 1 || plan.microBatch < 1 ||
       plan.microBatch * plan.microbatches * plan.dp != m.batchSize)
     return "batch_size " + std::to_string(m.batchSize) +
@@ -442,8 +483,8 @@ std::string mlir::gptc::checkPlan(const ModelConfig &m,
   if (plan.sequenceParallel && (plan.tp < 2 || m.seqLen % plan.tp))
     return "sequence parallelism needs a tensor axis that divides seq_len (" +
            std::to_string(m.seqLen) + ")";
-  if (plan.zeroStage > 0 && plan.dp < 2)
-    return "ZeRO needs a data axis";
+  if (plan.zeroStage > 0 && plan.dp * plan.cp < 2)
+    return "ZeRO needs a data (or context) axis";
   if (plan.virtualStages > 1 && (plan.pp < 2 || plan.microbatches % plan.pp ||
                                  m.numLayers < plan.pp * plan.virtualStages))
     return "the interleaved schedule needs microbatches a multiple of the "
@@ -540,78 +581,89 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
         exclude("pp=" + std::to_string(pp), why);
         continue;
       }
-      int64_t dp = devices / tp / pp;
-      if (std::string why = dataRule(m, dp); !why.empty()) {
-        exclude("dp=" + std::to_string(dp), why);
-        continue;
-      }
-      ModelConfig cfg = m;
-      cfg.dataParallel = dp;
-      cfg.tensorParallel = tp;
-      cfg.pipelineParallel = pp;
-      std::optional<ModelSize> size = computeModelSize(cfg);
-      if (!size)
-        continue;
-      int64_t perReplica = m.batchSize / dp;
-      for (int64_t b : divisors(perReplica)) {
-        if (b > 64 && microBatch == 0)
-          break;
-        if (microBatch > 0 && b != microBatch)
+      // Context parallelism without a pipeline (what gptc runs).
+      std::vector<int64_t> cps =
+          pp == 1 ? divisors(devices / tp) : std::vector<int64_t>{1};
+      for (int64_t cp : cps) {
+        if (std::string why = contextRule(m, cp); !why.empty()) {
+          exclude("cp=" + std::to_string(cp), why);
           continue;
-        int64_t micro = perReplica / b;
-        for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-          // What gptc's runtime runs: pipelines recompute each chunk in
-          // its backward; the one-program step keeps its activations or
-          // recomputes them (gptc-recompute, selective or full).
-          for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-            if (sp && m.seqLen % tp)
-              continue;
-            // (A pipeline: 1F1B, interleaved over 2 chunks a stage, or
-            // ZB-H1.)
-            const auto oneF = PipelineScheduleKind::OneFOneB,
-                       zb = PipelineScheduleKind::ZeroBubbleH1;
-            for (auto [v, recompute, schedule] :
-                 {std::tuple{int64_t(1), Recompute::None, oneF},
-                  std::tuple{int64_t(1), Recompute::Selective, oneF},
-                  std::tuple{int64_t(1), Recompute::Full, oneF},
-                  std::tuple{int64_t(2), Recompute::Full, oneF},
-                  std::tuple{int64_t(1), Recompute::Full, zb}}) {
-              if (v > 1 && (pp == 1 || micro % pp || m.numLayers < pp * v))
+        }
+        int64_t dp = devices / tp / pp / cp;
+        if (std::string why = dataRule(m, dp); !why.empty()) {
+          exclude("dp=" + std::to_string(dp), why);
+          continue;
+        }
+        ModelConfig cfg = m;
+        cfg.dataParallel = dp;
+        cfg.tensorParallel = tp;
+        cfg.pipelineParallel = pp;
+        cfg.contextParallel = cp;
+        std::optional<ModelSize> size = computeModelSize(cfg);
+        if (!size)
+          continue;
+        int64_t perReplica = m.batchSize / dp;
+        for (int64_t b : divisors(perReplica)) {
+          if (b > 64 && microBatch == 0)
+            break;
+          if (microBatch > 0 && b != microBatch)
+            continue;
+          int64_t micro = perReplica / b;
+          for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); ++zero) {
+            // What gptc's runtime runs: pipelines recompute each chunk in
+            // its backward; the one-program step keeps its activations or
+            // recomputes them (gptc-recompute, selective or full).
+            for (int sp = 0; sp <= (tp > 1 && cp == 1 ? 1 : 0); ++sp) {
+              if (sp && m.seqLen % tp)
                 continue;
-              if (pp > 1 && recompute != Recompute::Full)
-                continue;
-              if (schedule == zb && pp == 1)
-                continue;
-              // The better of the two placements (dp or pp outermost).
-              std::optional<std::pair<ParallelPlan, PlanCost>> best;
-              for (bool outer : {true, false}) {
-                if (!outer && (pp == 1 || dp == 1))
-                  continue; // the same placement
-                ParallelPlan plan;
-                plan.dp = dp;
-                plan.tp = tp;
-                plan.pp = pp;
-                plan.zeroStage = zero;
-                plan.sequenceParallel = sp;
-                plan.microBatch = b;
-                plan.microbatches = micro;
-                plan.virtualStages = v;
-                plan.schedule =
-                    v > 1 ? PipelineScheduleKind::Interleaved : schedule;
-                plan.recompute = recompute;
-                plan.dataOutermost = outer;
-                ++out.considered;
-                PlanCost cost = evaluatePlan(cfg, *size, plan, hw);
-                if (!out.smallest || cost.memoryBytes < out.smallestMemory) {
-                  out.smallest = plan;
-                  out.smallestMemory = cost.memoryBytes;
+              // (A pipeline: 1F1B, interleaved over 2 chunks a stage, or
+              // ZB-H1.)
+              const auto oneF = PipelineScheduleKind::OneFOneB,
+                         zb = PipelineScheduleKind::ZeroBubbleH1;
+              for (auto [v, recompute, schedule] :
+                   {std::tuple{int64_t(1), Recompute::None, oneF},
+                    std::tuple{int64_t(1), Recompute::Selective, oneF},
+                    std::tuple{int64_t(1), Recompute::Full, oneF},
+                    std::tuple{int64_t(2), Recompute::Full, oneF},
+                    std::tuple{int64_t(1), Recompute::Full, zb}}) {
+                if (v > 1 && (pp == 1 || micro % pp || m.numLayers < pp * v))
+                  continue;
+                if (pp > 1 && recompute != Recompute::Full)
+                  continue;
+                if (schedule == zb && pp == 1)
+                  continue;
+                // The better of the two placements (dp or pp outermost).
+                std::optional<std::pair<ParallelPlan, PlanCost>> best;
+                for (bool outer : {true, false}) {
+                  if (!outer && (pp == 1 || dp == 1))
+                    continue; // the same placement
+                  ParallelPlan plan;
+                  plan.dp = dp;
+                  plan.tp = tp;
+                  plan.pp = pp;
+                  plan.cp = cp;
+                  plan.zeroStage = zero;
+                  plan.sequenceParallel = sp;
+                  plan.microBatch = b;
+                  plan.microbatches = micro;
+                  plan.virtualStages = v;
+                  plan.schedule =
+                      v > 1 ? PipelineScheduleKind::Interleaved : schedule;
+                  plan.recompute = recompute;
+                  plan.dataOutermost = outer;
+                  ++out.considered;
+                  PlanCost cost = evaluatePlan(cfg, *size, plan, hw);
+                  if (!out.smallest || cost.memoryBytes < out.smallestMemory) {
+                    out.smallest = plan;
+                    out.smallestMemory = cost.memoryBytes;
+                  }
+                  if (cost.fits &&
+                      (!best || cost.stepSeconds < best->second.stepSeconds))
+                    best = {plan, std::move(cost)};
                 }
-                if (cost.fits &&
-                    (!best || cost.stepSeconds < best->second.stepSeconds))
-                  best = {plan, std::move(cost)};
+                if (best)
+                  out.plans.push_back(std::move(*best));
               }
-              if (best)
-                out.plans.push_back(std::move(*best));
             }
           }
         }

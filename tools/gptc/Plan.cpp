@@ -417,6 +417,7 @@ static ParallelPlan givenPlan(const ModelDescription &desc,
   plan.dp = m.dataParallel;
   plan.tp = m.tensorParallel;
   plan.pp = m.pipelineParallel;
+  plan.cp = m.contextParallel;
   plan.zeroStage = m.zeroStage;
   plan.sequenceParallel = m.sequenceParallel;
   plan.microbatches = std::max<int64_t>(1, m.gradAccumSteps);
@@ -473,7 +474,7 @@ static void printGivenPlan(llvm::raw_ostream &os, const ParallelPlan &plan,
           "sending less)\n";
   printPlanTerms(os, cost);
   printComms(os, cost);
-  printRunCommand(os, modelPath, plan.dp * plan.tp * plan.pp, plan);
+  printRunCommand(os, modelPath, plan.devices(), plan);
   if (search.plans.empty())
     return;
   const auto &[best, bestCost] = search.plans.front();
@@ -632,7 +633,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
       return 1;
     ParallelPlan plan = givenPlan(*gd, g, flags->pipeline);
     plan.reduceOncePerStep = !flags->zeroReduceEachMicrobatch;
-    int64_t meshDevices = plan.dp * plan.tp * plan.pp;
+    int64_t meshDevices = plan.devices();
     if (devices > 0 && devices != meshDevices) {
       llvm::errs() << "gptc: error: --mesh " << plan.meshString() << " has "
                    << meshDevices << " devices, --devices says " << devices

@@ -55,6 +55,10 @@ struct HardwareSpec {
 /// One way to train the model on the devices.
 struct ParallelPlan {
   int64_t dp = 1, tp = 1, pp = 1;
+  /// Context parallelism: the sequence over cp ranks (between tp and the
+  /// others in the mesh: its groups gather every layer's keys and values).
+  int64_t cp = 1;
+  int64_t devices() const { return dp * tp * pp * cp; }
   int zeroStage = 0;
   bool sequenceParallel = false;
   /// Sequences per microbatch on each replica, and microbatches per step.
@@ -63,18 +67,18 @@ struct ParallelPlan {
   int64_t virtualStages = 1;
   Recompute recompute = Recompute::None;
   /// The axes' order from the innermost (consecutive ranks, one node
-  /// first): tp, then pp, then dp when true; tp, dp, pp otherwise.
+  /// first): tp, cp, then pp, then dp when true; tp, cp, dp, pp otherwise.
   bool dataOutermost = true;
 
   /// The --mesh of the plan, row-major with the innermost axis last
-  /// ("dp=8,pp=16,tp=8").
+  /// ("dp=8,pp=16,tp=8", "dp=4,cp=2,tp=8").
   std::string meshString() const;
   /// Whether the plan reduce-scatters every microbatch's gradients
   /// (`--zero-reduce=microbatch`): ZeRO 2/3 with accumulation and no
   /// pipeline, so that the gradients are held as slices as the memory
   /// model counts them.
   bool reducesEachMicrobatch() const {
-    return dp > 1 && pp == 1 && zeroStage >= 2 && microbatches > 1 &&
+    return dp * cp > 1 && pp == 1 && zeroStage >= 2 && microbatches > 1 &&
            !reduceOncePerStep;
   }
   /// ZeRO 2/3 with accumulation and no pipeline reduce-scatter the
