@@ -234,7 +234,11 @@ TEST(Kernels, PositionedAttentionEqualsCausalRows) {
   struct Shape {
     int64_t batch, seq, width, heads, ranks, rank;
   };
+  // Head widths 16 and 32 run the AVX-512 kernels in float where the CPU
+  // has them (blocks of 64 rows that straddle two chunks: T = 256, and
+  // rows that do not: T = 512); width 24 the GEMM path.
   for (Shape s : {Shape{2, 16, 32, 2, 2, 0}, Shape{2, 16, 32, 2, 2, 1},
+                  Shape{2, 32, 48, 2, 2, 1}, Shape{1, 256, 64, 4, 4, 2},
                   Shape{1, 24, 48, 3, 3, 1}, Shape{2, 256, 64, 4, 2, 1},
                   Shape{1, 512, 64, 2, 2, 0}}) {
     int64_t chunk = s.seq / (2 * s.ranks), rows = 2 * chunk;

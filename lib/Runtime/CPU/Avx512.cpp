@@ -84,10 +84,33 @@ GPTC_AVX512 inline __mmask16 visible(int64_t jb, int64_t t) {
   return last >= 15 ? __mmask16(0xffff) : __mmask16((1u << (last + 1)) - 1);
 }
 
-/// One head's view: rows of D floats with row stride `stride`.
+/// One head's view: rows of D floats with row stride `stride`; `seq` keys
+/// and `queries` query rows, query row t attending the keys up to
+/// limit(t): t itself, or its position in the sequence when the queries
+/// are part of it (context parallelism).
 struct Head {
   int64_t seq, d, stride;
   float scale;
+  int64_t queries;
+  const int32_t *pos = nullptr;
+  int64_t limit(int64_t t) const { return pos ? pos[t] : t; }
+  /// The largest limit of rows [t0, t1).
+  int64_t lastLimit(int64_t t0, int64_t t1) const {
+    int64_t last = 0;
+    for (int64_t t = t0; t < t1; ++t)
+      last = std::max(last, limit(t));
+    return last;
+  }
+  /// The first row of [t0, t1) that sees key j (rows before it do not;
+  /// rows after it may not either where positions are not consecutive:
+  /// their weights are zero).
+  int64_t firstSeeing(int64_t j, int64_t t0, int64_t t1) const {
+    if (!pos)
+      return std::max(j, t0);
+    if (pos[t1 - 1] - pos[t0] != t1 - 1 - t0)
+      return t0;
+    return std::min(t1, t0 + std::max<int64_t>(0, j - pos[t0]));
+  }
 };
 
 /// [T][D] (row stride `stride`) -> [D][Tp], Tp = T rounded up to 16, the
@@ -268,15 +291,15 @@ GPTC_AVX512 void weightedRows4(const float *p, int64_t tp, const float *x,
       out);
 }
 
-/// out += sum_{t in [max(j, t0), t1)} w[t - t0][j + r] x_t for column j
-/// (R = 1) or columns j..j+3 (R = 4) of w, the rows t0..t1 of a [T][Tp]
-/// matrix (zero above its diagonal).
+/// out += sum_{t in [first row seeing j, t1)} w[t - t0][j + r] x_t for
+/// column j (R = 1) or columns j..j+3 (R = 4) of w, the rows t0..t1 of a
+/// [T][Tp] matrix (zero where a row does not see a key).
 template <int V, int R>
 GPTC_AVX512 void columnRows(const float *w, int64_t tp, int64_t t0, int64_t t1,
                             const float *x, const Head &h, int64_t j,
                             float *out) {
   accumulateRows<V, R>(
-      x, h, std::max(j, t0), t1,
+      x, h, h.firstSeeing(j, t0, t1), t1,
       [w, tp, j, t0](int r, int64_t t) { return w[(t - t0) * tp + j + r]; },
       out, /*addToOut=*/true);
 }
@@ -293,22 +316,24 @@ GPTC_AVX512 void forwardHead(const float *q, const float *k, const float *v,
   transpose(k, h, tp, kt);
   int64_t t = 0;
   if constexpr (V <= 4)
-    for (; t + 4 <= h.seq; t += 4) {
-      // Rows t..t+3 see the keys up to t + 3: one set of blocks for all.
-      int64_t blocks = (t + 3) / 16 + 1;
+    for (; t + 4 <= h.queries; t += 4) {
+      // Rows t..t+3 see the keys up to the last of their limits: one set
+      // of blocks for all.
+      int64_t last = h.lastLimit(t, t + 4);
+      int64_t blocks = last / 16 + 1;
       scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
       for (int r = 0; r < 4; ++r) {
         // Lanes past a row's own last block (but within the group's) must
         // weigh nothing: softmaxRow masks only its own blocks.
-        int64_t own = (t + r) / 16 + 1;
+        int64_t own = h.limit(t + r) / 16 + 1;
         std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
-        softmaxRow(h, t + r, p + r * tp);
+        softmaxRow(h, h.limit(t + r), p + r * tp);
       }
-      weightedRows4<V>(p, tp, v, h, t + 3, out + t * h.stride);
+      weightedRows4<V>(p, tp, v, h, last, out + t * h.stride);
     }
-  for (; t < h.seq; ++t) {
-    probabilities(q + t * h.stride, kt, tp, h, t, p);
-    weightedRows<V>(p, v, h, t, out + t * h.stride);
+  for (; t < h.queries; ++t) {
+    probabilities(q + t * h.stride, kt, tp, h, h.limit(t), p);
+    weightedRows<V>(p, v, h, h.limit(t), out + t * h.stride);
   }
 }
 
@@ -342,7 +367,7 @@ GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
                               float *dk, float *dv,
                               std::vector<float> &scratch) {
   int64_t tp = (h.seq + 15) / 16 * 16;
-  int64_t rows = std::min(kAttentionBlockRows, h.seq);
+  int64_t rows = std::min(kAttentionBlockRows, h.queries);
   scratch.assign(2 * h.d * tp + 2 * rows * tp, 0.0f);
   float *kt = scratch.data(), *vt = kt + h.d * tp, *pm = vt + h.d * tp,
         *dsm = pm + rows * tp;
@@ -352,11 +377,12 @@ GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
     std::fill(dk + j * h.stride, dk + j * h.stride + h.d, 0.0f);
     std::fill(dv + j * h.stride, dv + j * h.stride + h.d, 0.0f);
   }
-  for (int64_t t0 = 0; t0 < h.seq; t0 += kAttentionBlockRows) {
-    int64_t t1 = std::min(t0 + kAttentionBlockRows, h.seq);
-    // The block's rows see the keys before t1: P and dS start zero there,
-    // so what a row does not see weighs nothing in pass 2.
-    int64_t width = ((t1 - 1) / 16 + 1) * 16;
+  for (int64_t t0 = 0; t0 < h.queries; t0 += kAttentionBlockRows) {
+    int64_t t1 = std::min(t0 + kAttentionBlockRows, h.queries);
+    // The block's rows see the keys up to `seen`: P and dS start zero
+    // there, so what a row does not see weighs nothing in pass 2.
+    int64_t seen = h.lastLimit(t0, t1) + 1;
+    int64_t width = ((seen - 1) / 16 + 1) * 16;
     for (int64_t r = 0; r < t1 - t0; ++r) {
       std::fill(pm + r * tp, pm + r * tp + width, 0.0f);
       std::fill(dsm + r * tp, dsm + r * tp + width, 0.0f);
@@ -364,36 +390,37 @@ GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
     int64_t t = t0;
     if constexpr (V <= 4)
       for (; t + 4 <= t1; t += 4) {
-        int64_t blocks = (t + 3) / 16 + 1;
+        int64_t last = h.lastLimit(t, t + 4);
+        int64_t blocks = last / 16 + 1;
         float *p = pm + (t - t0) * tp, *ds = dsm + (t - t0) * tp;
         scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
         for (int r = 0; r < 4; ++r) {
-          int64_t own = (t + r) / 16 + 1;
+          int64_t own = h.limit(t + r) / 16 + 1;
           std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
-          softmaxRow(h, t + r, p + r * tp);
+          softmaxRow(h, h.limit(t + r), p + r * tp);
         }
         // dP = dO_t . v_j, then dS; dQ_t = sum_j dS_j k_j.
         scoreRows4(dout + t * h.stride, h.stride, vt, tp, h.d, blocks, ds);
         for (int r = 0; r < 4; ++r)
           scoreGradRow(h, p + r * tp, blocks, ds + r * tp);
-        weightedRows4<V>(ds, tp, k, h, t + 3, dq + t * h.stride);
+        weightedRows4<V>(ds, tp, k, h, last, dq + t * h.stride);
       }
     for (; t < t1; ++t) {
       float *p = pm + (t - t0) * tp, *ds = dsm + (t - t0) * tp;
-      int64_t blocks = t / 16 + 1;
-      probabilities(q + t * h.stride, kt, tp, h, t, p);
+      int64_t blocks = h.limit(t) / 16 + 1;
+      probabilities(q + t * h.stride, kt, tp, h, h.limit(t), p);
       scoreRow(dout + t * h.stride, vt, tp, h.d, blocks, ds);
       scoreGradRow(h, p, blocks, ds);
-      weightedRows<V>(ds, k, h, t, dq + t * h.stride);
+      weightedRows<V>(ds, k, h, h.limit(t), dq + t * h.stride);
     }
     // Pass 2: the block's share of dK_j and dV_j for the keys it sees.
     int64_t j = 0;
     if constexpr (V <= 4)
-      for (; j + 4 <= t1; j += 4) {
+      for (; j + 4 <= seen; j += 4) {
         columnRows<V, 4>(dsm, tp, t0, t1, q, h, j, dk + j * h.stride);
         columnRows<V, 4>(pm, tp, t0, t1, dout, h, j, dv + j * h.stride);
       }
-    for (; j < t1; ++j) {
+    for (; j < seen; ++j) {
       columnRows<V, 1>(dsm, tp, t0, t1, q, h, j, dk + j * h.stride);
       columnRows<V, 1>(pm, tp, t0, t1, dout, h, j, dv + j * h.stride);
     }
@@ -470,20 +497,22 @@ bool attentionAvx512Fits(int64_t width, int64_t heads) {
   return avx512Available() && (d == 16 || d == 32 || d == 64 || d == 128);
 }
 
-/// Calls body(off, v16, scratch) for every (batch element, head) of a
-/// [B, T, C] activation, `off` the head's first element, the heads spread
-/// over the threads, each thread with its own scratch.
+/// Calls body(offQ, offK, v16, scratch) for every (batch element, head)
+/// of [B, Tq, C] queries and [B, Tk, C] keys, `offQ` and `offK` the
+/// head's first elements, the heads spread over the threads, each thread
+/// with its own scratch.
 template <typename Body>
-static void forEachHead(int64_t batch, int64_t seq, int64_t width,
-                        int64_t heads, Body body) {
+static void forEachHead(int64_t batch, int64_t seqQ, int64_t seqK,
+                        int64_t width, int64_t heads, Body body) {
   int64_t d = width / heads, items = batch * heads;
 #pragma omp parallel
   {
     std::vector<float> scratch;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < items; ++i) {
-      int64_t off = (i / heads) * seq * width + (i % heads) * d;
-      withWidth(d, [&](auto v16) { body(off, v16, scratch); });
+      int64_t b = i / heads, head = (i % heads) * d;
+      int64_t offQ = b * seqQ * width + head, offK = b * seqK * width + head;
+      withWidth(d, [&](auto v16) { body(offQ, offK, v16, scratch); });
     }
   }
 }
@@ -493,12 +522,25 @@ bool causalAttentionAvx512(const float *q, const float *k, const float *v,
                            int64_t heads, float *out) {
   if (!attentionAvx512Fits(width, heads))
     return false;
-  Head h{seq, width / heads, width, 1.0f / std::sqrt(float(width / heads))};
-  forEachHead(batch, seq, width, heads,
-              [&](int64_t off, auto v16, std::vector<float> &scratch) {
-                forwardHead<decltype(v16)::value>(q + off, k + off, v + off, h,
-                                                  out + off, scratch);
-              });
+  return positionedAttentionAvx512(q, k, v, nullptr, batch, seq, seq, width,
+                                   heads, out);
+}
+
+bool positionedAttentionAvx512(const float *q, const float *k, const float *v,
+                               const int32_t *pos, int64_t batch, int64_t seqQ,
+                               int64_t seqK, int64_t width, int64_t heads,
+                               float *out) {
+  if (!attentionAvx512Fits(width, heads))
+    return false;
+  Head h{seqK,  width / heads,
+         width, 1.0f / std::sqrt(float(width / heads)),
+         seqQ,  pos};
+  forEachHead(
+      batch, seqQ, seqK, width, heads,
+      [&](int64_t offQ, int64_t offK, auto v16, std::vector<float> &scratch) {
+        forwardHead<decltype(v16)::value>(q + offQ, k + offK, v + offK, h,
+                                          out + offQ, scratch);
+      });
   return true;
 }
 
@@ -508,13 +550,28 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
                                float *dk, float *dv) {
   if (!attentionAvx512Fits(width, heads))
     return false;
-  Head h{seq, width / heads, width, 1.0f / std::sqrt(float(width / heads))};
-  forEachHead(batch, seq, width, heads,
-              [&](int64_t off, auto v16, std::vector<float> &scratch) {
-                backwardHead<decltype(v16)::value>(q + off, k + off, v + off,
-                                                   dout + off, h, dq + off,
-                                                   dk + off, dv + off, scratch);
-              });
+  return positionedAttentionGradAvx512(q, k, v, dout, nullptr, batch, seq, seq,
+                                       width, heads, dq, dk, dv);
+}
+
+bool positionedAttentionGradAvx512(const float *q, const float *k,
+                                   const float *v, const float *dout,
+                                   const int32_t *pos, int64_t batch,
+                                   int64_t seqQ, int64_t seqK, int64_t width,
+                                   int64_t heads, float *dq, float *dk,
+                                   float *dv) {
+  if (!attentionAvx512Fits(width, heads))
+    return false;
+  Head h{seqK,  width / heads,
+         width, 1.0f / std::sqrt(float(width / heads)),
+         seqQ,  pos};
+  forEachHead(
+      batch, seqQ, seqK, width, heads,
+      [&](int64_t offQ, int64_t offK, auto v16, std::vector<float> &scratch) {
+        backwardHead<decltype(v16)::value>(q + offQ, k + offK, v + offK,
+                                           dout + offQ, h, dq + offQ, dk + offK,
+                                           dv + offK, scratch);
+      });
   return true;
 }
 
@@ -533,6 +590,17 @@ bool causalAttentionAvx512(const float *, const float *, const float *, int64_t,
 bool causalAttentionGradAvx512(const float *, const float *, const float *,
                                const float *, int64_t, int64_t, int64_t,
                                int64_t, float *, float *, float *) {
+  return false;
+}
+bool positionedAttentionAvx512(const float *, const float *, const float *,
+                               const int32_t *, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, float *) {
+  return false;
+}
+bool positionedAttentionGradAvx512(const float *, const float *, const float *,
+                                   const float *, const int32_t *, int64_t,
+                                   int64_t, int64_t, int64_t, int64_t, float *,
+                                   float *, float *) {
   return false;
 }
 

@@ -41,6 +41,20 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
                                const float *dout, int64_t batch, int64_t seq,
                                int64_t width, int64_t heads, float *dq,
                                float *dk, float *dv);
+/// The same from some of the sequence's positions (context parallelism):
+/// q, out [B, Tq, C]; k, v [B, Tk, C]; query row i attends keys [0,
+/// pos[i]]. Rows of a backward block whose positions are consecutive (the
+/// chunks gptc-context-parallel makes) skip the keys they do not see.
+bool positionedAttentionAvx512(const float *q, const float *k, const float *v,
+                               const int32_t *pos, int64_t batch, int64_t seqQ,
+                               int64_t seqK, int64_t width, int64_t heads,
+                               float *out);
+bool positionedAttentionGradAvx512(const float *q, const float *k,
+                                   const float *v, const float *dout,
+                                   const int32_t *pos, int64_t batch,
+                                   int64_t seqQ, int64_t seqK, int64_t width,
+                                   int64_t heads, float *dq, float *dk,
+                                   float *dv);
 
 } // namespace gptc::cpu
 

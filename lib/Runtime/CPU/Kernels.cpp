@@ -741,6 +741,10 @@ template <typename T>
 void positionedAttention(const T *q, const T *k, const T *v, const int32_t *pos,
                          int64_t batch, int64_t seqQ, int64_t seqK,
                          int64_t width, int64_t heads, T *out) {
+  if constexpr (std::is_same_v<T, float>)
+    if (positionedAttentionAvx512(q, k, v, pos, batch, seqQ, seqK, width, heads,
+                                  out))
+      return;
   PositionViews h(batch, seqQ, seqK, width, heads);
   T scale = T(1) / std::sqrt(T(h.d));
   std::vector<T> p(h.scratch());
@@ -763,6 +767,10 @@ void positionedAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                              const int32_t *pos, int64_t batch, int64_t seqQ,
                              int64_t seqK, int64_t width, int64_t heads, T *dq,
                              T *dk, T *dv) {
+  if constexpr (std::is_same_v<T, float>)
+    if (positionedAttentionGradAvx512(q, k, v, dout, pos, batch, seqQ, seqK,
+                                      width, heads, dq, dk, dv))
+      return;
   PositionViews h(batch, seqQ, seqK, width, heads);
   T scale = T(1) / std::sqrt(T(h.d));
   std::vector<T> p(h.scratch()), dp(h.scratch());
