@@ -517,11 +517,16 @@ static void forEachHead(int64_t batch, int64_t seqQ, int64_t seqK,
   }
 }
 
+/// The heads' view of [B, Tq, C] queries and [B, Tk, C] keys.
+static Head headOf(int64_t seqQ, int64_t seqK, int64_t width, int64_t heads,
+                   const int32_t *pos) {
+  int64_t d = width / heads;
+  return Head{seqK, d, width, 1.0f / std::sqrt(float(d)), seqQ, pos};
+}
+
 bool causalAttentionAvx512(const float *q, const float *k, const float *v,
                            int64_t batch, int64_t seq, int64_t width,
                            int64_t heads, float *out) {
-  if (!attentionAvx512Fits(width, heads))
-    return false;
   return positionedAttentionAvx512(q, k, v, nullptr, batch, seq, seq, width,
                                    heads, out);
 }
@@ -532,9 +537,7 @@ bool positionedAttentionAvx512(const float *q, const float *k, const float *v,
                                float *out) {
   if (!attentionAvx512Fits(width, heads))
     return false;
-  Head h{seqK,  width / heads,
-         width, 1.0f / std::sqrt(float(width / heads)),
-         seqQ,  pos};
+  Head h = headOf(seqQ, seqK, width, heads, pos);
   forEachHead(
       batch, seqQ, seqK, width, heads,
       [&](int64_t offQ, int64_t offK, auto v16, std::vector<float> &scratch) {
@@ -548,8 +551,6 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
                                const float *dout, int64_t batch, int64_t seq,
                                int64_t width, int64_t heads, float *dq,
                                float *dk, float *dv) {
-  if (!attentionAvx512Fits(width, heads))
-    return false;
   return positionedAttentionGradAvx512(q, k, v, dout, nullptr, batch, seq, seq,
                                        width, heads, dq, dk, dv);
 }
@@ -562,9 +563,7 @@ bool positionedAttentionGradAvx512(const float *q, const float *k,
                                    float *dv) {
   if (!attentionAvx512Fits(width, heads))
     return false;
-  Head h{seqK,  width / heads,
-         width, 1.0f / std::sqrt(float(width / heads)),
-         seqQ,  pos};
+  Head h = headOf(seqQ, seqK, width, heads, pos);
   forEachHead(
       batch, seqQ, seqK, width, heads,
       [&](int64_t offQ, int64_t offK, auto v16, std::vector<float> &scratch) {
