@@ -445,6 +445,9 @@ static std::string pipelineRule(const ModelConfig &m, int64_t pp) {
   return "";
 }
 
+/// The search's shortest context-parallel chunk (a rank holds two).
+static constexpr int64_t kMinContextChunk = 256;
+
 static std::string contextRule(const ModelConfig &m, int64_t cp) {
   if (cp > 1 && m.seqLen % (2 * cp))
     return "seq_len " + std::to_string(m.seqLen) +
@@ -581,9 +584,16 @@ std::optional<PlanSearch> mlir::gptc::searchPlans(const ModelConfig &m,
         exclude("pp=" + std::to_string(pp), why);
         continue;
       }
-      // Context parallelism without a pipeline (what gptc runs).
-      std::vector<int64_t> cps =
-          pp == 1 ? divisors(devices / tp) : std::vector<int64_t>{1};
+      // Context parallelism without a pipeline (what gptc runs), in chunks
+      // of at least kMinContextChunk tokens: shorter ones leave attention
+      // too little work beside its gathers to pay, and the sizes they
+      // would add (up to a cp of 1024 on 1024 devices) would triple the
+      // search.
+      std::vector<int64_t> cps{1};
+      if (pp == 1)
+        for (int64_t cp : divisors(devices / tp))
+          if (cp > 1 && m.seqLen / (2 * cp) >= kMinContextChunk)
+            cps.push_back(cp);
       for (int64_t cp : cps) {
         if (std::string why = contextRule(m, cp); !why.empty()) {
           exclude("cp=" + std::to_string(cp), why);
