@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Context parallelism on the CPU: tokens/s and memory per rank of gptc
-with the sequence split over N MPI ranks (--mesh cp=N) against PyTorch
-eager running the same algorithm over N gloo processes (the sequence in
-2N load-balanced chunks, keys and values all-gathered per layer with
-torch.distributed.nn's differentiable all_gather, attention from the
-rank's queries with the causal mask at their positions, gradients summed
-over the ranks), same model, global batch, optimizer and cores, in one
-run. Also gptc's data parallelism over the same N ranks and gptc on one
-rank, for what splitting the sequence costs and saves.
+with the sequence split over N MPI ranks (--mesh cp=N), with ring
+attention (the default) and with all-gather attention, against PyTorch
+eager running all-gather context parallelism over N gloo processes (the
+sequence in 2N load-balanced chunks, keys and values all-gathered per
+layer with torch.distributed.nn's differentiable all_gather, attention
+from the rank's queries with the causal mask at their positions,
+gradients summed over the ranks), same model, global batch, optimizer
+and cores, in one run. Also gptc's data parallelism over the same N
+ranks and gptc on one rank, for what splitting the sequence costs and
+saves.
 
     .venv/bin/python bench/cp_scaling.py [--ranks 2] [--build build] [--model bench/models/long-seq.pbtxt]
 
@@ -28,7 +30,7 @@ from train_throughput import description  # noqa: E402
 REPEATS = 3
 
 
-def gptc_run(build, mpirun, model, steps, ranks, mesh):
+def gptc_run(build, mpirun, model, steps, ranks, mesh, extra=()):
     """(tok/s after the first step, MiB rank 0's training added to its
     resident memory: activations, state and buffers, without the compiler
     and libraries)."""
@@ -37,7 +39,7 @@ def gptc_run(build, mpirun, model, steps, ranks, mesh):
                "--steps", str(steps + 1), "--eval-interval", "0", "--log-interval", "0",
                "--checkpoint", os.path.join(tmp, "c.ckpt")]
         if ranks > 1:
-            cmd = [mpirun, "-np", str(ranks)] + cmd + ["--mesh", mesh]
+            cmd = [mpirun, "-np", str(ranks)] + cmd + ["--mesh", mesh] + list(extra)
         p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         sys.exit("gptc train failed:\n" + p.stderr)
@@ -149,6 +151,9 @@ def main():
     contenders = (
         ("gptc cp=%d" % n, lambda: gptc_run(args.build, args.mpirun, args.model, args.steps,
                                             n, "cp=%d" % n)),
+        ("gptc cp=%d ag" % n, lambda: gptc_run(args.build, args.mpirun, args.model, args.steps,
+                                               n, "cp=%d" % n,
+                                               ["--context-attention=all-gather"])),
         ("torch cp=%d" % n, lambda: torch_run(args.model, args.steps, n, max(1, cores // n))),
         ("gptc dp=%d" % n, lambda: gptc_run(args.build, args.mpirun, args.model, args.steps,
                                             n, "dp=%d" % n)),
@@ -162,14 +167,17 @@ def main():
             if rate > best[name][0]:
                 best[name] = (rate, peak)
     for name, _ in contenders:
-        print("%-12s %8.0f tok/s, rank 0 %s %7.1f MiB"
+        print("%-14s %8.0f tok/s, rank 0 %s %7.1f MiB"
               % (name, best[name][0],
                  "peak resident" if name.startswith("torch") else "training added",
                  best[name][1]))
     cp, tcp = best["gptc cp=%d" % n][0], best["torch cp=%d" % n][0]
+    ag = best["gptc cp=%d ag" % n][0]
     dp, one = best["gptc dp=%d" % n][0], best["gptc 1 rank"][0]
-    print("gptc cp / PyTorch cp %.2fx; gptc cp / gptc dp %.2fx; gptc cp / one rank %.2fx"
-          % (cp / tcp, cp / dp, cp / one))
+    print("gptc ring cp / PyTorch all-gather cp %.2fx; gptc all-gather cp / PyTorch %.2fx; "
+          "gptc ring / gptc all-gather %.2fx; gptc ring cp / gptc dp %.2fx; "
+          "gptc ring cp / one rank %.2fx"
+          % (cp / tcp, ag / tcp, cp / ag, cp / dp, cp / one))
 
 
 if __name__ == "__main__":

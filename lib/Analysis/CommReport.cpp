@@ -86,6 +86,9 @@ static LogicalResult collectInto(func::FuncOp func, int64_t runs,
       if (kind == "send" || kind == "recv") {
         c.ranks = 2;
         c.volume = factor * static_cast<double>(c.bytes);
+      } else if (kind == "shift") {
+        // Every rank sends its tensor to its neighbour on the axis.
+        c.volume = n > 1 ? factor * static_cast<double>(c.bytes) : 0.0;
       } else {
         c.volume = factor * (n - 1) / n * static_cast<double>(c.bytes);
       }
@@ -164,6 +167,10 @@ static LogicalResult collectInto(func::FuncOp func, int64_t runs,
           return record("all_slice", o.getGridAttr(), o.getGridAxes(),
                         o.getInput().getType(), 0.0, "");
         })
+        .Case([&](shard::ShiftOp o) {
+          return record("shift", o.getGridAttr(), o.getGridAxes(),
+                        o.getInput().getType(), 1.0, "");
+        })
         .Case([&](shard::SendOp o) {
           return record("send", o.getGridAttr(), o.getGridAxes(),
                         o.getInput().getType(), 1.0,
@@ -222,7 +229,8 @@ LogicalResult mlir::gptc::printCommReport(func::FuncOp func, raw_ostream &os) {
   os << "communication of @" << func.getSymName()
      << " per rank and step (G: bytes of the whole tensor, N: ranks in the "
         "group;\n  all_reduce 2(N-1)/N G, reduce_scatter and all_gather "
-        "(N-1)/N G, all_slice 0, send G, recv 0;\n  a collective in the "
+        "(N-1)/N G, all_slice 0, send G, recv 0, shift G;\n  a collective in "
+        "the "
         "microbatch loop (or in a function called M times) runs xM: its "
         "sent bytes\n  and the totals count every run)\n";
   os << llvm::format("%4s  %-15s %-6s %3s  %-16s %12s %12s  %s\n", "#",

@@ -306,8 +306,9 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
     }
     shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
     GptcDialect::ParallelAttrHelper(ctx).setAttr(
-        module, ParallelAttr::get(ctx, b.getArrayAttr(names), kinds,
-                                  m.zeroStage, m.sequenceParallel));
+        module,
+        ParallelAttr::get(ctx, b.getArrayAttr(names), kinds, m.zeroStage,
+                          m.sequenceParallel, m.contextAllGather));
   }
 
   // The training settings the optimizer pass turns into ops (fp16's loss

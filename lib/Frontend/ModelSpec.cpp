@@ -109,6 +109,10 @@ overrideFlags(const DescriptionOverrides &overrides) {
          "--zero-stage " + std::to_string(*overrides.zeroStage));
   if (overrides.sequenceParallel)
     flag({"parallel", "sequence_parallel"}, "--sequence-parallel");
+  if (overrides.contextAllGather)
+    flag({"parallel", "context_attention"},
+         *overrides.contextAllGather ? "--context-attention=all-gather"
+                                     : "--context-attention=ring");
   if (overrides.recompute)
     flag({"parallel", "recompute"},
          ("--recompute=" + stringifyRecompute(*overrides.recompute)).str());
@@ -280,6 +284,10 @@ ModelDescription::parse(StringRef text, StringRef fileName,
     spec.mutable_parallel()->set_zero_stage(*overrides.zeroStage);
   if (overrides.sequenceParallel)
     spec.mutable_parallel()->set_sequence_parallel(*overrides.sequenceParallel);
+  if (overrides.contextAllGather)
+    spec.mutable_parallel()->set_context_attention(*overrides.contextAllGather
+                                                       ? Parallelism::ALL_GATHER
+                                                       : Parallelism::RING);
   if (overrides.recompute)
     spec.mutable_parallel()->set_recompute(
         *overrides.recompute == Recompute::Full        ? Parallelism::FULL
@@ -704,6 +712,11 @@ LogicalResult ModelDescription::validate() {
     const auto &p = spec.parallel();
     m.zeroStage = p.zero_stage();
     m.sequenceParallel = p.sequence_parallel();
+    m.contextAllGather = p.context_attention() == Parallelism::ALL_GATHER;
+    if (p.has_context_attention() && !seenKind[Axis::CONTEXT])
+      v.error({{"parallel"}, {"context_attention"}})
+          << "context_attention sets context parallelism's attention, but "
+             "the mesh has no CONTEXT axis";
     if (m.zeroStage < 0 || m.zeroStage > 3)
       v.error({{"parallel"}, {"zero_stage"}})
           << "zero_stage must be 0, 1, 2 or 3, got " << m.zeroStage;

@@ -18,7 +18,8 @@ using namespace gptc::runtime;
 
 bool runtime::isDeviceCollective(program::OpKind op) {
   return op == program::ALL_REDUCE || op == program::ALL_REDUCE_MAX ||
-         op == program::ALL_GATHER || op == program::REDUCE_SCATTER;
+         op == program::ALL_GATHER || op == program::REDUCE_SCATTER ||
+         op == program::SHIFT;
 }
 
 namespace {

@@ -119,6 +119,23 @@ KernelCost gptc::runtime::kernelCost(const program::Function &f,
     cost.flops = 2 * elements(value(k.outputs(0))) * depth;
     break;
   }
+  case program::ATTENTION_BLOCK:
+  case program::ATTENTION_BLOCK_GRAD: {
+    // A ring step: with the load-balanced chunks each query sees half the
+    // block's keys (all of a chunk or none) after the first step, and
+    // half on average in the first: B Tq Tk C per product.
+    cost.cls = KernelCost::Attention;
+    if (k.inputs_size() < 2)
+      break;
+    std::vector<int64_t> q = shape(k.inputs(0)), key = shape(k.inputs(1));
+    if (q.size() != 3 || key.size() != 3)
+      break;
+    cost.flops = 2 * static_cast<double>(q[0]) * static_cast<double>(q[1]) *
+                 static_cast<double>(key[1]) * static_cast<double>(q[2]);
+    if (k.op() == program::ATTENTION_BLOCK_GRAD)
+      cost.flops *= 2.5;
+    break;
+  }
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD: {
     cost.cls = KernelCost::Attention;
@@ -149,6 +166,7 @@ KernelCost gptc::runtime::kernelCost(const program::Function &f,
   case program::REDUCE_SCATTER:
   case program::ALL_SLICE:
   case program::ALL_REDUCE_MAX:
+  case program::SHIFT:
     cost.cls = KernelCost::Collective;
     break;
   case program::CONSTANT:

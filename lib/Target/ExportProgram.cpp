@@ -510,6 +510,15 @@ FunctionExporter::lowerForward(Operation *op, pg::Kernel &kernel) {
         kernel.mutable_attention()->set_num_heads(o.getNumHeads());
         return success();
       })
+      .Case([&](AttentionBlockOp o) {
+        kernel.set_op(pg::ATTENTION_BLOCK);
+        kernel.mutable_attention()->set_num_heads(o.getNumHeads());
+        return success();
+      })
+      .Case([&](AttentionMergeOp) {
+        kernel.set_op(pg::ATTENTION_MERGE);
+        return success();
+      })
       .Case([&](CrossEntropyOp o) {
         kernel.set_op(pg::CROSS_ENTROPY);
         setIgnoreIndex(kernel, o.getIgnoreIndex());
@@ -577,6 +586,15 @@ FunctionExporter::lowerGradient(Operation *op, pg::Kernel &kernel) {
       .Case([&](CausalAttentionGradOp o) {
         kernel.set_op(pg::CAUSAL_ATTENTION_GRAD);
         kernel.mutable_attention()->set_num_heads(o.getNumHeads());
+        return success();
+      })
+      .Case([&](AttentionBlockGradOp o) {
+        kernel.set_op(pg::ATTENTION_BLOCK_GRAD);
+        kernel.mutable_attention()->set_num_heads(o.getNumHeads());
+        return success();
+      })
+      .Case([&](AttentionMergeGradOp) {
+        kernel.set_op(pg::ATTENTION_MERGE_GRAD);
         return success();
       })
       .Case([&](CrossEntropyGradOp o) {
@@ -700,6 +718,18 @@ FunctionExporter::lowerParallel(Operation *op, pg::Kernel &kernel) {
             gridAxes(kernel.mutable_collective(), o.getGridAxes());
             return success();
           })
+      .Case([&](shard::ShiftOp o) -> LogicalResult {
+        if (!o.getRotate())
+          return o.emitOpError("has no CPU kernel without `rotate`");
+        if (failed(useGrid(o, o.getGridAttr())))
+          return failure();
+        kernel.set_op(pg::SHIFT);
+        pg::CollectiveParams *params = kernel.mutable_collective();
+        gridAxes(params, o.getGridAxes());
+        params->set_shift_axis(o.getShiftAxis().getSExtValue());
+        params->set_offset(o.getOffsetAttr().getInt());
+        return success();
+      })
       .Case([&](ShardOffsetOp o) -> LogicalResult {
         if (failed(useGrid(o, o.getGridAttr())))
           return failure();

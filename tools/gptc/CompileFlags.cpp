@@ -154,6 +154,21 @@ static cl::opt<bool> sequenceParallelOpt(
     cl::desc("Megatron sequence parallelism on the tensor axis"),
     cl::init(false), cl::cat(parallelCategory));
 
+namespace {
+enum class ContextAttention { Ring, AllGather };
+} // namespace
+static cl::opt<ContextAttention> contextAttentionOpt(
+    "context-attention",
+    cl::desc("Context parallelism's attention (a cp mesh axis)"),
+    cl::values(clEnumValN(ContextAttention::Ring, "ring",
+                          "key and value blocks passed around the axis, "
+                          "each block's attention merged by online softmax "
+                          "(the default)"),
+               clEnumValN(ContextAttention::AllGather, "all-gather",
+                          "the whole sequence's keys and values gathered "
+                          "first (Llama 3's context parallelism)")),
+    cl::init(ContextAttention::Ring), cl::cat(parallelCategory));
+
 static cl::opt<std::string> recomputeOpt(
     "recompute",
     cl::desc("Activation recomputation: none, selective (norms and GELUs) "
@@ -209,6 +224,7 @@ bool mlir::gptc::isMeshGiven() {
 bool mlir::gptc::explicitParallelOptions() {
   return zeroStageOpt.getNumOccurrences() || gradAccumOpt.getNumOccurrences() ||
          sequenceParallelOpt.getNumOccurrences() ||
+         contextAttentionOpt.getNumOccurrences() ||
          recomputeOpt.getNumOccurrences() ||
          zeroReduceOpt.getNumOccurrences() || scheduleOpt.getNumOccurrences() ||
          virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
@@ -229,6 +245,8 @@ FailureOr<DescriptionOverrides> mlir::gptc::getDescriptionOverrides() {
     o.accumulation = gradAccumOpt;
   if (sequenceParallelOpt.getNumOccurrences())
     o.sequenceParallel = sequenceParallelOpt;
+  if (contextAttentionOpt.getNumOccurrences())
+    o.contextAllGather = contextAttentionOpt == ContextAttention::AllGather;
   if (recomputeOpt.getNumOccurrences()) {
     std::optional<Recompute> recompute = symbolizeRecompute(recomputeOpt);
     if (!recompute) {

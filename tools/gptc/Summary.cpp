@@ -504,7 +504,9 @@ LogicalResult mlir::gptc::printSummary(const ModelDescription &desc,
      << (m.sequenceParallel ? " (sequence parallel)" : "") << ", pipeline "
      << m.pipelineParallel;
   if (m.contextParallel > 1)
-    os << ", context " << m.contextParallel;
+    os << ", context " << m.contextParallel
+       << (m.contextAllGather ? " (all-gather attention)"
+                              : " (ring attention)");
   os << ", ZeRO stage " << m.zeroStage << "\n";
   os << "micro-batch per device: " << m.microBatchSize
      << " sequences, gradient accumulation " << m.gradAccumSteps;

@@ -717,7 +717,9 @@ int mlir::gptc::runTrain(const std::string &modelPath,
                    << (m.sequenceParallel ? " (sequence parallel)" : "")
                    << (m.contextParallel > 1
                            ? ", context parallel " +
-                                 std::to_string(m.contextParallel)
+                                 std::to_string(m.contextParallel) +
+                                 (m.contextAllGather ? " (all-gather)"
+                                                     : " (ring)")
                            : std::string())
                    << ", ZeRO stage " << m.zeroStage << ", " << m.gradAccumSteps
                    << " microbatch(es) of " << m.microBatchSize

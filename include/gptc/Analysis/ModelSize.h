@@ -75,6 +75,9 @@ struct ModelConfig {
   int64_t dataParallel = 1, tensorParallel = 1, pipelineParallel = 1;
   /// Context parallelism: the sequence split over this many ranks.
   int64_t contextParallel = 1;
+  /// Context parallelism's attention gathers the keys and values instead
+  /// of passing them around a ring.
+  bool contextAllGather = false;
   /// Every device of the mesh.
   int64_t devices() const {
     return dataParallel * tensorParallel * pipelineParallel * contextParallel;

@@ -63,6 +63,8 @@ struct DescriptionOverrides {
   std::optional<std::string> pipelineSchedule;
   std::optional<int64_t> virtualStages;
   std::optional<bool> sequenceParallel;
+  /// Context parallelism's attention: all-gather (true) or ring (false).
+  std::optional<bool> contextAllGather;
   /// "none", "selective" or "full".
   std::optional<mlir::gptc::Recompute> recompute;
   /// training.optimizer.lr (the reference batch's when the description

@@ -94,6 +94,15 @@ public:
                                      const std::vector<int64_t> &grid,
                                      const std::vector<int64_t> &axes,
                                      int64_t &request, std::string &error);
+  /// Ring attention's shift: starts sending `bytes` at `send` to rank
+  /// `dest` and receiving as many into `recv` from rank `source`, both
+  /// with `tag`, and returns at once; `wait` on each request completes
+  /// them (the executor overlaps them like the collectives above). The
+  /// default sends, receives and waits for the send before it returns
+  /// (requests of -1).
+  virtual bool startExchange(const void *send, int dest, void *recv, int source,
+                             int64_t bytes, int64_t tag, int64_t &sendRequest,
+                             int64_t &recvRequest, std::string &error);
   /// Completes a started collective (a request of -1 is done already).
   virtual bool wait(int64_t request, std::string &error);
   /// Whether starts are non-blocking (the executor then keeps them in

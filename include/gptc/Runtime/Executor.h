@@ -85,6 +85,9 @@ private:
   /// the calls that need nothing done after them are started
   /// non-blocking and their requests added to `async` (the run waits for
   /// them where the collective schedule says); the others complete here.
+  /// shard.shift (ring attention's passing of blocks), point to point.
+  bool runShift(const program::Kernel &kernel, const std::vector<int64_t> &grid,
+                std::string &error, std::vector<int64_t> *async = nullptr);
   bool runCollective(const program::Kernel &kernel, std::string &error,
                      std::vector<int64_t> *async = nullptr);
   /// ALL_REDUCE of a bucket (n inputs, n outputs): one call, in place over

@@ -93,6 +93,13 @@ struct Head {
   float scale;
   int64_t queries;
   const int32_t *pos = nullptr;
+  /// Ring attention's steps: row t's log-sum-exp (of its scaled scores) is
+  /// written to lse[t * lseStride] in the forward, and its gradient read
+  /// from dlse[t * lseStride] in the backward. A row whose limit is -1
+  /// sees no key: a zero output and lse -inf.
+  float *lse = nullptr;
+  const float *dlse = nullptr;
+  int64_t lseStride = 0;
   int64_t limit(int64_t t) const { return pos ? pos[t] : t; }
   /// The largest limit of rows [t0, t1).
   int64_t lastLimit(int64_t t0, int64_t t1) const {
@@ -167,8 +174,13 @@ GPTC_AVX512 void scoreRow(const float *x, const float *xt, int64_t tp,
 
 /// Row t's scores (p, at least t / 16 + 1 blocks) into its causal
 /// probabilities in place: softmax(scale * s_j) over j <= t, zero after t
-/// within those blocks.
-GPTC_AVX512 void softmaxRow(const Head &h, int64_t t, float *p) {
+/// within those blocks. Returns the log-sum-exp of the scaled scores; a
+/// row that sees no key (t = -1) gets zeros and -inf.
+GPTC_AVX512 float softmaxRow(const Head &h, int64_t t, float *p) {
+  if (t < 0) {
+    _mm512_storeu_ps(p, _mm512_setzero_ps());
+    return -INFINITY;
+  }
   int64_t blocks = t / 16 + 1;
   __m512 m = _mm512_set1_ps(-INFINITY);
   for (int64_t jb = 0; jb < blocks; ++jb) {
@@ -186,18 +198,21 @@ GPTC_AVX512 void softmaxRow(const Head &h, int64_t t, float *p) {
     _mm512_storeu_ps(p + 16 * jb, e);
     sum = _mm512_add_ps(sum, e);
   }
-  __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  float total = _mm512_reduce_add_ps(sum);
+  __m512 inv = _mm512_set1_ps(1.0f / total);
   for (int64_t jb = 0; jb < blocks; ++jb)
     _mm512_storeu_ps(p + 16 * jb,
                      _mm512_mul_ps(_mm512_loadu_ps(p + 16 * jb), inv));
+  return _mm512_reduce_max_ps(mx) + std::log(total);
 }
 
 /// Row t's causal probabilities into p (16 * blocks lanes, zero after t):
-/// softmax(scale * q_t . k_j) over j <= t. kt is [D][Tp].
-GPTC_AVX512 void probabilities(const float *qt, const float *kt, int64_t tp,
-                               const Head &h, int64_t t, float *p) {
+/// softmax(scale * q_t . k_j) over j <= t. kt is [D][Tp]. Returns the
+/// log-sum-exp.
+GPTC_AVX512 float probabilities(const float *qt, const float *kt, int64_t tp,
+                                const Head &h, int64_t t, float *p) {
   scoreRow(qt, kt, tp, h.d, t / 16 + 1, p);
-  softmaxRow(h, t, p);
+  return softmaxRow(h, t, p);
 }
 
 /// Four rows at once (x rows t..t+3, stride `stride`; out rows of tp): the
@@ -325,27 +340,33 @@ GPTC_AVX512 void forwardHead(const float *q, const float *k, const float *v,
       for (int r = 0; r < 4; ++r) {
         // Lanes past a row's own last block (but within the group's) must
         // weigh nothing: softmaxRow masks only its own blocks.
-        int64_t own = h.limit(t + r) / 16 + 1;
+        int64_t own = std::max<int64_t>(h.limit(t + r), 0) / 16 + 1;
         std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
-        softmaxRow(h, h.limit(t + r), p + r * tp);
+        float lse = softmaxRow(h, h.limit(t + r), p + r * tp);
+        if (h.lse)
+          h.lse[(t + r) * h.lseStride] = lse;
       }
       weightedRows4<V>(p, tp, v, h, last, out + t * h.stride);
     }
   for (; t < h.queries; ++t) {
-    probabilities(q + t * h.stride, kt, tp, h, h.limit(t), p);
+    float lse = probabilities(q + t * h.stride, kt, tp, h, h.limit(t), p);
+    if (h.lse)
+      h.lse[t * h.lseStride] = lse;
     weightedRows<V>(p, v, h, h.limit(t), out + t * h.stride);
   }
 }
 
-/// Row t's score gradients in place: ds = p (ds - sum_j p ds) scale over
-/// `blocks` blocks (p is zero where the row does not see the key).
-GPTC_AVX512 void scoreGradRow(const Head &h, const float *p, int64_t blocks,
-                              float *ds) {
+/// Row t's score gradients in place: ds = p (ds - sum_j p ds + dlse_t)
+/// scale over `blocks` blocks (p is zero where the row does not see the
+/// key; dlse_t the gradient of its log-sum-exp, for ring attention).
+GPTC_AVX512 void scoreGradRow(const Head &h, int64_t t, const float *p,
+                              int64_t blocks, float *ds) {
   __m512 dot = _mm512_setzero_ps();
   for (int64_t jb = 0; jb < blocks; ++jb)
     dot = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * jb),
                           _mm512_loadu_ps(ds + 16 * jb), dot);
-  __m512 rowDot = _mm512_set1_ps(_mm512_reduce_add_ps(dot));
+  float shift = h.dlse ? h.dlse[t * h.lseStride] : 0.0f;
+  __m512 rowDot = _mm512_set1_ps(_mm512_reduce_add_ps(dot) - shift);
   for (int64_t jb = 0; jb < blocks; ++jb) {
     __m512 pj = _mm512_loadu_ps(p + 16 * jb);
     __m512 g = _mm512_mul_ps(
@@ -395,22 +416,22 @@ GPTC_AVX512 void backwardHead(const float *q, const float *k, const float *v,
         float *p = pm + (t - t0) * tp, *ds = dsm + (t - t0) * tp;
         scoreRows4(q + t * h.stride, h.stride, kt, tp, h.d, blocks, p);
         for (int r = 0; r < 4; ++r) {
-          int64_t own = h.limit(t + r) / 16 + 1;
+          int64_t own = std::max<int64_t>(h.limit(t + r), 0) / 16 + 1;
           std::fill(p + r * tp + 16 * own, p + r * tp + 16 * blocks, 0.0f);
           softmaxRow(h, h.limit(t + r), p + r * tp);
         }
         // dP = dO_t . v_j, then dS; dQ_t = sum_j dS_j k_j.
         scoreRows4(dout + t * h.stride, h.stride, vt, tp, h.d, blocks, ds);
         for (int r = 0; r < 4; ++r)
-          scoreGradRow(h, p + r * tp, blocks, ds + r * tp);
+          scoreGradRow(h, t + r, p + r * tp, blocks, ds + r * tp);
         weightedRows4<V>(ds, tp, k, h, last, dq + t * h.stride);
       }
     for (; t < t1; ++t) {
       float *p = pm + (t - t0) * tp, *ds = dsm + (t - t0) * tp;
-      int64_t blocks = h.limit(t) / 16 + 1;
+      int64_t blocks = std::max<int64_t>(h.limit(t), 0) / 16 + 1;
       probabilities(q + t * h.stride, kt, tp, h, h.limit(t), p);
       scoreRow(dout + t * h.stride, vt, tp, h.d, blocks, ds);
-      scoreGradRow(h, p, blocks, ds);
+      scoreGradRow(h, t, p, blocks, ds);
       weightedRows<V>(ds, k, h, h.limit(t), dq + t * h.stride);
     }
     // Pass 2: the block's share of dK_j and dV_j for the keys it sees.
@@ -531,17 +552,29 @@ bool causalAttentionAvx512(const float *q, const float *k, const float *v,
                                    heads, out);
 }
 
+/// Where the log-sum-exps ([B, Tq, H]) of the head whose queries start at
+/// `offQ` begin.
+static int64_t lseOffset(int64_t offQ, int64_t seqQ, int64_t width,
+                         int64_t heads) {
+  int64_t b = offQ / (seqQ * width), head = offQ % width / (width / heads);
+  return b * seqQ * heads + head;
+}
+
 bool positionedAttentionAvx512(const float *q, const float *k, const float *v,
                                const int32_t *pos, int64_t batch, int64_t seqQ,
                                int64_t seqK, int64_t width, int64_t heads,
-                               float *out) {
+                               float *out, float *lse) {
   if (!attentionAvx512Fits(width, heads))
     return false;
   Head h = headOf(seqQ, seqK, width, heads, pos);
+  h.lseStride = heads;
   forEachHead(
       batch, seqQ, seqK, width, heads,
       [&](int64_t offQ, int64_t offK, auto v16, std::vector<float> &scratch) {
-        forwardHead<decltype(v16)::value>(q + offQ, k + offK, v + offK, h,
+        Head own = h;
+        if (lse)
+          own.lse = lse + lseOffset(offQ, seqQ, width, heads);
+        forwardHead<decltype(v16)::value>(q + offQ, k + offK, v + offK, own,
                                           out + offQ, scratch);
       });
   return true;
@@ -560,16 +593,20 @@ bool positionedAttentionGradAvx512(const float *q, const float *k,
                                    const int32_t *pos, int64_t batch,
                                    int64_t seqQ, int64_t seqK, int64_t width,
                                    int64_t heads, float *dq, float *dk,
-                                   float *dv) {
+                                   float *dv, const float *dlse) {
   if (!attentionAvx512Fits(width, heads))
     return false;
   Head h = headOf(seqQ, seqK, width, heads, pos);
+  h.lseStride = heads;
   forEachHead(
       batch, seqQ, seqK, width, heads,
       [&](int64_t offQ, int64_t offK, auto v16, std::vector<float> &scratch) {
+        Head own = h;
+        if (dlse)
+          own.dlse = dlse + lseOffset(offQ, seqQ, width, heads);
         backwardHead<decltype(v16)::value>(q + offQ, k + offK, v + offK,
-                                           dout + offQ, h, dq + offQ, dk + offK,
-                                           dv + offK, scratch);
+                                           dout + offQ, own, dq + offQ,
+                                           dk + offK, dv + offK, scratch);
       });
   return true;
 }
@@ -593,13 +630,13 @@ bool causalAttentionGradAvx512(const float *, const float *, const float *,
 }
 bool positionedAttentionAvx512(const float *, const float *, const float *,
                                const int32_t *, int64_t, int64_t, int64_t,
-                               int64_t, int64_t, float *) {
+                               int64_t, int64_t, float *, float *) {
   return false;
 }
 bool positionedAttentionGradAvx512(const float *, const float *, const float *,
                                    const float *, const int32_t *, int64_t,
                                    int64_t, int64_t, int64_t, int64_t, float *,
-                                   float *, float *) {
+                                   float *, float *, const float *) {
   return false;
 }
 

@@ -45,16 +45,19 @@ bool causalAttentionGradAvx512(const float *q, const float *k, const float *v,
 /// q, out [B, Tq, C]; k, v [B, Tk, C]; query row i attends keys [0,
 /// pos[i]]. Rows of a backward block whose positions are consecutive (the
 /// chunks gptc-context-parallel makes) skip the keys they do not see.
+/// Ring attention's steps pass each row's last key index as pos (-1 where
+/// it sees none: a zero row), take each row's log-sum-exp in `lse` and
+/// give the backward its gradient in `dlse` (both [B, Tq, H]).
 bool positionedAttentionAvx512(const float *q, const float *k, const float *v,
                                const int32_t *pos, int64_t batch, int64_t seqQ,
                                int64_t seqK, int64_t width, int64_t heads,
-                               float *out);
+                               float *out, float *lse = nullptr);
 bool positionedAttentionGradAvx512(const float *q, const float *k,
                                    const float *v, const float *dout,
                                    const int32_t *pos, int64_t batch,
                                    int64_t seqQ, int64_t seqK, int64_t width,
                                    int64_t heads, float *dq, float *dk,
-                                   float *dv);
+                                   float *dv, const float *dlse = nullptr);
 
 } // namespace gptc::cpu
 

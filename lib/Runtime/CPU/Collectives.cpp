@@ -260,11 +260,74 @@ bool Executor::runBlocksBucket(const Kernel &k,
   return true;
 }
 
+/// The MPI tag of ring attention's shifts. Context parallelism runs
+/// without pipeline stages, whose messages use tags from 0 up; MPI keeps
+/// the messages of one tag between two ranks in order.
+static constexpr int64_t kShiftTag = 32767;
+
+/// shard.shift with rotate: this rank's input goes to the rank `offset`
+/// further along `shift_axis` (cyclically), and this rank's output comes
+/// from the rank `offset` before it.
+bool Executor::runShift(const Kernel &k, const std::vector<int64_t> &grid,
+                        std::string &error, std::vector<int64_t> *async) {
+  Call c{{}, {}, k, error};
+  const program::CollectiveParams &params = k.collective();
+  int64_t axis = params.shift_axis();
+  if (axis < 0 || axis >= static_cast<int64_t>(grid.size()) ||
+      std::find(params.grid_axes().begin(), params.grid_axes().end(), axis) ==
+          params.grid_axes().end())
+    return c.fail("shift axis out of range or not among the grid axes");
+  const Tensor &x =
+      *(bound[k.inputs(0)] ? bound[k.inputs(0)] : &values[k.inputs(0)]);
+  Tensor &y = values[k.outputs(0)];
+  if (x.dtype != y.dtype || x.byteSize() != y.byteSize())
+    return c.fail("operand types do not match");
+  int64_t n = grid[axis], offset = ((params.offset() % n) + n) % n;
+  if (offset == 0) {
+    if (y.raw() != x.raw())
+      std::memcpy(y.raw(), x.raw(), y.byteSize());
+    return true;
+  }
+  if (!communicator)
+    return c.fail("shifts over " + std::to_string(n) +
+                  " devices and needs a communicator: run under mpirun");
+  if (y.raw() == x.raw())
+    return c.fail("cannot shift in place");
+  // The ranks `offset` after and before this one along the axis.
+  std::vector<int64_t> at = gridCoordinates(grid, communicator->rank());
+  auto rankAt = [&](int64_t coordinate) {
+    std::vector<int64_t> p = at;
+    p[axis] = coordinate;
+    int64_t rank = 0;
+    for (size_t d = 0; d < grid.size(); ++d)
+      rank = rank * grid[d] + p[d];
+    return static_cast<int>(rank);
+  };
+  int dest = rankAt((at[axis] + offset) % n);
+  int source = rankAt((at[axis] + n - offset) % n);
+  std::string why;
+  int64_t sent, received;
+  if (!communicator->startExchange(x.raw(), dest, y.raw(), source, x.byteSize(),
+                                   kShiftTag, sent, received, why))
+    return c.fail(why);
+  // In flight over the next kernels when the executor overlaps it;
+  // complete now otherwise.
+  for (int64_t request : {received, sent}) {
+    if (async && request != -1)
+      async->push_back(request);
+    else if (!communicator->wait(request, why))
+      return c.fail(why);
+  }
+  return true;
+}
+
 bool Executor::runCollective(const Kernel &k, std::string &error,
                              std::vector<int64_t> *async) {
   Call c{{}, {}, k, error};
   std::vector<int64_t> grid(function.grid_shape().begin(),
                             function.grid_shape().end());
+  if (k.op() == program::SHIFT)
+    return runShift(k, grid, error, async);
   if (k.op() == program::SHARD_OFFSET) {
     Tensor &y = values[k.outputs(0)];
     const program::ShardOffsetParams &params = k.shard_offset();

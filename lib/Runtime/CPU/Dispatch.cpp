@@ -455,6 +455,80 @@ static bool runPositionedAttention(Call &c, bool grad, int64_t heads) {
   return true;
 }
 
+/// One step of ring attention: query, key, value, query positions, key
+/// positions [, d_output, d_lse].
+template <typename T>
+static bool runAttentionBlock(Call &c, bool grad, int64_t heads) {
+  const std::vector<const Tensor *> &in = c.in;
+  const std::vector<Tensor *> &out = c.out;
+  const Tensor &q = *in[0], &key = *in[1], &qpos = *in[3], &kpos = *in[4];
+  if (!c.expect(q.shape.size() == 3 && heads > 0 && q.shape[2] % heads == 0,
+                "operand shapes do not match"))
+    return false;
+  int64_t batch = q.shape[0], seqQ = q.shape[1], seqK = 0;
+  int64_t lseElements = batch * seqQ * heads;
+  bool shapes =
+      key.shape.size() == 3 && key.shape[0] == batch &&
+      key.shape[2] == q.shape[2] && in[2]->numElements() == key.numElements() &&
+      qpos.dtype == program::I32 && qpos.numElements() == seqQ &&
+      kpos.dtype == program::I32 && kpos.numElements() == key.shape[1] &&
+      (grad ? in[5]->numElements() == q.numElements() &&
+                  in[6]->numElements() == lseElements &&
+                  out[0]->numElements() == q.numElements() &&
+                  out[1]->numElements() == key.numElements() &&
+                  out[2]->numElements() == key.numElements()
+            : out[0]->numElements() == q.numElements() &&
+                  out[1]->numElements() == lseElements);
+  if (!c.expect(shapes, "operand shapes do not match"))
+    return false;
+  seqK = key.shape[1];
+  const int32_t *kp = kpos.data<int32_t>();
+  for (int64_t j = 1; j < seqK; ++j)
+    if (kp[j] <= kp[j - 1])
+      return c.fail("key positions are not ascending (" +
+                    std::to_string(kp[j - 1]) + " then " +
+                    std::to_string(kp[j]) + ")");
+  if (!grad)
+    cpu::blockAttention(q.data<T>(), key.data<T>(), in[2]->data<T>(),
+                        qpos.data<int32_t>(), kp, batch, seqQ, seqK, q.shape[2],
+                        heads, out[0]->data<T>(), out[1]->data<T>());
+  else
+    cpu::blockAttentionGrad(
+        q.data<T>(), key.data<T>(), in[2]->data<T>(), qpos.data<int32_t>(), kp,
+        in[5]->data<T>(), in[6]->data<T>(), batch, seqQ, seqK, q.shape[2],
+        heads, out[0]->data<T>(), out[1]->data<T>(), out[2]->data<T>());
+  return true;
+}
+
+/// Ring attention's online softmax: a, lse_a, b, lse_b [, d_out, d_lse].
+template <typename T>
+static bool runAttentionMerge(Call &c, bool grad) {
+  const std::vector<const Tensor *> &in = c.in;
+  const std::vector<Tensor *> &out = c.out;
+  const Tensor &a = *in[0], &lse = *in[1];
+  bool shapes = a.shape.size() == 3 && lse.shape.size() == 3 &&
+                lse.shape[0] == a.shape[0] && lse.shape[1] == a.shape[1] &&
+                lse.shape[2] > 0 && a.shape[2] % lse.shape[2] == 0;
+  for (size_t i = 0; shapes && i < in.size(); ++i)
+    shapes = in[i]->numElements() == (i % 2 ? lse : a).numElements();
+  for (size_t i = 0; shapes && i < out.size(); ++i)
+    shapes = out[i]->numElements() == (i % 2 ? lse : a).numElements();
+  if (!c.expect(shapes, "operand shapes do not match"))
+    return false;
+  int64_t rows = a.shape[0] * a.shape[1];
+  if (!grad)
+    cpu::attentionMerge(a.data<T>(), lse.data<T>(), in[2]->data<T>(),
+                        in[3]->data<T>(), rows, a.shape[2], lse.shape[2],
+                        out[0]->data<T>(), out[1]->data<T>());
+  else
+    cpu::attentionMergeGrad(a.data<T>(), lse.data<T>(), in[2]->data<T>(),
+                            in[3]->data<T>(), in[4]->data<T>(),
+                            in[5]->data<T>(), rows, a.shape[2], lse.shape[2],
+                            out[0]->data<T>(), out[1]->data<T>(),
+                            out[2]->data<T>(), out[3]->data<T>());
+  return true;
+}
+
 template <typename T>
 bool runFloat(Call &c) {
   using namespace gptc::cpu;
@@ -696,6 +770,13 @@ bool runFloat(Call &c) {
                           out[2]->data<T>());
     return true;
   }
+  case program::ATTENTION_BLOCK:
+  case program::ATTENTION_BLOCK_GRAD:
+    return runAttentionBlock<T>(c, k.op() == program::ATTENTION_BLOCK_GRAD,
+                                k.attention().num_heads());
+  case program::ATTENTION_MERGE:
+  case program::ATTENTION_MERGE_GRAD:
+    return runAttentionMerge<T>(c, k.op() == program::ATTENTION_MERGE_GRAD);
   case program::CROSS_ENTROPY:
   case program::CROSS_ENTROPY_GRAD: {
     const Tensor &logits = *in[0], &labels = *in[1];
@@ -839,7 +920,8 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
     return runCompiled(k, error);
   if (k.op() == program::ALL_REDUCE || k.op() == program::ALL_REDUCE_MAX ||
       k.op() == program::SHARD_OFFSET || k.op() == program::ALL_GATHER ||
-      k.op() == program::REDUCE_SCATTER || k.op() == program::ALL_SLICE)
+      k.op() == program::REDUCE_SCATTER || k.op() == program::ALL_SLICE ||
+      k.op() == program::SHIFT)
     return runCollective(k, error);
   for (int32_t id : k.inputs())
     c.in.push_back(bound[id] ? bound[id] : &values[id]);

@@ -62,6 +62,8 @@ static Kernel::ParamsCase paramsOf(OpKind op) {
     return Kernel::kNorm;
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD:
+  case program::ATTENTION_BLOCK:
+  case program::ATTENTION_BLOCK_GRAD:
     return Kernel::kAttention;
   case program::CROSS_ENTROPY:
   case program::CROSS_ENTROPY_GRAD:
@@ -89,6 +91,7 @@ static Kernel::ParamsCase paramsOf(OpKind op) {
   case program::ALL_GATHER:
   case program::REDUCE_SCATTER:
   case program::ALL_SLICE:
+  case program::SHIFT:
     return Kernel::kCollective;
   case program::SHARD_OFFSET:
     return Kernel::kShardOffset;
@@ -165,6 +168,21 @@ static bool arityOf(OpKind op, Arity &arity) {
     return true;
   case program::CAUSAL_ATTENTION_GRAD:
     arity = {4, 5, 3};
+    return true;
+  case program::ATTENTION_BLOCK:
+    arity = {5, 5, 2};
+    return true;
+  case program::ATTENTION_BLOCK_GRAD:
+    arity = {7, 7, 3};
+    return true;
+  case program::ATTENTION_MERGE:
+    arity = {4, 4, 2};
+    return true;
+  case program::ATTENTION_MERGE_GRAD:
+    arity = {6, 6, 4};
+    return true;
+  case program::SHIFT:
+    arity = {1, 1, 1};
     return true;
   case program::SPLIT:
     arity = {1, 1, -1};

@@ -812,6 +812,228 @@ void positionedAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
   }
 }
 
+// Ring attention's steps: queries at positions qpos against a block of
+// keys at ascending positions kpos. Query i sees the block's first
+// limit[i] + 1 keys (those at positions <= qpos[i]), so the blocked
+// products of positioned attention apply with these limits; a row that
+// sees none (limit -1) gets a zero output and lse -inf. The log-sum-exp
+// (of the scaled scores) is kept per batch element, query and head.
+
+namespace {
+/// limit[i]: the index of the last key query i sees, -1 for none.
+std::vector<int32_t> blockLimits(const int32_t *qpos, const int32_t *kpos,
+                                 int64_t seqQ, int64_t seqK) {
+  std::vector<int32_t> limit(seqQ);
+  for (int64_t i = 0; i < seqQ; ++i)
+    limit[i] = static_cast<int32_t>(
+                   std::upper_bound(kpos, kpos + seqK, qpos[i]) - kpos) -
+               1;
+  return limit;
+}
+
+/// The keys rows [r0, r1) reach: the largest limit + 1 (0: none).
+int64_t blockKeys(const std::vector<int32_t> &limit, int64_t r0, int64_t r1) {
+  int64_t last = -1;
+  for (int64_t r = r0; r < r1; ++r)
+    last = std::max<int64_t>(last, limit[r]);
+  return last + 1;
+}
+
+/// P of query rows [r0, r1) against the block's first `keys` keys, each
+/// row normalized over the keys it sees; with `lse`, each row's
+/// log-sum-exp is stored at lse[(b * seqQ + row) * heads + head] (b the
+/// chunk's first batch element).
+template <typename T>
+void blockProbabilities(const PositionViews &h, int64_t n, int64_t r0,
+                        int64_t r1, int64_t keys,
+                        const std::vector<int32_t> &limit, const T *q,
+                        const T *k, T scale, T *p, T *lse, int64_t b) {
+  gemm(h.product(n, r1 - r0, keys, h.d, h.q(), h.kT(), h.scores()),
+       q + r0 * h.width, k, p);
+  int64_t m = r1 - r0, rows = n * h.heads * m;
+#pragma omp parallel for schedule(static) if (rows * keys > 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t i = r0 + r % m, bh = r / m;
+    T *row = p + bh * h.rows * h.seqK + (r % m) * h.seqK;
+    int64_t t = limit[i];
+    T logSum = -std::numeric_limits<T>::infinity();
+    if (t < 0) {
+      std::fill(row, row + keys, T(0));
+    } else {
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j <= t; ++j) {
+        row[j] *= scale;
+        mx = std::max(mx, row[j]);
+      }
+      T sum = 0;
+      for (int64_t j = 0; j <= t; ++j)
+        sum += row[j] = std::exp(row[j] - mx);
+      T inv = T(1) / sum;
+      for (int64_t j = 0; j <= t; ++j)
+        row[j] *= inv;
+      std::fill(row + t + 1, row + keys, T(0));
+      logSum = mx + std::log(sum);
+    }
+    if (lse)
+      lse[((b + bh / h.heads) * h.seqQ + i) * h.heads + bh % h.heads] = logSum;
+  }
+}
+} // namespace
+
+template <typename T>
+void blockAttention(const T *q, const T *k, const T *v, const int32_t *qpos,
+                    const int32_t *kpos, int64_t batch, int64_t seqQ,
+                    int64_t seqK, int64_t width, int64_t heads, T *out,
+                    T *lse) {
+  std::vector<int32_t> limit = blockLimits(qpos, kpos, seqQ, seqK);
+  if constexpr (std::is_same_v<T, float>)
+    if (positionedAttentionAvx512(q, k, v, limit.data(), batch, seqQ, seqK,
+                                  width, heads, out, lse))
+      return;
+  PositionViews h(batch, seqQ, seqK, width, heads);
+  T scale = T(1) / std::sqrt(T(h.d));
+  std::vector<T> p(h.scratch());
+  for (int64_t b = 0; b < batch; b += h.chunk) {
+    int64_t n = std::min(h.chunk, batch - b);
+    int64_t offQ = b * seqQ * width, offK = b * seqK * width;
+    for (int64_t r0 = 0; r0 < seqQ; r0 += h.rows) {
+      int64_t r1 = std::min(seqQ, r0 + h.rows);
+      int64_t keys = blockKeys(limit, r0, r1);
+      if (keys == 0) {
+        // No row of the block sees a key: zero output, lse -inf.
+        for (int64_t e = 0; e < n; ++e) {
+          std::fill(out + offQ + (e * seqQ + r0) * width,
+                    out + offQ + (e * seqQ + r1) * width, T(0));
+          std::fill(lse + ((b + e) * seqQ + r0) * heads,
+                    lse + ((b + e) * seqQ + r1) * heads,
+                    -std::numeric_limits<T>::infinity());
+        }
+        continue;
+      }
+      blockProbabilities(h, n, r0, r1, keys, limit, q + offQ, k + offK, scale,
+                         p.data(), lse, b);
+      gemm(h.product(n, r1 - r0, h.d, keys, h.scores(), h.k(), h.q()), p.data(),
+           v + offK, out + offQ + r0 * width);
+    }
+  }
+}
+
+template <typename T>
+void blockAttentionGrad(const T *q, const T *k, const T *v, const int32_t *qpos,
+                        const int32_t *kpos, const T *dout, const T *dlse,
+                        int64_t batch, int64_t seqQ, int64_t seqK,
+                        int64_t width, int64_t heads, T *dq, T *dk, T *dv) {
+  std::vector<int32_t> limit = blockLimits(qpos, kpos, seqQ, seqK);
+  if constexpr (std::is_same_v<T, float>)
+    if (positionedAttentionGradAvx512(q, k, v, dout, limit.data(), batch, seqQ,
+                                      seqK, width, heads, dq, dk, dv, dlse))
+      return;
+  PositionViews h(batch, seqQ, seqK, width, heads);
+  T scale = T(1) / std::sqrt(T(h.d));
+  std::vector<T> p(h.scratch()), dp(h.scratch());
+  std::fill(dk, dk + batch * seqK * width, T(0));
+  std::fill(dv, dv + batch * seqK * width, T(0));
+  for (int64_t b = 0; b < batch; b += h.chunk) {
+    int64_t n = std::min(h.chunk, batch - b);
+    int64_t offQ = b * seqQ * width, offK = b * seqK * width;
+    for (int64_t r0 = 0; r0 < seqQ; r0 += h.rows) {
+      int64_t r1 = std::min(seqQ, r0 + h.rows), m = r1 - r0;
+      int64_t keys = blockKeys(limit, r0, r1);
+      if (keys == 0) {
+        for (int64_t e = 0; e < n; ++e)
+          std::fill(dq + offQ + (e * seqQ + r0) * width,
+                    dq + offQ + (e * seqQ + r1) * width, T(0));
+        continue;
+      }
+      blockProbabilities<T>(h, n, r0, r1, keys, limit, q + offQ, k + offK,
+                            scale, p.data(), nullptr, b);
+      const T *dO = dout + offQ + r0 * width;
+      // dP = dO V^T;  dV += P^T dO.
+      gemm(h.product(n, m, keys, h.d, h.q(), h.kT(), h.scores()), dO, v + offK,
+           dp.data());
+      gemm(h.product(n, keys, h.d, m, h.scoresT(), h.q(), h.k(), true),
+           p.data(), dO, dv + offK);
+      // dS = P (dP - rowsum(P dP) + dlse) / sqrt(D) (zero where P is).
+      int64_t rows = n * heads * m;
+#pragma omp parallel for schedule(static) if (rows * keys > 16384)
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t bh = r / m, i = r0 + r % m;
+        int64_t at = bh * h.rows * seqK + (r % m) * seqK;
+        T *pr = p.data() + at, *dpr = dp.data() + at;
+        T dot = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          dot += pr[j] * dpr[j];
+        dot -= dlse[((b + bh / heads) * seqQ + i) * heads + bh % heads];
+        for (int64_t j = 0; j < keys; ++j)
+          dpr[j] = pr[j] * (dpr[j] - dot) * scale;
+      }
+      // dQ = dS K;  dK += dS^T Q.
+      gemm(h.product(n, m, h.d, keys, h.scores(), h.k(), h.q()), dp.data(),
+           k + offK, dq + offQ + r0 * width);
+      gemm(h.product(n, keys, h.d, m, h.scoresT(), h.q(), h.k(), true),
+           dp.data(), q + offQ + r0 * width, dk + offK);
+    }
+  }
+}
+
+/// The two blocks' weights of one row and head: w = exp(lse_x - lse).
+template <typename T>
+static void mergeWeights(T la, T lb, T &wa, T &wb, T &lse) {
+  T mx = std::max(la, lb);
+  if (mx == -std::numeric_limits<T>::infinity()) {
+    wa = wb = 0;
+    lse = mx;
+    return;
+  }
+  T ea = std::exp(la - mx), eb = std::exp(lb - mx), s = ea + eb;
+  wa = ea / s;
+  wb = eb / s;
+  lse = mx + std::log(s);
+}
+
+template <typename T>
+void attentionMerge(const T *a, const T *lseA, const T *b, const T *lseB,
+                    int64_t rows, int64_t width, int64_t heads, T *out,
+                    T *lse) {
+  int64_t d = width / heads;
+#pragma omp parallel for schedule(static) if (rows * width > 65536)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      int64_t at = r * heads + hd, off = r * width + hd * d;
+      T wa, wb, l;
+      mergeWeights(lseA[at], lseB[at], wa, wb, l);
+      for (int64_t e = 0; e < d; ++e)
+        out[off + e] = wa * a[off + e] + wb * b[off + e];
+      lse[at] = l;
+    }
+}
+
+template <typename T>
+void attentionMergeGrad(const T *a, const T *lseA, const T *b, const T *lseB,
+                        const T *dout, const T *dlse, int64_t rows,
+                        int64_t width, int64_t heads, T *da, T *dlseA, T *db,
+                        T *dlseB) {
+  int64_t d = width / heads;
+#pragma omp parallel for schedule(static) if (rows * width > 65536)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t hd = 0; hd < heads; ++hd) {
+      int64_t at = r * heads + hd, off = r * width + hd * d;
+      T wa, wb, l;
+      mergeWeights(lseA[at], lseB[at], wa, wb, l);
+      // d out / d lse_a = w_a (a - out), likewise for b.
+      T sa = 0, sb = 0;
+      for (int64_t e = 0; e < d; ++e) {
+        T g = dout[off + e], o = wa * a[off + e] + wb * b[off + e];
+        sa += g * (a[off + e] - o);
+        sb += g * (b[off + e] - o);
+        da[off + e] = wa * g;
+        db[off + e] = wb * g;
+      }
+      dlseA[at] = wa * (dlse[at] + sa);
+      dlseB[at] = wb * (dlse[at] + sb);
+    }
+}
+
 //===----------------------------------------------------------------------===//
 // Cross-entropy
 //===----------------------------------------------------------------------===//
@@ -1335,6 +1557,18 @@ void multiAdamW(const std::vector<AdamWTensor> &tensors, double lr,
   template void positionedAttentionGrad<T>(                                    \
       const T *, const T *, const T *, const T *, const int32_t *, int64_t,    \
       int64_t, int64_t, int64_t, int64_t, T *, T *, T *);                      \
+  template void blockAttention<T>(                                             \
+      const T *, const T *, const T *, const int32_t *, const int32_t *,       \
+      int64_t, int64_t, int64_t, int64_t, int64_t, T *, T *);                  \
+  template void blockAttentionGrad<T>(                                         \
+      const T *, const T *, const T *, const int32_t *, const int32_t *,       \
+      const T *, const T *, int64_t, int64_t, int64_t, int64_t, int64_t, T *,  \
+      T *, T *);                                                               \
+  template void attentionMerge<T>(const T *, const T *, const T *, const T *,  \
+                                  int64_t, int64_t, int64_t, T *, T *);        \
+  template void attentionMergeGrad<T>(                                         \
+      const T *, const T *, const T *, const T *, const T *, const T *,        \
+      int64_t, int64_t, int64_t, T *, T *, T *, T *);                          \
   template T crossEntropy<T>(const T *, const int32_t *, int64_t, int64_t,     \
                              bool, int64_t, double, int64_t &);                \
   template void crossEntropyGrad<T>(const T *, const int32_t *, T, int64_t,    \

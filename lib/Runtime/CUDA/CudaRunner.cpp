@@ -266,6 +266,14 @@ bool CudaRunner::prepare(std::string &error) {
       bodies[index] = std::move(body);
       break;
     }
+    case program::ATTENTION_BLOCK:
+    case program::ATTENTION_BLOCK_GRAD:
+    case program::ATTENTION_MERGE:
+    case program::ATTENTION_MERGE_GRAD:
+    case program::SHIFT:
+      return fail(where + ": ring attention (context parallelism) has no "
+                          "GPU kernel yet; a mesh with a cp axis runs on the "
+                          "CPU (docs/Limitations.md)");
     case program::ALL_REDUCE:
     case program::ALL_REDUCE_MAX:
     case program::ALL_GATHER:

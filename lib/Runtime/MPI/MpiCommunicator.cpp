@@ -95,6 +95,15 @@ bool Communicator::startReduceScatterSum(const void *in, void *out,
   return reduceScatterSum(in, out, count, dtype, grid, axes, error);
 }
 
+bool Communicator::startExchange(const void *send, int dest, void *recv,
+                                 int source, int64_t bytes, int64_t tag,
+                                 int64_t &sendRequest, int64_t &recvRequest,
+                                 std::string &error) {
+  sendRequest = recvRequest = -1;
+  return this->send(send, bytes, dest, tag, error) &&
+         this->recv(recv, bytes, source, tag, error) && waitSends(error);
+}
+
 bool Communicator::wait(int64_t request, std::string &error) {
   if (request == -1)
     return true;
@@ -386,6 +395,26 @@ public:
     return true;
   }
 
+  bool startExchange(const void *send, int dest, void *recv, int source,
+                     int64_t bytes, int64_t tag, int64_t &sendRequest,
+                     int64_t &recvRequest, std::string &error) override {
+    if (!checkMessage(bytes, dest, tag, error) ||
+        !checkMessage(bytes, source, tag, error))
+      return false;
+    MPI_Request r;
+    if (!check(MPI_Irecv(recv, static_cast<int>(bytes), MPI_BYTE, source,
+                         static_cast<int>(tag), MPI_COMM_WORLD, &r),
+               "MPI_Irecv", error))
+      return false;
+    recvRequest = started(r, {"receive", bytes, "bytes", {}, {}, source, tag});
+    if (!check(MPI_Isend(send, static_cast<int>(bytes), MPI_BYTE, dest,
+                         static_cast<int>(tag), MPI_COMM_WORLD, &r),
+               "MPI_Isend", error))
+      return false;
+    sendRequest = started(r, {"send", bytes, "bytes", {}, {}, dest, tag});
+    return true;
+  }
+
   bool wait(int64_t request, std::string &error) override {
     if (request == -1)
       return true;
@@ -396,7 +425,8 @@ public:
     int rc = MPI_SUCCESS;
     if (inFlight[i] != MPI_REQUEST_NULL) {
       const Operation &op = inFlightOps[i];
-      Waiting waiting(*this, op.kind, op.count, op.unit, op.grid, op.axes);
+      Waiting waiting(*this, op.kind, op.count, op.unit, op.grid, op.axes,
+                      op.peer, op.tag);
       rc = MPI_Wait(&inFlight[i], MPI_STATUS_IGNORE);
     }
     const char *kind = inFlightOps[i].kind;

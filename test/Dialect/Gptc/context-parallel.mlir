@@ -3,14 +3,16 @@
 // sequence is cut into 4 chunks of 4 tokens and rank r keeps chunks r and
 // 3 - r; every token-wise op runs on the rank's 8 tokens; attention gathers
 // the keys and values of the whole sequence, puts the chunks back in
-// sequence order and attends from the rank's queries at their positions.
-// The backward reduce-scatters the keys' and values' gradients.
-// RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh cp=2 --emit=mlir -o %t.mlir
+// sequence order and attends from the rank's queries at their positions
+// (--context-attention=all-gather; context-parallel-ring.mlir has the
+// default ring). The backward reduce-scatters the keys' and values'
+// gradients.
+// RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh cp=2 --context-attention=all-gather --emit=mlir -o %t.mlir
 // RUN: gptc-opt %t.mlir --gptc-sharding-propagation --gptc-tensor-parallel --gptc-context-parallel | FileCheck %s
 // RUN: gptc-opt %t.mlir --gptc-context-parallel --gptc-autodiff --canonicalize | FileCheck %s --check-prefix=GRAD
-// RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh cp=2 --emit=comm | FileCheck %s --check-prefix=COMM
+// RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh cp=2 --context-attention=all-gather --emit=comm | FileCheck %s --check-prefix=COMM
 // With a tensor axis: each rank gathers the keys and values of its heads.
-// RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2,cp=2 --emit=mlir -o %t.tp.mlir
+// RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2,cp=2 --context-attention=all-gather --emit=mlir -o %t.tp.mlir
 // RUN: gptc-opt %t.tp.mlir --gptc-sharding-propagation --gptc-tensor-parallel --gptc-context-parallel | FileCheck %s --check-prefix=TP
 // Without a context axis the pass changes nothing.
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh dp=2 --emit=mlir -o %t.dp.mlir

@@ -302,6 +302,42 @@ func.func @attention_positions_kv(%q: tensor<2x4x12xf32>, %k: tensor<2x8x12xf32>
 
 // -----
 
+func.func @attention_block_key_positions(%q: tensor<2x4x12xf32>, %k: tensor<2x6x12xf32>, %qp: tensor<4xi32>, %kp: tensor<4xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects one i32 position per query row and per key}}
+  %o, %l = gptc.attention_block %q, %k, %k at %qp, %kp heads 3 : tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<4xi32>, tensor<4xi32> -> tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @attention_block_heads(%q: tensor<2x4x12xf32>, %k: tensor<2x6x12xf32>, %qp: tensor<4xi32>, %kp: tensor<6xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{width 12 is not divisible by 5 heads}}
+  %o, %l = gptc.attention_block %q, %k, %k at %qp, %kp heads 5 : tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<4xi32>, tensor<6xi32> -> tensor<2x4x12xf32>, tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @attention_block_grad_lse(%q: tensor<2x4x12xf32>, %k: tensor<2x6x12xf32>, %qp: tensor<4xi32>, %kp: tensor<6xi32>, %dl: tensor<2x4x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects gradients of the output's and the log-sum-exp's types}}
+  %d:3 = gptc.attention_block_grad %q, %k, %k at %qp, %kp, %q, %dl heads 3 : tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<4xi32>, tensor<6xi32>, tensor<2x4x12xf32>, tensor<2x4x4xf32> -> tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>
+  return
+}
+
+// -----
+
+func.func @attention_merge_lse(%a: tensor<2x4x12xf32>, %la: tensor<2x4x5xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{expects two outputs of one type B x T x C and two log-sum-exps of one type B x T x H, H dividing C}}
+  %o, %l = gptc.attention_merge %a, %la, %a, %la : tensor<2x4x12xf32>, tensor<2x4x5xf32>, tensor<2x4x12xf32>, tensor<2x4x5xf32> -> tensor<2x4x12xf32>, tensor<2x4x5xf32>
+  return
+}
+
+// -----
+
 func.func @attention_positions_fewer_keys(%q: tensor<2x4x12xf32>, %k: tensor<2x2x12xf32>, %p: tensor<4xi32>) {
   // expected-error@+2 {{failed to infer returned types}}
   // expected-error@+1 {{expects at least as many keys as queries}}

@@ -83,6 +83,22 @@ func.func @attention_positions(%q: tensor<2x4x12xf32>, %kv: tensor<2x8x12xf32>, 
   return %0, %1#1 : tensor<2x4x12xf32>, tensor<2x8x12xf32>
 }
 
+// Ring attention: one step (4 queries against a block of 6 keys, each
+// with its positions), the merge of two steps, and their gradients.
+// CHECK-LABEL: func.func @ring_attention
+func.func @ring_attention(%q: tensor<2x4x12xf32>, %kv: tensor<2x6x12xf32>, %qp: tensor<4xi32>, %kp: tensor<6xi32>)
+    -> (tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x6x12xf32>, tensor<2x4x3xf32>) {
+  // CHECK: %[[O:.*]], %[[L:.*]] = gptc.attention_block %{{.*}}, %{{.*}}, %{{.*}} at %{{.*}}, %{{.*}} heads 3 : tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<4xi32>, tensor<6xi32> -> tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  %o, %l = gptc.attention_block %q, %kv, %kv at %qp, %kp heads 3 : tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<4xi32>, tensor<6xi32> -> tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  // CHECK: gptc.attention_merge %[[O]], %[[L]], %[[O]], %[[L]] : tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x4x12xf32>, tensor<2x4x3xf32> -> tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  %m, %ml = gptc.attention_merge %o, %l, %o, %l : tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x4x12xf32>, tensor<2x4x3xf32> -> tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  // CHECK: gptc.attention_merge_grad {{.*}} -> tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  %g:4 = gptc.attention_merge_grad %o, %l, %o, %l, %m, %ml : tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x4x12xf32>, tensor<2x4x3xf32> -> tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x4x12xf32>, tensor<2x4x3xf32>
+  // CHECK: gptc.attention_block_grad %{{.*}}, %{{.*}}, %{{.*}} at %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads 3 : {{.*}} -> tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>
+  %d:3 = gptc.attention_block_grad %q, %kv, %kv at %qp, %kp, %g#0, %g#1 heads 3 : tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<4xi32>, tensor<6xi32>, tensor<2x4x12xf32>, tensor<2x4x3xf32> -> tensor<2x4x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>
+  return %m, %ml, %d#1, %g#3 : tensor<2x4x12xf32>, tensor<2x4x3xf32>, tensor<2x6x12xf32>, tensor<2x4x3xf32>
+}
+
 // CHECK-LABEL: func.func @cross_entropy
 func.func @cross_entropy(%l: tensor<2x8x100xf32>, %y: tensor<2x8xi32>) -> (tensor<f32>, tensor<f32>) {
   // CHECK: gptc.cross_entropy %{{.*}}, %{{.*}} : tensor<2x8x100xf32>, tensor<2x8xi32> -> tensor<f32>

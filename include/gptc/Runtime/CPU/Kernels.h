@@ -164,6 +164,31 @@ void positionedAttentionGrad(const T *q, const T *k, const T *v, const T *dout,
                              const int32_t *pos, int64_t batch, int64_t seqQ,
                              int64_t seqK, int64_t width, int64_t heads, T *dq,
                              T *dk, T *dv);
+/// One step of ring attention: q, out: [B, Tq, C] at positions qpos; k, v:
+/// [B, Tk, C] at ascending positions kpos; query row i attends the keys at
+/// positions <= qpos[i]. out is normalized over the block; lse [B, Tq, H]
+/// is each row's log-sum-exp of its scaled scores (-inf, with a zero row
+/// of out, where it sees no key).
+template <typename T>
+void blockAttention(const T *q, const T *k, const T *v, const int32_t *qpos,
+                    const int32_t *kpos, int64_t batch, int64_t seqQ,
+                    int64_t seqK, int64_t width, int64_t heads, T *out, T *lse);
+/// Its gradients from those of out (dout) and lse (dlse).
+template <typename T>
+void blockAttentionGrad(const T *q, const T *k, const T *v, const int32_t *qpos,
+                        const int32_t *kpos, const T *dout, const T *dlse,
+                        int64_t batch, int64_t seqQ, int64_t seqK,
+                        int64_t width, int64_t heads, T *dq, T *dk, T *dv);
+/// The online softmax of two blocks' results: rows x width outputs, rows x
+/// heads log-sum-exps.
+template <typename T>
+void attentionMerge(const T *a, const T *lseA, const T *b, const T *lseB,
+                    int64_t rows, int64_t width, int64_t heads, T *out, T *lse);
+template <typename T>
+void attentionMergeGrad(const T *a, const T *lseA, const T *b, const T *lseB,
+                        const T *dout, const T *dlse, int64_t rows,
+                        int64_t width, int64_t heads, T *da, T *dlseA, T *db,
+                        T *dlseB);
 /// Half the float elements of scratch causal attention's gradient takes
 /// (the forward takes at most as much): the memory prediction of
 /// `gptc --emit=summary` counts them. Depends on the CPU (the AVX-512 path

@@ -295,6 +295,38 @@ LogicalResult CausalAttentionOp::buildVectorJacobianProduct(
   return success();
 }
 
+/// One ring step: the gradients of its output and log-sum-exp (either may
+/// be unused, hence zero) go to one gradient op.
+LogicalResult AttentionBlockOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value dout =
+      resultGrads[0] ? resultGrads[0] : zeros(b, loc, getResult().getType());
+  Value dlse =
+      resultGrads[1] ? resultGrads[1] : zeros(b, loc, getLse().getType());
+  auto grad = AttentionBlockGradOp::create(
+      b, loc, getQuery(), getKey(), getValue(), getQueryPositions(),
+      getKeyPositions(), dout, dlse, getNumHeadsAttr());
+  // The positions are integers: no gradient.
+  grads.append({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad(),
+                Value(), Value()});
+  return success();
+}
+
+LogicalResult AttentionMergeOp::buildVectorJacobianProduct(
+    OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value dout =
+      resultGrads[0] ? resultGrads[0] : zeros(b, loc, getResult().getType());
+  Value dlse =
+      resultGrads[1] ? resultGrads[1] : zeros(b, loc, getLse().getType());
+  auto grad = AttentionMergeGradOp::create(b, loc, getA(), getLseA(), getB(),
+                                           getLseB(), dout, dlse);
+  grads.append({grad.getAGrad(), grad.getLseAGrad(), grad.getBGrad(),
+                grad.getLseBGrad()});
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildVectorJacobianProduct(
     OpBuilder &b, ValueRange resultGrads,
     SmallVectorImpl<Value> &operandGrads) {
@@ -482,6 +514,25 @@ struct ReduceScatterAutodiff
   }
 };
 
+/// Ring attention's passing of key and value blocks: each rank's gradient
+/// goes back to the rank it came from (the opposite shift).
+struct ShiftAutodiff
+    : AutodiffOpInterface::ExternalModel<ShiftAutodiff, shard::ShiftOp> {
+  LogicalResult
+  buildVectorJacobianProduct(Operation *op, OpBuilder &b,
+                             ValueRange resultGrads,
+                             SmallVectorImpl<Value> &grads) const {
+    auto shift = cast<shard::ShiftOp>(op);
+    if (!shift.getRotate())
+      return op->emitOpError("has no gradient rule without `rotate`");
+    grads.push_back(shard::ShiftOp::create(
+        b, op->getLoc(), shift.getInput().getType(), shift.getGridAttr(),
+        shift.getGridAxesAttr(), resultGrads[0], shift.getShiftAxisAttr(),
+        b.getI64IntegerAttr(-shift.getOffsetAttr().getInt()), b.getUnitAttr()));
+    return success();
+  }
+};
+
 /// A replicated value cut into its shards: every rank holds the whole
 /// value, whose gradient gathers the shards' gradients.
 struct AllSliceAutodiff
@@ -505,5 +556,6 @@ void mlir::gptc::registerShardAutodiffModels(DialectRegistry &registry) {
     shard::AllGatherOp::attachInterface<AllGatherAutodiff>(*ctx);
     shard::ReduceScatterOp::attachInterface<ReduceScatterAutodiff>(*ctx);
     shard::AllSliceOp::attachInterface<AllSliceAutodiff>(*ctx);
+    shard::ShiftOp::attachInterface<ShiftAutodiff>(*ctx);
   });
 }

@@ -125,7 +125,8 @@ void mlir::gptc::printAxisKinds(AsmPrinter &printer,
 
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    ArrayAttr axes, ArrayRef<MeshAxisKind> kinds,
-                                   int64_t zeroStage, bool sequenceParallel) {
+                                   int64_t zeroStage, bool sequenceParallel,
+                                   bool contextAllGather) {
   if (axes.size() != kinds.size())
     return emitError() << "needs one kind per axis, got " << axes.size()
                        << " axes and " << kinds.size() << " kinds";

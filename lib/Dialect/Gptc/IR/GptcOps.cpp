@@ -754,6 +754,152 @@ int64_t CausalAttentionGradOp::getFlopCount() {
 }
 
 //===----------------------------------------------------------------------===//
+// Ring attention: AttentionBlockOp, AttentionMergeOp and their gradients
+//===----------------------------------------------------------------------===//
+
+/// The output type of one ring step's attention, or failure under `opName`:
+/// query B x Tq x C, key and value B x Tk x C of the query's element type,
+/// one i32 position per query and per key.
+static FailureOr<RankedTensorType>
+inferBlockType(std::optional<Location> loc, StringRef opName, Value query,
+               Value key, Value value, Value queryPositions, Value keyPositions,
+               int64_t heads) {
+  RankedTensorType q = rankedType(query), k = rankedType(key),
+                   v = rankedType(value), qp = rankedType(queryPositions),
+                   kp = rankedType(keyPositions);
+  if (!q || !k || !v || !qp || !kp)
+    return shapeError(loc, opName, "expects ranked tensor operands");
+  if (q.getRank() != 3)
+    return shapeError(loc, opName,
+                      "expects query of shape batch x seq x width, got rank " +
+                          Twine(q.getRank()));
+  if (k != v || k.getRank() != 3 || k.getElementType() != q.getElementType() ||
+      k.getDimSize(0) != q.getDimSize(0) || k.getDimSize(2) != q.getDimSize(2))
+    return shapeError(loc, opName,
+                      "expects key and value of one type, with the query's "
+                      "batch, width and element type");
+  auto positions = [&](RankedTensorType p, int64_t rows) {
+    return p.getRank() == 1 && p.getDimSize(0) == rows &&
+           p.getElementType().isInteger(32);
+  };
+  if (!positions(qp, q.getDimSize(1)) || !positions(kp, k.getDimSize(1)))
+    return shapeError(loc, opName,
+                      "expects one i32 position per query row and per key");
+  if (heads <= 0 || q.getDimSize(2) % heads != 0)
+    return shapeError(loc, opName,
+                      "width " + Twine(q.getDimSize(2)) +
+                          " is not divisible by " + Twine(heads) + " heads");
+  return q;
+}
+
+/// B x Tq x H of `output`'s element type: one log-sum-exp per head.
+static RankedTensorType lseType(RankedTensorType output, int64_t heads) {
+  return RankedTensorType::get(
+      {output.getDimSize(0), output.getDimSize(1), heads},
+      output.getElementType());
+}
+
+LogicalResult
+AttentionBlockOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                   Adaptor adaptor,
+                                   SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> type = inferBlockType(
+      loc, "attention_block", adaptor.getQuery(), adaptor.getKey(),
+      adaptor.getValue(), adaptor.getQueryPositions(),
+      adaptor.getKeyPositions(), adaptor.getNumHeads());
+  if (failed(type))
+    return failure();
+  inferred.append({*type, lseType(*type, adaptor.getNumHeads())});
+  return success();
+}
+
+int64_t AttentionBlockOp::getFlopCount() {
+  // As causal attention over Tq x Tk scores (an upper bound: a ring step
+  // skips the keys its queries do not see).
+  return attentionFlops(getQuery().getType(), getKey().getType(), getNumHeads(),
+                        4, 5);
+}
+
+LogicalResult AttentionBlockGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  FailureOr<RankedTensorType> type = inferBlockType(
+      loc, "attention_block_grad", adaptor.getQuery(), adaptor.getKey(),
+      adaptor.getValue(), adaptor.getQueryPositions(),
+      adaptor.getKeyPositions(), adaptor.getNumHeads());
+  if (failed(type))
+    return failure();
+  if (rankedType(adaptor.getGrad()) != *type ||
+      rankedType(adaptor.getLseGrad()) != lseType(*type, adaptor.getNumHeads()))
+    return shapeError(loc, "attention_block_grad",
+                      "expects gradients of the output's and the "
+                      "log-sum-exp's types");
+  RankedTensorType key = rankedType(adaptor.getKey());
+  inferred.append({*type, key, key});
+  return success();
+}
+
+int64_t AttentionBlockGradOp::getFlopCount() {
+  return attentionFlops(getQuery().getType(), getKey().getType(), getNumHeads(),
+                        10, 9);
+}
+
+/// Checks the operands of a merge: two outputs of one type B x T x C and
+/// two log-sum-exps of one type B x T x H, H dividing C.
+static LogicalResult checkMerge(std::optional<Location> loc, StringRef opName,
+                                Value a, Value lseA, Value b, Value lseB) {
+  RankedTensorType ta = rankedType(a), tla = rankedType(lseA),
+                   tb = rankedType(b), tlb = rankedType(lseB);
+  if (!ta || !tla || ta != tb || tla != tlb || ta.getRank() != 3 ||
+      tla.getRank() != 3 || tla.getElementType() != ta.getElementType() ||
+      tla.getDimSize(0) != ta.getDimSize(0) ||
+      tla.getDimSize(1) != ta.getDimSize(1) || tla.getDimSize(2) <= 0 ||
+      ta.getDimSize(2) % tla.getDimSize(2) != 0)
+    return shapeError(loc, opName,
+                      "expects two outputs of one type B x T x C and two "
+                      "log-sum-exps of one type B x T x H, H dividing C");
+  return success();
+}
+
+LogicalResult
+AttentionMergeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                   Adaptor adaptor,
+                                   SmallVectorImpl<Type> &inferred) {
+  if (failed(checkMerge(loc, "attention_merge", adaptor.getA(),
+                        adaptor.getLseA(), adaptor.getB(), adaptor.getLseB())))
+    return failure();
+  inferred.append({adaptor.getA().getType(), adaptor.getLseA().getType()});
+  return success();
+}
+
+int64_t AttentionMergeOp::getFlopCount() {
+  // Two weights per head row, 3 per output element.
+  return addSat(mulSat(3, numElements(getA().getType())),
+                mulSat(8, numElements(getLseA().getType())));
+}
+
+LogicalResult AttentionMergeGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  if (failed(checkMerge(loc, "attention_merge_grad", adaptor.getA(),
+                        adaptor.getLseA(), adaptor.getB(), adaptor.getLseB())))
+    return failure();
+  if (adaptor.getGrad().getType() != adaptor.getA().getType() ||
+      adaptor.getLseGrad().getType() != adaptor.getLseA().getType())
+    return shapeError(loc, "attention_merge_grad",
+                      "expects gradients of the output's and the "
+                      "log-sum-exp's types");
+  Type out = adaptor.getA().getType(), lse = adaptor.getLseA().getType();
+  inferred.append({out, lse, out, lse});
+  return success();
+}
+
+int64_t AttentionMergeGradOp::getFlopCount() {
+  return addSat(mulSat(8, numElements(getA().getType())),
+                mulSat(12, numElements(getLseA().getType())));
+}
+
+//===----------------------------------------------------------------------===//
 // CrossEntropyGradOp
 //===----------------------------------------------------------------------===//
 

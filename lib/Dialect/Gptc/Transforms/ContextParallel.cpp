@@ -8,13 +8,18 @@
 // sequence is cut into 2P chunks and rank r keeps chunks r and 2P-1-r (the
 // load-balanced causal split: every rank's queries see the same number of
 // keys), so every op between the embeddings and the loss runs on 2T/2P
-// positions. Attention is the one op that mixes positions: each rank
-// all-gathers the keys and values over the context axis (Llama 3's
-// all-gather context parallelism), puts them back in sequence order and
-// attends from its own queries, whose positions in the whole sequence it
-// passes to gptc.causal_attention. gptc-autodiff then gives the backward:
-// the gradients of the gathered keys and values are reduce-scattered back
-// to their ranks. The loss, its token count and the parameters' gradients
+// positions. Attention is the one op that mixes positions. By default it
+// is a ring (Megatron's and torchtitan's ring attention): each rank's
+// keys and values are passed around the context axis (shard.shift), each
+// block is attended by gptc.attention_block at its positions and the
+// blocks' results are merged by online softmax (gptc.attention_merge).
+// With all-gather attention (Llama 3's), each rank all-gathers the keys
+// and values over the axis, puts them back in sequence order and attends
+// from its own queries, whose positions in the whole sequence it passes
+// to gptc.causal_attention. gptc-autodiff gives either backward: the
+// passed blocks' gradients shifted back, or the gathered ones
+// reduce-scattered back to their ranks. The loss, its token count and the
+// parameters' gradients
 // are summed over the axis by gptc-data-parallel, which treats the context
 // axis as part of the data-parallel group.
 //
@@ -43,8 +48,9 @@ namespace {
 class ContextParallelRewriter {
 public:
   ContextParallelRewriter(func::FuncOp func, StringRef grid, int16_t axis,
-                          int64_t size)
-      : func(func), grid(grid), axis(axis), size(size), b(func.getContext()) {}
+                          int64_t size, bool allGather)
+      : func(func), grid(grid), axis(axis), size(size), allGather(allGather),
+        b(func.getContext()) {}
 
   LogicalResult run();
 
@@ -68,11 +74,16 @@ private:
   Type local(Type type) const;
   LogicalResult rewrite(Operation &op);
   LogicalResult attention(CausalAttentionOp op);
+  /// Ring attention: the output of `op` from P blocks of keys and values.
+  Value ring(CausalAttentionOp op);
+  /// `x` from the previous rank of the context axis (the ring's step).
+  Value shift(Location loc, Value x);
 
   func::FuncOp func;
   StringRef grid;
   int16_t axis;
   int64_t size;
+  bool allGather;
   int64_t seq = 0;
   OpBuilder b;
   /// Values that hold this rank's tokens (dimension 1 cut).
@@ -146,6 +157,13 @@ LogicalResult ContextParallelRewriter::attention(CausalAttentionOp op) {
                           "all cut along the sequence");
   b.setInsertionPoint(op);
   Location loc = op.getLoc();
+  if (!allGather) {
+    Value out = ring(op);
+    op.getResult().replaceAllUsesWith(out);
+    op.erase();
+    parts.insert(out);
+    return success();
+  }
   Value key = gather(loc, op.getKey());
   Value value = gather(loc, op.getValue());
   auto local = CausalAttentionOp::create(b, loc, op.getQuery(), key, value,
@@ -155,6 +173,54 @@ LogicalResult ContextParallelRewriter::attention(CausalAttentionOp op) {
   op.erase();
   parts.insert(local.getResult());
   return success();
+}
+
+Value ContextParallelRewriter::shift(Location loc, Value x) {
+  return shard::ShiftOp::create(b, loc, x.getType(), grid,
+                                ArrayRef<int16_t>{axis}, x, APInt(64, axis),
+                                /*offset=*/1, /*rotate=*/true);
+}
+
+// Step 0 attends this rank's own keys; step j those of rank r - j, which
+// the previous rank passed on (shard.shift by one along the axis, with
+// their positions). Each step's output and log-sum-exp are merged into
+// the running ones. The next step's blocks are passed before this step's
+// attention, so a runtime that overlaps point-to-point transfers can hide
+// them behind it. With the load-balanced chunks, every step after the
+// first has each query see a whole chunk or nothing, half the block.
+Value ContextParallelRewriter::ring(CausalAttentionOp op) {
+  Location loc = op.getLoc();
+  Value query = op.getQuery(), key = op.getKey(), value = op.getValue();
+  Value queryPos = positions(loc), keyPos = queryPos;
+  Value out, lse;
+  for (int64_t step = 0; step < size; ++step) {
+    Value nextKey, nextValue, nextPos;
+    if (step + 1 < size) {
+      nextKey = shift(loc, key);
+      nextValue = shift(loc, value);
+      nextPos = shift(loc, keyPos);
+      for (Value v : {nextKey, nextValue, nextPos})
+        v.getDefiningOp()->setDiscardableAttrs(
+            op->getDiscardableAttrDictionary());
+    }
+    auto block = AttentionBlockOp::create(b, loc, query, key, value, queryPos,
+                                          keyPos, op.getNumHeadsAttr());
+    block->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    if (!out) {
+      out = block.getResult();
+      lse = block.getLse();
+    } else {
+      auto merge = AttentionMergeOp::create(b, loc, out, lse, block.getResult(),
+                                            block.getLse());
+      merge->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+      out = merge.getResult();
+      lse = merge.getLse();
+    }
+    key = nextKey;
+    value = nextValue;
+    keyPos = nextPos;
+  }
+  return out;
 }
 
 /// Ops that work token by token: the same op on this rank's tokens, with
@@ -312,7 +378,8 @@ struct GptcContextParallelPass final
       return signalPassFailure();
     }
     if (failed(ContextParallelRewriter(forward, grid.getSymName(),
-                                       static_cast<int16_t>(*axis), size)
+                                       static_cast<int16_t>(*axis), size,
+                                       parallel.getContextAllGather())
                    .run()))
       return signalPassFailure();
   }

@@ -147,8 +147,9 @@ static void buildKernel(ArrayRef<Operation *> group, StringRef name) {
 static bool hasGpuLowering(Operation *op) {
   if (!isa<GptcDialect>(op->getDialect()) ||
       isa<LinearOp, MatmulOp, CausalAttentionOp, CausalAttentionGradOp,
-          EmbeddingGradOp, ReshapeOp, ShardOffsetOp, GradAllReduceOp,
-          AccumulateOp, KernelOp, FusedGemmOp, YieldOp>(op))
+          AttentionBlockOp, AttentionBlockGradOp, AttentionMergeOp,
+          AttentionMergeGradOp, EmbeddingGradOp, ReshapeOp, ShardOffsetOp,
+          GradAllReduceOp, AccumulateOp, KernelOp, FusedGemmOp, YieldOp>(op))
     return false;
   auto isStatic = [](Type t) {
     auto shaped = dyn_cast<RankedTensorType>(t);

@@ -197,7 +197,9 @@ def Gptc_ParallelAttr : Gptc_Attr<"Parallel", "parallel"> {
     Beside the module's `shard.grid`, one entry per grid dimension: the
     axis's name and its kind (`"data"`, `"tensor"` or `"pipeline"`), the
     ZeRO stage of data parallelism (0 to 3) and whether tensor parallelism
-    also splits the sequence (Megatron-style sequence parallelism):
+    also splits the sequence (Megatron-style sequence parallelism), and
+    whether context parallelism's attention gathers the keys and values
+    (`context_all_gather`) instead of passing them around a ring:
 
     ```mlir
     module attributes {gptc.parallel = #gptc.parallel<axes = ["dp", "tp"],
@@ -208,7 +210,8 @@ def Gptc_ParallelAttr : Gptc_Attr<"Parallel", "parallel"> {
     "::mlir::ArrayAttr":$axes,
     Gptc_AxisKindsParameter:$kinds,
     DefaultValuedParameter<"int64_t", "0">:$zero_stage,
-    Gptc_BoolParameter<"false">:$sequence_parallel
+    Gptc_BoolParameter<"false">:$sequence_parallel,
+    Gptc_BoolParameter<"false">:$context_all_gather
   );
   let extraClassDeclaration = [{
     /// The grid dimension whose kind is `kind`, if any.

@@ -535,6 +535,132 @@ def Gptc_CausalAttentionGradOp : Gptc_Op<"causal_attention_grad",
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Ring attention (context parallelism)
+//===----------------------------------------------------------------------===//
+
+def Gptc_AttentionBlockOp : Gptc_DiffOp<"attention_block",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Causal attention of queries against one block of keys, with its log-sum-exp";
+  let description = [{
+    One step of ring attention. `query` is `B x Tq x C` at the sequence
+    positions `query_positions`, `key` and `value` are `B x Tk x C` at
+    `key_positions` (ascending); query row `i` attends the keys whose
+    position is at most `query_positions[i]`. Returns the attention output
+    normalized over this block alone and, per batch element, query and
+    head, the log-sum-exp of the block's scaled scores (`B x Tq x H`,
+    `-inf` with a zero output row where the query sees none of the block's
+    keys). `gptc.attention_merge` combines two blocks' results into the
+    attention over both (the online softmax across blocks).
+
+    ```mlir
+    %o, %lse = gptc.attention_block %q, %k, %v at %qpos, %kpos heads 12
+        : tensor<4x32x768xf32>, tensor<4x32x768xf32>, tensor<4x32x768xf32>,
+          tensor<32xi32>, tensor<32xi32>
+        -> tensor<4x32x768xf32>, tensor<4x32x12xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$query, Gptc_FloatTensor:$key,
+                       Gptc_FloatTensor:$value,
+                       Gptc_IndexTensor:$query_positions,
+                       Gptc_IndexTensor:$key_positions,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs Gptc_FloatTensor:$result, Gptc_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `at` $query_positions `,` $key_positions
+    `heads` $num_heads attr-dict `:` type($query) `,` type($key) `,`
+    type($value) `,` type($query_positions) `,` type($key_positions) `->`
+    type($result) `,` type($lse)
+  }];
+}
+
+def Gptc_AttentionBlockGradOp : Gptc_Op<"attention_block_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of gptc.attention_block";
+  let description = [{
+    Given the forward operands and the gradients of the block's output
+    (`grad`) and of its log-sum-exp (`lse_grad`), returns the gradients of
+    query, key and value. The probabilities are recomputed; with
+    `D = rowsum(grad * output) - lse_grad` the scores' gradient is
+    `P (dP - D)`, flash attention's backward with the log-sum-exp's
+    gradient folded in.
+
+    ```mlir
+    %dq, %dk, %dv = gptc.attention_block_grad %q, %k, %v at %qpos, %kpos,
+        %do, %dlse heads 12 : ...
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$query, Gptc_FloatTensor:$key,
+                       Gptc_FloatTensor:$value,
+                       Gptc_IndexTensor:$query_positions,
+                       Gptc_IndexTensor:$key_positions,
+                       Gptc_FloatTensor:$grad, Gptc_FloatTensor:$lse_grad,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs Gptc_FloatTensor:$query_grad,
+                      Gptc_FloatTensor:$key_grad,
+                      Gptc_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `at` $query_positions `,` $key_positions `,`
+    $grad `,` $lse_grad `heads` $num_heads attr-dict `:` type($query) `,`
+    type($key) `,` type($value) `,` type($query_positions) `,`
+    type($key_positions) `,` type($grad) `,` type($lse_grad) `->`
+    type($query_grad) `,` type($key_grad) `,` type($value_grad)
+  }];
+}
+
+def Gptc_AttentionMergeOp : Gptc_DiffOp<"attention_merge",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Attention over two blocks of keys from each block's result (online softmax)";
+  let description = [{
+    With `lse = log(exp(lse_a) + exp(lse_b))` per batch element, query and
+    head, returns `exp(lse_a - lse) * a + exp(lse_b - lse) * b` (each head's
+    `D` columns weighted by its head's factor) and `lse`: the attention
+    over the keys of both blocks, from gptc.attention_block's results for
+    each. A row with no key in either block stays zero, its `lse` `-inf`.
+
+    ```mlir
+    %o, %lse = gptc.attention_merge %a, %lse_a, %b, %lse_b
+        : tensor<4x32x768xf32>, tensor<4x32x12xf32>, tensor<4x32x768xf32>,
+          tensor<4x32x12xf32> -> tensor<4x32x768xf32>, tensor<4x32x12xf32>
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$a, Gptc_FloatTensor:$lse_a,
+                       Gptc_FloatTensor:$b, Gptc_FloatTensor:$lse_b);
+  let results = (outs Gptc_FloatTensor:$result, Gptc_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $a `,` $lse_a `,` $b `,` $lse_b attr-dict `:` type($a) `,` type($lse_a)
+    `,` type($b) `,` type($lse_b) `->` type($result) `,` type($lse)
+  }];
+}
+
+def Gptc_AttentionMergeGradOp : Gptc_Op<"attention_merge_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of gptc.attention_merge";
+  let description = [{
+    Given the forward operands and the gradients of the merged output and
+    log-sum-exp, returns the gradients of `a`, `lse_a`, `b` and `lse_b`:
+    with `w_a = exp(lse_a - lse)`, `da = w_a * grad` and
+    `dlse_a = w_a * (lse_grad + rowsum_head(grad * (a - result)))`, and
+    the same for `b`.
+
+    ```mlir
+    %da, %dla, %db, %dlb = gptc.attention_merge_grad %a, %lse_a, %b, %lse_b,
+        %do, %dlse : ...
+    ```
+  }];
+  let arguments = (ins Gptc_FloatTensor:$a, Gptc_FloatTensor:$lse_a,
+                       Gptc_FloatTensor:$b, Gptc_FloatTensor:$lse_b,
+                       Gptc_FloatTensor:$grad, Gptc_FloatTensor:$lse_grad);
+  let results = (outs Gptc_FloatTensor:$a_grad, Gptc_FloatTensor:$lse_a_grad,
+                      Gptc_FloatTensor:$b_grad, Gptc_FloatTensor:$lse_b_grad);
+  let assemblyFormat = [{
+    $a `,` $lse_a `,` $b `,` $lse_b `,` $grad `,` $lse_grad attr-dict `:`
+    type($a) `,` type($lse_a) `,` type($b) `,` type($lse_b) `,` type($grad)
+    `,` type($lse_grad) `->` type($a_grad) `,` type($lse_a_grad) `,`
+    type($b_grad) `,` type($lse_b_grad)
+  }];
+}
+
 def Gptc_CrossEntropyGradOp : Gptc_Op<"cross_entropy_grad",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "Gradient of the mean cross-entropy with respect to the logits";

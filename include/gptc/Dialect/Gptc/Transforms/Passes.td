@@ -462,8 +462,19 @@ def GptcContextParallelPass : Pass<"gptc-context-parallel", "mlir::ModuleOp"> {
     - every token-wise op (embeddings, linear layers, norms, GELU, adds,
       casts, the loss and tensor parallelism's collectives) runs on the
       rank's 2T/2P tokens;
-    - `gptc.causal_attention` gathers the keys and values of the whole
-      sequence (`shard.all_gather` over the context axis, then
+    - `gptc.causal_attention` becomes ring attention (the default): P
+      steps of `gptc.attention_block`, step j attending the keys and
+      values of rank r - j at their positions, which the previous rank
+      passed on (`shard.shift` by one along the context axis, with rotate,
+      the keys' positions passed with them); each step's output and
+      log-sum-exp are merged into the running ones by
+      `gptc.attention_merge` (the online softmax across blocks). The next
+      block is passed before the current step's attention. Its gradient,
+      from the rules of these ops, shifts the passed blocks' key and value
+      gradients back (offset -1) to the ranks that hold those tokens;
+    - with `context_all_gather` in `gptc.parallel` (`--context-attention=
+      all-gather`), attention instead gathers the keys and values of the
+      whole sequence (`shard.all_gather` over the context axis, then
       `gptc.split`/`gptc.concat` back into sequence order) and attends
       from the rank's queries, whose positions in the sequence it takes
       as `positions`. Its gradient reduce-scatters the keys' and values'
