@@ -243,6 +243,57 @@ static bool runWidened(Call &c, bool (*run)(Call &)) {
   return true;
 }
 
+/// A ring step on 16-bit queries, keys and values (mixed precision): its
+/// fp32 kernel on the widened operands, the positions and fp32 operands
+/// (the gradients of the step's fp32 output and log-sum-exp) as they are,
+/// its fp32 results written directly and its 16-bit ones (the backward's
+/// gradients) rounded once.
+static bool runAttentionBlockWidened(Call &c) {
+  thread_local std::vector<float> scratch;
+  auto low = [](const Tensor *t) {
+    return t->dtype == program::BF16 || t->dtype == program::F16;
+  };
+  size_t floats = 0;
+  for (const Tensor *t : c.in)
+    floats += low(t) ? static_cast<size_t>(t->numElements()) : 0;
+  for (const Tensor *t : c.out)
+    floats += low(t) ? static_cast<size_t>(t->numElements()) : 0;
+  if (scratch.size() < floats)
+    scratch.resize(floats);
+  std::byte *next = reinterpret_cast<std::byte *>(scratch.data());
+  std::vector<Tensor> wide;
+  wide.reserve(c.in.size() + c.out.size());
+  auto view = [&](const Tensor &like) {
+    wide.push_back(Tensor::view(program::F32, like.shape, next));
+    next += like.numElements() * sizeof(float);
+    return &wide.back();
+  };
+  Call f32{{}, {}, c.kernel, c.error};
+  for (const Tensor *t : c.in) {
+    if (!low(t)) {
+      f32.in.push_back(t);
+      continue;
+    }
+    Tensor *w = view(*t);
+    if (t->dtype == program::BF16)
+      convert<cpu::BFloat16, float>(*t, *w);
+    else
+      convert<cpu::Half, float>(*t, *w);
+    f32.in.push_back(w);
+  }
+  for (Tensor *t : c.out)
+    f32.out.push_back(low(t) ? view(*t) : t);
+  if (!runFloat<float>(f32))
+    return false;
+  for (size_t i = 0; i < c.out.size(); ++i) {
+    if (c.out[i]->dtype == program::BF16)
+      convert<float, cpu::BFloat16>(*f32.out[i], *c.out[i]);
+    else if (c.out[i]->dtype == program::F16)
+      convert<float, cpu::Half>(*f32.out[i], *c.out[i]);
+  }
+  return true;
+}
+
 /// The bf16 kernels of mixed precision: the GEMMs (bf16 operands, fp32
 /// accumulation), the bias gradient's row sum (accumulated in float), and
 /// attention (its fp32 kernels on the widened operands, the results
@@ -1170,6 +1221,13 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
       return runGemmEpilogue<cpu::Half>(c);
     return c.fail(std::string("no CPU GEMM for ") + dtypeName(out.dtype));
   }
+
+  // Ring steps on 16-bit operands give fp32 outputs and take fp32
+  // gradients.
+  if ((k.op() == program::ATTENTION_BLOCK ||
+       k.op() == program::ATTENTION_BLOCK_GRAD) &&
+      (c.in[0]->dtype == program::BF16 || c.in[0]->dtype == program::F16))
+    return runAttentionBlockWidened(c);
 
   // Floating-point kernels, on the element type of their first output.
   if (out.dtype == program::F32)

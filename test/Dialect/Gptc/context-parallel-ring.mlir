@@ -17,6 +17,10 @@
 // around the context axis (grid axis 1).
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh tp=2,cp=2 --emit=mlir -o %t.tp.mlir
 // RUN: gptc-opt %t.tp.mlir --gptc-sharding-propagation --gptc-tensor-parallel --gptc-context-parallel | FileCheck %s --check-prefix=TP
+// Mixed precision: each step takes bf16 queries, keys and values and gives
+// fp32 outputs and log-sum-exps, which the merges accumulate in fp32; its
+// gradient gives bf16 gradients of its bf16 operands.
+// RUN: gptc %S/../../Parallel/Inputs/tiny-bf16.pbtxt --mesh cp=2 --emit=train | FileCheck %s --check-prefix=BF16
 // The mode is the description's (parallel.context_attention) or the
 // command line's, and it shows in the module's attribute.
 // RUN: gptc %S/../../Parallel/Inputs/tiny-dp.pbtxt --mesh cp=2 --context-attention=all-gather --emit=mlir | FileCheck %s --check-prefix=ATTR
@@ -80,6 +84,10 @@
 
 // TP: %[[K1:.*]] = shard.shift %{{.*}} on @mesh grid_axes = [1] shift_axis = 1 offset = 1 rotate : tensor<8x8x16xf32> -> tensor<8x8x16xf32>
 // TP: gptc.attention_block {{.*}} heads 2 : {{.*}} -> tensor<8x8x16xf32>, tensor<8x8x2xf32>
+
+// BF16: gptc.attention_block {{.*}} : tensor<8x8x32xbf16>, tensor<8x8x32xbf16>, tensor<8x8x32xbf16>, tensor<8xi32>, tensor<8xi32> -> tensor<8x8x32xf32>, tensor<8x8x4xf32>
+// BF16: gptc.attention_merge {{.*}} : tensor<8x8x32xf32>, tensor<8x8x4xf32>, tensor<8x8x32xf32>, tensor<8x8x4xf32> -> tensor<8x8x32xf32>, tensor<8x8x4xf32>
+// BF16: gptc.attention_block_grad {{.*}} : tensor<8x8x32xbf16>, tensor<8x8x32xbf16>, tensor<8x8x32xbf16>, tensor<8xi32>, tensor<8xi32>, tensor<8x8x32xf32>, tensor<8x8x4xf32> -> tensor<8x8x32xbf16>, tensor<8x8x32xbf16>, tensor<8x8x32xbf16>
 
 // ATTR: gptc.parallel = #gptc.parallel<axes = ["cp"], kinds = ["context"], context_all_gather = true>
 // SUMMARY-AG: parallel: data 1, tensor 1, pipeline 1, context 2 (all-gather attention), ZeRO stage 0

@@ -792,6 +792,16 @@ inferBlockType(std::optional<Location> loc, StringRef opName, Value query,
   return q;
 }
 
+/// A ring step's output type from its query's: f32 for 16-bit queries
+/// (mixed precision: the steps' outputs are merged in fp32), else the
+/// query's.
+static RankedTensorType blockOutputType(RankedTensorType query) {
+  Type e = query.getElementType();
+  if (e.isBF16() || e.isF16())
+    return query.clone(Float32Type::get(query.getContext()));
+  return query;
+}
+
 /// B x Tq x H of `output`'s element type: one log-sum-exp per head.
 static RankedTensorType lseType(RankedTensorType output, int64_t heads) {
   return RankedTensorType::get(
@@ -809,7 +819,8 @@ AttentionBlockOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
       adaptor.getKeyPositions(), adaptor.getNumHeads());
   if (failed(type))
     return failure();
-  inferred.append({*type, lseType(*type, adaptor.getNumHeads())});
+  RankedTensorType out = blockOutputType(*type);
+  inferred.append({out, lseType(out, adaptor.getNumHeads())});
   return success();
 }
 
@@ -829,8 +840,9 @@ LogicalResult AttentionBlockGradOp::inferReturnTypes(
       adaptor.getKeyPositions(), adaptor.getNumHeads());
   if (failed(type))
     return failure();
-  if (rankedType(adaptor.getGrad()) != *type ||
-      rankedType(adaptor.getLseGrad()) != lseType(*type, adaptor.getNumHeads()))
+  RankedTensorType out = blockOutputType(*type);
+  if (rankedType(adaptor.getGrad()) != out ||
+      rankedType(adaptor.getLseGrad()) != lseType(out, adaptor.getNumHeads()))
     return shapeError(loc, "attention_block_grad",
                       "expects gradients of the output's and the "
                       "log-sum-exp's types");

@@ -10,7 +10,9 @@
 // stays fp32 as autocast's fp32 list keeps normalization, softmax and the
 // loss. Every cast is an explicit gptc.cast in the IR; a cast back to the
 // 16-bit type of a value just widened folds away, so a projection's 16-bit
-// result feeds attention directly.
+// result feeds attention directly. Ring attention's steps take 16-bit
+// queries, keys and values and give fp32 outputs (the merges across steps
+// stay fp32, as Transformer Engine's ring accumulates).
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,7 +66,7 @@ struct GptcMixedPrecisionPass final
     };
     SmallVector<Operation *> gemms;
     func.walk([&](Operation *op) {
-      if (isa<LinearOp, MatmulOp, CausalAttentionOp>(op) &&
+      if (isa<LinearOp, MatmulOp, CausalAttentionOp, AttentionBlockOp>(op) &&
           llvm::all_of(op->getOperands(), isF32))
         gemms.push_back(op);
     });
@@ -78,6 +80,16 @@ struct GptcMixedPrecisionPass final
       for (Value operand : op->getOperands())
         low.push_back(isInteger(operand) ? operand
                                          : castTo(b, loc, operand, low16));
+      if (auto block = dyn_cast<AttentionBlockOp>(op)) {
+        // A ring step: 16-bit operands, fp32 output and log-sum-exp.
+        auto step =
+            AttentionBlockOp::create(b, loc, low[0], low[1], low[2], low[3],
+                                     low[4], block.getNumHeadsAttr());
+        step->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+        op->replaceAllUsesWith(step);
+        op->erase();
+        continue;
+      }
       if (auto linear = dyn_cast<LinearOp>(op)) {
         result = LinearOp::create(b, loc, low[0], low[1],
                                   linear.getBias() ? low[2] : Value());

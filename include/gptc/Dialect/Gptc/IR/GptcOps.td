@@ -551,7 +551,9 @@ def Gptc_AttentionBlockOp : Gptc_DiffOp<"attention_block",
     head, the log-sum-exp of the block's scaled scores (`B x Tq x H`,
     `-inf` with a zero output row where the query sees none of the block's
     keys). `gptc.attention_merge` combines two blocks' results into the
-    attention over both (the online softmax across blocks).
+    attention over both (the online softmax across blocks). With bf16 or
+    f16 operands (mixed precision) the output and log-sum-exp are f32, so
+    that the merges accumulate in fp32.
 
     ```mlir
     %o, %lse = gptc.attention_block %q, %k, %v at %qpos, %kpos heads 12

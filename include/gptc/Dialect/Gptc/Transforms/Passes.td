@@ -652,7 +652,10 @@ def GptcMixedPrecisionPass : Pass<"gptc-mixed-precision", "mlir::ModuleOp"> {
     `gptc.causal_attention` of `@forward` takes bf16 copies of its
     operands (weights included) and gives a bf16 result that is cast back
     to f32 (autocast's policy); the products accumulate in fp32 (oneDNN on
-    the CPU, tensor cores on the GPU). Everything else (embeddings, layer
+    the CPU, tensor cores on the GPU). Ring attention's steps
+    (`gptc.attention_block`) take bf16 copies of the queries, keys and
+    values and give fp32 outputs and log-sum-exps, which the merges
+    accumulate in fp32. Everything else (embeddings, layer
     norm, softmax, the loss, residual adds) stays fp32, and the parameters
     stay fp32 master weights. A projection's bf16 result feeds attention
     directly once canonicalization folds the cast to f32 and back. Runs before `gptc-autodiff`, so
