@@ -202,53 +202,13 @@ static bool isAttentionPositions(const Call &c, const Tensor *t) {
          t->dtype == program::I32;
 }
 
-/// A kernel on 16-bit operands run by `run` in fp32: the operands widened
-/// exactly, the results rounded to nearest even. The fp32 copies live in
+/// A kernel on 16-bit operands run by `run` in fp32: the bf16 and fp16
+/// operands widened exactly, the others (attention's positions, a ring
+/// step's fp32 gradients) as they are; the 16-bit results rounded to
+/// nearest even, the others written directly. The fp32 copies live in
 /// scratch the thread keeps from call to call (a fresh allocation each
 /// time cost page faults on every step).
-template <typename Low>
 static bool runWidened(Call &c, bool (*run)(Call &)) {
-  thread_local std::vector<float> scratch;
-  size_t floats = 0;
-  for (const Tensor *t : c.in)
-    floats += static_cast<size_t>(t->numElements());
-  for (const Tensor *t : c.out)
-    floats += static_cast<size_t>(t->numElements());
-  if (scratch.size() < floats)
-    scratch.resize(floats);
-  std::byte *next = reinterpret_cast<std::byte *>(scratch.data());
-  std::vector<Tensor> wide;
-  wide.reserve(c.in.size() + c.out.size());
-  auto view = [&](const Tensor &like) {
-    wide.push_back(Tensor::view(program::F32, like.shape, next));
-    next += like.numElements() * sizeof(float);
-    return &wide.back();
-  };
-  Call f32{{}, {}, c.kernel, c.error};
-  for (const Tensor *t : c.in) {
-    if (isAttentionPositions(c, t)) {
-      f32.in.push_back(t);
-      continue;
-    }
-    Tensor *w = view(*t);
-    convert<Low, float>(*t, *w);
-    f32.in.push_back(w);
-  }
-  for (const Tensor *t : c.out)
-    f32.out.push_back(view(*t));
-  if (!run(f32))
-    return false;
-  for (size_t i = 0; i < c.out.size(); ++i)
-    convert<float, Low>(*f32.out[i], *c.out[i]);
-  return true;
-}
-
-/// A ring step on 16-bit queries, keys and values (mixed precision): its
-/// fp32 kernel on the widened operands, the positions and fp32 operands
-/// (the gradients of the step's fp32 output and log-sum-exp) as they are,
-/// its fp32 results written directly and its 16-bit ones (the backward's
-/// gradients) rounded once.
-static bool runAttentionBlockWidened(Call &c) {
   thread_local std::vector<float> scratch;
   auto low = [](const Tensor *t) {
     return t->dtype == program::BF16 || t->dtype == program::F16;
@@ -283,7 +243,7 @@ static bool runAttentionBlockWidened(Call &c) {
   }
   for (Tensor *t : c.out)
     f32.out.push_back(low(t) ? view(*t) : t);
-  if (!runFloat<float>(f32))
+  if (!run(f32))
     return false;
   for (size_t i = 0; i < c.out.size(); ++i) {
     if (c.out[i]->dtype == program::BF16)
@@ -312,7 +272,7 @@ static bool runBFloat16(Call &c) {
     return reduceSumLow<BFloat16>(c, *c.in[0], *c.out[0], c.dims());
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD:
-    return runWidened<BFloat16>(c, runFloat<float>);
+    return runWidened(c, runFloat<float>);
   default:
     return c.fail("has no bf16 kernel (mixed precision runs only GEMMs, "
                   "their bias sums and attention in bf16)");
@@ -331,12 +291,12 @@ static bool runHalf(Call &c) {
   switch (c.kernel.op()) {
   case program::LINEAR:
   case program::MATMUL:
-    return runWidened<cpu::Half>(c, runGemm<float>);
+    return runWidened(c, runGemm<float>);
   case program::REDUCE_SUM:
     return reduceSumLow<cpu::Half>(c, *c.in[0], *c.out[0], c.dims());
   case program::CAUSAL_ATTENTION:
   case program::CAUSAL_ATTENTION_GRAD:
-    return runWidened<cpu::Half>(c, runFloat<float>);
+    return runWidened(c, runFloat<float>);
   default:
     return c.fail("has no fp16 kernel (mixed precision runs only GEMMs, "
                   "their bias sums and attention in fp16)");
@@ -402,7 +362,7 @@ static bool runProduct(Call &c, std::vector<const Tensor *> in,
                        Tensor &target) {
   Call product{std::move(in), {&target}, c.kernel, c.error};
   if constexpr (std::is_same_v<T, cpu::Half>)
-    return runWidened<cpu::Half>(product, runGemm<float>);
+    return runWidened(product, runGemm<float>);
   else
     return runGemm<T>(product);
 }
@@ -1227,7 +1187,7 @@ bool Executor::runKernel(const Kernel &k, std::string &error) {
   if ((k.op() == program::ATTENTION_BLOCK ||
        k.op() == program::ATTENTION_BLOCK_GRAD) &&
       (c.in[0]->dtype == program::BF16 || c.in[0]->dtype == program::F16))
-    return runAttentionBlockWidened(c);
+    return runWidened(c, runFloat<float>);
 
   // Floating-point kernels, on the element type of their first output.
   if (out.dtype == program::F32)

@@ -32,6 +32,12 @@ static Value zeros(OpBuilder &b, Location loc, Type type) {
                             DenseElementsAttr::get(tensor, zero));
 }
 
+/// `grad`, the gradient of `result`, or zeros where the loss does not
+/// depend on that result (one result of a multi-result op).
+static Value gradOrZeros(OpBuilder &b, Location loc, Value grad, Value result) {
+  return grad ? grad : zeros(b, loc, result.getType());
+}
+
 /// `value` reshaped to `shape` (no op when it already has it).
 static Value reshapeTo(OpBuilder &b, Location loc, Value value,
                        ArrayRef<int64_t> shape) {
@@ -300,10 +306,8 @@ LogicalResult CausalAttentionOp::buildVectorJacobianProduct(
 LogicalResult AttentionBlockOp::buildVectorJacobianProduct(
     OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();
-  Value dout =
-      resultGrads[0] ? resultGrads[0] : zeros(b, loc, getResult().getType());
-  Value dlse =
-      resultGrads[1] ? resultGrads[1] : zeros(b, loc, getLse().getType());
+  Value dout = gradOrZeros(b, loc, resultGrads[0], getResult());
+  Value dlse = gradOrZeros(b, loc, resultGrads[1], getLse());
   auto grad = AttentionBlockGradOp::create(
       b, loc, getQuery(), getKey(), getValue(), getQueryPositions(),
       getKeyPositions(), dout, dlse, getNumHeadsAttr());
@@ -316,10 +320,8 @@ LogicalResult AttentionBlockOp::buildVectorJacobianProduct(
 LogicalResult AttentionMergeOp::buildVectorJacobianProduct(
     OpBuilder &b, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   Location loc = getLoc();
-  Value dout =
-      resultGrads[0] ? resultGrads[0] : zeros(b, loc, getResult().getType());
-  Value dlse =
-      resultGrads[1] ? resultGrads[1] : zeros(b, loc, getLse().getType());
+  Value dout = gradOrZeros(b, loc, resultGrads[0], getResult());
+  Value dlse = gradOrZeros(b, loc, resultGrads[1], getLse());
   auto grad = AttentionMergeGradOp::create(b, loc, getA(), getLseA(), getB(),
                                            getLseB(), dout, dlse);
   grads.append({grad.getAGrad(), grad.getLseAGrad(), grad.getBGrad(),
