@@ -14,6 +14,7 @@
 #include "gptc-c/Trainer.h"
 
 #include "gptc/Analysis/Planner.h"
+#include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/Importer.h"
@@ -25,6 +26,7 @@
 #include "gptc/Runtime/Dataset.h"
 #include "gptc/Runtime/PipelineTrainer.h"
 #include "gptc/Runtime/Session.h"
+#include "gptc/Runtime/TrainLoop.h"
 #include "gptc/Runtime/Trainer.h"
 #ifdef GPTC_HAVE_CUDA
 #include "gptc/Runtime/CUDA/CudaApi.h"
@@ -207,8 +209,17 @@ static bool compile(const std::string &modelPath,
       ModelDescription::parse(sourceMgr, &context, *overrides);
   if (failed(desc))
     return false;
+  if (options.steps < 0)
+    return os << "steps takes a step count >= 1 (0: the description's), got "
+              << options.steps,
+           false;
   if (options.steps > 0)
     desc->setSteps(options.steps);
+  // The description's own schedule is checked; a caller's `steps` is a
+  // run it asked for (a warning would reach no one: diagnostics are
+  // returned on failure only).
+  if (options.steps == 0 && failed(desc->checkSchedule()))
+    return false;
   const ModelConfig &m = desc->getConfig();
   bool pipeline = m.pipelineParallel > 1;
   int64_t devices = m.devices();
@@ -226,6 +237,14 @@ static bool compile(const std::string &modelPath,
       buildTrainingModule(*desc, &context, onnx, initial);
   if (!module)
     return false;
+  // A call that fails leaves the trainer as it was: the step's program
+  // carries the skip flag, so that a non-finite step changes no parameter
+  // or moment whatever nan_policy says (the policy itself, what the
+  // caller is told, stays the description's). Pipeline stages guard their
+  // own update (PipelineTrainer).
+  if (!pipeline)
+    GptcDialect::NanPolicyAttrHelper(&context).setAttr(
+        *module, NanPolicyAttr::get(&context, NanPolicy::Skip));
   // The device: the CPU, or the CUDA runtime on a GPU or the virtual
   // CUDA device (GEMM epilogues, the GPU's kernel grouping, an sm_90 image
   // or the virtual device's host code).
@@ -278,6 +297,10 @@ static bool compile(const std::string &modelPath,
   // (docs/Pipeline.md), or one program per device.
   if (!rt::startProcesses(devices, pipeline, impl.comm, error))
     return os << (impl.comm ? error : "cannot start MPI"), false;
+  // The threads as gptc train sets them: this rank's share of the cores,
+  // OMP_NUM_THREADS at most that, the OpenMP variables checked.
+  if (rt::shareCores(impl.comm.get(), error).empty())
+    return os << error, false;
   rt::DeviceOptions where;
   where.cuda = cuda;
   impl.trainer =

@@ -6,6 +6,8 @@
 
 #include "gptc/Frontend/InputFile.h"
 
+#include "llvm/Support/FileSystem.h"
+
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
@@ -78,4 +80,36 @@ mlir::gptc::openBoundedInput(llvm::StringRef path, int64_t maxBytes,
     return nullptr;
   }
   return std::move(*buffer);
+}
+
+std::unique_ptr<OutputFile> OutputFile::open(llvm::StringRef path,
+                                             std::string &error) {
+  std::unique_ptr<OutputFile> out(new OutputFile());
+  out->path = path.str();
+  std::error_code ec;
+  out->file =
+      std::make_unique<llvm::ToolOutputFile>(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot open '" + path.str() + "' for writing: " + ec.message();
+    out->file->os().clear_error();
+    return nullptr;
+  }
+  return out;
+}
+
+OutputFile::~OutputFile() {
+  if (file)
+    file->os().clear_error();
+}
+
+bool OutputFile::finish(std::string &error) {
+  llvm::raw_fd_ostream &os = file->os();
+  os.flush();
+  if (os.has_error()) {
+    error = "cannot write '" + path + "': " + os.error().message();
+    os.clear_error();
+    return false;
+  }
+  file->keep();
+  return true;
 }

@@ -388,6 +388,16 @@ public:
     double v = refl->GetDouble(msg, fd);
     bool ok = std::isfinite(v) && (openBelow ? v > lo : v >= lo) &&
               (closedAbove ? v <= hi : v < hi);
+    // Every such setting is used in fp32: it must be finite there (1e300
+    // is inf), and an open lower bound must hold after rounding (1e-50 is
+    // 0).
+    float single = static_cast<float>(v);
+    if (ok && (!std::isfinite(single) || (openBelow && !(single > lo)))) {
+      error(path) << "'" << path.back().name << "' is " << compact(v)
+                  << ", which is " << (std::isfinite(single) ? "0" : "inf")
+                  << " in fp32, the precision it is used in";
+      return v;
+    }
     if (!ok) {
       InFlightDiagnostic d = error(path);
       d << "'" << path.back().name << "' must be in " << (openBelow ? "(" : "[")
@@ -805,4 +815,25 @@ LogicalResult ModelDescription::validate() {
              "bits";
   }
   return failure(v.failed);
+}
+
+LogicalResult ModelDescription::checkSchedule(bool shortened) const {
+  const OptimizerConfig &o = config.optimizer;
+  if (o.warmupSteps <= config.steps)
+    return success();
+  Location at = locate({{"training"}, {"lr_schedule"}, {"warmup_steps"}});
+  if (shortened) {
+    emitWarning(at) << "the learning rate's warm-up (" << o.warmupSteps
+                    << " steps) is longer than this run (" << config.steps
+                    << " steps, --steps): the rate reaches "
+                    << compact(100.0 * static_cast<double>(config.steps) /
+                               static_cast<double>(o.warmupSteps))
+                    << "% of 'lr' at its last step";
+    return success();
+  }
+  emitError(at) << "the learning rate's warm-up (" << o.warmupSteps
+                << " steps) is longer than the run (" << config.steps
+                << " steps), so the rate would never reach 'lr': lower "
+                   "'warmup_steps' (--warmup-steps) or raise 'steps' (--steps)";
+  return failure();
 }

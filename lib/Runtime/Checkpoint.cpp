@@ -60,11 +60,11 @@ checkpoint::Manifest Trainer::checkpointHeader(int64_t stepsDone) const {
 }
 
 bool TrainingRun::checkResume(const CheckpointReader &reader,
-                              const std::string &signature,
-                              std::string &error) {
+                              const std::string &signature, std::string &error,
+                              const std::string &legacy) {
   const TrainOptions &o = runOptions();
   resumeNotes.clear();
-  return reader.checkModel(signature, o.model, o.recipe, error) &&
+  return reader.checkModel(signature, o.model, o.recipe, error, legacy) &&
          reader.checkSettings(o.recipe, o.model, o.steps, o.resumePolicy,
                               resumeNotes, error);
 }
@@ -108,28 +108,38 @@ bool Trainer::saveCheckpoint(const std::string &path, int64_t stepsDone,
 
 bool Trainer::loadCheckpoint(const std::string &path, std::string &error) {
   auto reader = CheckpointReader::open(path, error);
-  if (!reader || !checkResume(*reader, fingerprint, error))
+  if (!reader || !checkResume(*reader, fingerprint, error, paddedSignature))
     return false;
   // Each rank reads its blocks, from whichever shards hold them: a
-  // checkpoint of any mesh loads on any other.
-  auto fill = [&](const std::string &name, Tensor &t, const BlockLayout &l) {
+  // checkpoint of any mesh loads on any other (a vocabulary table padded
+  // for another mesh too).
+  auto fill = [&](const std::string &name, Tensor &t, const BlockLayout &l,
+                  int64_t vocabRows) {
     Tensor block(t.dtype, l.isSplit() ? l.blockShape(grid) : l.shape);
     return reader->read(name, l.shape, blockStart(l, grid, rank()), block,
-                        error) &&
+                        error, vocabRows) &&
            (t = std::move(block), true);
   };
   size_t n = params.size();
-  for (size_t i = 0; i < n; ++i)
-    if (!fill(names[i], params[i], layouts[i]) ||
-        !fill("m:" + names[i], m[i], layouts[n + i]) ||
-        !fill("v:" + names[i], v[i], layouts[2 * n + i]))
+  for (size_t i = 0; i < n; ++i) {
+    int64_t rows =
+        inits[i].rows() > 0 && !layouts[i].shape.empty() &&
+                inits[i].rows() < layouts[i].shape[0]
+            ? inits[i].rows()
+        : !layouts[i].shape.empty() && layouts[i].shape[0] == options.vocab
+            ? options.vocab
+            : 0;
+    if (!fill(names[i], params[i], layouts[i], rows) ||
+        !fill("m:" + names[i], m[i], layouts[n + i], rows) ||
+        !fill("v:" + names[i], v[i], layouts[2 * n + i], rows))
       return false;
+  }
   // The scalar state (fp16's loss scaler) resumes where it was; a
   // checkpoint of a run without it (fp32 or bf16) starts it afresh.
   initializeScalars();
   for (ScalarState &s : scalars)
     if (reader->find(s.name) &&
-        !fill(s.name, s.value, BlockLayout{s.value.shape, {}}))
+        !fill(s.name, s.value, BlockLayout{s.value.shape, {}}, 0))
       return false;
   step = reader->manifest().step();
   checkpointStep = step;

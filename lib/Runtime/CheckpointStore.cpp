@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -289,12 +290,193 @@ static std::map<int64_t, std::string> stepDirectories(const std::string &dir) {
   return steps;
 }
 
+//===----------------------------------------------------------------------===//
+// What gptc may remove: its own checkpoints only
+//===----------------------------------------------------------------------===//
+
+/// `text` as a message can show it: printable ASCII kept, anything else
+/// (control bytes, a damaged file's binary) as \xNN, at most `most` bytes.
+static std::string printable(const std::string &text, size_t most = 64) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < most; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (text.size() > most)
+    out += "...";
+  return out;
+}
+
+/// A shard file's name as the writer makes it: rank-<digits>.bin.
+static bool isShardFileName(const std::string &name) {
+  constexpr size_t kPrefix = 5, kSuffix = 4; // "rank-", ".bin"
+  if (name.size() <= kPrefix + kSuffix || name.compare(0, kPrefix, "rank-") ||
+      name.compare(name.size() - kSuffix, kSuffix, ".bin"))
+    return false;
+  for (size_t i = kPrefix; i < name.size() - kSuffix; ++i)
+    if (name[i] < '0' || name[i] > '9')
+      return false;
+  return true;
+}
+
+/// The entries of step directory `dir` that gptc did not write (anything
+/// but regular files named manifest.pb, rank-<digits>.bin or named by its
+/// manifest), at most three named ("'mine.txt', 'notes/'"); "" where every
+/// entry is gptc's. `needManifest`: a directory without a manifest is not
+/// a step gptc published, and is named as such.
+static std::string foreignEntries(const std::string &dir, bool needManifest) {
+  std::set<std::string> named;
+  {
+    std::ifstream in(dir + "/" + kManifest, std::ios::binary);
+    checkpoint::Manifest m;
+    if (in && m.ParseFromIstream(&in))
+      for (const checkpoint::TensorRecord &t : m.tensors())
+        for (const checkpoint::Shard &s : t.shards())
+          named.insert(s.file());
+  }
+  std::vector<std::string> foreign;
+  size_t count = 0;
+  bool manifest = false;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec)
+    return "nothing gptc can list (" + ec.message() + ")";
+  for (fs::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec)
+      return "nothing gptc can list (" + ec.message() + ")";
+    std::string name = it->path().filename().string();
+    fs::file_status st = it->symlink_status(ec);
+    bool regular = !ec && fs::is_regular_file(st);
+    if (regular && name == kManifest) {
+      manifest = true;
+      continue;
+    }
+    if (regular && (isShardFileName(name) || named.count(name)))
+      continue;
+    if (++count <= 3)
+      foreign.push_back("'" + printable(name) +
+                        (fs::is_directory(st) ? "/'" : "'"));
+  }
+  std::string text;
+  for (size_t i = 0; i < foreign.size(); ++i)
+    text += (i ? ", " : "") + foreign[i];
+  if (count > foreign.size())
+    text += " and " + std::to_string(count - foreign.size()) + " more";
+  if (text.empty() && needManifest && !manifest)
+    text = "no " + std::string(kManifest);
+  return text;
+}
+
+/// Removes step directory `dir` where every entry in it is gptc's; else
+/// false with `error` naming what is there (nothing removed).
+static bool removeOwnStepDirectory(const std::string &dir, bool needManifest,
+                                   std::string &error) {
+  std::string foreign = foreignEntries(dir, needManifest);
+  if (!foreign.empty()) {
+    error = "'" + dir + "' holds " + foreign +
+            ", which gptc did not write: gptc removes only its own "
+            "checkpoints (move those away, or name another --checkpoint)";
+    return false;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) {
+    error = "cannot remove '" + dir + "': " + ec.message();
+    return false;
+  }
+  return true;
+}
+
+/// The directories a checkpoint never goes into or replaces: "/", the home
+/// directory and (`workingToo`) the working directory, by what they are
+/// (names through links and "..": the same directory). "" for any other.
+static std::string protectedDirectory(const std::string &path,
+                                      bool workingToo) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec || p.empty())
+    return "";
+  auto same = [&](const fs::path &other) {
+    std::error_code e;
+    return !other.empty() && fs::exists(other, e) &&
+           fs::equivalent(p, other, e) && !e;
+  };
+  if (same("/"))
+    return "the root directory";
+  if (const char *home = std::getenv("HOME"); home && *home && same(home))
+    return "the home directory";
+  if (workingToo && same(fs::current_path(ec)))
+    return "the working directory";
+  return "";
+}
+
+/// A regular file at `path` is a checkpoint gptc wrote (format 1 or 2, its
+/// tensors intact); `why` says what it is otherwise.
+static bool isCheckpointFile(const std::string &path, std::string &why) {
+  std::string error;
+  if (CheckpointReader::open(path, error))
+    return true;
+  std::error_code ec;
+  uintmax_t size = fs::file_size(path, ec);
+  why = "a file gptc did not write (" +
+        (ec ? std::string("unreadable") : std::to_string(size) + " bytes") +
+        ", not a gptc checkpoint)";
+  return false;
+}
+
+bool runtime::checkCheckpointPath(const std::string &path, bool replacing,
+                                  std::string &error) {
+  struct stat st;
+  if (path.empty()) {
+    error = "the checkpoint path is empty (--checkpoint names a directory)";
+    return false;
+  }
+  if (::lstat(path.c_str(), &st) != 0)
+    return true; // created by the first checkpoint
+  std::string why;
+  if (!S_ISDIR(st.st_mode) && ::stat(path.c_str(), &st) == 0 &&
+      S_ISREG(st.st_mode)) {
+    if (isCheckpointFile(path, why))
+      return true;
+    error = "'" + path + "' is " + why +
+            ": gptc writes and replaces only its own checkpoints; name "
+            "another place with --checkpoint";
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    error = "'" + path +
+            "' is neither a directory nor a checkpoint file: name another "
+            "place with --checkpoint";
+    return false;
+  }
+  std::string root = besideStepDirectory(path).value_or(path);
+  std::string what = protectedDirectory(root, replacing);
+  if (!what.empty()) {
+    error = "'" + path + "' is " + what +
+            (root == path ? "" : "'s step directory") +
+            ": checkpoints go into a directory of their own (name one with "
+            "--checkpoint)";
+    return false;
+  }
+  return true;
+}
+
 std::string runtime::existingCheckpoints(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     return "";
-  if (!S_ISDIR(st.st_mode))
-    return S_ISREG(st.st_mode) && st.st_size > 0 ? "a checkpoint file" : "";
+  if (!S_ISDIR(st.st_mode)) {
+    std::string why;
+    return S_ISREG(st.st_mode) && isCheckpointFile(path, why)
+               ? "a checkpoint file"
+               : "";
+  }
   if (besideStepDirectory(path))
     return "a step directory";
   std::map<int64_t, std::string> steps = stepDirectories(path);
@@ -319,9 +501,12 @@ std::string runtime::existingCheckpoints(const std::string &path) {
 bool runtime::removeCheckpoints(const std::string &path, std::string &error) {
   std::error_code ec;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
+  if (::lstat(path.c_str(), &st) != 0)
     return true;
+  if (!checkCheckpointPath(path, /*replacing=*/true, error))
+    return false;
   if (!S_ISDIR(st.st_mode)) {
+    // A format 1 or 2 file (checkCheckpointPath read it as one).
     if (!fs::remove(path, ec) && ec) {
       error = "cannot remove the checkpoint '" + path + "': " + ec.message();
       return false;
@@ -334,26 +519,65 @@ bool runtime::removeCheckpoints(const std::string &path, std::string &error) {
             "directory holding it to start over there";
     return false;
   }
-  for (const auto &[step, dir] : stepDirectories(path)) {
-    fs::remove_all(dir, ec);
-    if (ec) {
-      error = "cannot remove '" + dir + "': " + ec.message();
+  // Everything that goes is checked before anything goes: the step
+  // directories (a manifest and shard files only) and `latest` (a step's
+  // name). Other entries of the directory stay as they are.
+  std::map<int64_t, std::string> steps = stepDirectories(path);
+  for (const auto &[step, dir] : steps) {
+    std::string foreign = foreignEntries(dir, /*needManifest=*/true);
+    if (!foreign.empty()) {
+      error = "'" + dir + "' holds " + foreign +
+              ", which gptc did not write: gptc removes only its own "
+              "checkpoints, so it removed nothing (move those away, or name "
+              "another --checkpoint)";
       return false;
     }
   }
-  fs::remove(path + "/" + kLatest, ec);
-  if (ec) {
-    error = "cannot remove '" + path + "/" + kLatest + "': " + ec.message();
+  std::string latest = path + "/" + kLatest;
+  bool hasLatest = ::lstat(latest.c_str(), &st) == 0;
+  if (hasLatest) {
+    std::string name;
+    std::ifstream in(latest);
+    std::getline(in, name);
+    if (!S_ISREG(st.st_mode) || st.st_size > 64 || stepOf(name) < 0) {
+      error = "'" + latest + "' is not a checkpoint's 'latest' file (it " +
+              (S_ISREG(st.st_mode) ? "holds '" + printable(name) + "'"
+                                   : std::string("is not a file")) +
+              "): gptc removes only its own checkpoints, so it removed "
+              "nothing";
+      return false;
+    }
+  }
+  for (const auto &[step, dir] : steps)
+    if (!removeOwnStepDirectory(dir, /*needManifest=*/true, error))
+      return false;
+  if (hasLatest && !fs::remove(latest, ec) && ec) {
+    error = "cannot remove '" + latest + "': " + ec.message();
     return false;
   }
   return true;
 }
 
-static std::string gibibytes(double bytes) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(bytes < (1 << 30) ? 3 : 1)
-     << bytes / (1 << 30) << " GiB";
-  return os.str();
+/// Two byte counts in one unit that shows how they differ: KiB, MiB or
+/// GiB by the larger, with as many decimals as it takes ("1.9 MiB" and
+/// "2.2 MiB", not "0.002 GiB" twice).
+static std::pair<std::string, std::string> sizesApart(double a, double b) {
+  double larger = std::max(a, b);
+  double unit = larger < (1 << 20)   ? 1024.0
+                : larger < (1 << 30) ? 1048576.0
+                                     : 1073741824.0;
+  const char *name = unit == 1024.0      ? " KiB"
+                     : unit == 1048576.0 ? " MiB"
+                                         : " GiB";
+  auto text = [&](double bytes, int decimals) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(decimals) << bytes / unit << name;
+    return os.str();
+  };
+  int decimals = 1;
+  while (decimals < 6 && a != b && text(a, decimals) == text(b, decimals))
+    ++decimals;
+  return {text(a, decimals), text(b, decimals)};
 }
 
 static CheckpointFaults injected;
@@ -368,6 +592,8 @@ bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
   std::error_code ec;
   std::string root = path;
   struct stat st;
+  if (!checkCheckpointPath(path, /*replacing=*/false, error))
+    return false;
   if (std::optional<std::string> beside = besideStepDirectory(path)) {
     root = *beside;
   } else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -412,16 +638,18 @@ bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
                       ? injected.freeBytes
                       : double(vfs.f_bavail) * double(vfs.f_frsize);
     if (free < double(bytes)) {
-      error = "a checkpoint of this run needs about " + gibibytes(bytes) +
-              " and '" + root + "' has " + gibibytes(free) +
+      auto [need, have] = sizesApart(double(bytes), free);
+      error = "a checkpoint of this run needs about " + need + " and '" + root +
+              "' has " + have +
               " free: free space there or name another place with "
               "--checkpoint";
       return false;
     }
     if (free < 2.0 * double(bytes))
-      warning = "'" + root + "' has " + gibibytes(free) +
+      warning = "'" + root + "' has " +
+                sizesApart(free, 2.0 * double(bytes)).first +
                 " free, less than two checkpoints of this run (about " +
-                gibibytes(bytes) +
+                sizesApart(double(bytes), free).first +
                 " each): a checkpoint is complete before the previous one "
                 "is removed, so the second one will not fit";
   }
@@ -443,17 +671,31 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
   std::string root = path;
   if (rank == 0) {
     struct stat st;
+    // Only into a directory of its own, and over nothing but a checkpoint
+    // file gptc wrote (checkCheckpointPath).
+    ok = checkCheckpointPath(path, /*replacing=*/false, error);
     if (std::optional<std::string> beside = besideStepDirectory(path))
       root = *beside;
-    else if (::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    else if (ok && ::stat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
       root = path + ".format3.tmp";
     tmpDir = root + "/" + name + ".tmp";
-    fs::create_directories(root, ec);
-    if (!ec)
-      fs::remove_all(tmpDir, ec);
-    if (!ec)
+    if (ok)
+      fs::create_directories(root, ec);
+    // A step directory left by a write that failed goes, where it holds
+    // only what gptc writes; and the step is written over only where so.
+    std::string final = root + "/" + name, foreign;
+    if (ok && !ec && fs::exists(tmpDir, ec))
+      ok = removeOwnStepDirectory(tmpDir, /*needManifest=*/false, error);
+    if (ok && !ec && fs::exists(final, ec) &&
+        !(foreign = foreignEntries(final, /*needManifest=*/false)).empty()) {
+      error = "'" + final + "' holds " + foreign +
+              ", which gptc did not write: gptc writes over only its own "
+              "checkpoints (move those away, or name another --checkpoint)";
+      ok = false;
+    }
+    if (ok && !ec)
       fs::create_directory(tmpDir, ec);
-    if (ec) {
+    if (ok && ec) {
       error = "cannot create the checkpoint directory '" + tmpDir +
               "': " + ec.message();
       ok = false;
@@ -578,12 +820,14 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
     if (ok) {
       syncDirectory(tmpDir);
       std::string final = root + "/" + name, old = final + ".old";
-      fs::remove_all(old, ec);
-      if (fs::exists(final, ec))
+      if (fs::exists(old, ec) &&
+          !removeOwnStepDirectory(old, /*needManifest=*/false, error))
+        ok = false;
+      if (ok && fs::exists(final, ec))
         fs::rename(final, old, ec);
-      if (!ec)
+      if (ok && !ec)
         fs::rename(tmpDir, final, ec);
-      if (ec) {
+      if (ok && ec) {
         error = "cannot move the checkpoint into place at '" + final +
                 "': " + ec.message();
         ok = false;
@@ -615,9 +859,15 @@ bool runtime::writeCheckpointDirectory(const std::string &path,
     if (ok && keep > 0) {
       int kept = 0;
       std::map<int64_t, std::string> steps = stepDirectories(root);
-      for (auto it = steps.rbegin(); it != steps.rend(); ++it)
-        if (it->first <= header.step() && ++kept > keep)
-          fs::remove_all(it->second, ec);
+      for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+        if (it->first > header.step() || ++kept <= keep)
+          continue;
+        // Pruned only where it holds nothing but what gptc writes.
+        std::string prune;
+        if (!removeOwnStepDirectory(it->second, /*needManifest=*/true, prune))
+          std::cerr << "gptc: warning: --keep-checkpoints kept " << prune
+                    << "\n";
+      }
     }
     if (!ok)
       fs::remove_all(tmpDir, ec);
@@ -748,7 +998,8 @@ CheckpointReader::open(const std::string &path, std::string &error) {
     std::getline(latest, name);
     if (stepOf(name) < 0) {
       error = "the checkpoint directory '" + path +
-              "' has a damaged 'latest' file (it names '" + name + "')";
+              "' has a damaged 'latest' file (it names '" + printable(name) +
+              "')";
       return nullptr;
     }
     dir = path + "/" + name;
@@ -817,21 +1068,61 @@ static std::string describe(const std::vector<Difference> &changes) {
 
 bool CheckpointReader::checkModel(const std::string &signature,
                                   const std::string &model,
-                                  const Recipe &recipe,
-                                  std::string &error) const {
+                                  const Recipe &recipe, std::string &error,
+                                  const std::string &legacy) const {
   // Format 1 stored std::hash of the signature (this build's, for
   // compatibility with the checkpoints it wrote).
   std::string expected =
       header.format_version() == 1
           ? std::to_string(std::hash<std::string>()(signature))
           : checkpointFingerprint(signature);
-  if (header.fingerprint() == expected)
+  if (header.fingerprint() == expected ||
+      (!legacy.empty() && header.format_version() > 1 &&
+       header.fingerprint() == checkpointFingerprint(legacy)))
     return true;
   error = "the checkpoint '" + where + "' is of model '" + header.model() +
-          "' with other parameters; it does not fit '" + model + "'";
+          "' with other parameters; it does not fit this '" + model + "'";
   std::vector<Difference> arch = differences(header, recipe, "model.");
-  if (!arch.empty())
-    error += " (" + describe(arch) + ")";
+  std::string what = describe(arch);
+  // Else the parameters themselves: the signature lists "name:AxBxdtype;".
+  if (what.empty()) {
+    std::vector<std::string> found;
+    size_t count = 0;
+    std::set<std::string> mine;
+    for (size_t at = 0; at < signature.size();) {
+      size_t end = signature.find(';', at);
+      std::string entry = signature.substr(at, end - at);
+      at = end == std::string::npos ? signature.size() : end + 1;
+      size_t colon = entry.find(':');
+      if (colon == std::string::npos)
+        continue;
+      std::string name = entry.substr(0, colon), dims = entry.substr(colon + 1);
+      mine.insert(name);
+      const checkpoint::TensorRecord *t = find(name);
+      std::string theirs;
+      if (t) {
+        for (int64_t d : t->shape())
+          theirs += std::to_string(d) + "x";
+        theirs += dtypeName(static_cast<program::DType>(t->dtype()));
+      }
+      if (t && theirs == dims)
+        continue;
+      if (++count <= 3)
+        found.push_back(t ? "'" + name + "' is " + theirs + " there, " + dims +
+                                " here"
+                          : "it has no '" + name + "'");
+    }
+    for (const checkpoint::TensorRecord &t : header.tensors())
+      if (t.name().rfind("m:", 0) != 0 && t.name().rfind("v:", 0) != 0 &&
+          t.shape_size() > 0 && !mine.count(t.name()) && ++count <= 3)
+        found.push_back("this model has no '" + t.name() + "'");
+    for (const std::string &f : found)
+      what += (what.empty() ? "" : "; ") + f;
+    if (count > found.size())
+      what += " and " + std::to_string(count - found.size()) + " more";
+  }
+  if (!what.empty())
+    error += " (" + what + ")";
   return false;
 }
 
@@ -1013,30 +1304,51 @@ bool CheckpointReader::readShard(const checkpoint::TensorRecord &t, int s,
 bool CheckpointReader::read(const std::string &name,
                             const std::vector<int64_t> &whole,
                             const std::vector<int64_t> &start, Tensor &block,
-                            std::string &error) {
+                            std::string &error, int64_t vocabRows) {
   const checkpoint::TensorRecord *t = find(name);
   std::vector<int64_t> shape;
   if (t)
     shape.assign(t->shape().begin(), t->shape().end());
   bool dtypeDiffers = t && t->dtype() != block.dtype;
-  if (!t || shape != whole || dtypeDiffers) {
+  // A vocabulary table padded otherwise: the rows both have are copied,
+  // those past the checkpoint's are zero (padding rows are zero).
+  bool padded = t && shape != whole && vocabRows > 0 && !shape.empty() &&
+                shape.size() == whole.size() &&
+                std::equal(shape.begin() + 1, shape.end(), whole.begin() + 1) &&
+                shape[0] >= vocabRows && whole[0] >= vocabRows;
+  if (!t || (shape != whole && !padded) || dtypeDiffers) {
     error = "the checkpoint '" + where + "' lacks or mis-sizes '" + name + "'";
     if (t && shape != whole)
       error += ": it holds " + shapeText(shape) + ", the model has " +
                shapeText(whole);
+    else if (dtypeDiffers)
+      error += std::string(": it holds ") +
+               dtypeName(static_cast<program::DType>(t->dtype())) +
+               ", the model has " + dtypeName(block.dtype);
     return false;
+  }
+  // The elements of `block` the checkpoint holds (all but padding rows it
+  // lacks).
+  int64_t expected = block.numElements();
+  if (padded) {
+    std::fill(block.raw(), block.raw() + block.byteSize(), std::byte{0});
+    int64_t perRow = block.shape.empty() || block.shape[0] == 0
+                         ? 0
+                         : block.numElements() / block.shape[0];
+    int64_t rows = std::clamp<int64_t>(shape[0] - start[0], 0, block.shape[0]);
+    expected = rows * perRow;
   }
   if (legacy) {
     const checkpoint::Tensor *data = legacyData.at(name);
     Tensor src = Tensor::view(
-        block.dtype, whole,
+        block.dtype, shape,
         reinterpret_cast<std::byte *>(const_cast<char *>(data->data().data())));
     if (static_cast<int64_t>(data->data().size()) != src.byteSize()) {
       error =
           "the checkpoint '" + where + "' lacks or mis-sizes '" + name + "'";
       return false;
     }
-    copyOverlap(src.raw(), std::vector<int64_t>(whole.size(), 0), whole,
+    copyOverlap(src.raw(), std::vector<int64_t>(shape.size(), 0), shape,
                 block.raw(), start, block.shape, elementSize(block.dtype));
     return true;
   }
@@ -1057,7 +1369,7 @@ bool CheckpointReader::read(const std::string &name,
     copied += copyOverlap(reinterpret_cast<const std::byte *>(bytes.data()),
                           sStart, sExtent, block.raw(), start, block.shape, es);
   }
-  if (copied != block.numElements()) {
+  if (copied != expected) {
     error = "the checkpoint '" + where + "' lacks part of '" + name + "'";
     return false;
   }
@@ -1097,14 +1409,28 @@ bool gptc::runtime::verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
   return true;
 }
 
+int64_t gptc::runtime::vocabularyRows(const program::Value &param,
+                                      const std::vector<int64_t> &shape,
+                                      int64_t vocab) {
+  if (shape.empty())
+    return 0;
+  if (param.init().rows() > 0 && param.init().rows() < shape[0])
+    return param.init().rows();
+  return vocab > 0 && shape[0] == vocab ? vocab : 0;
+}
+
 std::string gptc::runtime::modelFingerprint(
     const std::vector<const program::Value *> &params,
-    const std::vector<std::vector<int64_t>> &shapes) {
+    const std::vector<std::vector<int64_t>> &shapes, bool logical) {
   std::ostringstream fp;
   for (size_t i = 0; i < params.size(); ++i) {
     fp << params[i]->name() << ":";
-    for (int64_t d : shapes[i])
-      fp << d << "x";
+    int64_t rows = params[i]->init().rows();
+    for (size_t d = 0; d < shapes[i].size(); ++d)
+      fp << (d == 0 && logical && rows > 0 && rows < shapes[i][0]
+                 ? rows
+                 : shapes[i][d])
+         << "x";
     fp << dtypeName(params[i]->type().dtype()) << ";";
   }
   return fp.str();

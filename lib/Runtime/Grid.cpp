@@ -210,6 +210,11 @@ int runtime::launcherRank() {
       {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"});
 }
 
+int runtime::launcherSize() {
+  return firstRankVariable(
+      {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"});
+}
+
 int runtime::localDeviceIndex(int rank, int devices) {
   int local = launcherLocalRank();
   if (local < 0)

@@ -944,7 +944,11 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
   if (!I.comm->allReduceSum(shared, 2, program::F64, grid, allAxes, error))
     return false;
   double loss = static_cast<float>(shared[0]);
-  bool found = shared[1] > 0;
+  // trainBatch's guard: a non-finite loss or norm (the same on every
+  // rank: both are sums over all of them) skips the update.
+  bool found =
+      shared[1] > 0 ||
+      (guardNonFinite && (!std::isfinite(loss) || !std::isfinite(norm)));
   const program::ScheduleParams &sp = I.plan.schedule_params();
   float lr = static_cast<float>(
       cpu::learningRate(step, sp.peak(), sp.min(), sp.warmup(), sp.total(),
@@ -994,6 +998,23 @@ bool PipelineTrainer::runStep(int64_t step, Tensor &tokens, Tensor &labels,
   return true;
 }
 
+bool PipelineTrainer::keepForRollBack(std::string &) {
+  // The update is the runtime's own (guarded by guardNonFinite): only
+  // fp16's loss scale and its counters change on a skipped step.
+  Impl &I = *impl;
+  keptLossScale = I.lossScale.data<float>()[0];
+  keptGoodSteps = I.goodSteps;
+  keptUpdates = I.updates;
+  return true;
+}
+
+void PipelineTrainer::rollBack() {
+  Impl &I = *impl;
+  I.lossScale.data<float>()[0] = keptLossScale;
+  I.goodSteps = keptGoodSteps;
+  I.updates = keptUpdates;
+}
+
 bool PipelineTrainer::finishSteps(std::ostream &, const Progress &,
                                   std::string &error) {
   // The final parameters.
@@ -1032,14 +1053,15 @@ bool PipelineTrainer::dumpParameters(const std::string &prefix,
 }
 
 namespace {
-std::string fingerprintOf(const program::PipelinePlan &plan) {
+std::string fingerprintOf(const program::PipelinePlan &plan,
+                          bool logical = true) {
   std::vector<const program::Value *> values;
   std::vector<std::vector<int64_t>> shapes;
   for (const program::Value &v : plan.params()) {
     values.push_back(&v);
     shapes.push_back(layoutOf(v).shape);
   }
-  return modelFingerprint(values, shapes);
+  return modelFingerprint(values, shapes, logical);
 }
 } // namespace
 
@@ -1112,7 +1134,9 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
                                      std::string &error) {
   Impl &I = *impl;
   auto reader = CheckpointReader::open(path, error);
-  if (!reader || !checkResume(*reader, fingerprintOf(I.plan), error))
+  std::string padded = fingerprintOf(I.plan, /*logical=*/false);
+  if (!reader || !checkResume(*reader, fingerprintOf(I.plan), error,
+                              padded == fingerprintOf(I.plan) ? "" : padded))
     return false;
   for (size_t k = 0; k < I.own.size(); ++k) {
     const program::Value &pv = I.plan.params(I.own[k]);
@@ -1124,7 +1148,8 @@ bool PipelineTrainer::loadCheckpoint(const std::string &path,
     for (int j = 0; j < 3; ++j) {
       Tensor block(program::F32,
                    layout.isSplit() ? layout.blockShape(I.grid) : layout.shape);
-      if (!reader->read(names[j], layout.shape, start, block, error))
+      if (!reader->read(names[j], layout.shape, start, block, error,
+                        vocabularyRows(pv, layout.shape, I.options.vocab)))
         return false;
       if (j == 0) {
         *state[j] = std::move(block);

@@ -6,6 +6,7 @@
 
 #include "gptc/Runtime/ProcessMemory.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -29,15 +30,39 @@ static int64_t statusBytes(const char *key) {
   return -1;
 }
 
-int64_t runtime::peakResidentBytes() { return statusBytes("VmHWM:"); }
+/// The peak before the last measurement excludeFromPeak kept out (the
+/// high-water mark restarted after it); 0: none.
+static int64_t carriedPeak = 0;
+
+int64_t runtime::peakResidentBytes() {
+  int64_t now = statusBytes("VmHWM:");
+  return now < 0 ? now : std::max(now, carriedPeak);
+}
 
 int64_t runtime::residentBytes() { return statusBytes("VmRSS:"); }
 
-bool runtime::resetPeakResident() {
+static bool clearPeak() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";
   clear.flush();
   return static_cast<bool>(clear);
+}
+
+bool runtime::resetPeakResident() {
+  carriedPeak = 0;
+  return clearPeak();
+}
+
+int64_t runtime::excludeFromPeak(const std::function<void()> &measure) {
+  int64_t before = peakResidentBytes();
+  measure();
+  int64_t during = statusBytes("VmHWM:");
+  // Its buffers are freed: given back, so that the mark restarts below.
+  returnFreeHeap();
+  if (before < 0 || during < 0 || !clearPeak())
+    return 0;
+  carriedPeak = before;
+  return std::max<int64_t>(0, during - before);
 }
 
 namespace {

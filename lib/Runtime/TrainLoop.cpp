@@ -21,9 +21,13 @@
 #include "gptc/Runtime/TrainLoop.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <random>
@@ -78,8 +82,9 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
   // takes its rows). Batches depend on the data seed and the step only, so
   // that a resumed run sees the batches an uninterrupted one would.
   Tensor tokens(program::I32, {rows, T}), labels(program::I32, {rows, T});
-  if (!o.dumpDir.empty())
-    ::mkdir(o.dumpDir.c_str(), 0755);
+  if (!o.dumpDir.empty() &&
+      !prepareOutputDirectory(o.dumpDir, "--dump-dir", error))
+    return false;
   Progress progress(log, writer, first, stop, last, rows * T, o.logInterval,
                     o.liveProgress, hasLossScale());
   if (!o.dumpDir.empty() &&
@@ -150,8 +155,11 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
     slowest = std::max(slowest, (TraceRecorder::now() - stepStart) * 1e-6);
     armWatchdog();
     // A skipped step's norm may be infinite (fp16's overflow); otherwise
-    // the loss and the gradient norm must be finite.
-    bool finite = std::isfinite(r.loss) && (r.skipped || std::isfinite(r.norm));
+    // the loss and the gradient norm must be finite. Without a loss scale
+    // a program skips only a non-finite step (its skip flag).
+    bool finite = std::isfinite(r.loss) &&
+                  (hasLossScale() ? r.skipped || std::isfinite(r.norm)
+                                  : !r.skipped && std::isfinite(r.norm));
     bool policySkip = o.skipNonFinite && r.skipped &&
                       (!hasLossScale() || !std::isfinite(r.loss));
     if (!finite && !policySkip) {
@@ -164,6 +172,8 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
                      std::to_string(step + 1) + " (") +
           "gradient norm " + number(r.norm) + ", learning rate " +
           number(r.lr) + "); " +
+          (r.skipped ? std::string("the update was not applied; ")
+                     : std::string()) +
           (checkpointStep >= 0
                ? "the last good state is the checkpoint of step " +
                      std::to_string(checkpointStep) + " in '" +
@@ -195,6 +205,9 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
       if (trace)
         trace->slice("evaluate", "evaluate", start, TraceRecorder::now(), 0);
       progress.validation(step, val);
+      if (writer && !o.dumpDir.empty() &&
+          !appendValidation(o.dumpDir, step + 1, val, error))
+        return false;
     }
     // What every rank does after this step, agreed: stop (a signal reached
     // some rank) and checkpoint by the clock (rank 0's decides).
@@ -229,6 +242,67 @@ bool TrainingRun::train(const Dataset &data, std::ostream &log,
     return false;
   progress.summary();
   return finishSteps(log, progress, error);
+}
+
+bool runtime::appendValidation(const std::string &dir, int64_t step,
+                               double loss, std::string &error) {
+  std::string path = dir + "/validation.tsv";
+  struct stat st;
+  bool fresh = ::stat(path.c_str(), &st) != 0 || st.st_size == 0;
+  std::ofstream out(path, std::ios::app);
+  if (fresh)
+    out << "step\tloss\n";
+  out << step << "\t" << std::setprecision(9) << loss << "\n";
+  out.flush();
+  if (!out) {
+    error = "--dump-dir: cannot write '" + path + "'";
+    return false;
+  }
+  return true;
+}
+
+bool runtime::prepareOutputDirectory(const std::string &dir,
+                                     const std::string &flag,
+                                     std::string &error) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    error =
+        flag + ": cannot create the directory '" + dir + "': " + ec.message();
+    return false;
+  }
+  std::string probe = dir + "/.gptc-write-test-" + std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool written = fd >= 0 && ::write(fd, "gptc\n", 5) == 5;
+  int saved = errno;
+  if (fd >= 0) {
+    written = ::close(fd) == 0 && written;
+    ::unlink(probe.c_str());
+  }
+  if (!written) {
+    error = flag + ": cannot write into '" + dir + "': " + std::strerror(saved);
+    return false;
+  }
+  return true;
+}
+
+bool runtime::checkOutputFile(const std::string &path, const std::string &flag,
+                              std::string &error) {
+  struct stat st;
+  bool existed = ::stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) {
+    error = flag + ": '" + path + "' is a directory, not a file";
+    return false;
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = flag + ": cannot write '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  ::close(fd);
+  if (!existed)
+    ::unlink(path.c_str());
+  return true;
 }
 
 std::string runtime::shareCores(Communicator *comm, std::string &error) {
@@ -272,7 +346,34 @@ std::string runtime::shareCores(Communicator *comm, std::string &error) {
         std::min(threads, std::max(1, static_cast<int>(std::floor(
                                           budget.quota / onHost + 1e-9))));
   // How idle threads wait, as libgomp read it at its start (ThreadDefaults.cpp
-  // bounds the spin where the user did not choose).
+  // bounds the spin where the user did not choose). A value libgomp would
+  // silently ignore or misread is the user's error.
+  if (const char *policy = std::getenv("OMP_WAIT_POLICY")) {
+    std::string p = policy;
+    std::transform(p.begin(), p.end(), p.begin(), ::tolower);
+    if (p != "active" && p != "passive") {
+      error = std::string("OMP_WAIT_POLICY='") + policy +
+              "' is neither ACTIVE nor PASSIVE (how idle OpenMP threads "
+              "wait)";
+      return "";
+    }
+  }
+  if (const char *spin = std::getenv("GOMP_SPINCOUNT")) {
+    std::string text = spin, lower = text;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    size_t digits = text.find_first_not_of("0123456789");
+    bool number =
+        digits != 0 && !text.empty() &&
+        (digits == std::string::npos ||
+         (digits + 1 == text.size() &&
+          std::string("kKmMgGtT").find(text[digits]) != std::string::npos));
+    if (!number && lower != "infinite" && lower != "infinity") {
+      error = "GOMP_SPINCOUNT='" + text +
+              "' is not a spin count (a count >= 0, with k, M, G or T, or "
+              "'infinite')";
+      return "";
+    }
+  }
   std::string waiting;
   if (const char *policy = std::getenv("OMP_WAIT_POLICY"))
     waiting = std::string("; OMP_WAIT_POLICY=") + policy;
@@ -283,9 +384,35 @@ std::string runtime::shareCores(Communicator *comm, std::string &error) {
     waiting = "; idle threads spin as libgomp's default";
   std::ostringstream line;
   if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
-    // The user's choice: OpenMP already runs that many.
-    line << cpu::numThreads()
-         << (cpu::numThreads() == 1 ? " thread" : " threads")
+    // The user's choice (its first level: "4,2" runs 4), up to this
+    // rank's share of the cores: more threads than cores only wait for
+    // each other, and a count the system cannot start fails in libgomp.
+    std::string text = omp;
+    std::string first = text.substr(0, text.find(','));
+    char *end = nullptr;
+    errno = 0;
+    long long asked = std::strtoll(first.c_str(), &end, 10);
+    if (first.empty() || *end || errno || asked < 1 ||
+        first.find_first_not_of("0123456789") != std::string::npos) {
+      error = "OMP_NUM_THREADS='" + text +
+              "' is not a thread count (a number >= 1; unset it to use "
+              "every core gptc may)";
+      return "";
+    }
+    if (asked > threads) {
+      cpu::setNumThreads(threads);
+      line << threads << (threads == 1 ? " thread" : " threads")
+           << (n > 1 ? " per rank" : "") << ": OMP_NUM_THREADS=" << omp
+           << " lowered to the cores this rank may use (" << budget.describe()
+           << (sameMask > 1
+                   ? ", shared by " + std::to_string(sameMask) + " ranks"
+                   : std::string()) +
+                  ")"
+           << waiting;
+      return line.str();
+    }
+    cpu::setNumThreads(static_cast<int>(asked));
+    line << asked << (asked == 1 ? " thread" : " threads")
          << (n > 1 ? " per rank" : "") << ": OMP_NUM_THREADS=" << omp
          << waiting;
     return line.str();

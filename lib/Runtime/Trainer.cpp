@@ -8,6 +8,7 @@
 
 #include "gptc/Runtime/KernelProfile.h"
 #include "gptc/Runtime/Npy.h"
+#include "gptc/Runtime/ProcessMemory.h"
 #include "gptc/Runtime/ProgramFormat.h"
 #include "gptc/Runtime/Progress.h"
 #include "gptc/Runtime/Trace.h"
@@ -253,6 +254,9 @@ std::unique_ptr<Trainer> Trainer::create(const program::Program &program,
   for (int k = 0; k < 3 * n; ++k)
     t->layouts[k] = layoutOf(step->values(step->inputs(t->stateIn[k])));
   t->fingerprint = modelFingerprint(fpValues, fpShapes);
+  t->paddedSignature = modelFingerprint(fpValues, fpShapes, /*logical=*/false);
+  if (t->paddedSignature == t->fingerprint)
+    t->paddedSignature.clear();
   return t;
 }
 
@@ -438,23 +442,74 @@ bool TrainingRun::trainBatch(Tensor &tokens, Tensor &labels, double &loss,
               std::to_string(shape[1]) + " token ids (tokens and labels)";
       return false;
     }
+  // A transaction: a step that fails leaves the step, the parameters, the
+  // optimizer state and the loss scale as they were.
   if (!beginSteps(step, step + 1, nullptr, error))
     return false;
-  StepResult r;
-  bool ok = runStep(step, tokens, labels, r, error);
-  endSteps();
-  if (!ok)
-    return false;
-  loss = r.loss;
-  norm = r.norm;
-  if (!std::isfinite(r.loss) || (!r.skipped && !std::isfinite(r.norm))) {
-    error = "the step's loss or gradient norm is not finite (loss " +
-            std::to_string(r.loss) + ", norm " + std::to_string(r.norm) + ")";
+  if (!keepForRollBack(error)) {
+    endSteps();
     return false;
   }
+  StepResult r;
+  guardNonFinite = true;
+  bool ok = runStep(step, tokens, labels, r, error);
+  guardNonFinite = false;
+  endSteps();
+  // fp16's overflow is a step skipped as loss scaling does (the scale
+  // lowered), not a failure; any other non-finite step is.
+  bool finite = std::isfinite(r.loss) &&
+                (hasLossScale() ? r.skipped || std::isfinite(r.norm)
+                                : !r.skipped && std::isfinite(r.norm));
+  if (ok && !finite)
+    error = "the step's loss or gradient norm is not finite (loss " +
+            std::to_string(r.loss) + ", norm " + std::to_string(r.norm) +
+            "): the update was not applied, and the trainer is as it was at "
+            "step " +
+            std::to_string(step);
+  if (!ok || !finite) {
+    rollBack();
+    return false;
+  }
+  loss = r.loss;
+  norm = r.norm;
   lastLoss = r.loss;
   ++step;
   return true;
+}
+
+bool Trainer::keepForRollBack(std::string &error) {
+  keptScalars.clear();
+  keptState.clear();
+  for (const ScalarState &s : scalars)
+    keptScalars.push_back(s.value);
+  // A program with the skip flag (overflowOut) leaves the parameters and
+  // moments as they were on a non-finite step; without it, they are kept
+  // here (a host copy).
+  if (overflowOut >= 0)
+    return true;
+  if (!syncState(error))
+    return false;
+  int64_t n = static_cast<int64_t>(params.size());
+  for (int64_t k = 0; k < 3 * n; ++k)
+    keptState.push_back(stateTensor(k));
+  return true;
+}
+
+void Trainer::rollBack() {
+  for (size_t i = 0; i < scalars.size() && i < keptScalars.size(); ++i)
+    std::memcpy(scalars[i].value.raw(), keptScalars[i].raw(),
+                static_cast<size_t>(keptScalars[i].byteSize()));
+  if (!keptState.empty()) {
+    for (size_t k = 0; k < keptState.size(); ++k) {
+      Tensor &t = stateTensor(static_cast<int64_t>(k));
+      if (t.byteSize() == keptState[k].byteSize())
+        std::memcpy(t.raw(), keptState[k].raw(),
+                    static_cast<size_t>(t.byteSize()));
+    }
+    keepStateResident();
+  }
+  keptScalars.clear();
+  keptState.clear();
 }
 
 bool Trainer::writeParameter(const std::string &name, const Tensor &whole,
@@ -794,9 +849,15 @@ bool Trainer::finishSteps(std::ostream &log, const Progress &progress,
       afterFirst ? run->stop - run->first - 1 : run->stop - run->first;
   const program::Function &stepFn = trainStep->getFunction();
   std::vector<KernelTime> kernels = trainStep->profile();
-  double copy = backend->copyBandwidth();
+  // The copy's buffers (512 MiB) are the probe's, not training's: kept
+  // out of the peak that gptc train reports.
+  double copy = 0;
+  int64_t probe = excludeFromPeak([&] { copy = backend->copyBandwidth(); });
   printKernelProfile(log, stepFn.name(), kernels, steps, afterFirst,
                      progress.secondsPerStep(), copy);
+  if (probe > 0)
+    log << "profile: the copy's buffers (" << std::fixed << std::setprecision(1)
+        << probe / 1048576.0 << " MiB) are not counted in the peak memory\n";
   return options.profileJson.empty() ||
          writeKernelProfile(options.profileJson, stepFn.name(), kernels, steps,
                             progress.secondsPerStep(), copy,

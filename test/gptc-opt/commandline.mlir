@@ -52,3 +52,13 @@
 // LIST: gptc-autodiff
 // LIST: gptc-model-stats
 // LIST: gptc-verify-model
+
+// A diagnostic names its op by location only: gptc-opt and gptc turn
+// MLIR's --mlir-print-op-on-diagnostic off (tiny's model-stats remark
+// printed its whole function, 7 KB); the flag brings it back.
+// RUN: gptc %models/tiny.pbtxt --emit=mlir -o %t.model.mlir
+// RUN: gptc-opt %t.model.mlir -p 'builtin.module(func.func(gptc-model-stats))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// REMARK: tiny.pbtxt:{{[0-9]+}}:{{[0-9]+}}: remark: gptc.model: 124672 parameters
+// REMARK-NOT: see current operation
+// RUN: gptc-opt %t.model.mlir -p 'builtin.module(func.func(gptc-model-stats))' --mlir-print-op-on-diagnostic -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPTED
+// OPTED: see current operation

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gptc/Dialect/Gptc/Transforms/Passes.h"
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/OnnxImporter.h"
 #include "gptc/InitAll.h"
 #include "gptc/Runtime/Communicator.h"
@@ -158,13 +159,14 @@ int main(int argc, char **argv) {
   if (failed(mlir::gptc::compileProgram(*module, {}, program)))
     return 1;
   if (!emitProgram.empty()) {
-    auto out = openOutputFile(emitProgram, &error);
+    auto out = mlir::gptc::OutputFile::open(emitProgram, error);
     if (!out)
       return fail(error);
     std::string bytes;
     program.SerializeToString(&bytes);
     out->os() << bytes;
-    out->keep();
+    if (!out->finish(error))
+      return fail(error);
   }
 
   if (printProgram) {

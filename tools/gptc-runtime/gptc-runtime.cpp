@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     else if (arg == "--inject-overflow") // testing, as gptc train's
       ok = count(injectStep) && injectStep >= 1;
     else if (arg == "--checkpoint")
-      ok = value(checkpoint);
+      ok = value(checkpoint) && !checkpoint.empty();
     else if (arg == "--dump-dir")
       ok = value(dumpDir);
     else if (arg == "--trace")
@@ -228,6 +228,12 @@ int main(int argc, char **argv) {
   }
   if (artifact.empty())
     return fail(std::string("no artifact\n") + kUsage, 2);
+  if (resume && overwrite)
+    return fail("--resume continues the checkpoints at --checkpoint and "
+                "--overwrite removes them: give one of the two",
+                2);
+  if (stopAt == 0)
+    return fail("--stop-at-step takes a step >= 1, got 0", 2);
   if (device != "cpu" && device != "cuda" && device != "virtual-cuda")
     return fail(
         "--device takes cpu, cuda or virtual-cuda, got '" + device + "'", 2);
@@ -286,8 +292,13 @@ int main(int argc, char **argv) {
   // The artifact's settings, then the flags that replace them (as gptc
   // train's do).
   rt::TrainOptions opts = rt::TrainOptions::fromProgram(program);
+  if (stopAt > opts.steps)
+    return fail("--stop-at-step " + std::to_string(stopAt) +
+                    " is past the artifact's last step (" +
+                    std::to_string(opts.steps) + ")",
+                2);
   if (stopAt >= 0)
-    opts.stopAfter = std::min(stopAt, opts.steps);
+    opts.stopAfter = stopAt;
   if (evalInterval >= 0)
     opts.evalInterval = evalInterval;
   if (keepCheckpoints >= 0)

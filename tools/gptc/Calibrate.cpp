@@ -16,6 +16,7 @@
 
 #include "Plan.h"
 
+#include "gptc/Frontend/InputFile.h"
 #include "gptc/Runtime/CPU/Gemm.h"
 #include "gptc/Runtime/CPU/Kernels.h"
 #include "gptc/Runtime/Communicator.h"
@@ -161,10 +162,10 @@ int mlir::gptc::runCalibrate(const std::string &outputPath) {
   if (!leader)
     return 0;
   int64_t memory = int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  std::unique_ptr<llvm::ToolOutputFile> out =
-      openOutputFile(outputPath.empty() ? "-" : outputPath, &error);
+  std::unique_ptr<OutputFile> out =
+      OutputFile::open(outputPath.empty() ? "-" : outputPath, error);
   if (!out) {
-    llvm::errs() << "gptc: " << error << "\n";
+    llvm::errs() << "gptc: error: " << error << "\n";
     return 1;
   }
   llvm::raw_ostream &os = out->os();
@@ -198,6 +199,9 @@ int mlir::gptc::runCalibrate(const std::string &outputPath) {
   else
     os << "# One process: no link measured (run under mpirun -np N).\n"
        << "intra_node { bandwidth: 1e12 }\n";
-  out->keep();
+  if (!out->finish(error)) {
+    llvm::errs() << "gptc: error: " << error << "\n";
+    return 1;
+  }
   return 0;
 }

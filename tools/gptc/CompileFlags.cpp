@@ -157,17 +157,18 @@ static cl::opt<bool> sequenceParallelOpt(
 namespace {
 enum class ContextAttention { Ring, AllGather };
 } // namespace
-static cl::opt<ContextAttention> contextAttentionOpt(
-    "context-attention",
-    cl::desc("Context parallelism's attention (a cp mesh axis)"),
-    cl::values(clEnumValN(ContextAttention::Ring, "ring",
-                          "key and value blocks passed around the axis, "
-                          "each block's attention merged by online softmax "
-                          "(the default)"),
-               clEnumValN(ContextAttention::AllGather, "all-gather",
-                          "the whole sequence's keys and values gathered "
-                          "first (Llama 3's context parallelism)")),
-    cl::init(ContextAttention::Ring), cl::cat(parallelCategory));
+static cl::opt<ContextAttention, false, NamedValueParser<ContextAttention>>
+    contextAttentionOpt(
+        "context-attention",
+        cl::desc("Context parallelism's attention (a cp mesh axis)"),
+        cl::values(clEnumValN(ContextAttention::Ring, "ring",
+                              "key and value blocks passed around the axis, "
+                              "each block's attention merged by online softmax "
+                              "(the default)"),
+                   clEnumValN(ContextAttention::AllGather, "all-gather",
+                              "the whole sequence's keys and values gathered "
+                              "first (Llama 3's context parallelism)")),
+        cl::init(ContextAttention::Ring), cl::cat(parallelCategory));
 
 static cl::opt<std::string> recomputeOpt(
     "recompute",
@@ -194,7 +195,7 @@ static cl::opt<bool> gemmEpiloguesOpt(
 namespace {
 enum class ZeroReduce { Step, Microbatch };
 } // namespace
-static cl::opt<ZeroReduce> zeroReduceOpt(
+static cl::opt<ZeroReduce, false, NamedValueParser<ZeroReduce>> zeroReduceOpt(
     "zero-reduce",
     cl::desc("ZeRO 2 and 3 with gradient accumulation: when gradients are "
              "reduce-scattered"),
@@ -230,11 +231,21 @@ bool mlir::gptc::explicitParallelOptions() {
          virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
 }
 
+static std::string defaultMesh;
+
+bool mlir::gptc::isWarmupGiven() { return warmupStepsOpt.getNumOccurrences(); }
+
+void mlir::gptc::setDefaultMesh(std::string mesh) {
+  defaultMesh = std::move(mesh);
+}
+
 FailureOr<DescriptionOverrides> mlir::gptc::getDescriptionOverrides() {
   DescriptionOverrides o;
-  if (meshOpt.getNumOccurrences()) {
+  if (meshOpt.getNumOccurrences() || !defaultMesh.empty()) {
     std::string error;
-    if (failed(o.parseMesh(meshOpt, error))) {
+    if (failed(o.parseMesh(meshOpt.getNumOccurrences() ? meshOpt.getValue()
+                                                       : defaultMesh,
+                           error))) {
       llvm::errs() << "gptc: error: " << error << "\n";
       return failure();
     }

@@ -10,11 +10,36 @@
 #include "gptc/Driver/Driver.h"
 #include "gptc/Frontend/ModelSpec.h"
 
-namespace llvm::cl {
-class OptionCategory;
-} // namespace llvm::cl
+#include "llvm/Support/CommandLine.h"
+
+#include <string>
 
 namespace mlir::gptc {
+
+/// cl's parser for an option of named values whose error names them
+/// ("for the --zero-reduce option: takes 'step' or 'microbatch', got
+/// 'bogus'") instead of LLVM's "Cannot find option named 'bogus'!".
+template <typename T>
+class NamedValueParser : public llvm::cl::parser<T> {
+public:
+  using llvm::cl::parser<T>::parser;
+  bool parse(llvm::cl::Option &option, llvm::StringRef, llvm::StringRef arg,
+             T &value) {
+    unsigned n = this->getNumOptions();
+    for (unsigned i = 0; i < n; ++i)
+      if (this->getOption(i) == arg) {
+        value = this->Values[i].V.getValue();
+        return false;
+      }
+    std::string names;
+    for (unsigned i = 0; i < n; ++i)
+      names += std::string(i == 0       ? ""
+                           : i + 1 == n ? " or "
+                                        : ", ") +
+               "'" + this->getOption(i).str() + "'";
+    return option.error("takes " + names + ", got '" + arg + "'");
+  }
+};
 
 /// "gptc options": the category gptc's --help shows first.
 llvm::cl::OptionCategory &gptcOptionCategory();
@@ -40,6 +65,11 @@ LogicalResult addScheduleFlags(DescriptionOverrides &overrides);
 bool isMeshAuto();
 /// A --mesh other than auto was given (gptc plan prices that plan).
 bool isMeshGiven();
+/// The mesh getDescriptionOverrides gives where --mesh is not given
+/// ("dp=4": gptc train under mpirun -np 4 with no mesh); "" for none.
+void setDefaultMesh(std::string mesh);
+/// Whether --warmup-steps is on the command line.
+bool isWarmupGiven();
 /// Whether any parallel or pipeline setting besides --mesh was given.
 bool explicitParallelOptions();
 /// --steps, where given: the schedule's length, compiled into the step.

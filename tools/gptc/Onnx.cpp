@@ -90,12 +90,15 @@ int mlir::gptc::runOnnx(llvm::StringRef inputFilename,
     return 1;
   if (onnxTraining && failed(prepareOnnxForTraining(*imported)))
     return 1;
-  auto output = openOutputFile(outputFilename, &error);
+  auto output = OutputFile::open(outputFilename, error);
   if (!output) {
-    llvm::errs() << "gptc: " << error << "\n";
+    llvm::errs() << "gptc: error: " << error << "\n";
     return 1;
   }
   imported->module->print(output->os());
-  output->keep();
+  if (!output->finish(error)) {
+    llvm::errs() << "gptc: error: " << error << "\n";
+    return 1;
+  }
   return 0;
 }

@@ -49,6 +49,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -318,6 +319,13 @@ static LogicalResult setCheckpointFaults() {
   return success();
 }
 
+/// `v` as a user would write it: -1, 0.5, nan.
+static std::string shortNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
 /// The counts gptc train takes, checked before anything runs (a negative
 /// count used to mean "not given" and was silently replaced).
 static LogicalResult checkTrainOptions() {
@@ -343,6 +351,20 @@ static LogicalResult checkTrainOptions() {
       failed(count(evalIntervalOpt, 0, "N >= 0 (0: no validation)")) ||
       failed(count(logIntervalOpt, 0, "N >= 0 (0: no progress lines)")) ||
       failed(count(keepCheckpointsOpt, 0, "N >= 0 (0: keep all)")) ||
+      failed(count(checkpointIntervalOpt, 0,
+                   "N >= 0 (0: no checkpoint by steps)")) ||
+      (checkpointMinutesOpt.getNumOccurrences() &&
+       !(checkpointMinutesOpt >= 0 && std::isfinite(checkpointMinutesOpt)) &&
+       (fail("--checkpoint-minutes takes minutes >= 0 (0: no checkpoint by "
+             "time), got " +
+             shortNumber(checkpointMinutesOpt.getValue())),
+        true)) ||
+      (resumeOpt && overwriteOpt &&
+       (fail("--resume continues the checkpoints at --checkpoint and "
+             "--overwrite removes them: give one of the two"),
+        true)) ||
+      (checkpointOpt.getNumOccurrences() && checkpointOpt.empty() &&
+       (fail("--checkpoint names a directory, got ''"), true)) ||
       (!(collectiveTimeoutOpt >= 0 && std::isfinite(collectiveTimeoutOpt)) &&
        (fail("--collective-timeout takes seconds >= 0 (0: no watchdog), "
              "got " +
@@ -352,6 +374,24 @@ static LogicalResult checkTrainOptions() {
        nanPolicyOpt != "skip" &&
        (fail("--nan-policy takes 'stop' or 'skip', got '" + nanPolicyOpt + "'"),
         true)));
+}
+
+/// The checks that need the run's final length (--steps or the
+/// description's): the warm-up and --stop-at-step within it.
+static LogicalResult checkSchedule(const ModelDescription &desc) {
+  // --steps shorter than the description's warm-up is a short trial (a
+  // warning); a warm-up the flags or the description make longer than
+  // the run they give is an error.
+  if (failed(desc.checkSchedule(stepsFlag().has_value() && !isWarmupGiven())))
+    return failure();
+  int64_t steps = desc.getConfig().steps;
+  if (stopAfterOpt.getNumOccurrences() && stopAfterOpt > steps) {
+    fail("--stop-at-step " + std::to_string(stopAfterOpt) +
+         " is past the run's last step (" + std::to_string(steps) +
+         ", --steps): it stops where the schedule ends anyway");
+    return failure();
+  }
+  return success();
 }
 
 /// The run's options: the artifact's training settings (what
@@ -427,6 +467,8 @@ static int runPipelineTrain(ModelDescription &desc,
   }
   if (stepsFlag())
     desc.setSteps(*stepsFlag());
+  if (failed(checkSchedule(desc)))
+    return 1;
   // The processes first: compiling a large model takes minutes.
   std::unique_ptr<rt::Communicator> comm;
   std::string error;
@@ -579,6 +621,23 @@ int mlir::gptc::runTrain(const std::string &modelPath,
       parseDescription(sourceMgr, context, onnx ? &onnxShape : nullptr);
   if (failed(desc))
     return 1;
+  // Under a launcher of N processes, a description without a mesh (and no
+  // --mesh) trains data parallel over them, as torchrun's users expect.
+  int world = rt::launcherSize();
+  std::string defaultMeshNote;
+  if (world > 1 && desc->getMeshAxes().empty() && !isMeshGiven() &&
+      !isMeshAuto()) {
+    setDefaultMesh("dp=" + std::to_string(world));
+    desc = parseDescription(sourceMgr, context, onnx ? &onnxShape : nullptr);
+    if (failed(desc))
+      return 1;
+    defaultMeshNote = "gptc: mesh dp=" + std::to_string(world) + ": the " +
+                      std::to_string(world) +
+                      " processes the launcher started (the description "
+                      "has no mesh and --mesh is not given)\n";
+  }
+  if (!defaultMeshNote.empty() && rt::launcherRank() <= 0)
+    llvm::errs() << defaultMeshNote;
   const ModelConfig &m = desc->getConfig();
   std::string onnxPath = desc->getOnnxModelPath();
   OnnxImportOptions onnxOptions;
@@ -611,6 +670,10 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   }
   if (!nanPolicyOpt.empty())
     desc->setSkipNonFinite(nanPolicyOpt == "skip");
+  if (m.pipelineParallel <= 1 && options->pipeline.any())
+    return fail("--pipeline-schedule, --virtual-stages and --pipeline-layers "
+                "shape a pipeline; this mesh has no pipeline axis (--mesh "
+                "pp=N)");
   int64_t injectStep = -1, injectRank = 0;
   if (!injectOverflowOpt.empty()) {
     StringRef spec = injectOverflowOpt;
@@ -629,6 +692,8 @@ int mlir::gptc::runTrain(const std::string &modelPath,
   // 2. Compile @forward and @train_step; --steps sets the schedule's length.
   if (stepsFlag())
     desc->setSteps(*stepsFlag());
+  if (failed(checkSchedule(*desc)))
+    return 1;
   bool fromOnnx = onnx.has_value();
   std::map<std::string, std::string> initialValues;
   OwningOpRef<ModuleOp> module =
@@ -817,6 +882,9 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
 
   // 3. Parameters by name.
   const auto &fn = program.functions(0);
+  int64_t logitsVocab = fn.values(fn.outputs(0)).type().shape().empty()
+                            ? 0
+                            : *fn.values(fn.outputs(0)).type().shape().rbegin();
   std::vector<rt::Tensor> params;
   params.reserve(fn.inputs_size());
   for (int i = 0; i + 1 < fn.inputs_size(); ++i) {
@@ -824,8 +892,10 @@ int mlir::gptc::runSample(const std::string &checkpointPath,
     std::vector<int64_t> shape(v.type().shape().begin(),
                                v.type().shape().end());
     rt::Tensor t(v.type().dtype(), shape);
+    // A vocabulary table padded by the mesh that trained it (tensor
+    // parallelism) loads without its padding rows.
     if (!reader->read(v.name(), shape, std::vector<int64_t>(shape.size(), 0), t,
-                      error))
+                      error, rt::vocabularyRows(v, shape, logitsVocab)))
       return fail(error);
     params.push_back(std::move(t));
   }

@@ -316,9 +316,9 @@ static const EmitKind &emitKind(Emit kind) {
   llvm_unreachable("every --emit kind is in kEmitKinds");
 }
 
-static cl::opt<Emit> emitAction("emit", cl::desc("What to produce"),
-                                cl::init(Emit::Summary),
-                                cl::cat(gptcOptionCategory()));
+static cl::opt<Emit, false, NamedValueParser<Emit>>
+    emitAction("emit", cl::desc("What to produce"), cl::init(Emit::Summary),
+               cl::cat(gptcOptionCategory()));
 
 static cl::opt<std::string> splitInputFile(
     "split-input-file", cl::ValueOptional,
@@ -517,6 +517,11 @@ int main(int argc, char **argv) {
   for (auto &entry : cl::getRegisteredOptions())
     if (entry.first.starts_with("mlir-"))
       entry.second->setHiddenFlag(cl::Hidden);
+  // A diagnostic names its op by location, not by printing the function
+  // around it (--mlir-print-op-on-diagnostic brings that back).
+  if (cl::Option *opt =
+          cl::getRegisteredOptions().lookup("mlir-print-op-on-diagnostic"))
+    static_cast<cl::opt<bool> *>(opt)->setInitialValue(false);
   for (const EmitKind &kind : kEmitKinds)
     emitAction.getParser().addLiteralOption(kind.name, kind.kind, kind.help);
   cl::ParseCommandLineOptions(argc, argv, kOverview);
@@ -575,10 +580,9 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
+  std::unique_ptr<OutputFile> output = OutputFile::open(outputFilename, error);
   if (!output) {
-    llvm::errs() << "gptc: " << error << "\n";
+    llvm::errs() << "gptc: error: " << error << "\n";
     return 1;
   }
 
@@ -589,6 +593,9 @@ int main(int argc, char **argv) {
   if (failed(splitAndProcessBuffer(std::move(input), chunkFn, output->os(),
                                    splitInputFile, splitInputFile)))
     return 1;
-  output->keep();
+  if (!output->finish(error)) {
+    llvm::errs() << "gptc: error: " << error << "\n";
+    return 1;
+  }
   return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,27 @@ std::unique_ptr<llvm::MemoryBuffer> openBoundedInput(llvm::StringRef path,
                                                      int64_t maxBytes,
                                                      llvm::StringRef what,
                                                      std::string &error);
+
+/// A tool's output file (-o) whose write errors are gptc's diagnostics, not
+/// LLVM's "IO failure on output stream" abort: open with openOutput, write
+/// to os(), then finish() (flushes, checks and keeps it). A file that was
+/// not finished, or whose write failed, is not kept, and the stream's error
+/// is cleared so that its destructor does not abort.
+class OutputFile {
+public:
+  static std::unique_ptr<OutputFile> open(llvm::StringRef path,
+                                          std::string &error);
+  ~OutputFile();
+  llvm::raw_ostream &os() { return file->os(); }
+  /// False with `error` ("cannot write '/proc/version': ...") where any
+  /// write failed.
+  bool finish(std::string &error);
+
+private:
+  OutputFile() = default;
+  std::string path;
+  std::unique_ptr<llvm::ToolOutputFile> file;
+};
 
 } // namespace mlir::gptc
 

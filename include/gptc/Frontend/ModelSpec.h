@@ -116,6 +116,12 @@ public:
   llvm::ArrayRef<MeshAxis> getMeshAxes() const { return axes; }
   /// Overrides `training.steps` (the learning-rate schedule spans them).
   void setSteps(int64_t steps) { config.steps = steps; }
+  /// The schedule once its length is final (after setSteps): an error at
+  /// `lr_schedule.warmup_steps` where the warm-up is longer than the run
+  /// (the rate would never reach `lr`); a warning instead with
+  /// `shortened` (a run made shorter than its description's warm-up by
+  /// --steps: a short trial of a longer schedule).
+  LogicalResult checkSchedule(bool shortened = false) const;
   /// --nan-policy: skip (true) or stop at a non-finite step.
   void setSkipNonFinite(bool skip) { config.skipNonFinite = skip; }
 

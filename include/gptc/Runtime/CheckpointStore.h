@@ -39,9 +39,18 @@ bool verifyCheckpointTensors(const checkpoint::Checkpoint &ck,
                              const std::string &path, std::string &error);
 
 /// The model's signature: the parameters' names, whole shapes and dtypes,
-/// in the model's order (checkpoints move between meshes).
+/// in the model's order (checkpoints move between meshes). `logical`: a
+/// table of the vocabulary padded for a mesh (its init's `rows` > 0) counts
+/// its real rows, so that every mesh has the same signature.
 std::string modelFingerprint(const std::vector<const program::Value *> &params,
-                             const std::vector<std::vector<int64_t>> &shapes);
+                             const std::vector<std::vector<int64_t>> &shapes,
+                             bool logical = true);
+
+/// The rows of `param`'s vocabulary table that CheckpointReader::read
+/// treats as the vocabulary's (its init's `rows` where the table is padded,
+/// else dimension 0 where that is `vocab`); 0 for any other tensor.
+int64_t vocabularyRows(const program::Value &param,
+                       const std::vector<int64_t> &shape, int64_t vocab);
 
 /// The fingerprint a checkpoint stores for a model's signature: a 64-bit
 /// FNV-1a, the same in every build.
@@ -88,8 +97,20 @@ void setCheckpointFaultsForTesting(const CheckpointFaults &faults);
 /// "a step directory" for one; "" where there are none.
 std::string existingCheckpoints(const std::string &path);
 
+/// Whether checkpoints may go to `path`: false with `error` naming what is
+/// there where it is a file gptc did not write (only a format 1 or 2
+/// checkpoint file may be replaced), neither a file nor a directory, the
+/// root or the home directory, or (`replacing`: its checkpoints are to be
+/// removed) the working directory.
+bool checkCheckpointPath(const std::string &path, bool replacing,
+                         std::string &error);
+
 /// Removes the checkpoints existingCheckpoints() finds at `path` (the
-/// step directories and `latest`, or the file), nothing else.
+/// step directories and `latest`, or the file), nothing else, and only
+/// where all of it is gptc's: a step directory holding anything but its
+/// manifest and shard files, a `latest` that names no step, a file that is
+/// no checkpoint, or a protected directory (checkCheckpointPath) is
+/// refused, naming what is there, and nothing is removed.
 bool removeCheckpoints(const std::string &path, std::string &error);
 
 /// Writes one checkpoint: `PATH/step-<N>/` with `header`'s fields and every
@@ -140,9 +161,13 @@ public:
   /// starting at `start`. Verifies the CRC-32C of every shard it reads;
   /// fails naming the tensor when the data is damaged, when the tensor is
   /// missing, or when its dtype or whole shape differs from `whole`.
+  /// `vocabRows` > 0: the tensor is a table of the vocabulary's rows
+  /// (dimension 0) that a mesh may pad (tensor parallelism pads 50257 to a
+  /// multiple of its size): a checkpoint's table of any padding loads into
+  /// any other, the rows past the vocabulary zero.
   bool read(const std::string &name, const std::vector<int64_t> &whole,
             const std::vector<int64_t> &start, Tensor &block,
-            std::string &error);
+            std::string &error, int64_t vocabRows = 0);
 
   /// Reads every shard of every tensor and checks its CRC-32C, and that
   /// each moment (`m:X`, `v:X`) has its parameter's dtype and shape (for
@@ -153,8 +178,11 @@ public:
   /// (modelFingerprint) named `model`; where not, the error names the
   /// architecture's settings that differ from `recipe`'s (when the
   /// checkpoint records them).
+  /// `legacy`: a signature older checkpoints of the same model may carry
+  /// (the padded vocabulary's shapes; "" for none).
   bool checkModel(const std::string &signature, const std::string &model,
-                  const Recipe &recipe, std::string &error) const;
+                  const Recipe &recipe, std::string &error,
+                  const std::string &legacy = "") const;
 
   /// Whether a run of `model` whose schedule spans `steps` and whose
   /// settings are `recipe` may continue this checkpoint

@@ -61,6 +61,11 @@ int launcherLocalRank();
 /// (srun); -1 where none is.
 int launcherRank();
 
+/// The processes in the job as its launcher says, before MPI starts:
+/// PMI_SIZE (MPICH's Hydra), OMPI_COMM_WORLD_SIZE, SLURM_NTASKS (srun);
+/// -1 where none is.
+int launcherSize();
+
 /// A tensor split into blocks over grid axes (program::Sharding): `axes[d]`
 /// split dimension d of `shape`, the whole tensor.
 struct BlockLayout {

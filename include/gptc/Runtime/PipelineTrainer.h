@@ -96,9 +96,14 @@ private:
   /// Pipeline stages stop at a non-finite step (nan_policy SKIP is refused
   /// at compile time).
   bool canSkipNonFinite() const override { return false; }
+  bool keepForRollBack(std::string &error) override;
+  void rollBack() override;
   bool hasLossScale() const override;
   struct Impl;
   std::unique_ptr<Impl> impl;
+  /// What keepForRollBack kept: fp16's loss scale and its counters.
+  float keptLossScale = 1;
+  int32_t keptGoodSteps = 0, keptUpdates = 0;
 };
 
 } // namespace gptc::runtime

@@ -12,6 +12,7 @@
 #define GPTC_RUNTIME_PROCESSMEMORY_H
 
 #include <cstdint>
+#include <functional>
 
 namespace gptc::runtime {
 
@@ -24,6 +25,11 @@ int64_t residentBytes();
 /// Restarts the peak (VmHWM) from the current resident memory (Linux's
 /// /proc/self/clear_refs); false where the system does not allow it.
 bool resetPeakResident();
+/// Runs `measure` (a probe whose buffers are not the run's: --profile's
+/// copy) with its memory kept out of peakResidentBytes: the peak before it
+/// carries on, the high-water mark restarts after it. Returns the bytes it
+/// raised the peak by (0 where it did not, or the system cannot say).
+int64_t excludeFromPeak(const std::function<void()> &measure);
 /// Gives the allocator's free heap back to the system (tcmalloc's
 /// ReleaseFreeMemory where the process runs on it, else glibc's
 /// malloc_trim), so that what a later phase adds to the resident memory

@@ -22,12 +22,30 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
 
 namespace gptc::runtime {
+
+/// Before the first step: `dir` (`flag`'s, e.g. --dump-dir) exists or is
+/// created, and a file can be written in it (written and removed); false
+/// with `error` naming the path and the system's reason otherwise.
+bool prepareOutputDirectory(const std::string &dir, const std::string &flag,
+                            std::string &error);
+/// Before the first step: the file `path` (`flag`'s, e.g. --trace) can be
+/// written (opened without truncating it; a file this check creates is
+/// removed again).
+bool checkOutputFile(const std::string &path, const std::string &flag,
+                     std::string &error);
+
+/// --dump-dir: appends "STEP\tLOSS" (9 significant digits) to
+/// DIR/validation.tsv, the file's header first (the leader's; the progress
+/// line rounds to 4 decimals).
+bool appendValidation(const std::string &dir, int64_t step, double loss,
+                      std::string &error);
 
 /// A validation pass before the first step (where the options ask for
 /// one), the steps, the final checkpoint; the leader prints, its lines
@@ -73,6 +91,16 @@ inline bool trainAndSave(TrainingRun &trainer, const TrainOptions &opts,
                 << opts.checkpointPath << " (" << existing << ")\n";
     }
   }
+  // Where the dumps and the trace go is writable, before any work.
+  if (leader && !opts.dumpDir.empty() &&
+      !prepareOutputDirectory(opts.dumpDir, "--dump-dir", error))
+    return false;
+  // The dumps' tables are this run's (as steps.tsv).
+  if (leader && !opts.dumpDir.empty())
+    std::remove((opts.dumpDir + "/validation.tsv").c_str());
+  if (leader && !opts.tracePath.empty() &&
+      !checkOutputFile(opts.tracePath, "--trace", error))
+    return false;
   // Where the checkpoints go is writable and has room, before any work.
   if (leader && !opts.checkpointPath.empty()) {
     std::string warning;
@@ -89,6 +117,9 @@ inline bool trainAndSave(TrainingRun &trainer, const TrainOptions &opts,
     if (leader)
       std::cerr << "step     0/" << opts.steps << " | validation loss "
                 << std::fixed << val << std::endl;
+    if (leader && !opts.dumpDir.empty() &&
+        !appendValidation(opts.dumpDir, 0, val, error))
+      return false;
   }
   if (!trainer.train(data, std::cerr, error))
     return false;

@@ -226,6 +226,15 @@ protected:
   virtual bool hasLossScale() const { return false; }
   /// Whether the program can skip a non-finite step (nan_policy SKIP).
   virtual bool canSkipNonFinite() const { return true; }
+  /// trainBatch's transaction: before the step, what a non-finite step
+  /// could change is kept (the scalar state, fp16's loss scale; the whole
+  /// state where the step's program cannot skip an update); rollBack puts
+  /// it back, so that a failed call leaves the trainer as it was.
+  virtual bool keepForRollBack(std::string &error) = 0;
+  virtual void rollBack() = 0;
+  /// Set for trainBatch's step: a non-finite loss or gradient norm skips
+  /// the update on every rank, whatever nan_policy says.
+  bool guardNonFinite = false;
 
   int64_t step = 0;
   double lastLoss = 0;
@@ -238,7 +247,7 @@ protected:
   /// `signature`, and that its settings and step fit the run's
   /// (CheckpointReader::checkSettings, the notes kept for getResumeNotes).
   bool checkResume(const CheckpointReader &reader, const std::string &signature,
-                   std::string &error);
+                   std::string &error, const std::string &legacy = "");
   /// nan_policy SKIP: non-finite steps skipped in a row; this many stop.
   int64_t nonFiniteInARow = 0;
   static constexpr int64_t kMaxNonFiniteInARow = 10;
@@ -312,6 +321,12 @@ private:
   int64_t batchRows() const override { return stepRows; }
   Communicator *communicator() const override { return comm; }
   bool hasLossScale() const override;
+  bool keepForRollBack(std::string &error) override;
+  void rollBack() override;
+  /// What keepForRollBack kept: the scalar state's values, and the
+  /// parameters and moments (3n, stateTensor's order) where the program
+  /// has no skip flag (empty otherwise).
+  std::vector<Tensor> keptScalars, keptState;
   /// State tensor k of 3n: params[k], m[k - n] or v[k - 2n].
   Tensor &stateTensor(int64_t k);
   /// The buffers and plan of the steps of one train call (beginSteps).
@@ -385,6 +400,9 @@ private:
   double lastValLoss = 0;
   bool haveValLoss = false;
   std::string fingerprint;
+  /// The signature with padded shapes (what checkpoints before logical
+  /// vocabulary rows recorded), accepted on load.
+  std::string paddedSignature;
 };
 
 } // namespace gptc::runtime

@@ -1473,9 +1473,14 @@ int numThreads() {
   // OpenMP's own default where the user set it; else the process's cores
   // (its affinity mask and cgroup quota, Cores.h).
   static const int initial = [] {
-    if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp)
-      return std::max(1, omp_get_max_threads());
-    return readCoreBudget().cores();
+    // At most the cores: libgomp cannot start 100,000 threads.
+    int cores = readCoreBudget().cores();
+    if (const char *omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+      int threads = std::clamp(omp_get_max_threads(), 1, cores);
+      omp_set_num_threads(threads);
+      return threads;
+    }
+    return cores;
   }();
   return initial;
 }

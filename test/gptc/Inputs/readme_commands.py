@@ -74,20 +74,21 @@ CHECKS = {
     "build/bin/gptc-attention-bench --type bf16": (GPU, "needs an NVIDIA GPU"),
     "build/unittests/GPTCDeviceKernelsTests": (SUITE, "unittests/CMakeLists.txt", "gtest_discover_tests(GPTCDeviceKernelsTests"),
     "build/bin/gptc train models/tiny.pbtxt --overwrite --codegen=false": (SHORT,),
-    "build/bin/gptc-opt kernels.mlir -p 'builtin.module(gptc-kernel-lowering-pipeline)'": (RUN,),
+    "build/bin/gptc-opt test/Target/CPU/kernel-lowering.mlir -p 'builtin.module(gptc-kernel-lowering-pipeline)'": (RUN,),
     "build/bin/gptc models/tiny.pbtxt --emit=mlir --mlir-print-ir-after-all --mlir-timing": (RUN,),
+    "build/bin/gptc models/tiny.pbtxt --emit=mlir -o model.mlir": (RUN,),
     "build/bin/gptc-opt model.mlir -p 'builtin.module(gptc-frontend-pipeline)'": (RUN,),
     "build/bin/gptc model.onnx --emit=mlir --onnx-dim batch=8": (RUN,),
     "build/bin/gptc model.onnx --emit=mlir --onnx-training": (RUN,),
     "build/bin/gptc train model.onnx --steps 100": (SHORT,),
     "build/bin/gptc plan model.onnx --hardware h100-node --devices 8": (RUN,),
-    "PYTHONPATH=build/python python3 -c 'import gptc; t = gptc.Trainer(\"models/tiny.pbtxt\"); print(t.train(steps=10))'": (HOSTED,),
+    "PYTHONPATH=build/python /usr/bin/python3 -c 'import gptc; t = gptc.Trainer(\"models/tiny.pbtxt\"); print(t.train(steps=10))'": (HOSTED,),
     "build/bin/gptc-capi-example models/tiny.pbtxt 5 tiny-capi.ckpt": (RUN,),
     "build/bin/gptc-onnx-test /usr/share/libonnx-testdata/data/node": (SUITE, "test/Onnx/node-tests.test", "gptc-onnx-test %onnx_node_tests"),
     "build/bin/gptc-run model.onnx --input=ids.npy --input=targets.npy --output-dir=out/": (RUN,),
     "mlir-opt-22 --load-dialect-plugin=build/lib/GptcPlugin.so --load-pass-plugin=build/lib/GptcPlugin.so --pass-pipeline='builtin.module(gptc-autodiff)' model.mlir": (HOSTED,),
     "build/bin/gptc-opt model.mlir -p 'builtin.module(func.func(gptc-model-stats))'": (RUN,),
-    "build/bin/gptc-opt model.mlir --gptc-autodiff": (RUN,),
+    "build/bin/gptc-opt model.mlir --gptc-autodiff -o fb.mlir": (RUN,),
     "build/bin/gptc-run fb.mlir --function=forward_backward --input=w.npy ... --output-dir=out/": (
         RUN, None,
         "build/bin/gptc-opt model.mlir --gptc-autodiff -o fb.mlir && "
@@ -209,17 +210,13 @@ def docs_commands(repo):
 
 def prepare(repo, build, work, python):
     os.makedirs(work, exist_ok=True)
-    for name, target in (("build", build), ("models", os.path.join(repo, "models"))):
+    for name, target in (("build", build), ("models", os.path.join(repo, "models")),
+                         ("test", os.path.join(repo, "test"))):
         if not os.path.lexists(os.path.join(work, name)):
             os.symlink(target, os.path.join(work, name))
     run = lambda cmd: subprocess.run(cmd, shell=True, cwd=work, check=True,
                                      stdout=subprocess.DEVNULL)
     run("build/bin/gptc models/tiny.pbtxt --emit=mlir -o model.mlir")
-    open(os.path.join(work, "kernels.mlir"), "w").write(
-        "func.func @k(%a: tensor<8x64xf32>, %b: tensor<8x64xf32>) -> tensor<8x64xf32> {\n"
-        "  %s = gptc.add %a, %b : tensor<8x64xf32>\n"
-        "  %g = gptc.gelu %s : tensor<8x64xf32>\n"
-        "  return %g : tensor<8x64xf32>\n}\n")
     open(os.path.join(work, "make_inputs.py"), "w").write(MAKE_INPUTS)
     open(os.path.join(work, "bad.pbtxt"), "w").write(BAD)
     # A GPT-2 exported from PyTorch, and a batch for its inputs.

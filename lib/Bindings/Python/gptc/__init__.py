@@ -19,6 +19,7 @@ process, or one process per device of a mesh under mpirun) and trains it
 with the batches `gptc train` would draw.
 """
 import ctypes
+import operator
 import os
 
 import numpy as np
@@ -109,6 +110,47 @@ def _bytes(s):
     return None if s is None else os.fsencode(s)
 
 
+def _count(value, what, least):
+    """`value` as an int when it is one (an integer, or a float or array
+    scalar that holds one exactly) and at least `least`; else a GptcError
+    naming `what` (no silent truncation: steps=2.7 is not 2 steps)."""
+    if isinstance(value, bool):
+        raise GptcError("%s takes an integer, got %r" % (what, value))
+    try:
+        number = operator.index(value)
+    except TypeError:
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            number = int(value)
+        else:
+            raise GptcError("%s takes an integer, got %r" % (what, value)) from None
+    if number < least:
+        raise GptcError("%s takes an integer >= %d, got %d" % (what, least, number))
+    return number
+
+
+def _token_ids(values, what):
+    """`values` as int32 token ids, each checked: integers (or floats that
+    hold integers exactly) in [0, 2**31); anything else is a GptcError
+    naming the first value that does not fit and where it is."""
+    array = np.asarray(values)
+    if array.dtype == np.bool_ or not (np.issubdtype(array.dtype, np.integer) or
+                                       np.issubdtype(array.dtype, np.floating)):
+        raise GptcError("%s are integer token ids, got an array of %s" % (what, array.dtype))
+    if np.issubdtype(array.dtype, np.floating):
+        bad = ~np.isfinite(array) | (array != np.floor(array))
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise GptcError("%s are integer token ids: %r at %s is not one"
+                            % (what, array[at].item(), at))
+    wide = array.astype(np.float64) if np.issubdtype(array.dtype, np.floating) else array
+    for bad, why in ((wide < 0, "is negative"),
+                     (wide > np.iinfo(np.int32).max, "does not fit an int32 token id")):
+        if bad.any():
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise GptcError("%s: the token id %r at %s %s" % (what, array[at].item(), at, why))
+    return np.ascontiguousarray(array.astype(np.int32, casting="unsafe"))
+
+
 class Trainer:
     """A model compiled for training (on the CPU, or the CUDA runtime), with its state."""
 
@@ -123,8 +165,9 @@ class Trainer:
         on the virtual CUDA device: for tests, slow)."""
         lib = _load()
         self._lib = lib
-        options = _Options(int(steps), _bytes(mesh), _bytes(hardware),
-                           int(devices), -1 if zero_stage is None else int(zero_stage),
+        options = _Options(_count(steps, "steps", 0), _bytes(mesh), _bytes(hardware),
+                           _count(devices, "devices", 0),
+                           -1 if zero_stage is None else _count(zero_stage, "zero_stage", 0),
                            _bytes(device))
         self._h = _call(lib.gptcTrainerCreate, _bytes(model), ctypes.byref(options))
         if not self._h.ptr:
@@ -214,7 +257,7 @@ class Trainer:
         the schedule has left (num_steps - step) raise GptcError, nothing
         trained."""
         loss = ctypes.c_double()
-        _call(self._lib.gptcTrainerTrain, self._h, _bytes(data), int(steps),
+        _call(self._lib.gptcTrainerTrain, self._h, _bytes(data), _count(steps, "steps", 1),
               ctypes.byref(loss))
         return loss.value
 
@@ -222,8 +265,8 @@ class Trainer:
         """One step on this batch: `tokens` and `labels` are the step's
         whole batch (batch_shape, integer ids; labels the ids each position
         predicts), the same on every rank. Returns (loss, gradient norm)."""
-        tokens = np.ascontiguousarray(tokens, dtype=np.int32)
-        labels = np.ascontiguousarray(labels, dtype=np.int32)
+        tokens = _token_ids(tokens, "train_batch: tokens")
+        labels = _token_ids(labels, "train_batch: labels")
         if tokens.shape != labels.shape or tokens.ndim != 2:
             raise GptcError("a batch is tokens and labels of one [B, T] shape, got %s and %s"
                             % (tokens.shape, labels.shape))

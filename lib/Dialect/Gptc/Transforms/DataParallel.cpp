@@ -532,6 +532,48 @@ struct GptcDataParallelPass final
     }
     if (failed(DataParallelRewriter(step, data).run()))
       return signalPassFailure();
+    // Evaluation: every data-parallel rank runs @forward on the same whole
+    // batch, but a context axis's ranks each hold part of every sequence.
+    if (std::optional<unsigned> cp = parallel.findAxis(MeshAxisKind::Context);
+        cp && grid.getShape()[*cp] > 1)
+      if (auto forward = SymbolTable(module).lookup<func::FuncOp>("forward"))
+        if (failed(weightForwardOverContext(forward, data.grid,
+                                            static_cast<shard::GridAxis>(*cp))))
+          return signalPassFailure();
+  }
+
+  /// @forward's loss under context parallelism: each rank normalizes its
+  /// cross-entropy by the real tokens of the whole sequences (counted on
+  /// the whole labels, as @train_step does) and the parts are summed over
+  /// the context axis, so that every rank has the one-device mean.
+  static LogicalResult weightForwardOverContext(func::FuncOp forward,
+                                                StringRef grid,
+                                                shard::GridAxis axis) {
+    Region &body = forward.getBody();
+    Operation *ce = findLoss(body);
+    if (!ce)
+      return success(); // a forward without a loss: nothing to weight
+    BlockArgument labels = lossLabelsInput(ce);
+    if (!labels || labels.getOwner() != &body.front())
+      return ce->emitOpError("must take its labels from an input of "
+                             "@forward to be evaluated context parallel");
+    OpBuilder b(forward.getContext());
+    b.setInsertionPointToStart(&body.front());
+    Value count = CountTokensOp::create(
+        b, ce->getLoc(), RankedTensorType::get({}, b.getF32Type()), labels,
+        lossIgnoreIndex(ce));
+    setLossNormalizers(body, count);
+    auto ret = cast<func::ReturnOp>(body.front().getTerminator());
+    for (OpOperand &operand : ret->getOpOperands()) {
+      if (operand.get().getDefiningOp() != ce)
+        continue;
+      b.setInsertionPoint(ret);
+      Value loss = operand.get();
+      operand.set(shard::AllReduceOp::create(b, loss.getLoc(), loss.getType(),
+                                             grid, ArrayRef{axis}, loss,
+                                             shard::ReductionKind::Sum));
+    }
+    return success();
   }
 };
 } // namespace
