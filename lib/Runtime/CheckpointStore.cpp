@@ -373,15 +373,22 @@ static std::string foreignEntries(const std::string &dir, bool needManifest) {
   return text;
 }
 
+/// Why `dir` is not gptc's to remove, from foreignEntries' `foreign`.
+static std::string notOurs(const std::string &dir, const std::string &foreign) {
+  if (foreign.rfind("no ", 0) == 0)
+    return "'" + dir + "' has " + foreign + ": it is not a step gptc wrote";
+  return "'" + dir + "' holds " + foreign + ", which gptc did not write";
+}
+
 /// Removes step directory `dir` where every entry in it is gptc's; else
 /// false with `error` naming what is there (nothing removed).
 static bool removeOwnStepDirectory(const std::string &dir, bool needManifest,
                                    std::string &error) {
   std::string foreign = foreignEntries(dir, needManifest);
   if (!foreign.empty()) {
-    error = "'" + dir + "' holds " + foreign +
-            ", which gptc did not write: gptc removes only its own "
-            "checkpoints (move those away, or name another --checkpoint)";
+    error = notOurs(dir, foreign) +
+            ": gptc removes only its own checkpoints (move those away, or "
+            "name another --checkpoint)";
     return false;
   }
   std::error_code ec;
@@ -526,10 +533,9 @@ bool runtime::removeCheckpoints(const std::string &path, std::string &error) {
   for (const auto &[step, dir] : steps) {
     std::string foreign = foreignEntries(dir, /*needManifest=*/true);
     if (!foreign.empty()) {
-      error = "'" + dir + "' holds " + foreign +
-              ", which gptc did not write: gptc removes only its own "
-              "checkpoints, so it removed nothing (move those away, or name "
-              "another --checkpoint)";
+      error = notOurs(dir, foreign) +
+              ": gptc removes only its own checkpoints, so it removed "
+              "nothing (move those away, or name another --checkpoint)";
       return false;
     }
   }
