@@ -592,6 +592,20 @@ void runtime::setCheckpointFaultsForTesting(const CheckpointFaults &faults) {
   injected = faults;
 }
 
+int runtime::writeProbe(const std::string &dir) {
+  std::string probe = dir + "/.gptc-write-test-" + std::to_string(::getpid());
+  int fd =
+      ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool written = fd >= 0 && ::write(fd, "gptc\n", 5) == 5;
+  int err = written ? 0 : errno;
+  if (fd >= 0) {
+    if (::close(fd) != 0 && !err)
+      err = errno;
+    ::unlink(probe.c_str());
+  }
+  return err;
+}
+
 bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
                                        std::string &error,
                                        std::string &warning) {
@@ -626,16 +640,9 @@ bool runtime::checkCheckpointDirectory(const std::string &path, int64_t bytes,
             "': " + ec.message() + " (--checkpoint names where it goes)";
     return false;
   }
-  std::string probe = root + "/.gptc-write-test-" + std::to_string(::getpid());
-  int fd =
-      ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  bool written = fd >= 0 && ::write(fd, "gptc\n", 5) == 5;
-  if (fd >= 0)
-    written = ::close(fd) == 0 && written;
-  ::unlink(probe.c_str());
-  if (!written) {
-    error = systemError("cannot write a checkpoint into", root) +
-            " (--checkpoint names where it goes)";
+  if (int err = writeProbe(root)) {
+    error = "cannot write a checkpoint into '" + root +
+            "': " + std::strerror(err) + " (--checkpoint names where it goes)";
     return false;
   }
   struct statvfs vfs;

@@ -271,16 +271,8 @@ bool runtime::prepareOutputDirectory(const std::string &dir,
         flag + ": cannot create the directory '" + dir + "': " + ec.message();
     return false;
   }
-  std::string probe = dir + "/.gptc-write-test-" + std::to_string(::getpid());
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  bool written = fd >= 0 && ::write(fd, "gptc\n", 5) == 5;
-  int saved = errno;
-  if (fd >= 0) {
-    written = ::close(fd) == 0 && written;
-    ::unlink(probe.c_str());
-  }
-  if (!written) {
-    error = flag + ": cannot write into '" + dir + "': " + std::strerror(saved);
+  if (int err = writeProbe(dir)) {
+    error = flag + ": cannot write into '" + dir + "': " + std::strerror(err);
     return false;
   }
   return true;

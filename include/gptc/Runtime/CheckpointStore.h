@@ -67,6 +67,10 @@ struct HeldBlock {
   const Tensor *data = nullptr;
 };
 
+/// Writes a file into `dir` and removes it: 0 where that worked, else the
+/// errno that stopped it (the checks before the first step).
+int writeProbe(const std::string &dir);
+
 /// Before the first step: the directory checkpoints at `path` go into (the
 /// path itself, or the directory holding a step directory or an older
 /// single-file checkpoint) is created (the directories created for the

@@ -6,16 +6,9 @@ import sys
 import numpy as np
 
 import gptc
+from outcome import error
 
 model, work = sys.argv[1], sys.argv[2]
-
-
-def error(attempt):
-    try:
-        attempt()
-        return "no error"
-    except gptc.GptcError as e:
-        return "GptcError: %s" % str(e).splitlines()[0]
 
 
 def state(t, path):

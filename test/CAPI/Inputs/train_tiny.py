@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 import gptc
+from outcome import error
 
 model, work = sys.argv[1], sys.argv[2]
 t = gptc.Trainer(model, steps=5)
@@ -27,12 +28,6 @@ with gptc.Trainer(model, steps=5) as u:
     print("checkpoint: step %d, parameters %s" % (u.step, "equal" if same else "differ"))
 # The schedule's rules (as gptc train's): no step past its end, no
 # checkpoint past it, and another schedule only when asked for.
-def error(attempt):
-    try:
-        attempt()
-        return "no error"
-    except gptc.GptcError as e:
-        return "GptcError: %s" % str(e).splitlines()[0]
 print("train at the end: %s" % error(lambda: t.train(steps=1)))
 with gptc.Trainer(model, steps=8) as v:
     print("train past the end: %s" % error(lambda: v.train(steps=9)))
