@@ -508,6 +508,10 @@ def GptcDataParallelPass : Pass<"gptc-data-parallel", "mlir::ModuleOp"> {
       that each rank's gradient is weighted by its share of the real
       tokens and the sum of the ranks' gradients is the full-batch
       gradient, even when ranks hold different numbers of tokens;
+    - with a context axis, `@forward` (evaluation) normalizes its
+      cross-entropy by its whole labels' `gptc.count_tokens` and sums its
+      loss over the context axis, so that every rank has the one-device
+      mean;
     - the loss is summed over the data axis; gradients are synchronized
       once per step, after accumulation:
       - stage 0: `shard.all_reduce` of every gradient;
