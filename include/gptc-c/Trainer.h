@@ -61,10 +61,51 @@ typedef struct GptcTrainerOptions {
   /// stand-ins of CUDA, cuBLASLt and NCCL; for tests, slow). As gptc
   /// train's --device.
   const char *device;
+
+  /// The rest are gptc train's flags of the same names, each unset as
+  /// gptcTrainerOptionsGetDefault leaves it (the description's or gptc
+  /// train's default); a value out of its domain is refused by name.
+  /// Words are NULL or "" when unset.
+  /// --pipeline-schedule ("gpipe", "1f1b", "interleaved", "zb-h1"),
+  /// --virtual-stages (> 0; 0 unset), --pipeline-layers ("3,5": each
+  /// chunk's layers).
+  const char *pipelineSchedule;
+  int64_t virtualStages;
+  const char *pipelineLayers;
+  /// --recompute ("none", "selective", "full"), --grad-accum (> 0; 0
+  /// unset), --sequence-parallel (0 or 1; -1 unset), --context-attention
+  /// ("ring", "all-gather"), --zero-reduce ("step", "microbatch").
+  const char *recompute;
+  int64_t gradAccum;
+  int sequenceParallel;
+  const char *contextAttention;
+  const char *zeroReduce;
+  /// --bucket-mb (>= 0; < 0 unset: 25), --gemm-epilogues (0 or 1; -1 unset),
+  /// --codegen (0 or 1; -1 unset: 1).
+  double bucketMb;
+  int gemmEpilogues;
+  int codegen;
+  /// --nan-policy ("stop", "skip"; the C API's steps are transactions
+  /// either way: a failed call changes nothing).
+  const char *nanPolicy;
+  /// --lr (> 0; 0 unset), --warmup-steps (>= 0; -1 unset), --lr-decay
+  /// ("cosine", "linear", "constant"), --min-lr-ratio (in [0, 1]; -1
+  /// unset).
+  double lr;
+  int64_t warmupSteps;
+  const char *lrDecay;
+  double minLrRatio;
+  /// The checkpoints gptcTrainerTrain writes as it goes, as gptc train's
+  /// --checkpoint (NULL: none), --checkpoint-interval (a step count, 0:
+  /// none) and --keep-checkpoints (-1 unset: the description's).
+  const char *checkpoint;
+  int64_t checkpointInterval;
+  int64_t keepCheckpoints;
 } GptcTrainerOptions;
 
 static inline GptcTrainerOptions gptcTrainerOptionsGetDefault(void) {
-  GptcTrainerOptions o = {0, 0, 0, 0, -1, 0};
+  GptcTrainerOptions o = {0, 0,  0,  0,  -1, 0, 0,  0, 0,  0, 0, -1, 0,
+                          0, -1, -1, -1, 0,  0, -1, 0, -1, 0, 0, -1};
   return o;
 }
 

@@ -16,6 +16,7 @@
 #include "gptc/Analysis/Planner.h"
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Driver/Driver.h"
+#include "gptc/Driver/TrainSession.h"
 #include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/InputFile.h"
@@ -42,6 +43,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -54,17 +56,28 @@ using namespace mlir::gptc;
 namespace rt = ::gptc::runtime;
 
 namespace {
-/// What a GptcTrainer points to. The program outlives the trainer that
-/// runs it.
+/// What the session says to the C API: the diagnostics and errors of a
+/// failed creation, returned to the caller (notes are the tools' to
+/// print).
+class CollectingObserver : public SessionObserver {
+public:
+  void note(const std::string &) override {}
+  void error(const std::string &message) override {
+    os << (text.empty() || text.back() == '\n' ? "" : "\n") << message;
+  }
+  llvm::raw_ostream &diagnostics() override { return os; }
+  std::string text;
+  llvm::raw_string_ostream os{text};
+};
+
+/// What a GptcTrainer points to: the session (its processes, program and
+/// trainer), which reports to the observer.
 struct TrainerImpl {
-  /// The processes of a mesh (null for one device); destroyed last.
-  std::unique_ptr<rt::Communicator> comm;
-  ::gptc::program::Program program;
-  rt::TrainOptions options;
-  /// One program per device, or a pipeline mesh's stage.
-  std::unique_ptr<rt::TrainingRun> trainer;
-  int64_t batchSize = 0;
-  std::string mesh;
+  CollectingObserver observer;
+  std::unique_ptr<TrainSession> session;
+  rt::TrainingRun &trainer() { return session->trainer(); }
+  rt::TrainOptions &options() { return session->runtime().trainOptions(); }
+  rt::Communicator *comm() { return session->runtime().communicator(); }
 };
 } // namespace
 
@@ -82,233 +95,218 @@ static bool setError(char **error, const std::string &message) {
   return false;
 }
 
-static const char *kDefaultData = "/usr/share/common-licenses/GPL-3";
-
-/// The hardware description `name` names: a preset or a file.
-static FailureOr<HardwareSpec> loadHardware(const std::string &name,
-                                            MLIRContext &context,
-                                            llvm::raw_ostream &os) {
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-  std::string text;
-  for (const auto &[preset, body] : hardwarePresets())
-    if (preset == name)
-      text = body;
-  if (text.empty()) {
-    std::string error;
-    if (llvm::sys::fs::exists(name)) {
-      std::unique_ptr<llvm::MemoryBuffer> file = openBoundedInput(
-          name, kMaxDescriptionBytes, "hardware description", error);
-      if (!file)
-        return os << error, failure();
-      sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-      return parseHardware(sourceMgr, &context);
-    }
-    std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(name, &error);
-    if (!file)
-      return os << "hardware '" << name
-                << "' is neither a preset nor a readable file",
-             failure();
-    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  } else {
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(text, "<preset " + name + ">"),
-        llvm::SMLoc());
-  }
-  return parseHardware(sourceMgr, &context);
+/// A word option: unset (NULL or ""), or one of the names `parse` knows.
+template <typename T, typename Parse>
+static LogicalResult word(const char *text, const char *name,
+                          const char *values, Parse parse,
+                          std::optional<T> &out, std::string &error) {
+  if (!text || !*text)
+    return success();
+  out = parse(std::string(text));
+  if (out)
+    return success();
+  error = std::string(name) + " takes " + values + ", got '" + text + "'";
+  return failure();
 }
 
-/// The parallel settings `options` asks for; "auto" plans them for the
-/// description in `sourceMgr`.
-static FailureOr<DescriptionOverrides>
-overridesFor(const GptcTrainerOptions &options, llvm::SourceMgr &sourceMgr,
-             MLIRContext &context, llvm::raw_ostream &os) {
-  DescriptionOverrides overrides;
-  std::string error;
+/// The options beyond the first six: gptc train's flags of the same names.
+static LogicalResult addSettings(const GptcTrainerOptions &o,
+                                 TrainRequest &request, std::string &error) {
+  DescriptionOverrides &d = request.overrides;
+  CompileOptions &c = request.compile;
+  auto fail = [&](const std::string &message) {
+    error = message;
+    return failure();
+  };
+  std::optional<PipelineScheduleKind> schedule;
+  std::optional<Recompute> recompute;
+  std::optional<bool> allGather, eachMicrobatch;
+  std::optional<NanPolicy> nanPolicy;
+  std::optional<LrDecay> decay;
+  if (failed(word(o.pipelineSchedule, "pipelineSchedule",
+                  "gpipe, 1f1b, interleaved or zb-h1", parsePipelineSchedule,
+                  schedule, error)) ||
+      failed(word(
+          o.recompute, "recompute", "none, selective or full",
+          [](const std::string &s) { return symbolizeRecompute(s); }, recompute,
+          error)) ||
+      failed(word(
+          o.contextAttention, "contextAttention", "ring or all-gather",
+          [](const std::string &s) -> std::optional<bool> {
+            if (s == "ring" || s == "all-gather")
+              return s == "all-gather";
+            return std::nullopt;
+          },
+          allGather, error)) ||
+      failed(word(
+          o.zeroReduce, "zeroReduce", "step or microbatch",
+          [](const std::string &s) -> std::optional<bool> {
+            if (s == "step" || s == "microbatch")
+              return s == "microbatch";
+            return std::nullopt;
+          },
+          eachMicrobatch, error)) ||
+      failed(word(
+          o.nanPolicy, "nanPolicy", "stop or skip",
+          [](const std::string &s) { return symbolizeNanPolicy(s); }, nanPolicy,
+          error)) ||
+      failed(word(
+          o.lrDecay, "lrDecay", "cosine, linear or constant",
+          [](const std::string &s) { return symbolizeLrDecay(s); }, decay,
+          error)))
+    return failure();
+  bool planned = request.autoMesh.has_value();
+  if (planned &&
+      (schedule || o.virtualStages || o.pipelineLayers || recompute ||
+       o.gradAccum || o.sequenceParallel >= 0 || allGather || eachMicrobatch))
+    return fail("mesh \"auto\" chooses the ZeRO stage, sequence "
+                "parallelism, microbatches, recomputation and pipeline "
+                "schedule: leave pipelineSchedule, virtualStages, "
+                "pipelineLayers, recompute, gradAccum, sequenceParallel, "
+                "contextAttention and zeroReduce unset");
+  c.pipeline.schedule = schedule;
+  if (o.virtualStages < 0)
+    return fail("virtualStages takes a count >= 1 (0: unset), got " +
+                std::to_string(o.virtualStages));
+  if (o.virtualStages > 0)
+    c.pipeline.virtualStages = o.virtualStages;
+  if (o.pipelineLayers && *o.pipelineLayers) {
+    std::vector<int64_t> layers;
+    SmallVector<StringRef> parts;
+    StringRef(o.pipelineLayers).split(parts, ',');
+    for (StringRef part : parts) {
+      int64_t n = 0;
+      if (part.trim().getAsInteger(10, n) || n < 1)
+        return fail("pipelineLayers takes layer counts >= 1 separated by "
+                    "commas (\"3,5\"), got '" +
+                    std::string(o.pipelineLayers) + "'");
+      layers.push_back(n);
+    }
+    c.pipeline.layers = std::move(layers);
+  }
+  if (recompute)
+    d.recompute = *recompute;
+  if (o.gradAccum < 0)
+    return fail("gradAccum takes a count >= 1 (0: unset), got " +
+                std::to_string(o.gradAccum));
+  if (o.gradAccum > 0)
+    d.accumulation = o.gradAccum;
+  if (o.sequenceParallel > 1)
+    return fail("sequenceParallel takes 0 or 1 (-1: unset), got " +
+                std::to_string(o.sequenceParallel));
+  if (o.sequenceParallel >= 0)
+    d.sequenceParallel = o.sequenceParallel == 1;
+  if (allGather)
+    d.contextAllGather = *allGather;
+  if (eachMicrobatch)
+    c.zeroReduceEachMicrobatch = *eachMicrobatch;
+  if (o.bucketMb > 1e6)
+    return fail("bucketMb takes a size in MiB from 0 to 1000000");
+  if (o.bucketMb >= 0)
+    c.bucketBytes = static_cast<int64_t>(o.bucketMb * 1024 * 1024);
+  if (o.gemmEpilogues > 1 || o.codegen > 1)
+    return fail(std::string(o.gemmEpilogues > 1 ? "gemmEpilogues" : "codegen") +
+                " takes 0 or 1 (-1: unset)");
+  if (o.gemmEpilogues >= 0)
+    c.gemmEpilogues = o.gemmEpilogues == 1;
+  if (o.codegen >= 0)
+    c.codegen = o.codegen == 1;
+  request.nanPolicy = nanPolicy;
+  if (o.lr < 0 || !std::isfinite(o.lr))
+    return fail("lr takes a learning rate > 0 (0: unset)");
+  if (o.lr > 0)
+    d.lr = o.lr;
+  if (o.warmupSteps >= 0)
+    d.warmupSteps = o.warmupSteps;
+  d.lrDecay = decay;
+  if (o.minLrRatio >= 0)
+    d.minLrRatio = o.minLrRatio;
+  std::string verify;
+  if (failed(c.verify(verify)))
+    return fail(verify);
+  rt::RunOptions &run = request.run;
+  if (o.checkpointInterval < 0)
+    return fail("checkpointInterval takes a step count >= 0 (0: none), got " +
+                std::to_string(o.checkpointInterval));
+  if (o.checkpointInterval > 0 && !(o.checkpoint && *o.checkpoint))
+    return fail("checkpointInterval writes checkpoints to the checkpoint "
+                "directory: name it");
+  if (o.checkpoint)
+    run.checkpoint = o.checkpoint;
+  run.checkpointInterval = o.checkpointInterval;
+  if (o.keepCheckpoints >= 0)
+    run.keepCheckpoints = o.keepCheckpoints;
+  return success();
+}
+
+/// `options` as the session's request: what gptc train's flags of the
+/// same names ask for. The caller drives the steps, evaluations and
+/// checkpoints, so none of them runs on its own, and progress lines are
+/// the caller's to print.
+static LogicalResult trainRequest(const std::string &modelPath,
+                                  const GptcTrainerOptions &options,
+                                  TrainRequest &request, std::string &error) {
+  request.modelPath = modelPath;
   std::string mesh = options.mesh ? options.mesh : "";
   if (mesh == "auto") {
-    if (!options.hardware || options.devices < 1)
-      return os << "mesh \"auto\" needs a hardware description and "
-                   "devices >= 1",
-             failure();
-    FailureOr<HardwareSpec> hw = loadHardware(options.hardware, context, os);
-    if (failed(hw))
+    if (!options.hardware || options.devices < 1) {
+      error = "mesh \"auto\" needs a hardware description and devices >= 1";
       return failure();
-    FailureOr<ModelDescription> desc = ModelDescription::parse(
-        sourceMgr, &context, DescriptionOverrides::unplanned());
-    if (failed(desc))
+    }
+    request.autoMesh = AutoMesh{options.hardware, options.devices};
+  } else if (!mesh.empty() &&
+             failed(request.overrides.parseMesh(mesh, error))) {
+    return failure();
+  }
+  if (options.zeroStage >= 0) {
+    if (request.autoMesh) {
+      error = "mesh \"auto\" chooses the ZeRO stage: leave zeroStage < 0";
       return failure();
-    if (!desc->getOnnxModelPath().empty())
-      return os << "mesh \"auto\" plans gptc's own GPTs; an ONNX model "
-                   "takes a mesh",
-             failure();
-    std::optional<PlanSearch> search =
-        searchPlans(desc->getConfig(), *hw, options.devices, error);
-    if (!search || search->plans.empty())
-      return os << "mesh \"auto\": "
-                << (search ? "no plan fits the devices' memory" : error),
-             failure();
-    if (failed(overrides.setFromPlan(search->plans.front().first, error)))
-      return os << error, failure();
-    return overrides;
+    }
+    request.overrides.zeroStage = options.zeroStage;
   }
-  if (!mesh.empty() && failed(overrides.parseMesh(mesh, error)))
-    return os << error, failure();
-  if (options.zeroStage >= 0)
-    overrides.zeroStage = options.zeroStage;
-  return overrides;
-}
-
-/// Compiles `modelPath` into `impl`; diagnostics go to `diagnostics`.
-static bool compile(const std::string &modelPath,
-                    const GptcTrainerOptions &options, TrainerImpl &impl,
-                    std::string &diagnostics) {
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  llvm::raw_string_ostream os(diagnostics);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context, os);
-
-  std::optional<OnnxImport> onnx;
-  OnnxTrainingShape shape;
-  std::string description, error;
-  if (llvm::StringRef(modelPath).ends_with(".onnx")) {
-    FailureOr<OnnxImport> imported =
-        importOnnxFileForTraining(modelPath, &context, {}, shape);
-    if (failed(imported))
-      return false;
-    onnx = std::move(*imported);
-    DescriptionOverrides flags;
-    if (options.mesh && *options.mesh && std::string(options.mesh) != "auto" &&
-        failed(flags.parseMesh(options.mesh, error)))
-      return os << error, false;
-    FailureOr<std::string> text =
-        onnxTrainingDescription(modelPath, shape, flags, error);
-    if (failed(text))
-      return os << error, false;
-    description = *text;
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(
-            description, modelPath + " (training settings)"),
-        llvm::SMLoc());
-  } else {
-    std::unique_ptr<llvm::MemoryBuffer> buffer = openBoundedInput(
-        modelPath, kMaxDescriptionBytes, "model description", error);
-    if (!buffer)
-      return os << error, false;
-    description = buffer->getBuffer().str();
-    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  if (options.steps < 0) {
+    error = "steps takes a step count >= 1 (0: the description's), got " +
+            std::to_string(options.steps);
+    return failure();
   }
-  FailureOr<DescriptionOverrides> overrides =
-      overridesFor(options, sourceMgr, context, os);
-  if (failed(overrides))
-    return false;
-  FailureOr<ModelDescription> desc =
-      ModelDescription::parse(sourceMgr, &context, *overrides);
-  if (failed(desc))
-    return false;
-  if (options.steps < 0)
-    return os << "steps takes a step count >= 1 (0: the description's), got "
-              << options.steps,
-           false;
   if (options.steps > 0)
-    desc->setSteps(options.steps);
-  // The description's own schedule is checked; a caller's `steps` is a
-  // run it asked for (a warning would reach no one: diagnostics are
-  // returned on failure only).
-  if (options.steps == 0 && failed(desc->checkSchedule()))
-    return false;
-  const ModelConfig &m = desc->getConfig();
-  bool pipeline = m.pipelineParallel > 1;
-  int64_t devices = m.devices();
-  for (const MeshAxis &axis : desc->getMeshAxes())
-    impl.mesh += (impl.mesh.empty() ? "" : ",") + axis.name + "=" +
-                 std::to_string(axis.size);
-  if (failed(resolveOnnxModel(*desc, &context, {}, onnx, shape)))
-    return false;
-  if (pipeline && onnx)
-    return os << "an ONNX model trains on meshes without a pipeline axis "
-                 "(its initializers are not split into stages)",
-           false;
-  std::map<std::string, std::string> initial;
-  OwningOpRef<ModuleOp> module =
-      buildTrainingModule(*desc, &context, onnx, initial);
-  if (!module)
-    return false;
-  // A call that fails leaves the trainer as it was: the step's program
-  // carries the skip flag, so that a non-finite step changes no parameter
-  // or moment whatever nan_policy says (the policy itself, what the
-  // caller is told, stays the description's). Pipeline stages guard their
-  // own update (PipelineTrainer).
-  if (!pipeline)
-    GptcDialect::NanPolicyAttrHelper(&context).setAttr(
-        *module, NanPolicyAttr::get(&context, NanPolicy::Skip));
-  // The device: the CPU, or the CUDA runtime on a GPU or the virtual
-  // CUDA device (GEMM epilogues, the GPU's kernel grouping, an sm_90 image
-  // or the virtual device's host code).
+    request.steps = options.steps;
   std::string device =
       options.device && *options.device ? options.device : "cpu";
   std::optional<DeviceKind> kind = parseDeviceKind(device);
-  if (!kind)
-    return os << "device '" << device
-              << "': the C API trains on cpu, cuda or virtual-cuda",
-           false;
-  CompileOptions compileOptions;
-  compileOptions.device = *kind;
-  bool cuda = compileOptions.cuda();
-#ifdef GPTC_HAVE_CUDA
-  if (*kind == DeviceKind::VirtualCUDA &&
-      !::gptc::cuda::useVirtualDevice(error))
-    return os << "device virtual-cuda: " << error, false;
-  if (cuda && !rt::cudaDeviceAvailable(error))
-    return os << error, false;
-#else
-  if (cuda)
-    return os << "device " << device
-              << ": this gptc was built without the CUDA runtime",
-           false;
-#endif
-  if (failed(compileTraining(*desc, *module, compileOptions,
-                             ProgramCode::Compiled, impl.program)))
-    return false;
-
-  // The artifact's settings, as gptc train and gptc-runtime start from;
-  // the caller drives the steps, evaluations and checkpoints, so none of
-  // them runs on its own, and progress lines are the caller's to print.
-  setTrainSettings(*desc, description, impl.program);
-  rt::TrainOptions &opts = impl.options;
-  opts = rt::TrainOptions::fromProgram(impl.program);
-  opts.model = desc->getName().str();
-  opts.logInterval = 0;
-  opts.evalInterval = 0;
-  opts.checkpointInterval = 0;
-  opts.collectiveTimeout = 0;
+  if (!kind) {
+    error = "device '" + device +
+            "': the C API trains on cpu, cuda or "
+            "virtual-cuda";
+    return failure();
+  }
+  request.compile.device = *kind;
+  if (failed(addSettings(options, request, error)))
+    return failure();
+  // A call that fails leaves the trainer as it was: the step's program
+  // carries the skip flag, so that a non-finite step changes no parameter
+  // or moment whatever nan_policy says (the policy itself, what the
+  // caller is told, stays the description's).
+  request.guardEveryStep = true;
+  // Each process's caller gets its own errors.
+  request.reportOnEveryRank = true;
+  rt::RunOptions &run = request.run;
+  run.openData = false;
+  run.logInterval = 0;
+  run.evalInterval = 0;
+  run.checkpointMinutes = 0;
+  run.collectiveTimeout = 0;
+  run.stopOnSignal = false;
+  run.endRanksOnError = false;
+  run.device.kind = request.compile.device;
   // Loading a checkpoint of other settings, the schedule's length among
   // them, is refused unless the caller asks for it.
-  opts.resumePolicy.stepsChange = false;
-  opts.resumePolicy.whatToDo =
+  run.stepsChangeResumable = false;
+  run.resumeAdvice =
       "Load it with these settings by gptcTrainerLoadCheckpointChanged "
       "(Python: load(path, changed=True))";
-  impl.batchSize = m.batchSize;
-  // The processes, the device and the trainer as gptc train makes them
-  // (rt::Session): a pipeline's stages, each process its own
-  // (docs/Pipeline.md), or one program per device.
-  if (!rt::startProcesses(devices, pipeline, impl.comm, error))
-    return os << (impl.comm ? error : "cannot start MPI"), false;
-  // The threads as gptc train sets them: this rank's share of the cores,
-  // OMP_NUM_THREADS at most that, the OpenMP variables checked.
-  if (rt::shareCores(impl.comm.get(), error).empty())
-    return os << error, false;
-  rt::DeviceOptions where;
-  where.cuda = cuda;
-  impl.trainer =
-      rt::openTrainingRun(impl.program, opts, where, impl.comm.get(),
-                          std::move(initial), /*resume=*/false, error);
-  if (!impl.trainer)
-    return os << error, false;
-  return true;
+  return success();
 }
 
 GptcTrainer gptcTrainerCreate(const char *modelPath,
@@ -319,10 +317,21 @@ GptcTrainer gptcTrainerCreate(const char *modelPath,
   }
   GptcTrainerOptions defaults = gptcTrainerOptionsGetDefault();
   auto impl = std::make_unique<TrainerImpl>();
-  std::string diagnostics;
-  if (!compile(modelPath, options ? *options : defaults, *impl, diagnostics)) {
-    setError(error,
-             diagnostics.empty() ? "compiling the model failed" : diagnostics);
+  TrainRequest request;
+  std::string message;
+  if (failed(trainRequest(modelPath, options ? *options : defaults, request,
+                          message))) {
+    setError(error, message);
+    return {nullptr};
+  }
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  impl->session = TrainSession::create(request, context, impl->observer);
+  if (!impl->session) {
+    std::string &text = impl->observer.text;
+    setError(error, text.empty() ? "compiling the model failed" : text);
     return {nullptr};
   }
   return {impl.release()};
@@ -331,28 +340,30 @@ GptcTrainer gptcTrainerCreate(const char *modelPath,
 void gptcTrainerDestroy(GptcTrainer trainer) { delete unwrap(trainer); }
 
 int64_t gptcTrainerGetRank(GptcTrainer t) {
-  return unwrap(t)->comm ? unwrap(t)->comm->rank() : 0;
+  return unwrap(t)->comm() ? unwrap(t)->comm()->rank() : 0;
 }
 int64_t gptcTrainerGetNumProcesses(GptcTrainer t) {
-  return unwrap(t)->comm ? unwrap(t)->comm->size() : 1;
+  return unwrap(t)->comm() ? unwrap(t)->comm()->size() : 1;
 }
 const char *gptcTrainerGetMesh(GptcTrainer t) {
-  return unwrap(t)->mesh.c_str();
+  return unwrap(t)->session->mesh().c_str();
 }
 
 int64_t gptcTrainerGetStep(GptcTrainer t) {
-  return unwrap(t)->trainer->getStep();
+  return unwrap(t)->trainer().getStep();
 }
 int64_t gptcTrainerGetNumSteps(GptcTrainer t) {
-  return unwrap(t)->options.steps;
+  return unwrap(t)->options().steps;
 }
-int64_t gptcTrainerGetBatchSize(GptcTrainer t) { return unwrap(t)->batchSize; }
+int64_t gptcTrainerGetBatchSize(GptcTrainer t) {
+  return unwrap(t)->session->batchSize();
+}
 int64_t gptcTrainerGetSeqLen(GptcTrainer t) {
-  return unwrap(t)->options.seqLen;
+  return unwrap(t)->options().seqLen;
 }
 
 int64_t gptcTrainerGetNumTensors(GptcTrainer t) {
-  return static_cast<int64_t>(unwrap(t)->trainer->parameterNames().size());
+  return static_cast<int64_t>(unwrap(t)->trainer().parameterNames().size());
 }
 
 /// The tensor `index` names, or null when out of range.
@@ -363,32 +374,33 @@ static bool validTensor(GptcTrainer t, int64_t index) {
 const char *gptcTrainerGetTensorName(GptcTrainer t, int64_t index) {
   if (!validTensor(t, index))
     return nullptr;
-  return unwrap(t)->trainer->parameterNames()[index].c_str();
+  return unwrap(t)->trainer().parameterNames()[index].c_str();
 }
 int64_t gptcTrainerGetTensorRank(GptcTrainer t, int64_t index) {
   if (!validTensor(t, index))
     return -1;
-  return static_cast<int64_t>(unwrap(t)->trainer->parameterShape(index).size());
+  return static_cast<int64_t>(
+      unwrap(t)->trainer().parameterShape(index).size());
 }
 int64_t gptcTrainerGetTensorDim(GptcTrainer t, int64_t index, int64_t dim) {
   if (!validTensor(t, index) || dim < 0 ||
       dim >= gptcTrainerGetTensorRank(t, index))
     return -1;
-  return unwrap(t)->trainer->parameterShape(index)[dim];
+  return unwrap(t)->trainer().parameterShape(index)[dim];
 }
 int64_t gptcTrainerGetNumParameters(GptcTrainer t) {
-  return unwrap(t)->trainer->numParameters();
+  return unwrap(t)->trainer().numParameters();
 }
 
 /// The index of the parameter `name` holding `count` float32 elements.
 static std::optional<size_t> parameterIndex(GptcTrainer t, const char *name,
                                             int64_t count, char **error) {
-  const auto &names = unwrap(t)->trainer->parameterNames();
+  const auto &names = unwrap(t)->trainer().parameterNames();
   for (size_t i = 0; name && i < names.size(); ++i) {
     if (names[i] != name)
       continue;
     int64_t n = 1;
-    for (int64_t d : unwrap(t)->trainer->parameterShape(i))
+    for (int64_t d : unwrap(t)->trainer().parameterShape(i))
       n *= d;
     if (n != count) {
       setError(error, "parameter '" + names[i] + "' has " + std::to_string(n) +
@@ -409,7 +421,7 @@ bool gptcTrainerReadParameter(GptcTrainer t, const char *name, float *data,
     return false;
   std::vector<rt::Tensor> whole;
   std::string message;
-  if (!unwrap(t)->trainer->wholeParameters(whole, message))
+  if (!unwrap(t)->trainer().wholeParameters(whole, message))
     return setError(error, message);
   const rt::Tensor &p = whole[*i];
   if (p.dtype != ::gptc::program::F32)
@@ -425,20 +437,19 @@ bool gptcTrainerWriteParameter(GptcTrainer t, const char *name,
   if (!i)
     return false;
   rt::Tensor whole(::gptc::program::F32,
-                   unwrap(t)->trainer->parameterShape(*i));
+                   unwrap(t)->trainer().parameterShape(*i));
   std::memcpy(whole.raw(), data, static_cast<size_t>(whole.byteSize()));
   std::string message;
-  if (!unwrap(t)->trainer->writeParameter(name, whole, message))
+  if (!unwrap(t)->trainer().writeParameter(name, whole, message))
     return setError(error, message);
   return true;
 }
 
 /// The data set at `path` (NULL: the GPL-3 text) for `impl`'s model.
-static bool openData(const TrainerImpl &impl, const char *path,
-                     rt::Dataset &data, char **error) {
+static bool openData(TrainerImpl &impl, const char *path, rt::Dataset &data,
+                     char **error) {
   std::string message;
-  if (!rt::Dataset::open(path ? path : kDefaultData, "", impl.options.seqLen,
-                         impl.options.vocab, data, message))
+  if (!impl.session->runtime().openDataset(path ? path : "", data, message))
     return setError(error, message);
   return true;
 }
@@ -451,10 +462,10 @@ bool gptcTrainerTrain(GptcTrainer t, const char *dataPath, int64_t steps,
     return false;
   std::ostringstream log; // progress lines are the caller's to print
   std::string message;
-  if (!impl.trainer->trainSteps(data, steps, log, message))
+  if (!impl.trainer().trainSteps(data, steps, log, message))
     return setError(error, message);
   if (loss)
-    *loss = impl.trainer->getLastLoss();
+    *loss = impl.trainer().getLastLoss();
   return true;
 }
 
@@ -464,27 +475,28 @@ bool gptcTrainerTrainBatch(GptcTrainer t, const int32_t *tokens,
   TrainerImpl &impl = *unwrap(t);
   if (!tokens || !labels)
     return setError(error, "gptcTrainerTrainBatch: no tokens or labels");
-  if (rows != impl.trainer->wholeBatchRows() || seqLen != impl.options.seqLen)
+  if (rows != impl.trainer().wholeBatchRows() ||
+      seqLen != impl.options().seqLen)
     return setError(error, "gptcTrainerTrainBatch: a step's batch is " +
-                               std::to_string(impl.trainer->wholeBatchRows()) +
-                               " x " + std::to_string(impl.options.seqLen) +
+                               std::to_string(impl.trainer().wholeBatchRows()) +
+                               " x " + std::to_string(impl.options().seqLen) +
                                " token ids, got " + std::to_string(rows) +
                                " x " + std::to_string(seqLen));
   rt::Tensor tk(::gptc::program::I32, {rows, seqLen}),
       lb(::gptc::program::I32, {rows, seqLen});
   for (int64_t i = 0; i < rows * seqLen; ++i) {
     for (int32_t id : {tokens[i], labels[i]})
-      if (id < 0 || id >= impl.options.vocab)
+      if (id < 0 || id >= impl.options().vocab)
         return setError(
             error, "gptcTrainerTrainBatch: token id " + std::to_string(id) +
                        " at " + std::to_string(i) + " is outside the " +
-                       "vocabulary of " + std::to_string(impl.options.vocab));
+                       "vocabulary of " + std::to_string(impl.options().vocab));
     tk.data<int32_t>()[i] = tokens[i];
     lb.data<int32_t>()[i] = labels[i];
   }
   double l = 0, n = 0;
   std::string message;
-  if (!impl.trainer->trainBatch(tk, lb, l, n, message))
+  if (!impl.trainer().trainBatch(tk, lb, l, n, message))
     return setError(error, message);
   if (loss)
     *loss = l;
@@ -501,7 +513,7 @@ bool gptcTrainerEvaluate(GptcTrainer t, const char *dataPath, double *loss,
     return false;
   double value = 0;
   std::string message;
-  if (!impl.trainer->evaluate(data, value, message))
+  if (!impl.trainer().evaluate(data, value, message))
     return setError(error, message);
   if (loss)
     *loss = value;
@@ -512,8 +524,8 @@ bool gptcTrainerSaveCheckpoint(GptcTrainer t, const char *path, char **error) {
   std::string message;
   if (!path)
     return setError(error, "gptcTrainerSaveCheckpoint: no path");
-  if (!unwrap(t)->trainer->saveCheckpoint(path, unwrap(t)->trainer->getStep(),
-                                          message))
+  if (!unwrap(t)->trainer().saveCheckpoint(path, unwrap(t)->trainer().getStep(),
+                                           message))
     return setError(error, message);
   return true;
 }
@@ -522,7 +534,7 @@ bool gptcTrainerLoadCheckpoint(GptcTrainer t, const char *path, char **error) {
   std::string message;
   if (!path)
     return setError(error, "gptcTrainerLoadCheckpoint: no path");
-  if (!unwrap(t)->trainer->loadCheckpoint(path, message))
+  if (!unwrap(t)->trainer().loadCheckpoint(path, message))
     return setError(error, message);
   return true;
 }
@@ -532,16 +544,16 @@ bool gptcTrainerLoadCheckpointChanged(GptcTrainer t, const char *path,
   if (!path)
     return setError(error, "gptcTrainerLoadCheckpointChanged: no path");
   TrainerImpl &impl = *unwrap(t);
-  rt::ResumePolicy policy = impl.options.resumePolicy;
+  rt::ResumePolicy policy = impl.options().resumePolicy;
   policy.anyChange = true;
-  impl.trainer->setResumePolicy(policy);
+  impl.trainer().setResumePolicy(policy);
   std::string message;
-  bool ok = impl.trainer->loadCheckpoint(path, message);
-  impl.trainer->setResumePolicy(impl.options.resumePolicy);
+  bool ok = impl.trainer().loadCheckpoint(path, message);
+  impl.trainer().setResumePolicy(impl.options().resumePolicy);
   if (!ok)
     return setError(error, message);
   if (notes)
-    *notes = strdup(impl.trainer->getResumeNotes().c_str());
+    *notes = strdup(impl.trainer().getResumeNotes().c_str());
   return true;
 }
 

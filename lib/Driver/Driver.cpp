@@ -29,25 +29,11 @@ using namespace mlir::gptc;
 namespace pg = ::gptc::program;
 
 std::optional<DeviceKind> mlir::gptc::parseDeviceKind(StringRef name) {
-  if (name == "cpu")
-    return DeviceKind::CPU;
-  if (name == "cuda")
-    return DeviceKind::CUDA;
-  if (name == "virtual-cuda")
-    return DeviceKind::VirtualCUDA;
-  return std::nullopt;
+  return ::gptc::runtime::parseDeviceKind(name.str());
 }
 
 StringRef mlir::gptc::stringifyDeviceKind(DeviceKind kind) {
-  switch (kind) {
-  case DeviceKind::CPU:
-    return "cpu";
-  case DeviceKind::CUDA:
-    return "cuda";
-  case DeviceKind::VirtualCUDA:
-    return "virtual-cuda";
-  }
-  llvm_unreachable("unknown device kind");
+  return ::gptc::runtime::deviceKindName(kind);
 }
 
 LogicalResult CompileOptions::verify(std::string &error) const {
@@ -496,6 +482,9 @@ static void setRecipe(const ModelConfig &m, pg::TrainSettings &t) {
 void mlir::gptc::setTrainSettings(const ModelDescription &desc, StringRef text,
                                   pg::Program &program) {
   const ModelConfig &m = desc.getConfig();
+  // The model's name, which checkpoints record (a pipeline's module, cut
+  // into stages, may not carry it).
+  program.set_model(desc.getName().str());
   pg::TrainSettings &t = *program.mutable_train();
   t.clear_recipe();
   setRecipe(m, t);

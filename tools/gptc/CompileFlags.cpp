@@ -209,13 +209,6 @@ static cl::opt<ZeroReduce, false, NamedValueParser<ZeroReduce>> zeroReduceOpt(
                           "default; the bytes once per microbatch)")),
     cl::init(ZeroReduce::Step), cl::cat(parallelCategory));
 
-/// Set by --mesh auto when its plan reduces every microbatch.
-static bool planReducesEachMicrobatch = false;
-
-void mlir::gptc::setPlanReducesEachMicrobatch(bool each) {
-  planReducesEachMicrobatch = each;
-}
-
 bool mlir::gptc::isMeshAuto() { return meshOpt == "auto"; }
 
 bool mlir::gptc::isMeshGiven() {
@@ -231,21 +224,13 @@ bool mlir::gptc::explicitParallelOptions() {
          virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
 }
 
-static std::string defaultMesh;
-
 bool mlir::gptc::isWarmupGiven() { return warmupStepsOpt.getNumOccurrences(); }
-
-void mlir::gptc::setDefaultMesh(std::string mesh) {
-  defaultMesh = std::move(mesh);
-}
 
 FailureOr<DescriptionOverrides> mlir::gptc::getDescriptionOverrides() {
   DescriptionOverrides o;
-  if (meshOpt.getNumOccurrences() || !defaultMesh.empty()) {
+  if (meshOpt.getNumOccurrences()) {
     std::string error;
-    if (failed(o.parseMesh(meshOpt.getNumOccurrences() ? meshOpt.getValue()
-                                                       : defaultMesh,
-                           error))) {
+    if (failed(o.parseMesh(meshOpt.getValue(), error))) {
       llvm::errs() << "gptc: error: " << error << "\n";
       return failure();
     }
@@ -305,8 +290,8 @@ FailureOr<CompileOptions> mlir::gptc::getCompileOptions() {
   options.bucketBytes = static_cast<int64_t>(bucketMbOpt * 1024 * 1024);
   if (gemmEpiloguesOpt.getNumOccurrences())
     options.gemmEpilogues = gemmEpiloguesOpt;
-  options.zeroReduceEachMicrobatch =
-      zeroReduceOpt == ZeroReduce::Microbatch || planReducesEachMicrobatch;
+  // (--mesh auto's plan may set it too: parseDescription.)
+  options.zeroReduceEachMicrobatch = zeroReduceOpt == ZeroReduce::Microbatch;
   if (scheduleOpt.getNumOccurrences()) {
     options.pipeline.schedule = parsePipelineSchedule(scheduleOpt);
     if (!options.pipeline.schedule) {

@@ -74,8 +74,6 @@ bool isWarmupGiven();
 bool explicitParallelOptions();
 /// --steps, where given: the schedule's length, compiled into the step.
 std::optional<int64_t> stepsFlag();
-/// Set by --mesh auto when its plan reduce-scatters every microbatch.
-void setPlanReducesEachMicrobatch(bool each);
 
 } // namespace mlir::gptc
 

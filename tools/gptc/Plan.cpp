@@ -17,6 +17,7 @@
 
 #include "gptc/Analysis/ModelSize.h"
 #include "gptc/Analysis/Planner.h"
+#include "gptc/Driver/Planning.h"
 #include "gptc/Frontend/HardwareDescription.h"
 #include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -53,193 +54,22 @@ static cl::opt<int64_t>
 static cl::opt<int> topOpt("top", cl::desc("gptc plan: plans to list"),
                            cl::init(5), cl::cat(planCategory));
 
-/// `value` in the largest of `units` (base^1, base^2, base^3) that shows a
-/// figure of at least 0.1, so a small model's plan is not "0.0 GiB".
-static std::string scaled(double value, double base,
-                          const std::array<const char *, 3> &units) {
-  int i = 2;
-  while (i > 0 && value < 0.1 * std::pow(base, i + 1))
-    --i;
-  std::string s;
-  llvm::raw_string_ostream(s)
-      << llvm::format("%.1f %s", value / std::pow(base, i + 1), units[i]);
-  return s;
+/// The hardware --hardware names (gptc plan's errors in its voice).
+static FailureOr<HardwareSpec> loadHardwareFlag(MLIRContext &context) {
+  std::string error;
+  FailureOr<HardwareSpec> hw =
+      mlir::gptc::loadHardware(hardwareOpt, context, llvm::errs(), error);
+  if (failed(hw) && !error.empty())
+    llvm::errs() << "gptc: error: --hardware: " << error << "\n";
+  return hw;
 }
 
-/// Memory, in binary units.
-static std::string gib(double bytes) {
-  return scaled(bytes, 1024, {"KiB", "MiB", "GiB"});
-}
-
-/// Bytes sent, in decimal units as link bandwidths are.
-static std::string sent(double bytes) {
-  return scaled(bytes, 1000, {"kB", "MB", "GB"});
-}
-
-static std::string seconds(double s) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  if (s < 1e-12)
-    os << "0";
-  else if (s >= 1)
-    os << llvm::format("%.2f s", s);
-  else if (s >= 1e-3)
-    os << llvm::format("%.1f ms", s * 1e3);
-  else
-    os << llvm::format("%.1f us", s * 1e6);
-  return out;
-}
-
-static std::string percent(double fraction) {
-  std::string s;
-  llvm::raw_string_ostream(s) << llvm::format("%.1f%%", fraction * 100);
-  return s;
-}
-
-/// A plan in words: "--mesh pp=16,tp=8, ZeRO-1, 64 microbatches of 1,
-/// interleaved v2".
-static std::string describePlan(const ParallelPlan &plan) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "--mesh " << plan.meshString() << ", ZeRO-" << plan.zeroStage
-     << (plan.sequenceParallel ? ", sequence parallel" : "") << ", "
-     << plan.microbatches << " microbatch"
-     << (plan.microbatches > 1 ? "es" : "") << " of " << plan.microBatch
-     << (plan.reducesEachMicrobatch() ? " (reduce-scattered each)" : "");
-  if (plan.pp > 1)
-    os << ", " << pipelineScheduleName(plan.schedule)
-       << (plan.virtualStages > 1 ? " v" + std::to_string(plan.virtualStages)
-                                  : std::string());
-  else if (plan.recompute != Recompute::None)
-    os << ", recompute " << stringifyRecompute(plan.recompute).str();
-  return s;
-}
-
-/// Why no plan is left when some were considered: their least memory.
-static std::string memoryRefusal(const PlanSearch &search,
-                                 const HardwareSpec &hw) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "no plan fits the devices' memory ("
-     << gib(double(hw.memoryBytes) * hw.usableMemory)
-     << " usable): the least any of the " << search.considered
-     << " plans needs is " << gib(double(search.smallestMemory))
-     << " per device (" << describePlan(*search.smallest)
-     << "): add devices or use larger ones";
-  return s;
-}
-
-/// The hardware: a preset's name or a file.
-static FailureOr<HardwareSpec> loadHardware(MLIRContext &context) {
-  llvm::SourceMgr sourceMgr;
-  std::string text, name = hardwareOpt;
-  for (const auto &[preset, body] : hardwarePresets())
-    if (preset == name) {
-      text = body;
-      name = "<preset " + preset + ">";
-    }
-  if (text.empty()) {
-    std::string error;
-    // A path that exists is read (a FIFO, device or directory refused, a
-    // size bound); else it was meant as a preset.
-    if (llvm::sys::fs::exists(name)) {
-      std::unique_ptr<llvm::MemoryBuffer> file = openBoundedInput(
-          name, kMaxDescriptionBytes, "hardware description", error);
-      if (!file) {
-        llvm::errs() << "gptc: error: --hardware: " << error << "\n";
-        return failure();
-      }
-      sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-      SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-      return parseHardware(sourceMgr, &context);
-    }
-    std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(name, &error);
-    if (!file) {
-      llvm::errs() << "gptc: error: --hardware: '" << name
-                   << "' is neither a preset (";
-      for (const auto &[i, preset] : llvm::enumerate(hardwarePresets()))
-        llvm::errs() << (i ? ", " : "") << preset.first;
-      llvm::errs() << ") nor a readable file\n";
-      return failure();
-    }
-    sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  } else {
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(text, name), llvm::SMLoc());
-  }
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  return parseHardware(sourceMgr, &context);
-}
-
-/// What the planner reads of an unplanned description that names an ONNX
-/// model: the description's batch and settings, with the architecture of
-/// the graph's raised blocks (`shape`, imported here unless `given`); the
-/// graph fixes each microbatch (`microBatch`, its token input's rows), and
-/// `pipelines` says whether its blocks were located (the stages are cut
-/// between them). The cost model prices GPT-2's blocks, so the graph must
-/// hold what they hold. The description gets the graph's vocabulary,
-/// context and architecture.
-static FailureOr<ModelConfig> onnxPlanningConfig(ModelDescription &desc,
-                                                 MLIRContext &context,
-                                                 const OnnxTrainingShape *given,
-                                                 int64_t &microBatch,
-                                                 bool &pipelines) {
-  OnnxTrainingShape shape;
-  if (given) {
-    shape = *given;
-  } else if (failed(importOnnxForTraining(desc.getOnnxModelPath(), context,
-                                          shape))) {
+/// The ONNX import flags, for planning (their errors printed).
+static FailureOr<OnnxImportOptions> onnxFlags() {
+  OnnxImportOptions options;
+  if (!getOnnxImportOptions(options))
     return failure();
-  }
-  Location at = desc.locate({{"onnx_model"}});
-  if (shape.numLayers == 0)
-    return emitError(at) << "the planner (gptc plan, --mesh auto) prices an "
-                            "ONNX model by its raised transformer blocks, and "
-                            "none of this graph's was raised (docs/Onnx.md, "
-                            "\"What training raises\")";
-  ModelConfig m = desc.getConfig();
-  if (m.seqLen != shape.seqLen)
-    return emitError(desc.locate({{"training"}, {"seq_len"}}))
-           << "seq_len is " << m.seqLen
-           << ", but the ONNX graph's token input holds sequences of "
-           << shape.seqLen;
-  if (m.batchSize % shape.batch)
-    return emitError(desc.locate({{"training"}, {"batch_size"}}))
-           << "the ONNX graph takes microbatches of " << shape.batch
-           << " sequences, which do not divide batch_size (" << m.batchSize
-           << ")";
-  desc.setImportedModel(shape.vocab, shape.seqLen);
-  desc.setImportedArchitecture(shape.numLayers, shape.numHeads, shape.modelDim,
-                               shape.mlpDim, shape.tiedEmbeddings, shape.bias);
-  m = desc.getConfig();
-  std::optional<ModelSize> size = computeModelSize(m);
-  if (!size || size->totalParams != shape.numParams)
-    return emitError(at) << "cannot price this ONNX model as a GPT: its "
-                            "raised blocks ("
-                         << m.numLayers << " layers, width " << m.modelDim
-                         << ") make a GPT-2 of "
-                         << (size ? size->totalParams : 0)
-                         << " parameters, and the graph holds "
-                         << shape.numParams;
-  microBatch = shape.batch;
-  pipelines = shape.locatedLayers > 0;
-  return m;
-}
-
-/// Drops the plans with a pipeline axis where the model cannot be cut into
-/// stages.
-static void keepPipelines(PlanSearch &search, bool pipelines) {
-  if (!pipelines)
-    llvm::erase_if(search.plans,
-                   [](const auto &plan) { return plan.first.pp > 1; });
-}
-
-/// The step the plans of MODEL.onnx share: one graph-sized microbatch per
-/// device.
-static DescriptionOverrides planningOverrides() {
-  DescriptionOverrides o;
-  o.mesh = std::vector<MeshAxis>{{"dp", devicesOpt, MeshAxis::Kind::Data}};
-  return o;
+  return options;
 }
 
 FailureOr<DescriptionOverrides> mlir::gptc::getOnnxDescriptionOverrides() {
@@ -250,29 +80,15 @@ FailureOr<DescriptionOverrides> mlir::gptc::getOnnxDescriptionOverrides() {
                     "a file) and --devices N >= 1\n";
     return failure();
   }
-  DescriptionOverrides o = planningOverrides();
-  if (failed(addScheduleFlags(o)))
+  DescriptionOverrides schedule;
+  if (failed(addScheduleFlags(schedule)))
     return failure();
-  return o;
+  return onnxPlanningOverrides(devicesOpt, schedule);
 }
 
-/// The description with the mesh and the parallel settings a plan chooses
-/// left out (gptc plan and --mesh auto).
-static FailureOr<ModelDescription> parseUnplanned(llvm::SourceMgr &sourceMgr,
-                                                  MLIRContext &context) {
-  return ModelDescription::parse(sourceMgr, &context,
-                                 DescriptionOverrides::unplanned());
-}
-
-FailureOr<ModelDescription>
-mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
-                             const OnnxTrainingShape *onnxShape) {
-  if (!isMeshAuto()) {
-    FailureOr<DescriptionOverrides> overrides = getDescriptionOverrides();
-    if (failed(overrides))
-      return failure();
-    return ModelDescription::parse(sourceMgr, &context, *overrides);
-  }
+FailureOr<std::optional<AutoMesh>> mlir::gptc::autoMeshFlags() {
+  if (!isMeshAuto())
+    return std::optional<AutoMesh>();
   if (hardwareOpt.empty() || devicesOpt < 1) {
     llvm::errs() << "gptc: error: --mesh auto needs --hardware (a preset or "
                     "a file) and --devices N >= 1\n";
@@ -286,81 +102,52 @@ mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                     "--pipeline-schedule and --virtual-stages\n";
     return failure();
   }
-  FailureOr<HardwareSpec> hw = loadHardware(context);
-  if (failed(hw))
+  return std::optional<AutoMesh>(AutoMesh{hardwareOpt, devicesOpt});
+}
+
+FailureOr<ModelDescription>
+mlir::gptc::parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
+                             CompileOptions &options,
+                             const OnnxTrainingShape *onnxShape) {
+  FailureOr<std::optional<AutoMesh>> mesh = autoMeshFlags();
+  if (failed(mesh))
     return failure();
-  FailureOr<ModelDescription> unplanned = parseUnplanned(sourceMgr, context);
-  if (failed(unplanned))
-    return failure();
-  ModelConfig config = unplanned->getConfig();
-  int64_t microBatch = 0;
-  bool pipelines = true;
-  if (!unplanned->getOnnxModelPath().empty()) {
-    FailureOr<ModelConfig> onnx = onnxPlanningConfig(
-        *unplanned, context, onnxShape, microBatch, pipelines);
-    if (failed(onnx))
+  if (!*mesh) {
+    FailureOr<DescriptionOverrides> overrides = getDescriptionOverrides();
+    if (failed(overrides))
       return failure();
-    config = *onnx;
+    return ModelDescription::parse(sourceMgr, &context, *overrides);
   }
+  DescriptionOverrides schedule;
+  FailureOr<OnnxImportOptions> onnx = onnxFlags();
+  if (failed(addScheduleFlags(schedule)) || failed(onnx))
+    return failure();
   std::string error;
-  std::optional<PlanSearch> search =
-      searchPlans(config, *hw, devicesOpt, error, microBatch);
-  if (search)
-    keepPipelines(*search, pipelines);
-  if (!search || search->plans.empty()) {
-    std::string why = !search                   ? error
-                      : search->considered == 0 ? "no mesh of these devices "
-                                                  "can run the model"
-                                                : memoryRefusal(*search, *hw);
-    if (search)
-      for (const std::string &rule : search->excluded)
-        why += "\n  " + rule;
-    llvm::errs() << "gptc: error: --mesh auto: " << why << "\n";
-    return failure();
-  }
-  const auto &[plan, cost] = search->plans.front();
-  setPlanReducesEachMicrobatch(plan.reducesEachMicrobatch());
-  DescriptionOverrides overrides;
-  if (failed(overrides.setFromPlan(plan, error))) {
-    llvm::errs() << "gptc: error: " << error << "\n";
-    return failure();
-  }
-  if (failed(addScheduleFlags(overrides)))
-    return failure();
   FailureOr<ModelDescription> desc =
-      ModelDescription::parse(sourceMgr, &context, overrides);
-  if (failed(desc))
-    return failure();
-  std::string note;
-  llvm::raw_string_ostream(note)
-      << "--mesh auto on " << devicesOpt.getValue() << " x " << hw->deviceName
-      << ": " << describePlan(plan) << ": predicted step "
-      << seconds(cost.stepSeconds) << ", MFU " << percent(cost.mfu) << ", "
-      << gib(double(cost.memoryBytes))
-      << " per device (gptc plan ranks the others)";
-  // A remark at the description, and the same words on the module.
-  emitRemark(desc->locate({})) << note;
-  desc->setPlanNote(std::move(note));
+      planDescription(sourceMgr, context, **mesh, schedule, onnxShape, *onnx,
+                      options, llvm::errs(), error);
+  if (failed(desc) && !error.empty())
+    llvm::errs() << "gptc: error: " << error << "\n";
   return desc;
 }
 
 /// A plan's terms: its step and memory.
 static void printPlanTerms(llvm::raw_ostream &os, const PlanCost &cost) {
-  os << "  step " << seconds(cost.stepSeconds) << " = compute "
-     << seconds(cost.computeSeconds) << " + memory-bound "
-     << seconds(cost.memorySeconds) << " + bubble "
-     << seconds(cost.bubbleSeconds) << " + communication "
-     << seconds(cost.commSeconds) << " exposed";
+  os << "  step " << formatSeconds(cost.stepSeconds) << " = compute "
+     << formatSeconds(cost.computeSeconds) << " + memory-bound "
+     << formatSeconds(cost.memorySeconds) << " + bubble "
+     << formatSeconds(cost.bubbleSeconds) << " + communication "
+     << formatSeconds(cost.commSeconds) << " exposed";
   if (cost.overlappedSeconds > 0)
-    os << " (" << seconds(cost.overlappedSeconds)
+    os << " (" << formatSeconds(cost.overlappedSeconds)
        << " more hidden behind computation)";
   os << "; MFU " << llvm::format("%.1f%%", cost.mfu * 100) << "\n";
-  os << "  memory per device " << gib(double(cost.memoryBytes)) << ": weights "
-     << gib(double(cost.weightBytes)) << ", gradients "
-     << gib(double(cost.gradBytes)) << ", optimizer "
-     << gib(double(cost.optimizerBytes)) << ", activations "
-     << gib(double(cost.activationBytes)) << ", logits "
-     << gib(double(cost.logitBytes)) << " (" << cost.paramsPerDevice
+  os << "  memory per device " << formatMemory(double(cost.memoryBytes))
+     << ": weights " << formatMemory(double(cost.weightBytes)) << ", gradients "
+     << formatMemory(double(cost.gradBytes)) << ", optimizer "
+     << formatMemory(double(cost.optimizerBytes)) << ", activations "
+     << formatMemory(double(cost.activationBytes)) << ", logits "
+     << formatMemory(double(cost.logitBytes)) << " (" << cost.paramsPerDevice
      << " parameters)\n";
 }
 
@@ -376,8 +163,8 @@ static void printComms(llvm::raw_ostream &os, const PlanCost &cost) {
         x.kind.c_str(), x.axis.c_str(),
         x.interNode ? "inter-node" : "intra-node",
         static_cast<long long>(x.bytes), static_cast<long long>(x.runs),
-        x.sentBytes, seconds(x.seconds).c_str(),
-        seconds(x.seconds - x.overlappedSeconds).c_str(), x.what.c_str());
+        x.sentBytes, formatSeconds(x.seconds).c_str(),
+        formatSeconds(x.seconds - x.overlappedSeconds).c_str(), x.what.c_str());
 }
 
 /// The command that trains `plan`.
@@ -403,7 +190,7 @@ static void printRunCommand(llvm::raw_ostream &os, const std::string &modelPath,
 static std::string secondsDelta(double s) {
   if (std::fabs(s) < 1e-9)
     return "0";
-  return (s < 0 ? "-" : "+") + seconds(std::fabs(s));
+  return (s < 0 ? "-" : "+") + formatSeconds(std::fabs(s));
 }
 
 /// The plan the description and the flags (--mesh, --zero-stage,
@@ -466,8 +253,8 @@ static void printGivenPlan(llvm::raw_ostream &os, const ParallelPlan &plan,
     if (ranksBefore(c, cost))
       ++ahead;
   if (!cost.fits)
-    os << "  does not fit: it needs " << gib(double(cost.memoryBytes))
-       << " per device, " << gib(usable) << " usable\n";
+    os << "  does not fit: it needs " << formatMemory(double(cost.memoryBytes))
+       << " per device, " << formatMemory(usable) << " usable\n";
   else
     os << "  " << ahead << " of the " << search.plans.size()
        << " plans that fit rank ahead of it (faster, or within 0.5% and "
@@ -490,21 +277,22 @@ static void printGivenPlan(llvm::raw_ostream &os, const ParallelPlan &plan,
                   {"bubble", cost.bubbleSeconds, bestCost.bubbleSeconds},
                   {"communication", cost.commSeconds, bestCost.commSeconds}};
   os << llvm::format(
-      "    %-15s %12s %12s %12s\n", "step", seconds(cost.stepSeconds).c_str(),
-      seconds(bestCost.stepSeconds).c_str(),
+      "    %-15s %12s %12s %12s\n", "step",
+      formatSeconds(cost.stepSeconds).c_str(),
+      formatSeconds(bestCost.stepSeconds).c_str(),
       secondsDelta(cost.stepSeconds - bestCost.stepSeconds).c_str());
   for (const Term &t : terms)
-    os << llvm::format("    %-15s %12s %12s %12s\n", t.name,
-                       seconds(t.given).c_str(), seconds(t.best).c_str(),
-                       secondsDelta(t.given - t.best).c_str());
+    os << llvm::format(
+        "    %-15s %12s %12s %12s\n", t.name, formatSeconds(t.given).c_str(),
+        formatSeconds(t.best).c_str(), secondsDelta(t.given - t.best).c_str());
   os << llvm::format("    %-15s %11.1f%% %11.1f%%\n", "MFU", cost.mfu * 100,
                      bestCost.mfu * 100);
   os << llvm::format("    %-15s %12s %12s\n", "memory/device",
-                     gib(double(cost.memoryBytes)).c_str(),
-                     gib(double(bestCost.memoryBytes)).c_str());
+                     formatMemory(double(cost.memoryBytes)).c_str(),
+                     formatMemory(double(bestCost.memoryBytes)).c_str());
   os << llvm::format("    %-15s %12s %12s\n", "sent/device",
-                     sent(cost.sentBytes).c_str(),
-                     sent(bestCost.sentBytes).c_str());
+                     formatSent(cost.sentBytes).c_str(),
+                     formatSent(bestCost.sentBytes).c_str());
   // The terms that differ by more than 1% of the step, largest first.
   std::vector<const Term *> order;
   for (const Term &t : terms)
@@ -517,10 +305,10 @@ static void printGivenPlan(llvm::raw_ostream &os, const ParallelPlan &plan,
   os << "  what makes the difference: ";
   if (order.empty()) {
     os << "no term differs by more than 1% of the step (the steps differ by "
-       << seconds(std::fabs(delta)) << ")\n";
+       << formatSeconds(std::fabs(delta)) << ")\n";
     return;
   }
-  os << "the given plan's step is " << seconds(std::fabs(delta))
+  os << "the given plan's step is " << formatSeconds(std::fabs(delta))
      << (delta >= 0 ? " longer" : " shorter") << ": ";
   for (auto [i, t] : llvm::enumerate(order))
     os << (i ? ", " : "") << t->name << " " << secondsDelta(t->given - t->best);
@@ -550,7 +338,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                     "h100-node --devices 1024\n";
     return 1;
   }
-  FailureOr<HardwareSpec> hw = loadHardware(context);
+  FailureOr<HardwareSpec> hw = loadHardwareFlag(context);
   if (failed(hw))
     return 1;
   // The model as described (its mesh is what the plan replaces). An ONNX
@@ -565,7 +353,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     if (failed(importOnnxForTraining(modelPath, context, *onnxShape)))
       return 1;
     FailureOr<std::string> text = onnxTrainingDescription(
-        modelPath, *onnxShape, planningOverrides(), error);
+        modelPath, *onnxShape, onnxPlanningOverrides(devicesOpt, {}), error);
     if (failed(text)) {
       llvm::errs() << "gptc: error: " << error << "\n";
       return 1;
@@ -582,8 +370,10 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     }
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   }
-  FailureOr<ModelDescription> desc = parseUnplanned(sourceMgr, context);
-  if (failed(desc))
+  FailureOr<ModelDescription> desc = ModelDescription::parse(
+      sourceMgr, &context, DescriptionOverrides::unplanned());
+  FailureOr<OnnxImportOptions> onnxOptions = onnxFlags();
+  if (failed(desc) || failed(onnxOptions))
     return 1;
   ModelConfig m = desc->getConfig();
   int64_t microBatch = 0;
@@ -591,7 +381,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
   if (!desc->getOnnxModelPath().empty()) {
     FailureOr<ModelConfig> onnx =
         onnxPlanningConfig(*desc, context, onnxShape ? &*onnxShape : nullptr,
-                           microBatch, pipelines);
+                           *onnxOptions, microBatch, pipelines);
     if (failed(onnx))
       return 1;
     m = *onnx;
@@ -622,8 +412,9 @@ int mlir::gptc::runPlan(const std::string &modelPath,
     if (!gd->getOnnxModelPath().empty()) {
       int64_t graphBatch = 0;
       bool cut = true;
-      FailureOr<ModelConfig> onnx = onnxPlanningConfig(
-          *gd, context, onnxShape ? &*onnxShape : nullptr, graphBatch, cut);
+      FailureOr<ModelConfig> onnx =
+          onnxPlanningConfig(*gd, context, onnxShape ? &*onnxShape : nullptr,
+                             *onnxOptions, graphBatch, cut);
       if (failed(onnx))
         return 1;
       g = *onnx;
@@ -687,9 +478,9 @@ int mlir::gptc::runPlan(const std::string &modelPath,
        << " sequences)\n";
   os << "considered " << search->considered << " plans in "
      << llvm::format("%.3f", planSeconds) << " s; " << search->plans.size()
-     << " fit in " << gib(double(hw->memoryBytes) * hw->usableMemory)
+     << " fit in " << formatMemory(double(hw->memoryBytes) * hw->usableMemory)
      << " per device (" << llvm::format("%.0f", hw->usableMemory * 100)
-     << "% of " << gib(double(hw->memoryBytes)) << ")\n";
+     << "% of " << formatMemory(double(hw->memoryBytes)) << ")\n";
   if (givenCost)
     printGivenPlan(os, givenCost->first, givenCost->second, *search, *hw,
                    modelPath, tpInnermost);
@@ -733,9 +524,10 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                        "%11s\n",
                        shown, plan.meshString().c_str(), plan.zeroStage,
                        plan.sequenceParallel ? "on" : "-", micro.c_str(),
-                       sched.c_str(), seconds(cost.stepSeconds).c_str(),
-                       cost.mfu * 100, gib(double(cost.memoryBytes)).c_str(),
-                       sent(double(cost.sentBytes)).c_str());
+                       sched.c_str(), formatSeconds(cost.stepSeconds).c_str(),
+                       cost.mfu * 100,
+                       formatMemory(double(cost.memoryBytes)).c_str(),
+                       formatSent(double(cost.sentBytes)).c_str());
   }
 
   // The chosen plan in full, and why not data parallelism alone.
@@ -759,7 +551,7 @@ int mlir::gptc::runPlan(const std::string &modelPath,
                   double(hw->memoryBytes) * hw->usableMemory;
     if (!dpFits)
       os << "  why not data parallel alone: it needs at least "
-         << gib(double(search->dataParallelMemory))
+         << formatMemory(double(search->dataParallelMemory))
          << " per device (with ZeRO-3)\n";
     else if (m.batchSize % devices)
       os << "  why not data parallel alone: the batch (" << m.batchSize

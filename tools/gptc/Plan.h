@@ -7,6 +7,8 @@
 #ifndef GPTC_TOOLS_GPTC_PLAN_H
 #define GPTC_TOOLS_GPTC_PLAN_H
 
+#include "gptc/Driver/Driver.h"
+#include "gptc/Driver/Planning.h"
 #include "gptc/Frontend/ModelSpec.h"
 #include "gptc/Frontend/OnnxImporter.h"
 
@@ -35,9 +37,17 @@ int runCalibrate(const std::string &outputPath);
 /// For a description of an ONNX model the planner reads the architecture of
 /// the graph's raised blocks: from `onnxShape` where the caller imported the
 /// graph (gptc train MODEL.onnx), else from a new import.
+/// The description in `sourceMgr` with the flags (--mesh and the other
+/// parallel and learning-rate flags), or planned by `--mesh auto` (its
+/// compiler choices into `options`).
 FailureOr<ModelDescription>
 parseDescription(llvm::SourceMgr &sourceMgr, MLIRContext &context,
+                 CompileOptions &options,
                  const OnnxTrainingShape *onnxShape = nullptr);
+
+/// `--mesh auto`'s hardware and devices (checked: both given, no parallel
+/// flag beside it); none without --mesh auto.
+FailureOr<std::optional<AutoMesh>> autoMeshFlags();
 
 /// The parallel settings that size the description gptc writes for
 /// MODEL.onnx (onnxTrainingDescription): the command line's, or with

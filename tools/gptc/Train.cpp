@@ -18,6 +18,7 @@
 
 #include "gptc/Dialect/Gptc/IR/GptcOps.h"
 #include "gptc/Driver/Driver.h"
+#include "gptc/Driver/TrainSession.h"
 #include "gptc/Frontend/Importer.h"
 #include "gptc/Frontend/InputFile.h"
 #include "gptc/Frontend/ModelSpec.h"
@@ -91,13 +92,16 @@ static cl::opt<std::string>
                            "--resume also reads a step directory in it or a "
                            "single-file checkpoint (formats 1 and 2)"),
                   cl::init(""), cl::cat(trainCategory));
-static cl::opt<std::string> nanPolicyOpt(
+static cl::opt<NanPolicy, false, NamedValueParser<NanPolicy>> nanPolicyOpt(
     "nan-policy",
-    cl::desc("A step whose loss or gradients are NaN or infinite: 'stop' "
-             "(name it and end; the last checkpoint is the last good state) "
-             "or 'skip' (leave the parameters as they were and go on) "
-             "(default: training.nan_policy, stop)"),
-    cl::init(""), cl::cat(trainCategory));
+    cl::desc("A step whose loss or gradients are NaN or infinite (default: "
+             "training.nan_policy, stop)"),
+    cl::values(clEnumValN(NanPolicy::Stop, "stop",
+                          "name it and end; the last checkpoint is the "
+                          "last good state"),
+               clEnumValN(NanPolicy::Skip, "skip",
+                          "leave the parameters as they were and go on")),
+    cl::init(NanPolicy::Stop), cl::cat(trainCategory));
 static cl::opt<double> collectiveTimeoutOpt(
     "collective-timeout",
     cl::desc("Under mpirun: a collective or pipeline message that waits "
@@ -204,9 +208,9 @@ static cl::opt<bool> checkResidencyOpt(
 /// Where this process trains: the GPU with --device cuda, the CPU's runs
 /// behind a device's memory contract with --check-residency, else the
 /// CPU's own executor.
-static rt::DeviceOptions deviceOptions(bool cuda) {
+static rt::DeviceOptions deviceOptions(DeviceKind kind) {
   rt::DeviceOptions device;
-  device.cuda = cuda;
+  device.kind = kind;
   device.checkResidency = checkResidencyOpt;
   return device;
 }
@@ -237,58 +241,6 @@ static int fail(const std::string &message) {
   if (rt::launcherRank() <= 0)
     llvm::errs() << "gptc: error: " << message << "\n";
   return 1;
-}
-
-/// An error once the processes have connected. An error on one rank ends
-/// every rank (MPI_Abort), so that none waits in a collective; the message
-/// is one write, so ranks' lines do not interleave. An error every rank
-/// finds (`everyRank`: the same files and settings) is printed once, by
-/// rank 0, and every rank ends with it.
-static int failRanks(rt::Communicator *comm, const std::string &message,
-                     bool everyRank) {
-  bool many = comm && comm->size() > 1;
-  if (!everyRank || !many || comm->rank() == 0)
-    llvm::errs() << ("gptc: error: " +
-                     (many && !everyRank
-                          ? "rank " + std::to_string(comm->rank()) + ": "
-                          : std::string()) +
-                     message + "\n");
-  if (many) {
-    if (everyRank) {
-      // Every rank stops here: each ends normally (MPI finalized as the
-      // communicator goes), so the launcher forwards rank 0's message
-      // before it ends the job. (An abort could end the launcher first:
-      // 1 run in 30 printed nothing.)
-      char done = 0;
-      std::string ignored;
-      if (comm->broadcast(&done, 1, {comm->size()}, {0}, ignored))
-        return 1;
-    }
-    comm->abort(1);
-  }
-  return 1;
-}
-
-/// --resume: whether the checkpoint's step and settings let this run
-/// continue it (the same on every rank, so checked before the ranks load
-/// their blocks, where an error is one rank's).
-static bool checkResumable(const rt::TrainOptions &opts, std::string &error) {
-  auto reader = rt::CheckpointReader::open(opts.checkpointPath, error);
-  std::string notes;
-  return reader && reader->checkSettings(opts.recipe, opts.model, opts.steps,
-                                         opts.resumePolicy, notes, error);
-}
-
-/// "gptc: resuming from PATH at step N", and what changed that the run
-/// accepts (the leader's).
-static void printResuming(const rt::TrainOptions &opts,
-                          const rt::TrainingRun &trainer) {
-  llvm::errs() << "gptc: resuming from " << opts.checkpointPath << " at step "
-               << trainer.getStep() << "\n";
-  llvm::SmallVector<StringRef> lines;
-  StringRef(trainer.getResumeNotes()).split(lines, '\n', -1, false);
-  for (StringRef line : lines)
-    llvm::errs() << "gptc: " << line << "\n";
 }
 
 /// --inject-checkpoint-error and --assume-free-bytes, for this process.
@@ -369,450 +321,118 @@ static LogicalResult checkTrainOptions() {
        (fail("--collective-timeout takes seconds >= 0 (0: no watchdog), "
              "got " +
              std::to_string(collectiveTimeoutOpt.getValue())),
-        true)) ||
-      (nanPolicyOpt.getNumOccurrences() && nanPolicyOpt != "stop" &&
-       nanPolicyOpt != "skip" &&
-       (fail("--nan-policy takes 'stop' or 'skip', got '" + nanPolicyOpt + "'"),
         true)));
 }
 
-/// The checks that need the run's final length (--steps or the
-/// description's): the warm-up and --stop-at-step within it.
-static LogicalResult checkSchedule(const ModelDescription &desc) {
-  // --steps shorter than the description's warm-up is a short trial (a
-  // warning); a warm-up the flags or the description make longer than
-  // the run they give is an error.
-  if (failed(desc.checkSchedule(stepsFlag().has_value() && !isWarmupGiven())))
-    return failure();
-  int64_t steps = desc.getConfig().steps;
-  if (stopAfterOpt.getNumOccurrences() && stopAfterOpt > steps) {
-    fail("--stop-at-step " + std::to_string(stopAfterOpt) +
-         " is past the run's last step (" + std::to_string(steps) +
-         ", --steps): it stops where the schedule ends anyway");
+namespace {
+/// What the session says, printed as gptc says it: notes and errors on
+/// stderr ("gptc: ", "gptc: error: "; each one write, so that ranks' lines
+/// do not interleave), diagnostics as MLIR prints them.
+class PrintingObserver : public SessionObserver {
+public:
+  void note(const std::string &line) override {
+    llvm::errs() << ("gptc: " + line + "\n");
+  }
+  void error(const std::string &message) override {
+    llvm::errs() << ("gptc: error: " + message + "\n");
+  }
+  llvm::raw_ostream &diagnostics() override { return llvm::errs(); }
+};
+} // namespace
+
+/// --inject-overflow STEP[:RANK] into `run`.
+static LogicalResult setInjectOverflow(rt::RunOptions &run) {
+  if (injectOverflowOpt.empty())
+    return success();
+  StringRef spec = injectOverflowOpt;
+  auto [stepText, rankText] = spec.split(':');
+  int64_t step = 0, rank = 0;
+  if (stepText.getAsInteger(10, step) || step < 1 ||
+      (!rankText.empty() && rankText.getAsInteger(10, rank)) || rank < 0) {
+    fail("--inject-overflow takes STEP[:RANK] (a step from 1, a rank from 0), "
+         "got '" +
+         spec.str() + "'");
     return failure();
   }
+  run.injectOverflowStep = step;
+  run.injectOverflowRank = rank;
   return success();
 }
 
-/// The run's options: the artifact's training settings (what
-/// `gptc --emit=artifact` writes for gptc-runtime, so that both start from
-/// the same), then the flags that replace them.
-static rt::TrainOptions trainOptions(const ModelDescription &desc,
-                                     const std::string &description,
-                                     ::gptc::program::Program &program) {
-  setTrainSettings(desc, description, program);
-  rt::TrainOptions opts = rt::TrainOptions::fromProgram(program);
-  opts.model = desc.getName().str();
-  if (stopAfterOpt >= 0)
-    opts.stopAfter = std::min<int64_t>(stopAfterOpt, opts.steps);
+/// gptc train's flags as the session's request.
+static FailureOr<TrainRequest> trainRequest(const std::string &modelPath) {
+  TrainRequest request;
+  request.modelPath = modelPath;
+  if (!getOnnxImportOptions(request.onnx))
+    return failure();
+  FailureOr<std::optional<AutoMesh>> mesh = autoMeshFlags();
+  if (failed(mesh))
+    return failure();
+  request.autoMesh = *mesh;
+  if (request.autoMesh) {
+    // The plan chooses the parallel settings; the learning rate's flags
+    // still apply.
+    if (failed(addScheduleFlags(request.overrides)))
+      return failure();
+  } else {
+    FailureOr<DescriptionOverrides> overrides = getDescriptionOverrides();
+    if (failed(overrides))
+      return failure();
+    request.overrides = *overrides;
+  }
+  request.steps = stepsFlag();
+  if (nanPolicyOpt.getNumOccurrences())
+    request.nanPolicy = nanPolicyOpt;
+  FailureOr<CompileOptions> options = getCompileOptions();
+  if (failed(options))
+    return failure();
+  request.compile = std::move(*options);
+  request.compile.codegen = codegenOpt;
+
+  rt::RunOptions &run = request.run;
+  run.data = dataPath;
+  run.valData = valDataPath;
+  run.checkpoint = checkpointOpt;
+  if (stopAfterOpt.getNumOccurrences())
+    run.stopAt = stopAfterOpt;
   if (evalIntervalOpt >= 0)
-    opts.evalInterval = evalIntervalOpt;
+    run.evalInterval = evalIntervalOpt;
   if (keepCheckpointsOpt >= 0)
-    opts.keepCheckpoints = static_cast<int>(keepCheckpointsOpt);
+    run.keepCheckpoints = keepCheckpointsOpt;
   if (checkpointIntervalOpt >= 0)
-    opts.checkpointInterval = checkpointIntervalOpt;
-  opts.checkpointMinutes = checkpointMinutesOpt;
-  // SIGTERM, SIGINT, SIGUSR1: checkpoint after the step, exit 75.
-  opts.stopOnSignal = true;
-  if (!checkpointOpt.empty())
-    opts.checkpointPath = checkpointOpt;
-  else
-    opts.checkpointPath = opts.model + ".ckpt";
-  opts.resumed = resumeOpt;
-  opts.resumePolicy.anyChange = resumeChangedOpt;
-  opts.overwrite = overwriteOpt;
-  opts.collectiveTimeout = collectiveTimeoutOpt;
-  opts.overlapCollectives = collectiveOverlapOpt;
-  opts.logInterval = logIntervalOpt;
-  opts.liveProgress = isatty(STDERR_FILENO);
-  opts.dumpDir = dumpDirOpt;
-  opts.profile = profileOpt || !profileJsonOpt.empty();
-  opts.profileJson = profileJsonOpt;
-  opts.tracePath = traceOpt;
-  return opts;
-}
-
-/// Under several processes, the leader says which process each rank is:
-/// a launcher names a dead rank by its PID.
-static bool printProcesses(rt::Communicator &comm,
-                           const rt::TrainingRun &trainer, std::string &error) {
-  if (comm.size() < 2)
-    return true;
-  // The GPU each rank drives ("cuda:1"); the CPU's threads say the rest.
-  std::string device = trainer.device();
-  device =
-      device.rfind("cpu", 0) == 0 ? "" : device.substr(0, device.find(' '));
-  std::string text;
-  if (!rt::describeProcesses(comm, device, text, error))
-    return false;
-  if (comm.rank() == 0)
-    llvm::errs() << "gptc: processes: " << text << "\n";
-  return true;
-}
-
-/// gptc train on a pipeline mesh: one process per stage (docs/Pipeline.md).
-static int runPipelineTrain(ModelDescription &desc,
-                            const std::string &description,
-                            MLIRContext &context, const CompileOptions &options,
-                            std::optional<OnnxImport> &onnx, int64_t injectStep,
-                            int64_t injectRank) {
-  const ModelConfig &m = desc.getConfig();
-  if (failed(checkPipelineSupported(desc, options)))
-    return 1;
-  if (profileOpt || !profileJsonOpt.empty()) {
-    llvm::errs() << "gptc: error: --profile times the kernels of one "
-                    "program; a pipeline's stages and their waits are timed "
-                    "by --trace (docs/Pipeline.md)\n";
-    return 1;
-  }
-  if (stepsFlag())
-    desc.setSteps(*stepsFlag());
-  if (failed(checkSchedule(desc)))
-    return 1;
-  // The processes first: compiling a large model takes minutes.
-  std::unique_ptr<rt::Communicator> comm;
-  std::string error;
-  int64_t devices = m.devices();
-  bool started = rt::startProcesses(devices, /*mpi=*/true, comm, error);
-  if (!comm)
-    return fail(error);
-  bool leader = comm->rank() == 0;
-  auto failAll = [&](const std::string &message, bool everyRank = false) {
-    return failRanks(comm.get(), message, everyRank);
-  };
-  if (!started)
-    return failAll(error, /*everyRank=*/true);
-  // Every process compiles the same program; an error stops them all.
-  bool fromOnnx = onnx.has_value();
-  std::map<std::string, std::string> initialValues;
-  OwningOpRef<ModuleOp> module =
-      buildTrainingModule(desc, &context, onnx, initialValues);
-  ::gptc::program::Program program;
-  if (!module || failed(compilePipeline(desc, *module, options,
-                                        ProgramCode::Compiled, program))) {
-    if (comm->size() > 1)
-      comm->abort(1);
-    return 1;
-  }
-  std::string threadsLine = rt::shareCores(comm.get(), error);
-  if (threadsLine.empty())
-    return failAll(error);
-  if (leader)
-    llvm::errs() << "gptc: " << threadsLine << "\n";
-  rt::Dataset data;
-  if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
-                         error))
-    return failAll(error);
-  rt::TrainOptions opts = trainOptions(desc, description, program);
-  opts.recipe.emplace_back("data", data.identity());
-  if (resumeOpt && !checkResumable(opts, error))
-    return failAll(error, /*everyRank=*/true);
-  opts.injectOverflowStep = injectStep - 1;
-  opts.injectOverflowRank = static_cast<int>(injectRank);
-  if (injectStep > 0 && injectRank >= comm->size())
-    return failAll("--inject-overflow names rank " +
-                   std::to_string(injectRank) + " of a run of " +
-                   std::to_string(comm->size()) + " processes");
-  std::unique_ptr<rt::TrainingRun> trainer = rt::openTrainingRun(
-      program, opts, deviceOptions(options.cuda()), comm.get(),
-      resumeOpt ? std::map<std::string, std::string>()
-                : std::move(initialValues),
-      resumeOpt, error);
-  if (!trainer)
-    return failAll(error);
-  if (resumeOpt && leader)
-    printResuming(opts, *trainer);
-  if (leader) {
-    const ::gptc::program::PipelinePlan &plan = program.pipeline();
-    if (fromOnnx)
-      llvm::errs() << "gptc: the model is the ONNX graph "
-                   << desc.getOnnxModelPath()
-                   << " (its initializers are the initial parameters; its "
-                   << m.numLayers << " raised blocks cut into the stages)\n";
-    llvm::errs() << "gptc: training " << opts.model << " ("
-                 << trainer->numParameters() << " parameters) on "
-                 << data.getPath() << ", batch " << m.batchSize << " x "
-                 << opts.seqLen << ", steps " << trainer->getStep() << ".."
-                 << opts.steps << "\n";
-    llvm::errs() << "gptc: learning rate " << describeLearningRate(m) << "\n";
-    llvm::errs() << "gptc: pipeline of " << plan.stages() << " stages"
-                 << (plan.virtual_stages() > 1
-                         ? " x " + std::to_string(plan.virtual_stages()) +
-                               " virtual stages"
-                         : std::string())
-                 << ", " << rt::scheduleName(plan.schedule()) << ", "
-                 << plan.microbatches() << " microbatches of "
-                 << m.microBatchSize << " sequences"
-                 << (m.dataParallel > 1
-                         ? ", " + std::to_string(m.dataParallel) +
-                               " data-parallel replicas"
-                         : std::string())
-                 << (m.tensorParallel > 1 ? ", tensor parallel " +
-                                                std::to_string(m.tensorParallel)
-                                          : std::string())
-                 << (m.zeroStage > 0 ? ", ZeRO-" + std::to_string(m.zeroStage)
-                                     : std::string())
-                 << "\n";
-    if (options.cuda())
-      llvm::errs() << "gptc: stage 0 on " << trainer->device()
-                   << " (state and update on the device)\n";
-  }
-  if (!printProcesses(*comm, *trainer, error))
-    return failAll(error);
-  if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
-    return failAll(error, trainer->getErrorOnEveryRank());
-  return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
+    run.checkpointInterval = checkpointIntervalOpt;
+  run.checkpointMinutes = checkpointMinutesOpt;
+  run.resume = resumeOpt;
+  run.resumeChanged = resumeChangedOpt;
+  run.overwrite = overwriteOpt;
+  run.collectiveTimeout = collectiveTimeoutOpt;
+  run.overlapCollectives = collectiveOverlapOpt;
+  run.logInterval = logIntervalOpt;
+  run.liveProgress = isatty(STDERR_FILENO);
+  run.dumpDir = dumpDirOpt;
+  run.profile = profileOpt;
+  run.profileJson = profileJsonOpt;
+  run.tracePath = traceOpt;
+  run.device = deviceOptions(request.compile.device);
+  run.reportMemory = true;
+  if (failed(setInjectOverflow(run)))
+    return failure();
+  return request;
 }
 
 int mlir::gptc::runTrain(const std::string &modelPath,
                          const DialectRegistry &registry) {
   if (failed(checkTrainOptions()))
     return 1;
+  FailureOr<TrainRequest> request = trainRequest(modelPath);
+  if (failed(request))
+    return 1;
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  // Under an MPI launcher every rank compiles the same description: rank 0
-  // prints the diagnostics (errors, warnings, remarks), the others none
-  // (their launcher reports their exit status). A rank whose files differ
-  // from rank 0's could fail alone, silently: docs/Training.md says to
-  // keep the inputs the same on every host.
-  std::optional<ScopedDiagnosticHandler> quiet;
-  if (rt::launcherRank() > 0)
-    quiet.emplace(&context, [](Diagnostic &) { return success(); });
-  std::string error;
-  std::string description;
-  // An ONNX model: its graph is the model (docs/Onnx.md, "Training"). For
-  // MODEL.onnx itself the training settings are gptc's defaults and the
-  // flags, written as a description that names the graph; a description
-  // may also name one (`onnx_model`).
-  std::optional<OnnxImport> onnx;
-  OnnxTrainingShape onnxShape;
-  if (StringRef(modelPath).ends_with(".onnx")) {
-    FailureOr<OnnxImport> imported =
-        importOnnxForTraining(modelPath, context, onnxShape);
-    if (failed(imported))
-      return 1;
-    onnx = std::move(*imported);
-    FailureOr<DescriptionOverrides> overrides = getOnnxDescriptionOverrides();
-    if (failed(overrides))
-      return 1;
-    FailureOr<std::string> text =
-        onnxTrainingDescription(modelPath, onnxShape, *overrides, error);
-    if (failed(text))
-      return fail(error);
-    description = *text;
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(
-            description, modelPath + " (training settings)"),
-        llvm::SMLoc());
-  } else {
-    auto buffer = openBoundedInput(modelPath, kMaxDescriptionBytes,
-                                   "model description", error);
-    if (!buffer)
-      return fail(error);
-    description = buffer->getBuffer().str();
-    sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
-  }
-
-  // 1. The description (with --mesh and friends), with the limits of this
-  //    runtime.
-  FailureOr<ModelDescription> desc =
-      parseDescription(sourceMgr, context, onnx ? &onnxShape : nullptr);
-  if (failed(desc))
-    return 1;
-  // Under a launcher of N processes, a description without a mesh (and no
-  // --mesh) trains data parallel over them, as torchrun's users expect.
-  int world = rt::launcherSize();
-  std::string defaultMeshNote;
-  if (world > 1 && desc->getMeshAxes().empty() && !isMeshGiven() &&
-      !isMeshAuto()) {
-    setDefaultMesh("dp=" + std::to_string(world));
-    desc = parseDescription(sourceMgr, context, onnx ? &onnxShape : nullptr);
-    if (failed(desc))
-      return 1;
-    defaultMeshNote = "gptc: mesh dp=" + std::to_string(world) + ": the " +
-                      std::to_string(world) +
-                      " processes the launcher started (the description "
-                      "has no mesh and --mesh is not given)\n";
-  }
-  if (!defaultMeshNote.empty() && rt::launcherRank() <= 0)
-    llvm::errs() << defaultMeshNote;
-  const ModelConfig &m = desc->getConfig();
-  std::string onnxPath = desc->getOnnxModelPath();
-  OnnxImportOptions onnxOptions;
-  if (!getOnnxImportOptions(onnxOptions) ||
-      failed(resolveOnnxModel(*desc, &context, onnxOptions, onnx, onnxShape)))
-    return 1;
-  FailureOr<CompileOptions> options = getCompileOptions();
-  if (failed(options))
-    return 1;
-  options->codegen = codegenOpt;
-  if (options->cuda()) {
-    if (checkResidencyOpt)
-      return fail("--check-residency emulates a device's memory on the CPU; "
-                  "it does not go with --device cuda");
-#ifdef GPTC_HAVE_CUDA
-    if (!codegenOpt)
-      return fail("--device cuda runs generated kernels; --codegen=false "
-                  "is for the CPU");
-    // Before compiling: a cubin for GPT-2 takes half a minute.
-    std::string why;
-    if (options->device == DeviceKind::VirtualCUDA &&
-        !::gptc::cuda::useVirtualDevice(why))
-      return fail("--device virtual-cuda: " + why);
-    if (!rt::cudaDeviceAvailable(why))
-      return fail(why);
-#else
-    return fail("--device cuda: this gptc was built without the CUDA "
-                "runtime (no CUDA toolkit was found when it was built)");
-#endif
-  }
-  if (!nanPolicyOpt.empty())
-    desc->setSkipNonFinite(nanPolicyOpt == "skip");
-  if (m.pipelineParallel <= 1 && options->pipeline.any())
-    return fail("--pipeline-schedule, --virtual-stages and --pipeline-layers "
-                "shape a pipeline; this mesh has no pipeline axis (--mesh "
-                "pp=N)");
-  int64_t injectStep = -1, injectRank = 0;
-  if (!injectOverflowOpt.empty()) {
-    StringRef spec = injectOverflowOpt;
-    auto [stepText, rankText] = spec.split(':');
-    if (stepText.getAsInteger(10, injectStep) || injectStep < 1 ||
-        (!rankText.empty() && rankText.getAsInteger(10, injectRank)) ||
-        injectRank < 0)
-      return fail("--inject-overflow takes STEP[:RANK] (a step from 1, a "
-                  "rank from 0), got '" +
-                  spec.str() + "'");
-  }
-  if (m.pipelineParallel > 1)
-    return runPipelineTrain(*desc, description, context, *options, onnx,
-                            injectStep, injectRank);
-
-  // 2. Compile @forward and @train_step; --steps sets the schedule's length.
-  if (stepsFlag())
-    desc->setSteps(*stepsFlag());
-  if (failed(checkSchedule(*desc)))
-    return 1;
-  bool fromOnnx = onnx.has_value();
-  std::map<std::string, std::string> initialValues;
-  OwningOpRef<ModuleOp> module =
-      buildTrainingModule(*desc, &context, onnx, initialValues);
-  ::gptc::program::Program program;
-  if (!module || failed(compileTraining(*desc, *module, *options,
-                                        ProgramCode::Compiled, program)))
-    return 1;
-
-  // 3. One process per device: MPI when the mesh has several devices or an
-  //    MPI launcher started us (so that a mismatch is reported, not run N
-  //    times).
-  int64_t devices = m.devices();
-  std::unique_ptr<rt::Communicator> comm;
-  bool started = rt::startProcesses(devices, /*mpi=*/false, comm, error);
-  if (!started && !comm)
-    return fail(error);
-  bool leader = !comm || comm->rank() == 0;
-  // An error ends every rank (failRanks).
-  auto failAll = [&](const std::string &message, bool everyRank = false) {
-    return failRanks(comm.get(), message, everyRank);
-  };
-  if (!started)
-    return failAll(error, /*everyRank=*/true);
-
-  std::string threadsLine = rt::shareCores(comm.get(), error);
-  if (threadsLine.empty())
-    return failAll(error);
-  if (leader)
-    llvm::errs() << "gptc: " << threadsLine << "\n";
-
-  // 4. Data, options, parameters.
-  rt::Dataset data;
-  if (!rt::Dataset::open(dataPath, valDataPath, m.seqLen, m.vocabSize, data,
-                         error))
-    return failAll(error);
-  rt::TrainOptions opts = trainOptions(*desc, description, program);
-  opts.recipe.emplace_back("data", data.identity());
-  if (resumeOpt && !checkResumable(opts, error))
-    return failAll(error, /*everyRank=*/true);
-  opts.injectOverflowStep = injectStep - 1;
-  opts.injectOverflowRank = static_cast<int>(injectRank);
-  if (injectStep > 0 && injectRank >= (comm ? comm->size() : 1))
-    return failAll("--inject-overflow names rank " +
-                   std::to_string(injectRank) + " of a run of " +
-                   std::to_string(comm ? comm->size() : 1) + " processes");
-  // What training adds to the process: measured from here, where the
-  // compiler has finished (its peak kept aside, its freed heap given back,
-  // so that training's allocations count whatever the compiler freed) and
-  // the training state is not yet allocated.
-  int64_t compilePeak = rt::peakResidentBytes();
-  rt::returnFreeHeap();
-  int64_t before = rt::residentBytes();
-  bool trainingPeak = compilePeak > 0 && before > 0 && rt::resetPeakResident();
-  std::unique_ptr<rt::TrainingRun> trainer = rt::openTrainingRun(
-      program, opts, deviceOptions(options->cuda()), comm.get(),
-      resumeOpt ? std::map<std::string, std::string>()
-                : std::move(initialValues),
-      resumeOpt, error);
-  if (!trainer)
-    return failAll(error);
-  if (resumeOpt && leader)
-    printResuming(opts, *trainer);
-
-  if (leader) {
-    if (fromOnnx)
-      llvm::errs() << "gptc: the model is the ONNX graph " << onnxPath
-                   << " (its initializers are the initial parameters)\n";
-    llvm::errs() << "gptc: training " << opts.model << " ("
-                 << trainer->numParameters() << " parameters) on "
-                 << data.getPath() << " ("
-                 << (data.trainShards() > 1
-                         ? std::to_string(data.trainShards()) + " files, "
-                         : std::string())
-                 << data.trainSize() << " + " << data.validationSize()
-                 << (std::string(data.kind()) == "text" ? " bytes" : " tokens")
-                 << "), batch " << m.batchSize << " x " << opts.seqLen
-                 << ", steps " << trainer->getStep() << ".." << opts.steps
-                 << "\n";
-    llvm::errs() << "gptc: learning rate " << describeLearningRate(m) << "\n";
-    if (options->cuda())
-      llvm::errs() << "gptc: on " << trainer->device() << "\n";
-    if (devices > 1 || m.gradAccumSteps > 1)
-      llvm::errs() << "gptc: " << devices << " processes: data parallel "
-                   << m.dataParallel << ", tensor parallel " << m.tensorParallel
-                   << (m.sequenceParallel ? " (sequence parallel)" : "")
-                   << (m.contextParallel > 1
-                           ? ", context parallel " +
-                                 std::to_string(m.contextParallel) +
-                                 (m.contextAllGather ? " (all-gather)"
-                                                     : " (ring)")
-                           : std::string())
-                   << ", ZeRO stage " << m.zeroStage << ", " << m.gradAccumSteps
-                   << " microbatch(es) of " << m.microBatchSize
-                   << " sequences per rank\n";
-  }
-  if (comm && !printProcesses(*comm, *trainer, error))
-    return failAll(error);
-  if (!rt::trainAndSave(*trainer, opts, data, leader, "gptc", error))
-    return failAll(error, trainer->getErrorOnEveryRank());
-  if (leader) {
-    // The whole run's peak (compilation, training and the checkpoint) and
-    // what training added to the memory the compiler and the libraries
-    // held when it began (--emit=summary's "training memory" predicts it).
-    int64_t peak = rt::peakResidentBytes();
-    if (peak > 0) {
-      int64_t whole = trainingPeak ? std::max(peak, compilePeak) : peak;
-      llvm::errs() << "gptc: peak resident memory " << whole << " bytes ("
-                   << llvm::format("%.1f", whole / 1048576.0) << " MiB)";
-      if (trainingPeak)
-        llvm::errs() << "; training added " << peak - before << " bytes ("
-                     << llvm::format("%.1f", (peak - before) / 1048576.0)
-                     << " MiB) to the "
-                     << llvm::format("%.1f", before / 1048576.0)
-                     << " MiB of the compiler and libraries";
-      llvm::errs() << "\n";
-    }
-  }
-  return trainer->getStoppedBySignal() ? rt::kPreemptedExitCode : 0;
+  PrintingObserver observer;
+  std::unique_ptr<TrainSession> session =
+      TrainSession::create(*request, context, observer);
+  return session ? session->run() : 1;
 }
 
 int mlir::gptc::runSample(const std::string &checkpointPath,

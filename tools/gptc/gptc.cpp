@@ -341,7 +341,11 @@ static cl::opt<bool>
 /// step) and prints it to `os`.
 static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                              raw_ostream &os) {
-  FailureOr<ModelDescription> desc = parseDescription(sourceMgr, context);
+  FailureOr<CompileOptions> options = getCompileOptions();
+  if (failed(options))
+    return failure();
+  FailureOr<ModelDescription> desc =
+      parseDescription(sourceMgr, context, *options);
   if (failed(desc))
     return failure();
   const EmitKind &emit = emitKind(emitAction);
@@ -360,9 +364,6 @@ static LogicalResult compile(llvm::SourceMgr &sourceMgr, MLIRContext &context,
                 "raised to gptc's transformer blocks (docs/Onnx.md, "
                 "\"What training raises\")";
   }
-  FailureOr<CompileOptions> options = getCompileOptions();
-  if (failed(options))
-    return failure();
   // The schedule's length is compiled into the step.
   if (std::optional<int64_t> steps = stepsFlag()) {
     if (*steps < 1) {

@@ -23,6 +23,7 @@
 #define GPTC_DRIVER_DRIVER_H
 
 #include "gptc/Analysis/PipelineSchedule.h"
+#include "gptc/Runtime/Device.h"
 #include "gptc/Runtime/program.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -44,16 +45,9 @@ class ModelDescription;
 struct TrainPipelineOptions;
 struct GpuKernelLoweringPipelineOptions;
 
-/// What runs the step.
-enum class DeviceKind {
-  /// The CPU: kernels through linalg and LLVM, GEMMs by oneDNN.
-  CPU,
-  /// An NVIDIA GPU per process: an sm_XY cubin, cuBLASLt, NCCL.
-  CUDA,
-  /// The GPU runtime on the virtual CUDA device (CPU stand-ins of CUDA,
-  /// cuBLASLt and NCCL that check every access; the kernels as host code).
-  VirtualCUDA,
-};
+/// What runs the step (the runtime's type: gptc-runtime and the backends
+/// use the same).
+using DeviceKind = ::gptc::runtime::DeviceKind;
 
 /// "cpu", "cuda", "virtual-cuda"; nullopt for anything else.
 std::optional<DeviceKind> parseDeviceKind(StringRef name);

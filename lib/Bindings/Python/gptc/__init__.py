@@ -44,9 +44,20 @@ class _Handle(ctypes.Structure):
 
 
 class _Options(ctypes.Structure):
+    # gptc-c/Trainer.h's GptcTrainerOptions, field for field.
     _fields_ = [("steps", ctypes.c_int64), ("mesh", ctypes.c_char_p),
                 ("hardware", ctypes.c_char_p), ("devices", ctypes.c_int64),
-                ("zeroStage", ctypes.c_int), ("device", ctypes.c_char_p)]
+                ("zeroStage", ctypes.c_int), ("device", ctypes.c_char_p),
+                ("pipelineSchedule", ctypes.c_char_p), ("virtualStages", ctypes.c_int64),
+                ("pipelineLayers", ctypes.c_char_p), ("recompute", ctypes.c_char_p),
+                ("gradAccum", ctypes.c_int64), ("sequenceParallel", ctypes.c_int),
+                ("contextAttention", ctypes.c_char_p), ("zeroReduce", ctypes.c_char_p),
+                ("bucketMb", ctypes.c_double), ("gemmEpilogues", ctypes.c_int),
+                ("codegen", ctypes.c_int), ("nanPolicy", ctypes.c_char_p),
+                ("lr", ctypes.c_double), ("warmupSteps", ctypes.c_int64),
+                ("lrDecay", ctypes.c_char_p), ("minLrRatio", ctypes.c_double),
+                ("checkpoint", ctypes.c_char_p), ("checkpointInterval", ctypes.c_int64),
+                ("keepCheckpoints", ctypes.c_int64)]
 
 
 _lib = None
@@ -155,20 +166,64 @@ class Trainer:
     """A model compiled for training (on the CPU, or the CUDA runtime), with its state."""
 
     def __init__(self, model, steps=0, mesh=None, hardware=None, devices=0,
-                 zero_stage=None, device=None):
+                 zero_stage=None, device=None, *, pipeline_schedule=None,
+                 virtual_stages=None, pipeline_layers=None, recompute=None,
+                 grad_accum=None, sequence_parallel=None, context_attention=None,
+                 zero_reduce=None, bucket_mb=None, gemm_epilogues=None,
+                 codegen=None, nan_policy=None, lr=None, warmup_steps=None,
+                 lr_decay=None, min_lr_ratio=None, checkpoint=None,
+                 checkpoint_interval=0, keep_checkpoints=None):
         """Compiles `model` (a .pbtxt description or an .onnx model).
         steps > 0 replaces training.steps; mesh ("dp=2,tp=2", or "auto" with
         hardware and devices) replaces the description's: a mesh of N
         devices runs under `mpirun -np N`, every rank making the same calls
         (one such trainer per process); zero_stage replaces the ZeRO stage;
         device is "cpu" (default), "cuda" or "virtual-cuda" (the GPU runtime
-        on the virtual CUDA device: for tests, slow)."""
+        on the virtual CUDA device: for tests, slow). The keyword-only
+        settings are gptc train's flags of the same names (--recompute,
+        --grad-accum, --lr, ...; pipeline_layers a list of layer counts);
+        None keeps the description's. checkpoint (a directory) with
+        checkpoint_interval N writes a checkpoint every N steps of train()."""
         lib = _load()
         self._lib = lib
-        options = _Options(_count(steps, "steps", 0), _bytes(mesh), _bytes(hardware),
-                           _count(devices, "devices", 0),
-                           -1 if zero_stage is None else _count(zero_stage, "zero_stage", 0),
-                           _bytes(device))
+
+        def flag(value, what):
+            if value is None:
+                return -1
+            if isinstance(value, (bool, np.bool_)):
+                return int(value)
+            number = _count(value, what, 0)
+            if number > 1:
+                raise GptcError("%s takes True or False, got %r" % (what, value))
+            return number
+
+        def real(value, what, unset):
+            if value is None:
+                return unset
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                                  np.floating)):
+                raise GptcError("%s takes a number, got %r" % (what, value))
+            return float(value)
+
+        layers = None
+        if pipeline_layers is not None:
+            layers = ",".join(str(_count(n, "pipeline_layers", 1)) for n in pipeline_layers)
+        options = _Options(
+            _count(steps, "steps", 0), _bytes(mesh), _bytes(hardware),
+            _count(devices, "devices", 0),
+            -1 if zero_stage is None else _count(zero_stage, "zero_stage", 0),
+            _bytes(device), _bytes(pipeline_schedule),
+            0 if virtual_stages is None else _count(virtual_stages, "virtual_stages", 1),
+            _bytes(layers), _bytes(recompute),
+            0 if grad_accum is None else _count(grad_accum, "grad_accum", 1),
+            flag(sequence_parallel, "sequence_parallel"), _bytes(context_attention),
+            _bytes(zero_reduce), real(bucket_mb, "bucket_mb", -1.0),
+            flag(gemm_epilogues, "gemm_epilogues"), flag(codegen, "codegen"),
+            _bytes(nan_policy), real(lr, "lr", 0.0),
+            -1 if warmup_steps is None else _count(warmup_steps, "warmup_steps", 0),
+            _bytes(lr_decay), real(min_lr_ratio, "min_lr_ratio", -1.0),
+            _bytes(checkpoint), _count(checkpoint_interval, "checkpoint_interval", 0),
+            -1 if keep_checkpoints is None else _count(keep_checkpoints, "keep_checkpoints", 0))
         self._h = _call(lib.gptcTrainerCreate, _bytes(model), ctypes.byref(options))
         if not self._h.ptr:
             raise GptcError("gptcTrainerCreate failed")
