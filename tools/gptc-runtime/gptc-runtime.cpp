@@ -90,6 +90,9 @@ static int64_t parseCount(const std::string &text) {
 }
 
 int main(int argc, char **argv) {
+  // Before any other thread exists: the stop signals go to a thread of
+  // their own, never to a kernel's (gptc/Runtime/Preemption.h).
+  rt::routeStopSignals();
   std::string artifact, device = "cpu", data = rt::kDefaultDataPath, valData,
                         checkpoint, dumpDir, tracePath, profileJson;
   int64_t stopAt = -1, logInterval = 10, evalInterval = -1,

@@ -34,6 +34,7 @@
 #include "gptc/InitAll.h"
 #include "gptc/Pipelines/Pipelines.h"
 #include "gptc/Runtime/CollectiveSchedule.h"
+#include "gptc/Runtime/Preemption.h"
 #include "gptc/Target/CUDA/CompileKernels.h"
 #include "gptc/Target/CUDA/Passes.h"
 
@@ -482,6 +483,10 @@ int main(int argc, char **argv) {
   std::string command;
   if (argc > 1 && llvm::is_contained(kCommands, StringRef(argv[1]))) {
     command = argv[1];
+    // Before any other thread exists: the stop signals go to a thread of
+    // their own, never to a kernel's (gptc/Runtime/Preemption.h).
+    if (command == "train")
+      ::gptc::runtime::routeStopSignals();
     for (int i = 1; i + 1 < argc; ++i)
       argv[i] = argv[i + 1];
     --argc;

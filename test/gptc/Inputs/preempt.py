@@ -36,6 +36,41 @@ def train(name, *extra, log_interval="0"):
         list(extra)
 
 
+def unrouted_threads(pids):
+    """(threads, what could take a stop signal in a handler): every thread
+    of a gptc process is made with SIGTERM, SIGINT and SIGUSR1 blocked, and
+    one of them, the router, takes them with sigwait (routeStopSignals,
+    gptc/Runtime/Preemption.h); a process without one is named too."""
+    want = sum(1 << (sig - 1) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1))
+    count, bad, routers = 0, [], set()
+    for pid in pids:
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = open("/proc/%d/task/%s/status" % (pid, task)).read()
+            except OSError:
+                continue
+            try:
+                wchan = open("/proc/%d/task/%s/wchan" % (pid, task)).read()
+            except OSError:
+                wchan = ""
+            # The routing thread itself, in sigwait (which unblocks the
+            # signals it waits for while it waits).
+            if wchan.startswith("do_sigtimedwait"):
+                routers.add(pid)
+                continue
+            count += 1
+            blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+            if blocked & want != want:
+                bad.append("%d/%s (%s)" % (pid, task, re.search(r"^Name:\s*(.*)", status,
+                                                               re.M).group(1)))
+    bad += ["PID %d has no routing thread" % pid for pid in pids if pid not in routers]
+    return count, bad
+
+
 proc = subprocess.Popen(train("stopped", log_interval="1"),
                         stderr=subprocess.PIPE, text=True)
 pids = [proc.pid]
@@ -48,6 +83,7 @@ for line in proc.stderr:
     m = re.match(r"step\s+(\d+)/", line)
     if m and int(m.group(1)) >= stop_at and not sent:
         sent = True
+        threads, unrouted = unrouted_threads(pids)
         # (Two signals of one kind may merge while the first is pending:
         # the second is SIGINT.)
         for sig in ([signal.SIGTERM, signal.SIGINT] if twice else
@@ -58,6 +94,8 @@ proc.wait()
 if not sent:
     sys.exit("the run ended before step %d" % stop_at)
 text = "".join(lines)
+print("stop signals: blocked in all %d other threads" % threads if not unrouted else
+      "stop signals: not blocked in %s" % ", ".join(unrouted), flush=True)
 stopped = re.search(r"gptc: SIGTERM: stopped after step (\d+) of 40; "
                     r"continue with --resume", text)
 print(stopped.group(0) if stopped else "no stop line", flush=True)
