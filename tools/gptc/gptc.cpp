@@ -452,7 +452,7 @@ static constexpr const char *kCommands[] = {"train", "sample", "plan",
 
 /// Only training, sampling and calibration run the CPU runtime's thread
 /// pool: the others need not start twice to bound its spinning
-/// (lib/Runtime/CPU/ThreadDefaults.cpp).
+/// (tools/common/ThreadDefaults.cpp).
 extern "C" bool gptcRunsThreadPool(int argc, char **argv) {
   if (argc < 2)
     return false;
