@@ -18,22 +18,30 @@
 
 using namespace mlir::gptc;
 
-std::string ParallelPlan::meshString() const {
-  std::string s;
-  auto add = [&](const char *name, int64_t n) {
+std::vector<ParallelPlan::Axis> ParallelPlan::axes() const {
+  std::vector<Axis> out;
+  auto add = [&](const char *name, int64_t n, MeshAxisKind kind) {
     if (n > 1)
-      s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(n);
+      out.push_back({name, n, kind});
   };
   // Row-major, the innermost (consecutive ranks) last.
   if (dataOutermost) {
-    add("dp", dp);
-    add("pp", pp);
+    add("dp", dp, MeshAxisKind::Data);
+    add("pp", pp, MeshAxisKind::Pipeline);
   } else {
-    add("pp", pp);
-    add("dp", dp);
+    add("pp", pp, MeshAxisKind::Pipeline);
+    add("dp", dp, MeshAxisKind::Data);
   }
-  add("cp", cp);
-  add("tp", tp);
+  add("cp", cp, MeshAxisKind::Context);
+  add("tp", tp, MeshAxisKind::Tensor);
+  return out;
+}
+
+std::string ParallelPlan::meshString() const {
+  std::string s;
+  for (const Axis &axis : axes())
+    s += (s.empty() ? "" : ",") + std::string(axis.name) + "=" +
+         std::to_string(axis.size);
   return s.empty() ? "1" : s;
 }
 

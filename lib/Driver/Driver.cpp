@@ -90,12 +90,7 @@ mlir::gptc::planPipeline(const ModelDescription &desc,
   const PipelineOverrides &given = options.pipeline;
   // The caller's settings replace the description's.
   std::optional<PipelineScheduleKind> kind =
-      given.schedule ? given.schedule
-                     : parsePipelineSchedule(m.pipelineSchedule);
-  if (!kind)
-    return emitError(desc.locate({{"parallel"}, {"pipeline_schedule"}}))
-           << "pipeline_schedule takes gpipe, 1f1b, interleaved or zb-h1, got '"
-           << m.pipelineSchedule << "'";
+      given.schedule.value_or(m.pipelineSchedule);
   int64_t v = given.virtualStages.value_or(0);
   // The description's virtual stages go with its schedule.
   if (v == 0 && !(given.schedule && *kind != PipelineScheduleKind::Interleaved))
@@ -395,7 +390,7 @@ LogicalResult mlir::gptc::compilePipeline(const ModelDescription &desc,
     // Each stage's program in the IR (calls, sends, receives), checked for
     // deadlocks; the runtime's plan is read back from it.
     GptcPipelineSchedulePassOptions schedule;
-    schedule.schedule = pipelineScheduleName(plan->kind);
+    schedule.schedule = plan->kind;
     schedule.microbatches = plan->microbatches;
     pm.addPass(createGptcPipelineSchedulePass(schedule));
     // Every group of ranks issues the same collectives in the same order,

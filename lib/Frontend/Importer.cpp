@@ -298,11 +298,7 @@ void mlir::gptc::setTrainingAttributes(ModuleOp module,
     for (const MeshAxis &axis : axes) {
       shape.push_back(axis.size);
       names.push_back(b.getStringAttr(axis.name));
-      kinds.push_back(
-          axis.kind == MeshAxis::Kind::Data      ? MeshAxisKind::Data
-          : axis.kind == MeshAxis::Kind::Tensor  ? MeshAxisKind::Tensor
-          : axis.kind == MeshAxis::Kind::Context ? MeshAxisKind::Context
-                                                 : MeshAxisKind::Pipeline);
+      kinds.push_back(axis.kind);
     }
     shard::GridOp::create(b, desc.locate({{"mesh"}}), "mesh", shape);
     GptcDialect::ParallelAttrHelper(ctx).setAttr(

@@ -194,8 +194,10 @@ DescriptionOverrides DescriptionOverrides::unplanned() {
 
 LogicalResult DescriptionOverrides::setFromPlan(const ParallelPlan &plan,
                                                 std::string &error) {
-  if (failed(parseMesh(plan.meshString(), error)))
-    return failure();
+  // The plan's axes as they are (a value, not its text parsed again).
+  mesh = std::vector<MeshAxis>();
+  for (const ParallelPlan::Axis &axis : plan.axes())
+    mesh->push_back({axis.name, axis.size, axis.kind});
   zeroStage = plan.zeroStage;
   sequenceParallel = plan.sequenceParallel;
   accumulation = plan.microbatches;
@@ -203,7 +205,7 @@ LogicalResult DescriptionOverrides::setFromPlan(const ParallelPlan &plan,
   // without a pipeline has none).
   dropPipelineSettings = true;
   if (plan.pp > 1) {
-    pipelineSchedule = pipelineScheduleName(plan.schedule);
+    pipelineSchedule = plan.schedule;
     virtualStages = plan.virtualStages;
   } else {
     recompute = plan.recompute;
@@ -298,13 +300,24 @@ ModelDescription::parse(StringRef text, StringRef fileName,
     spec.mutable_parallel()->clear_virtual_stages();
     spec.mutable_parallel()->clear_pipeline_layers();
   }
-  if (overrides.pipelineSchedule)
-    spec.mutable_parallel()->set_pipeline_schedule(
-        *overrides.pipelineSchedule == "gpipe" ? Parallelism::GPIPE
-        : *overrides.pipelineSchedule == "interleaved"
-            ? Parallelism::INTERLEAVED
-        : *overrides.pipelineSchedule == "zb-h1" ? Parallelism::ZB_H1
-                                                 : Parallelism::ONE_F_ONE_B);
+  if (overrides.pipelineSchedule) {
+    Parallelism::Schedule schedule = Parallelism::ONE_F_ONE_B;
+    switch (*overrides.pipelineSchedule) {
+    case PipelineScheduleKind::GPipe:
+      schedule = Parallelism::GPIPE;
+      break;
+    case PipelineScheduleKind::OneFOneB:
+      schedule = Parallelism::ONE_F_ONE_B;
+      break;
+    case PipelineScheduleKind::Interleaved:
+      schedule = Parallelism::INTERLEAVED;
+      break;
+    case PipelineScheduleKind::ZeroBubbleH1:
+      schedule = Parallelism::ZB_H1;
+      break;
+    }
+    spec.mutable_parallel()->set_pipeline_schedule(schedule);
+  }
   if (overrides.virtualStages)
     spec.mutable_parallel()->set_virtual_stages(
         static_cast<int32_t>(*overrides.virtualStages));
@@ -752,16 +765,16 @@ LogicalResult ModelDescription::validate() {
     // them; planPipeline checks the combination).
     switch (p.pipeline_schedule()) {
     case Parallelism::GPIPE:
-      m.pipelineSchedule = "gpipe";
+      m.pipelineSchedule = PipelineScheduleKind::GPipe;
       break;
     case Parallelism::INTERLEAVED:
-      m.pipelineSchedule = "interleaved";
+      m.pipelineSchedule = PipelineScheduleKind::Interleaved;
       break;
     case Parallelism::ZB_H1:
-      m.pipelineSchedule = "zb-h1";
+      m.pipelineSchedule = PipelineScheduleKind::ZeroBubbleH1;
       break;
     default:
-      m.pipelineSchedule = "1f1b";
+      m.pipelineSchedule = PipelineScheduleKind::OneFOneB;
       break;
     }
     if (p.has_virtual_stages()) {
@@ -769,7 +782,8 @@ LogicalResult ModelDescription::validate() {
       if (m.virtualStages < 1)
         v.error({{"parallel"}, {"virtual_stages"}})
             << "virtual_stages must be >= 1, got " << m.virtualStages;
-      else if (m.virtualStages > 1 && m.pipelineSchedule != "interleaved")
+      else if (m.virtualStages > 1 &&
+               m.pipelineSchedule != PipelineScheduleKind::Interleaved)
         v.error({{"parallel"}, {"virtual_stages"}})
             << "virtual_stages is for the INTERLEAVED schedule";
     }

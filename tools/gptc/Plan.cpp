@@ -214,10 +214,7 @@ static ParallelPlan givenPlan(const ModelDescription &desc,
   if (plan.pp > 1) {
     // As planPipeline: the schedule, and interleaved's 2 chunks a stage
     // unless given; the stages recompute their chunks.
-    plan.schedule = flags.schedule
-                        ? *flags.schedule
-                        : parsePipelineSchedule(m.pipelineSchedule)
-                              .value_or(PipelineScheduleKind::OneFOneB);
+    plan.schedule = flags.schedule.value_or(m.pipelineSchedule);
     int64_t v = flags.virtualStages.value_or(m.virtualStages);
     plan.virtualStages = v > 0 ? v
                          : plan.schedule == PipelineScheduleKind::Interleaved

@@ -16,6 +16,7 @@
 
 // Precision and LrDecay: the dialect's enums (GptcAttrs.td), one
 // vocabulary from the description to the IR.
+#include "gptc/Analysis/PipelineSchedule.h"
 #include "gptc/Dialect/Gptc/IR/GptcDialect.h"
 
 #include <cstdint>
@@ -84,10 +85,11 @@ struct ModelConfig {
   }
   int zeroStage = 0;
   bool sequenceParallel = false;
-  /// The pipeline's schedule ("1f1b", "gpipe", "interleaved"), chunks per
+  /// The pipeline's schedule (one type from the description to the
+  /// artifact's plan), chunks per
   /// stage (0: the schedule's default) and, when fixed by the description,
   /// each chunk's layer count.
-  std::string pipelineSchedule = "1f1b";
+  PipelineScheduleKind pipelineSchedule = PipelineScheduleKind::OneFOneB;
   int64_t virtualStages = 0;
   std::vector<int64_t> pipelineLayers;
   /// Activation recomputation (pipeline stages always recompute each

@@ -54,6 +54,15 @@ struct HardwareSpec {
 
 /// One way to train the model on the devices.
 struct ParallelPlan {
+  /// The mesh's axes of more than one device, row-major (the innermost,
+  /// consecutive ranks, last): their names (dp, pp, cp, tp), sizes and
+  /// kinds, as meshString prints them.
+  struct Axis {
+    const char *name;
+    int64_t size;
+    MeshAxisKind kind;
+  };
+  std::vector<Axis> axes() const;
   int64_t dp = 1, tp = 1, pp = 1;
   /// Context parallelism: the sequence over cp ranks (between tp and the
   /// others in the mesh: its groups gather every layer's keys and values).

@@ -43,7 +43,10 @@ struct ParallelPlan;
 struct MeshAxis {
   std::string name;
   int64_t size = 1;
-  enum class Kind { Data, Tensor, Pipeline, Context } kind = Kind::Data;
+  /// The axis's role: the dialect's own kind (`#gptc.mesh_info`'s), so
+  /// that the description, the IR and the planner name it with one type.
+  using Kind = MeshAxisKind;
+  Kind kind = Kind::Data;
 };
 
 /// Command-line replacements for the description's parallel and
@@ -57,10 +60,8 @@ struct DescriptionOverrides {
   /// Drop the description's pipeline settings (gptc plan, which replaces
   /// the mesh, chooses its own).
   bool dropPipelineSettings = false;
-  /// A pipeline's schedule ("gpipe", "1f1b", "interleaved", "zb-h1") and
-  /// virtual
-  /// stages (--mesh auto's choice).
-  std::optional<std::string> pipelineSchedule;
+  /// A pipeline's schedule and virtual stages (--mesh auto's choice).
+  std::optional<PipelineScheduleKind> pipelineSchedule;
   std::optional<int64_t> virtualStages;
   std::optional<bool> sequenceParallel;
   /// Context parallelism's attention: all-gather (true) or ring (false).

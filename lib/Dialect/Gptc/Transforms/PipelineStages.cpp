@@ -276,11 +276,7 @@ void GptcPipelineSchedulePass::runOnOperation() {
   if (failed(grid))
     return signalPassFailure();
   int64_t p = grid->stages;
-  std::optional<PipelineScheduleKind> kind = parsePipelineSchedule(schedule);
-  if (!kind) {
-    module.emitError("unknown pipeline schedule '") << schedule << "'";
-    return signalPassFailure();
-  }
+  std::optional<PipelineScheduleKind> kind = schedule;
   // Each chunk's forward and backward; a zero-bubble schedule's backward
   // in its two halves (gptc-split-backward).
   bool split = splitsBackward(*kind);
@@ -536,7 +532,8 @@ void GptcPipelineSchedulePass::runOnOperation() {
                               : weightHalf[c];
         if (!bf) {
           module.emitError("the ")
-              << schedule << " schedule runs @" << forward[c].getSymName()
+              << pipelineScheduleName(*kind) << " schedule runs @"
+              << forward[c].getSymName()
               << (op.kind == PipelineOp::Backward ? "_backward"
                                                   : " in two halves")
               << ", which the module does not have";

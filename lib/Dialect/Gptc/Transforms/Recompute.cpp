@@ -228,16 +228,12 @@ struct GptcRecomputePass final
     ModuleOp module = getOperation();
     // The option, else the module's gptc.recompute, else none.
     Recompute chosen = Recompute::None;
-    if (!mode.empty()) {
-      std::optional<Recompute> parsed = symbolizeRecompute(mode);
-      if (!parsed) {
-        auto func = SymbolTable(module).lookup<func::FuncOp>(function);
-        (func ? func.emitOpError() : module.emitError())
-            << "recompute mode must be none, selective or full, got '" << mode
-            << "'";
-        return signalPassFailure();
-      }
-      chosen = *parsed;
+    if (mode == RecomputeMode::Selective) {
+      chosen = Recompute::Selective;
+    } else if (mode == RecomputeMode::Full) {
+      chosen = Recompute::Full;
+    } else if (mode == RecomputeMode::None) {
+      chosen = Recompute::None;
     } else if (RecomputeAttr attr =
                    GptcDialect::RecomputeAttrHelper(&getContext())
                        .getAttr(module)) {

@@ -19,6 +19,9 @@
 
 namespace mlir::gptc {
 
+/// gptc-recompute's `mode`: a Recompute, or the module's own.
+enum class RecomputeMode { FromModule, None, Selective, Full };
+
 #define GEN_PASS_DECL
 #include "gptc/Dialect/Gptc/Transforms/Passes.h.inc"
 

@@ -240,8 +240,17 @@ def GptcPipelineSchedulePass : Pass<"gptc-pipeline-schedule", "mlir::ModuleOp"> 
     runtime. The programs are then checked as gptc-pipeline-verify does.
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"schedule", "schedule", "::mlir::gptc::PipelineScheduleKind",
+           "::mlir::gptc::PipelineScheduleKind::OneFOneB",
+           "The schedule (gpipe, 1f1b, interleaved or zb-h1)", [{::llvm::cl::values(
+             clEnumValN(::mlir::gptc::PipelineScheduleKind::GPipe, "gpipe",
+                        "every microbatch's forward, then the backwards"),
+             clEnumValN(::mlir::gptc::PipelineScheduleKind::OneFOneB, "1f1b",
+                        "one forward, one backward (the default)"),
+             clEnumValN(::mlir::gptc::PipelineScheduleKind::Interleaved,
+                        "interleaved", "1F1B over virtual stages"),
+             clEnumValN(::mlir::gptc::PipelineScheduleKind::ZeroBubbleH1,
+                        "zb-h1", "zero bubble: each backward split in two"))}]>,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Microbatches per step">
   ];
@@ -329,9 +338,17 @@ def GptcRecomputePass : Pass<"gptc-recompute", "mlir::ModuleOp"> {
     reports the bytes the backward keeps under each mode.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", "\"\"",
-           "none, selective or full (empty: the module's gptc.recompute, "
-           "none without it)">,
+    Option<"mode", "mode", "::mlir::gptc::RecomputeMode",
+           "::mlir::gptc::RecomputeMode::FromModule",
+           "What to recompute", [{::llvm::cl::values(
+             clEnumValN(::mlir::gptc::RecomputeMode::FromModule, "module",
+                        "the module's gptc.recompute, none without it (the "
+                        "default)"),
+             clEnumValN(::mlir::gptc::RecomputeMode::None, "none", "nothing"),
+             clEnumValN(::mlir::gptc::RecomputeMode::Selective, "selective",
+                        "norms and GELUs"),
+             clEnumValN(::mlir::gptc::RecomputeMode::Full, "full",
+                        "each layer's forward again in its backward"))}]>,
     Option<"function", "function", "std::string", "\"forward_backward\"",
            "The differentiated function to rewrite">,
   ];
