@@ -1,4 +1,5 @@
-//===- Planning.cpp - Hardware, --mesh auto and the plan's words -*- C++ -*-===//
+//===- Planning.cpp - Hardware, --mesh auto and the plan's words -*- C++
+//-*-===//
 //
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 //
@@ -131,15 +132,16 @@ FailureOr<HardwareSpec> mlir::gptc::loadHardware(StringRef name,
   return parseHardware(sourceMgr, &context);
 }
 
-FailureOr<ModelConfig> mlir::gptc::onnxPlanningConfig(
-    ModelDescription &desc, MLIRContext &context,
-    const OnnxTrainingShape *given, const OnnxImportOptions &onnx,
-    int64_t &microBatch, bool &pipelines) {
+FailureOr<ModelConfig>
+mlir::gptc::onnxPlanningConfig(ModelDescription &desc, MLIRContext &context,
+                               const OnnxTrainingShape *given,
+                               const OnnxImportOptions &onnx,
+                               int64_t &microBatch, bool &pipelines) {
   OnnxTrainingShape shape;
   if (given) {
     shape = *given;
-  } else if (failed(importOnnxFileForTraining(desc.getOnnxModelPath(),
-                                              &context, onnx, shape))) {
+  } else if (failed(importOnnxFileForTraining(desc.getOnnxModelPath(), &context,
+                                              onnx, shape))) {
     return failure();
   }
   // The cost model prices GPT-2's blocks, so the graph must hold what

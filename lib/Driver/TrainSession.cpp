@@ -129,9 +129,9 @@ static LogicalResult checkDevice(const TrainRequest &request,
   return success(rt::prepareDevice(options.device, error));
 }
 
-std::unique_ptr<TrainSession>
-TrainSession::create(const TrainRequest &request, MLIRContext &context,
-                     SessionObserver &observer) {
+std::unique_ptr<TrainSession> TrainSession::create(const TrainRequest &request,
+                                                   MLIRContext &context,
+                                                   SessionObserver &observer) {
   // Before the processes connect, under an MPI launcher every rank reads
   // the same command line and files and finds the same error: rank 0 says
   // it, and prints the diagnostics (errors, warnings, remarks); the others
@@ -194,10 +194,9 @@ TrainSession::create(const TrainRequest &request, MLIRContext &context,
       -> FailureOr<ModelDescription> {
     if (!request.autoMesh)
       return ModelDescription::parse(sourceMgr, &context, overrides);
-    FailureOr<ModelDescription> planned =
-        planDescription(sourceMgr, context, *request.autoMesh, overrides,
-                        onnx ? &onnxShape : nullptr, request.onnx, options,
-                        diagnostics, error);
+    FailureOr<ModelDescription> planned = planDescription(
+        sourceMgr, context, *request.autoMesh, overrides,
+        onnx ? &onnxShape : nullptr, request.onnx, options, diagnostics, error);
     if (failed(planned) && !error.empty())
       fail(error);
     return planned;

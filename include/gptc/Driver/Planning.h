@@ -62,8 +62,8 @@ void keepPipelines(PlanSearch &search, bool pipelines);
 
 /// The step the plans of MODEL.onnx share before planning: one graph-sized
 /// microbatch per device, with `schedule`'s learning-rate settings.
-DescriptionOverrides onnxPlanningOverrides(int64_t devices,
-                                           const DescriptionOverrides &schedule);
+DescriptionOverrides
+onnxPlanningOverrides(int64_t devices, const DescriptionOverrides &schedule);
 
 /// The description in `sourceMgr` planned for `mesh` (its best plan): the
 /// plan's parallel settings replace the description's, `schedule`'s

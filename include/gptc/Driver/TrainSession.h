@@ -93,9 +93,9 @@ public:
   /// run, opened: initialized, or resumed with `request.run.resume`. The
   /// leader's notes say what trains where. Null when a step fails, its
   /// error reported to `observer` once.
-  static std::unique_ptr<TrainSession>
-  create(const TrainRequest &request, MLIRContext &context,
-         SessionObserver &observer);
+  static std::unique_ptr<TrainSession> create(const TrainRequest &request,
+                                              MLIRContext &context,
+                                              SessionObserver &observer);
 
   /// Trains to the end (or a stop signal) and saves: 0,
   /// kPreemptedExitCode, or 1 with the error reported.
