@@ -174,11 +174,8 @@ bool RunSession::connect(int64_t devices, bool mpi) {
   if (!started) {
     // Without a communicator no rank can tell the others: each says it
     // (rank 0 alone under a launcher, fail).
-    fail(comm  ? error
-         : mpi ? "a pipeline runs under MPI, and MPI did not "
-                 "start: " +
-                     error
-               : error,
+    fail(!comm && mpi ? "a pipeline runs under MPI, and MPI did not start"
+                      : error,
          /*everyRank=*/true);
     return false;
   }
