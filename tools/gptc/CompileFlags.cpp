@@ -224,8 +224,6 @@ bool mlir::gptc::explicitParallelOptions() {
          virtualStagesOpt.getNumOccurrences() || layersOpt.getNumOccurrences();
 }
 
-bool mlir::gptc::isWarmupGiven() { return warmupStepsOpt.getNumOccurrences(); }
-
 FailureOr<DescriptionOverrides> mlir::gptc::getDescriptionOverrides() {
   DescriptionOverrides o;
   if (meshOpt.getNumOccurrences()) {

@@ -65,11 +65,6 @@ LogicalResult addScheduleFlags(DescriptionOverrides &overrides);
 bool isMeshAuto();
 /// A --mesh other than auto was given (gptc plan prices that plan).
 bool isMeshGiven();
-/// The mesh getDescriptionOverrides gives where --mesh is not given
-/// ("dp=4": gptc train under mpirun -np 4 with no mesh); "" for none.
-void setDefaultMesh(std::string mesh);
-/// Whether --warmup-steps is on the command line.
-bool isWarmupGiven();
 /// Whether any parallel or pipeline setting besides --mesh was given.
 bool explicitParallelOptions();
 /// --steps, where given: the schedule's length, compiled into the step.
