@@ -237,9 +237,7 @@ std::unique_ptr<TrainSession> TrainSession::create(const TrainRequest &request,
     if (failed(checkPipelineSupported(*desc, options)))
       return nullptr;
     if (request.run.profile || !request.run.profileJson.empty())
-      return fail("--profile times the kernels of one program; a pipeline's "
-                  "stages and their waits are timed by --trace "
-                  "(docs/Pipeline.md)");
+      return fail(rt::kPipelineProfileRefusal);
   }
   // 3. The schedule's length: steps shorter than the description's
   //    warm-up are a short trial (a warning); a warm-up the request or

@@ -118,6 +118,9 @@ openTrainingRun(const program::Program &program, const TrainOptions &options,
 }
 
 const char *const kDefaultDataPath = "/usr/share/common-licenses/GPL-3";
+const char *const kPipelineProfileRefusal =
+    "--profile times the kernels of one program; a pipeline's stages and "
+    "their waits are timed by --trace (docs/Pipeline.md)";
 
 RunObserver::~RunObserver() = default;
 
@@ -241,11 +244,7 @@ bool RunSession::open(program::Program program,
 
   std::string error;
   if (train.profile && artifact.has_pipeline())
-    return fail("--profile times the kernels of one program; a pipeline's "
-                "stages and their waits are timed by --trace "
-                "(docs/Pipeline.md)",
-                /*everyRank=*/true),
-           false;
+    return fail(kPipelineProfileRefusal, /*everyRank=*/true), false;
   if (o.openData) {
     if (!Dataset::open(o.data, o.valData, train.seqLen, train.vocab, dataset,
                        error))

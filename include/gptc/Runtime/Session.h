@@ -83,6 +83,10 @@ openTrainingRun(const program::Program &program, const TrainOptions &options,
 /// Debian system ships (bytes are tokens).
 extern const char *const kDefaultDataPath;
 
+/// Why --profile does not go with a pipeline (RunSession::open refuses it;
+/// gptc train says so before it compiles).
+extern const char *const kPipelineProfileRefusal;
+
 /// What a run has to say, in its caller's voice: `gptc train` and
 /// `gptc-runtime` print it ("gptc: ..."), the C API collects it.
 class RunObserver {
